@@ -1,0 +1,64 @@
+// tmcra-mcp: the stdio MCP server. stdout carries JSON-RPC only; every log line goes to stderr.
+
+#include <cstdio>
+#include <exception>
+#include <string_view>
+
+#include <spdlog/spdlog.h>
+
+#include "src/app/server_setup.h"
+#include "src/common/log.h"
+#include "src/common/version.h"
+
+namespace {
+
+constexpr const char* kHelp =
+    "Usage: tmcra-mcp [--version | --help]\n"
+    "\n"
+    "A durable memory server for AI coding agents, speaking the Model Context Protocol over\n"
+    "stdio. Register it with an MCP host (Claude Desktop, Claude Code, Codex, Cursor, VS Code);\n"
+    "the host starts it and talks to it on stdin/stdout.\n"
+    "\n"
+    "With no account configured it keeps memory in a local SQLite file under\n"
+    "$TMCRA_DATA_DIR (default $HOME/.local/share/tmcra). Set TMCRA_API_KEY (and optionally\n"
+    "TMCRA_BASE_URL) or sign in with a TMCRA app to use a remote Memory API.\n"
+    "\n"
+    "Environment:\n"
+    "  TMCRA_LOG_LEVEL   trace, debug, info (default), warn, error, critical, off\n"
+    "  TMCRA_DATA_DIR    data directory of the embedded memory\n"
+    "  TMCRA_API_KEY     credential for a remote Memory API (never logged)\n"
+    "  TMCRA_BASE_URL    origin of the remote Memory API (HTTPS)\n"
+    "\n"
+    "Options:\n"
+    "  --version         print the version and exit\n"
+    "  --help            print this help and exit\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // --version and --help print to stdout: they are answers to a person, not an MCP session.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--version" || arg == "-V") {
+      std::fprintf(stdout, "%s %s\n", tmcra::kProductName, tmcra::kVersion);  // stdout-ok
+      return 0;
+    }
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kHelp, stdout);  // stdout-ok
+      return 0;
+    }
+    std::fprintf(stderr, "tmcra-mcp: unknown option '%.*s' (try --help)\n",
+                 static_cast<int>(arg.size()), arg.data());
+    return 2;
+  }
+  try {
+    tmcra::InitLogging();
+    tmcra::mcp::Server::InstallSignalHandlers();
+    auto server = tmcra::app::BuildServer();
+    spdlog::info("tmcra-mcp {} waiting for an MCP client on stdin", tmcra::kVersion);
+    return server->Run(/*in_fd=*/0, /*out_fd=*/1);
+  } catch (const std::exception& e) {
+    spdlog::critical("fatal: {}", e.what());
+    return 1;
+  }
+}

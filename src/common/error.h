@@ -1,0 +1,47 @@
+// Error values that cross module boundaries.
+//
+// Every fallible operation returns Result<T> (see result.h). An Error carries a code, a
+// `retryable` flag decided once where the failure is classified, and a message that is safe to
+// log: no secrets and no full payloads.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace tmcra {
+
+enum class Errc {
+  kInvalidArgument,
+  kNotFound,
+  kConflict,
+  kUnavailable,
+  kTimeout,
+  kRateLimited,
+  kPermissionDenied,
+  kDataLoss,
+  kProtocol,
+  kCancelled,
+  kInternal,
+};
+
+std::string_view ErrcName(Errc code);
+
+struct Error {
+  Errc code = Errc::kInternal;
+  bool retryable = false;
+  std::string message;
+
+  static Error Invalid(std::string m) { return {Errc::kInvalidArgument, false, std::move(m)}; }
+  static Error NotFound(std::string m) { return {Errc::kNotFound, false, std::move(m)}; }
+  static Error Conflict(std::string m) { return {Errc::kConflict, false, std::move(m)}; }
+  static Error Unavailable(std::string m) { return {Errc::kUnavailable, true, std::move(m)}; }
+  static Error Timeout(std::string m) { return {Errc::kTimeout, true, std::move(m)}; }
+  static Error Protocol(std::string m) { return {Errc::kProtocol, false, std::move(m)}; }
+  static Error Cancelled(std::string m) { return {Errc::kCancelled, false, std::move(m)}; }
+  static Error Internal(std::string m) { return {Errc::kInternal, false, std::move(m)}; }
+
+  // "<code>: <message>", for logs and tool error texts.
+  std::string ToString() const;
+};
+
+}  // namespace tmcra

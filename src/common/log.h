@@ -1,0 +1,20 @@
+// Logging. Everything goes to stderr (or a file): stdout of tmcra-mcp carries JSON-RPC only.
+//
+// InitLogging() installs the default spdlog logger writing to stderr, with the level taken from
+// TMCRA_LOG_LEVEL (trace, debug, info, warn, error, critical, off; default info). Call it once
+// from main before any other thread starts.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include <spdlog/spdlog.h>
+
+namespace tmcra {
+
+// Parses a level name; unknown names give std::nullopt.
+std::optional<spdlog::level::level_enum> ParseLogLevel(std::string_view name);
+
+void InitLogging();
+
+}  // namespace tmcra

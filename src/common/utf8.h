@@ -1,0 +1,21 @@
+// UTF-8 helpers. The service counts text lengths in Unicode code points (Python's len()), so
+// every limit we enforce on text uses CodePointLength.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace tmcra {
+
+// Number of code points. Each byte of an invalid sequence counts as one code point, the way
+// Python counts the U+FFFD replacements after a lossy decode.
+size_t CodePointLength(std::string_view text);
+
+// True when `text` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
+bool IsValidUtf8(std::string_view text);
+
+// `text` with every invalid sequence replaced by U+FFFD.
+std::string SanitizeUtf8(std::string_view text);
+
+}  // namespace tmcra

@@ -1,0 +1,90 @@
+#include "src/mcp/jsonrpc.h"
+
+#include <string>
+
+namespace tmcra::mcp {
+
+json MakeResult(const json& id, json result) {
+  return json{{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
+}
+
+json MakeError(const json& id, int code, std::string_view message, json data) {
+  json error{{"code", code}, {"message", std::string(message)}};
+  if (!data.is_null()) error["data"] = std::move(data);
+  return json{{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(error)}};
+}
+
+json MakeRequest(const json& id, std::string_view method, json params) {
+  return json{{"jsonrpc", "2.0"}, {"id", id}, {"method", std::string(method)},
+              {"params", std::move(params)}};
+}
+
+json MakeNotification(std::string_view method, json params) {
+  return json{{"jsonrpc", "2.0"}, {"method", std::string(method)}, {"params", std::move(params)}};
+}
+
+bool IsValidRequestId(const json& id) {
+  return id.is_string() || id.is_number_integer();
+}
+
+int NestingDepth(std::string_view text, int limit) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': in_string = true; break;
+      case '[':
+      case '{':
+        if (++depth > deepest) {
+          deepest = depth;
+          if (deepest > limit) return limit + 1;
+        }
+        break;
+      case ']':
+      case '}':
+        if (depth > 0) --depth;
+        break;
+      default: break;
+    }
+  }
+  return deepest;
+}
+
+ParsedLine ParseLine(std::string_view line) {
+  ParsedLine out;
+  if (line.size() > kMaxLineBytes) {
+    out.error_code = rpc::kInvalidRequest;
+    out.error_message = "Message exceeds the 8 MiB limit";
+    return out;
+  }
+  if (NestingDepth(line, kMaxNestingDepth) > kMaxNestingDepth) {
+    out.error_code = rpc::kInvalidRequest;
+    out.error_message = "Message nesting exceeds the limit of 64 levels";
+    return out;
+  }
+  out.value = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (out.value.is_discarded()) {
+    out.value = nullptr;
+    out.error_code = rpc::kParseError;
+    out.error_message = "Parse error: the line is not valid JSON";
+  }
+  return out;
+}
+
+std::string Serialize(const json& message) {
+  return message.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace tmcra::mcp

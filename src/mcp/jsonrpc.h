@@ -1,0 +1,55 @@
+// JSON-RPC 2.0 envelope helpers for MCP over stdio: error codes, message builders, the parse
+// step with its limits, and the one serializer allowed to produce stdout bytes.
+//
+// Knows nothing of tools or memory.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace tmcra::mcp {
+
+using json = nlohmann::json;
+
+namespace rpc {
+inline constexpr int kParseError = -32700;
+inline constexpr int kInvalidRequest = -32600;
+inline constexpr int kMethodNotFound = -32601;
+inline constexpr int kInvalidParams = -32602;
+inline constexpr int kInternalError = -32603;
+}  // namespace rpc
+
+// A line longer than this is rejected without being parsed (the TS SDK client caps its own
+// buffer at 10 MiB, so nothing legitimate is larger).
+inline constexpr size_t kMaxLineBytes = 8u * 1024u * 1024u;
+// Deeper nesting is rejected before parsing, so hostile input cannot exhaust the stack.
+inline constexpr int kMaxNestingDepth = 64;
+
+json MakeResult(const json& id, json result);
+json MakeError(const json& id, int code, std::string_view message, json data = nullptr);
+json MakeRequest(const json& id, std::string_view method, json params);
+json MakeNotification(std::string_view method, json params);
+
+// True for the id types MCP allows: a string or an integer (never null, a float or a bool).
+bool IsValidRequestId(const json& id);
+
+// Deepest nesting of arrays and objects in `text`, counting only brackets outside strings.
+// Stops counting once `limit` is exceeded and returns limit + 1.
+int NestingDepth(std::string_view text, int limit);
+
+struct ParsedLine {
+  json value;             // the message, when error_code == 0
+  int error_code = 0;     // rpc::kParseError or rpc::kInvalidRequest
+  std::string error_message;
+};
+
+// Parses one framed line, enforcing kMaxLineBytes and kMaxNestingDepth.
+ParsedLine ParseLine(std::string_view line);
+
+// Compact one-line UTF-8 text of `message`; invalid UTF-8 is replaced, never thrown.
+std::string Serialize(const json& message);
+
+}  // namespace tmcra::mcp

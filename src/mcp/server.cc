@@ -1,0 +1,605 @@
+#include "src/mcp/server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
+#include "src/mcp/line_reader.h"
+#include "src/mcp/schema.h"
+
+namespace tmcra::mcp {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Self-pipe for termination signals: the handler writes a byte, Run() polls the read end.
+int g_signal_read_fd = -1;
+int g_signal_write_fd = -1;
+
+extern "C" void OnTerminationSignal(int /*signo*/) {
+  const int saved_errno = errno;
+  if (g_signal_write_fd >= 0) {
+    const char byte = 1;
+    [[maybe_unused]] const ssize_t ignored = write(g_signal_write_fd, &byte, 1);
+  }
+  errno = saved_errno;
+}
+
+bool IsSupportedVersion(std::string_view version) {
+  for (auto v : kSupportedVersions) {
+    if (v == version) return true;
+  }
+  return false;
+}
+
+constexpr auto kShutdownGrace = 500ms;    // in-flight calls may finish on their own
+constexpr auto kShutdownCancel = 400ms;   // then they are cancelled and get this long to stop
+
+}  // namespace
+
+struct Server::Call {
+  std::atomic<bool> client_cancelled{false};
+};
+
+struct Server::Pending {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<json> response;
+};
+
+class Server::CallContext final : public ToolContext {
+ public:
+  CallContext(Server& server, std::shared_ptr<Call> call, std::string version)
+      : server_(server), call_(std::move(call)), version_(std::move(version)) {}
+
+  std::string protocol_version() const override { return version_; }
+  bool cancelled() const override {
+    return call_->client_cancelled.load() || server_.shutting_down_.load();
+  }
+  bool can_elicit() const override {
+    std::lock_guard lock(server_.state_mu_);
+    return server_.client_elicitation_ && version_ >= "2025-06-18" &&
+           !server_.options_.inline_tools;
+  }
+  Result<ElicitResponse> Elicit(const std::string& message, const json& requested_schema,
+                                std::chrono::milliseconds timeout) override {
+    if (!can_elicit()) {
+      return Error::Unavailable("the client did not declare the elicitation capability");
+    }
+    return server_.Elicit(*call_, message, requested_schema, timeout);
+  }
+
+ private:
+  Server& server_;
+  std::shared_ptr<Call> call_;
+  std::string version_;
+};
+
+Server::Server(ServerOptions options) : options_(std::move(options)) {}
+
+Server::~Server() {
+  shutting_down_ = true;
+  ReapWorkers(/*all=*/true);
+}
+
+void Server::AddTool(ToolSpec spec, ToolHandler handler) {
+  tools_.push_back(Tool{std::move(spec), std::move(handler)});
+}
+
+void Server::InstallSignalHandlers() {
+  int fds[2];
+  if (g_signal_read_fd < 0 && pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+    g_signal_read_fd = fds[0];
+    g_signal_write_fd = fds[1];
+  }
+  struct sigaction action {};
+  action.sa_handler = OnTerminationSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+std::string Server::negotiated_version() const {
+  std::lock_guard lock(state_mu_);
+  return negotiated_.empty() ? std::string(kNewestVersion) : negotiated_;
+}
+
+void Server::SetOutputForTest(int out_fd) { out_fd_ = out_fd; }
+
+void Server::HandleLineForTest(std::string_view line, bool oversized) {
+  HandleLine(line, oversized);
+}
+
+int Server::Run(int in_fd, int out_fd) {
+  out_fd_ = out_fd;
+  LineReader reader(kMaxLineBytes);
+  const LineReader::LineFn on_line = [this](std::string_view line, bool oversized) {
+    HandleLine(line, oversized);
+  };
+  std::vector<char> buffer(64 * 1024);
+  while (!output_broken_.load()) {
+    pollfd fds[2] = {{in_fd, POLLIN, 0}, {g_signal_read_fd, POLLIN, 0}};
+    const nfds_t count = g_signal_read_fd >= 0 ? 2 : 1;
+    const int ready = poll(fds, count, 250);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("poll on stdin failed: {}", std::strerror(errno));
+      break;
+    }
+    if (ready == 0) {
+      ReapWorkers(/*all=*/false);
+      continue;
+    }
+    if (count == 2 && (fds[1].revents & POLLIN) != 0) {
+      spdlog::info("termination signal received; shutting down");
+      break;
+    }
+    if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+    const ssize_t n = read(in_fd, buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      spdlog::error("reading stdin failed: {}", std::strerror(errno));
+      break;
+    }
+    if (n == 0) {
+      reader.Finish(on_line);
+      spdlog::debug("end of input; shutting down");
+      break;
+    }
+    reader.Feed(std::string_view(buffer.data(), static_cast<size_t>(n)), on_line);
+  }
+  if (output_broken_.load()) spdlog::info("output closed; shutting down");
+  Shutdown();
+  return 0;
+}
+
+void Server::Shutdown() {
+  {
+    std::unique_lock lock(calls_mu_);
+    calls_cv_.wait_for(lock, kShutdownGrace, [this] { return calls_.empty(); });
+  }
+  shutting_down_ = true;
+  bool stragglers = false;
+  {
+    std::unique_lock lock(calls_mu_);
+    stragglers = !calls_cv_.wait_for(lock, kShutdownCancel, [this] { return calls_.empty(); });
+  }
+  if (stragglers) {
+    // A tool that ignores cancellation must not keep the host waiting: every write we make is
+    // transactional, so leaving now loses nothing that was acknowledged.
+    spdlog::warn("tool calls still running at shutdown; exiting without them");
+    spdlog::default_logger()->flush();
+    std::_Exit(0);
+  }
+  ReapWorkers(/*all=*/true);
+}
+
+void Server::StartWorker(std::function<void()> work) {
+  ReapWorkers(/*all=*/false);
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread thread([work = std::move(work), done] {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      spdlog::error("worker failed: {}", e.what());
+    } catch (...) {
+      spdlog::error("worker failed with an unknown exception");
+    }
+    done->store(true);
+  });
+  std::lock_guard lock(workers_mu_);
+  workers_.push_back(Worker{std::move(thread), std::move(done)});
+}
+
+void Server::ReapWorkers(bool all) {
+  std::list<Worker> finished;
+  {
+    std::lock_guard lock(workers_mu_);
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      if (all || it->done->load()) {
+        finished.splice(finished.end(), workers_, it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& worker : finished) {
+    if (worker.thread.joinable()) worker.thread.join();
+  }
+}
+
+bool Server::Write(const json& message) {
+  std::string line = Serialize(message);
+  line.push_back('\n');
+  std::lock_guard lock(out_mu_);
+  if (output_broken_.load() || out_fd_ < 0) return false;
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = write(out_fd_, line.data() + done, line.size() - done);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      output_broken_ = true;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void Server::HandleLine(std::string_view line, bool oversized) {
+  if (oversized) {
+    Write(MakeError(nullptr, rpc::kInvalidRequest, "Message exceeds the 8 MiB limit"));
+    return;
+  }
+  try {
+    ParsedLine parsed = ParseLine(line);
+    if (parsed.error_code != 0) {
+      Write(MakeError(nullptr, parsed.error_code, parsed.error_message));
+      return;
+    }
+    if (parsed.value.is_array()) {
+      HandleBatch(parsed.value);
+      return;
+    }
+    if (auto response = HandleMessage(parsed.value, /*in_batch=*/false)) Write(*response);
+  } catch (const std::exception& e) {
+    spdlog::error("request failed: {}", e.what());
+    Write(MakeError(nullptr, rpc::kInternalError, "Internal error"));
+  }
+}
+
+void Server::HandleBatch(const json& batch) {
+  std::string version;
+  {
+    std::lock_guard lock(state_mu_);
+    version = negotiated_;
+  }
+  if (version != "2025-03-26") {
+    Write(MakeError(nullptr, rpc::kInvalidRequest,
+                    "Invalid Request: batches are accepted only on protocol version 2025-03-26"));
+    return;
+  }
+  if (batch.empty()) {
+    Write(MakeError(nullptr, rpc::kInvalidRequest, "Invalid Request: empty batch"));
+    return;
+  }
+  // Tool calls in a batch run one after another on a worker, so an elicitation inside one can
+  // still be answered through the reader.
+  auto run = [this, batch] {
+    json responses = json::array();
+    for (const auto& message : batch) {
+      if (auto response = HandleMessage(message, /*in_batch=*/true)) {
+        responses.push_back(std::move(*response));
+      }
+    }
+    if (!responses.empty()) Write(responses);
+  };
+  if (options_.inline_tools) {
+    run();
+  } else {
+    StartWorker(std::move(run));
+  }
+}
+
+std::optional<json> Server::HandleMessage(const json& message, bool in_batch) {
+  if (!message.is_object()) {
+    return MakeError(nullptr, rpc::kInvalidRequest, "Invalid Request: expected a JSON object");
+  }
+  const auto id_it = message.find("id");
+  const bool has_id = id_it != message.end();
+  const json id = has_id && IsValidRequestId(*id_it) ? *id_it : json(nullptr);
+  const auto method_it = message.find("method");
+  if (method_it == message.end()) {
+    if (has_id && (message.contains("result") || message.contains("error"))) {
+      HandleResponse(message);
+      return std::nullopt;
+    }
+    return MakeError(id, rpc::kInvalidRequest, "Invalid Request: no method");
+  }
+  const auto version_it = message.find("jsonrpc");
+  const bool good_envelope = version_it != message.end() && *version_it == "2.0" &&
+                             method_it->is_string();
+  if (!has_id) {
+    // A notification is never answered, even when it is malformed or unknown.
+    if (good_envelope) {
+      const auto params = message.find("params");
+      HandleNotification(method_it->get<std::string>(),
+                         params != message.end() ? *params : json::object());
+    }
+    return std::nullopt;
+  }
+  if (!good_envelope) {
+    return MakeError(id, rpc::kInvalidRequest,
+                     "Invalid Request: jsonrpc must be \"2.0\" and method a string");
+  }
+  if (!IsValidRequestId(*id_it)) {
+    return MakeError(nullptr, rpc::kInvalidRequest,
+                     "Invalid Request: id must be a string or an integer");
+  }
+  const auto params_it = message.find("params");
+  const json params = params_it != message.end() ? *params_it : json::object();
+  return HandleRequest(id, method_it->get<std::string>(), params, in_batch);
+}
+
+std::optional<json> Server::HandleRequest(const json& id, const std::string& method,
+                                          const json& params, bool in_batch) {
+  if (method == "ping") return MakeResult(id, json::object());
+  if (method == "initialize") {
+    if (in_batch) {
+      return MakeError(id, rpc::kInvalidRequest,
+                       "Invalid Request: initialize must not be part of a batch");
+    }
+    if (!params.is_object() || !params.contains("protocolVersion") ||
+        !params["protocolVersion"].is_string()) {
+      return MakeError(id, rpc::kInvalidParams,
+                       "Invalid params: params.protocolVersion must be a string");
+    }
+    {
+      std::lock_guard lock(state_mu_);
+      if (!negotiated_.empty()) {
+        return MakeError(id, rpc::kInvalidRequest, "Invalid Request: already initialized");
+      }
+    }
+    return MakeResult(id, Initialize(params));
+  }
+  if (method == "tools/list") {
+    if (!params.is_object()) {
+      return MakeError(id, rpc::kInvalidParams, "Invalid params: params must be an object");
+    }
+    return ListTools(id, params);
+  }
+  if (method == "tools/call") {
+    if (!params.is_object() || !params.contains("name") || !params["name"].is_string()) {
+      return MakeError(id, rpc::kInvalidParams, "Invalid params: params.name must be a string");
+    }
+    const std::string& name = params["name"].get_ref<const std::string&>();
+    bool known = false;
+    for (const auto& tool : tools_) known = known || tool.spec.name == name;
+    if (!known) return MakeError(id, rpc::kInvalidParams, "Unknown tool: " + name);
+    const std::string key = id.dump();
+    auto call = std::make_shared<Call>();
+    {
+      std::lock_guard lock(calls_mu_);
+      if (!calls_.emplace(key, call).second) {
+        return MakeError(id, rpc::kInvalidRequest,
+                         "Invalid Request: a call with this id is still running");
+      }
+    }
+    const auto finish = [this, key] {
+      std::lock_guard lock(calls_mu_);
+      calls_.erase(key);
+      calls_cv_.notify_all();
+    };
+    if (in_batch || options_.inline_tools) {
+      auto response = RunCall(id, params, call);
+      finish();
+      return response;
+    }
+    StartWorker([this, id, params, call, finish] {
+      auto response = RunCall(id, params, call);
+      if (response) Write(*response);
+      finish();
+    });
+    return std::nullopt;
+  }
+  return MakeError(id, rpc::kMethodNotFound, "Method not found: " + method);
+}
+
+void Server::HandleNotification(const std::string& method, const json& params) {
+  if (method == "notifications/initialized") {
+    std::lock_guard lock(state_mu_);
+    initialized_ = true;
+    return;
+  }
+  if (method == "notifications/cancelled") {
+    if (!params.is_object() || !params.contains("requestId")) return;
+    const std::string key = params["requestId"].dump();
+    std::lock_guard lock(calls_mu_);
+    if (auto it = calls_.find(key); it != calls_.end()) {
+      it->second->client_cancelled = true;
+      spdlog::debug("call {} cancelled by the client", key);
+    }
+    return;
+  }
+  spdlog::debug("ignoring notification {}", method);
+}
+
+void Server::HandleResponse(const json& message) {
+  const json& id = message["id"];
+  if (!id.is_string()) return;
+  std::shared_ptr<Pending> pending;
+  {
+    std::lock_guard lock(calls_mu_);
+    if (auto it = pending_.find(id.get<std::string>()); it != pending_.end()) {
+      pending = it->second;
+    }
+  }
+  if (!pending) {
+    spdlog::debug("ignoring a response to unknown request {}", id.dump());
+    return;
+  }
+  std::lock_guard lock(pending->mu);
+  pending->response = message;
+  pending->cv.notify_all();
+}
+
+json Server::Initialize(const json& params) {
+  const std::string requested = params["protocolVersion"].get<std::string>();
+  const std::string version = IsSupportedVersion(requested) ? requested
+                                                            : std::string(kNewestVersion);
+  bool elicitation = false;
+  if (auto caps = params.find("capabilities"); caps != params.end() && caps->is_object()) {
+    if (auto e = caps->find("elicitation"); e != caps->end() && e->is_object()) {
+      // 2025-11-25: {} means form only; {"form":{}} and/or {"url":{}} list the modes.
+      elicitation = e->empty() || e->contains("form");
+    }
+  }
+  {
+    std::lock_guard lock(state_mu_);
+    negotiated_ = version;
+    client_elicitation_ = elicitation;
+  }
+  if (requested != version) {
+    spdlog::info("client asked for protocol {}; answering {}", requested, version);
+  }
+  json server_info{{"name", options_.name}, {"version", options_.version}};
+  if (version >= "2025-06-18" && !options_.title.empty()) server_info["title"] = options_.title;
+  json result{{"protocolVersion", version},
+              {"capabilities", {{"tools", json::object()}}},
+              {"serverInfo", std::move(server_info)}};
+  if (!options_.instructions.empty()) result["instructions"] = options_.instructions;
+  return result;
+}
+
+json Server::ListTools(const json& id, const json& params) {
+  if (auto cursor = params.find("cursor"); cursor != params.end() && !cursor->is_null()) {
+    // Every tool fits on one page, so no cursor of ours exists.
+    return MakeError(id, rpc::kInvalidParams, "Invalid params: unknown cursor");
+  }
+  const std::string version = negotiated_version();
+  json tools = json::array();
+  for (const auto& tool : tools_) tools.push_back(ToolDefinition(tool, version));
+  return MakeResult(id, json{{"tools", std::move(tools)}});
+}
+
+json Server::ToolDefinition(const Tool& tool, const std::string& version) const {
+  json def{{"name", tool.spec.name},
+           {"description", tool.spec.description},
+           {"inputSchema", tool.spec.input_schema}};
+  if (version >= "2025-03-26" && !tool.spec.annotations.is_null()) {
+    def["annotations"] = tool.spec.annotations;
+  }
+  if (version >= "2025-06-18") {
+    if (!tool.spec.title.empty()) def["title"] = tool.spec.title;
+    if (!tool.spec.output_schema.is_null()) def["outputSchema"] = tool.spec.output_schema;
+  }
+  return def;
+}
+
+json Server::ShapeResult(const ToolResult& result, const std::string& version) const {
+  if (result.is_error) {
+    return json{{"content", json::array({{{"type", "text"}, {"text", result.error_text}}})},
+                {"isError", true}};
+  }
+  json out{{"content", json::array({{{"type", "text"}, {"text", Serialize(result.structured)}}})}};
+  if (version >= "2025-06-18") out["structuredContent"] = result.structured;
+  return out;
+}
+
+std::optional<json> Server::RunCall(const json& id, const json& params,
+                                    std::shared_ptr<Call> call) {
+  const std::string& name = params["name"].get_ref<const std::string&>();
+  const Tool* tool = nullptr;
+  for (const auto& t : tools_) {
+    if (t.spec.name == name) tool = &t;
+  }
+  json arguments = json::object();
+  if (auto it = params.find("arguments"); it != params.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      return MakeError(id, rpc::kInvalidParams,
+                       "Invalid params: params.arguments must be an object");
+    }
+    arguments = *it;
+  }
+  const std::string version = negotiated_version();
+  ToolResult result;
+  if (auto problem = ValidateSchema(arguments, tool->spec.input_schema)) {
+    result = ToolResult::Fail("Invalid arguments for " + name + ": " + *problem);
+  } else {
+    CallContext context(*this, call, version);
+    try {
+      result = tool->handler(arguments, context);
+      if (!result.is_error && !result.structured.is_object()) {
+        spdlog::error("tool {} returned a non-object result", name);
+        result = ToolResult::Fail(name + " failed: internal error");
+      }
+    } catch (const std::exception& e) {
+      spdlog::error("tool {} failed: {}", name, e.what());
+      result = ToolResult::Fail(name + " failed: internal error");
+    }
+  }
+  if (call->client_cancelled.load()) {
+    spdlog::debug("suppressing the response to cancelled call {}", id.dump());
+    return std::nullopt;
+  }
+  return MakeResult(id, ShapeResult(result, version));
+}
+
+Result<ElicitResponse> Server::Elicit(Call& call, const std::string& message, const json& schema,
+                                      std::chrono::milliseconds timeout) {
+  const std::string request_id = "srv-" + std::to_string(next_request_id_++);
+  json params{{"message", message}, {"requestedSchema", schema}};
+  if (negotiated_version() >= "2025-11-25") params["mode"] = "form";
+  auto pending = std::make_shared<Pending>();
+  {
+    std::lock_guard lock(calls_mu_);
+    pending_[request_id] = pending;
+  }
+  const auto forget = [&] {
+    std::lock_guard lock(calls_mu_);
+    pending_.erase(request_id);
+  };
+  if (!Write(MakeRequest(request_id, "elicitation/create", std::move(params)))) {
+    forget();
+    return Error::Unavailable("the client's input is closed");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::optional<json> response;
+  bool timed_out = false;
+  {
+    std::unique_lock lock(pending->mu);
+    while (!pending->response) {
+      if (call.client_cancelled.load() || shutting_down_.load()) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        timed_out = true;
+        break;
+      }
+      pending->cv.wait_for(lock, 50ms);
+    }
+    response = pending->response;
+  }
+  forget();
+  if (!response) {
+    Write(MakeNotification("notifications/cancelled",
+                           {{"requestId", request_id},
+                            {"reason", timed_out ? "timed out" : "the tool call was cancelled"}}));
+    if (timed_out) return Error::Timeout("the user did not answer in time");
+    return Error::Cancelled("the tool call was cancelled");
+  }
+  if (auto error = response->find("error"); error != response->end()) {
+    std::string text = "the client answered elicitation/create with an error";
+    if (error->is_object() && error->contains("message") && (*error)["message"].is_string()) {
+      text += ": " + (*error)["message"].get<std::string>();
+    }
+    return Error::Protocol(text);
+  }
+  const json& result = (*response)["result"];
+  if (!result.is_object() || !result.contains("action") || !result["action"].is_string()) {
+    return Error::Protocol("the client's elicitation answer has no action");
+  }
+  ElicitResponse out;
+  out.action = result["action"].get<std::string>();
+  if (out.action != "accept" && out.action != "decline" && out.action != "cancel") {
+    return Error::Protocol("the client's elicitation answer has an unknown action");
+  }
+  if (out.action == "accept") {
+    auto content = result.find("content");
+    if (content != result.end() && !content->is_object()) {
+      return Error::Protocol("the client's elicitation content is not an object");
+    }
+    out.content = content != result.end() ? *content : json::object();
+  }
+  return out;
+}
+
+}  // namespace tmcra::mcp

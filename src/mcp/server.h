@@ -1,0 +1,130 @@
+// The MCP stdio server: newline-delimited JSON-RPC 2.0 over a pair of file descriptors.
+//
+// Threads: Run() reads the input on the calling thread and answers initialize, ping, tools/list
+// and errors there; every tools/call runs on a thread of its own, so a tool can send a
+// server-to-client request (elicitation/create) and wait while the reader routes the answer
+// back. Output goes through one writer (a mutex, one line per message, written in full).
+//
+// Lifecycle: Run() returns 0 on end of input, on SIGTERM/SIGINT (after InstallSignalHandlers),
+// or when the output is gone (EPIPE). In-flight calls get a short grace to finish, then are
+// cancelled; the whole shutdown takes well under a second.
+//
+// Knows nothing about memory: tools register themselves with AddTool().
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "src/mcp/jsonrpc.h"
+#include "src/mcp/tool.h"
+
+namespace tmcra::mcp {
+
+// Protocol versions we speak, oldest first; the last is what we answer when the client asks
+// for one we do not know.
+inline constexpr std::string_view kSupportedVersions[] = {"2024-11-05", "2025-03-26",
+                                                          "2025-06-18", "2025-11-25"};
+inline constexpr std::string_view kNewestVersion = "2025-11-25";
+
+struct ServerOptions {
+  std::string name = "tmcra-mcp";
+  std::string title;
+  std::string version;
+  std::string instructions;
+  // Run tools on the reading thread (for the fuzzer and unit tests): no elicitation then.
+  bool inline_tools = false;
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // REQUIRES: called before Run().
+  void AddTool(ToolSpec spec, ToolHandler handler);
+
+  // Serves until end of input, a termination signal or a broken output. Returns the exit code.
+  int Run(int in_fd, int out_fd);
+
+  // Handles one framed line as if read from the input; responses go to `out_fd` given to
+  // SetOutputForTest(). For unit tests and the fuzzer (with inline_tools).
+  void HandleLineForTest(std::string_view line, bool oversized = false);
+  void SetOutputForTest(int out_fd);
+
+  // SIGTERM and SIGINT end Run(); SIGPIPE is ignored. Call once, from main.
+  static void InstallSignalHandlers();
+
+  std::string negotiated_version() const;
+
+ private:
+  struct Tool {
+    ToolSpec spec;
+    ToolHandler handler;
+  };
+  struct Call;           // one in-flight tools/call
+  struct Pending;        // one server-to-client request awaiting its answer
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  class CallContext;
+
+  void HandleLine(std::string_view line, bool oversized);
+  // Returns the response, or nothing (a notification, a response to us, or async work).
+  std::optional<json> HandleMessage(const json& message, bool in_batch);
+  std::optional<json> HandleRequest(const json& id, const std::string& method, const json& params,
+                                    bool in_batch);
+  void HandleNotification(const std::string& method, const json& params);
+  void HandleResponse(const json& message);
+  void HandleBatch(const json& batch);
+
+  json Initialize(const json& params);
+  json ListTools(const json& id, const json& params);
+  // Runs a call to the end and returns its response, or nothing when cancelled.
+  std::optional<json> RunCall(const json& id, const json& params, std::shared_ptr<Call> call);
+  json ToolDefinition(const Tool& tool, const std::string& version) const;
+  json ShapeResult(const ToolResult& result, const std::string& version) const;
+
+  void StartWorker(std::function<void()> work);
+  void ReapWorkers(bool all);
+  void Shutdown();
+
+  bool Write(const json& message);
+  Result<ElicitResponse> Elicit(Call& call, const std::string& message, const json& schema,
+                                std::chrono::milliseconds timeout);
+
+  ServerOptions options_;
+  std::vector<Tool> tools_;
+
+  mutable std::mutex state_mu_;
+  std::string negotiated_;             // empty until initialize
+  bool client_elicitation_ = false;
+  bool initialized_ = false;
+
+  std::mutex out_mu_;
+  int out_fd_ = -1;
+  std::atomic<bool> output_broken_{false};
+
+  std::mutex calls_mu_;
+  std::condition_variable calls_cv_;
+  std::map<std::string, std::shared_ptr<Call>> calls_;          // key: id.dump()
+  std::map<std::string, std::shared_ptr<Pending>> pending_;     // key: our request id
+  std::atomic<long> next_request_id_{1};
+  std::atomic<bool> shutting_down_{false};
+
+  std::mutex workers_mu_;
+  std::list<Worker> workers_;
+};
+
+}  // namespace tmcra::mcp

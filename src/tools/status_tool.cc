@@ -1,0 +1,54 @@
+#include "src/tools/status_tool.h"
+
+#include <unistd.h>
+
+#include "src/common/version.h"
+
+namespace tmcra::tools {
+
+namespace {
+
+using json = nlohmann::json;
+
+json OutputSchema() {
+  return json::parse(R"({
+    "type": "object",
+    "properties": {
+      "server": {"type": "string"},
+      "version": {"type": "string"},
+      "protocol_version": {"type": "string"},
+      "memory_mode": {"type": "string", "enum": ["embedded", "remote"]},
+      "memory": {"type": "object"},
+      "pid": {"type": "integer"}
+    },
+    "required": ["server", "version", "protocol_version", "memory_mode", "memory"]
+  })");
+}
+
+}  // namespace
+
+void RegisterStatusTool(mcp::Server& server, StatusDeps deps) {
+  mcp::ToolSpec spec;
+  spec.name = "tmcra_status";
+  spec.title = "Memory status";
+  spec.description =
+      "Show this memory server's version, the negotiated MCP protocol version, and which memory "
+      "it uses (embedded local file or remote Memory API) with its resolved location. "
+      "Credentials are never shown.";
+  spec.input_schema = json{{"type", "object"}, {"properties", json::object()},
+                           {"additionalProperties", false}};
+  spec.output_schema = OutputSchema();
+  spec.annotations = json{{"title", "Memory status"}, {"readOnlyHint", true},
+                          {"openWorldHint", false}};
+  server.AddTool(std::move(spec), [deps = std::move(deps)](const json&, mcp::ToolContext& ctx) {
+    const config::MemoryTarget target = config::ResolveMemoryTarget(deps.env);
+    return mcp::ToolResult::Ok(json{{"server", kProductName},
+                                    {"version", kVersion},
+                                    {"protocol_version", ctx.protocol_version()},
+                                    {"memory_mode", target.mode},
+                                    {"memory", target.ToJson()},
+                                    {"pid", static_cast<long>(getpid())}});
+  });
+}
+
+}  // namespace tmcra::tools

@@ -1,0 +1,120 @@
+// The real binaries as a host runs them: spawned with pipes, ended by EOF or signals.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+using tmcra::testing::Subprocess;
+
+namespace {
+
+const std::string kInit =
+    R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",)"
+    R"("capabilities":{},"clientInfo":{"name":"t","version":"0"}}})";
+
+std::map<std::string, std::string> IsolatedEnv(const tmcra::testing::TempDir& home) {
+  return {{"HOME", home.path()}, {"TMCRA_LOG_LEVEL", "info"}};
+}
+
+bool ExitedZero(const std::optional<int>& status) {
+  return status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("version and help options answer and exit 0", "[process]") {
+  Subprocess version({TMCRA_MCP_BIN, "--version"});
+  CHECK(version.ReadLine() == std::string("tmcra-mcp 0.1.0"));
+  CHECK(ExitedZero(version.Wait(5s)));
+  Subprocess help({TMCRA_MCP_BIN, "--help"});
+  CHECK(help.ReadAll(5s).find("Usage: tmcra-mcp") != std::string::npos);
+  CHECK(ExitedZero(help.Wait(5s)));
+  Subprocess bad({TMCRA_MCP_BIN, "--bogus"});
+  auto status = bad.Wait(5s);
+  REQUIRE(status);
+  CHECK(WEXITSTATUS(*status) == 2);
+}
+
+TEST_CASE("startup says on stderr that it waits, and stdout stays silent", "[process]") {
+  tmcra::testing::TempDir home;
+  Subprocess p({TMCRA_MCP_BIN}, IsolatedEnv(home));
+  CHECK_FALSE(p.ReadLine(300ms).has_value());
+  CHECK(p.Stderr().find("waiting for an MCP client") != std::string::npos);
+  p.CloseStdin();
+  CHECK(ExitedZero(p.Wait(2s)));
+}
+
+TEST_CASE("end of input ends the process with 0 within a second", "[process][lifecycle]") {
+  tmcra::testing::TempDir home;
+  Subprocess p({TMCRA_MCP_BIN}, IsolatedEnv(home));
+  p.WriteLine(kInit);
+  REQUIRE(p.ReadLine());
+  const auto start = std::chrono::steady_clock::now();
+  p.CloseStdin();
+  auto status = p.Wait(5s);
+  CHECK(ExitedZero(status));
+  CHECK(std::chrono::steady_clock::now() - start < 1s);
+}
+
+TEST_CASE("SIGTERM during a long call exits 0 within a second", "[process][lifecycle]") {
+  tmcra::testing::TempDir home;
+  Subprocess p({TMCRA_TESTSERVER_BIN}, IsolatedEnv(home));
+  p.WriteLine(kInit);
+  REQUIRE(p.ReadLine());
+  p.WriteLine(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_sleep","arguments":{"ms":60000}}})");
+  std::this_thread::sleep_for(100ms);
+  const auto start = std::chrono::steady_clock::now();
+  p.Signal(SIGTERM);
+  auto status = p.Wait(5s);
+  CHECK(ExitedZero(status));
+  CHECK(std::chrono::steady_clock::now() - start < 1s);
+}
+
+TEST_CASE("a closed stdout (EPIPE) ends the process instead of killing it", "[process][lifecycle]") {
+  tmcra::testing::TempDir home;
+  Subprocess p({TMCRA_MCP_BIN}, IsolatedEnv(home));
+  p.WriteLine(kInit);
+  REQUIRE(p.ReadLine());
+  p.CloseStdoutForTest();
+  p.WriteLine(R"({"jsonrpc":"2.0","id":2,"method":"ping"})");
+  auto status = p.Wait(3s);
+  REQUIRE(status);
+  CHECK(WIFEXITED(*status));  // not killed by SIGPIPE
+}
+
+TEST_CASE("a whole session writes nothing but JSON-RPC to stdout", "[process][stdout]") {
+  tmcra::testing::TempDir home;
+  Subprocess p({TMCRA_MCP_BIN}, {{"HOME", home.path()}, {"TMCRA_LOG_LEVEL", "trace"}});
+  p.WriteLine(kInit);
+  p.WriteLine(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  p.WriteLine(R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})");
+  p.WriteLine(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"tmcra_status","arguments":{}}})");
+  p.WriteLine("garbage");
+  p.WriteLine(R"({"jsonrpc":"2.0","id":4,"method":"server/discover"})");
+  p.CloseStdin();
+  const std::string out = p.ReadAll(5s);
+  CHECK(ExitedZero(p.Wait(5s)));
+  size_t lines = 0;
+  size_t start = 0;
+  while (start < out.size()) {
+    const size_t nl = out.find('\n', start);
+    REQUIRE(nl != std::string::npos);  // every message ends with a newline
+    json message = json::parse(out.substr(start, nl - start));
+    CHECK(message["jsonrpc"] == "2.0");
+    ++lines;
+    start = nl + 1;
+  }
+  CHECK(lines == 5);
+  CHECK(p.Stderr().find("waiting for an MCP client") != std::string::npos);
+}

@@ -1,0 +1,22 @@
+// tmcra-mcp-testserver: the production server plus the test-only tools of test_tools.h.
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
+#include "src/app/server_setup.h"
+#include "src/common/log.h"
+#include "tests/support/test_tools.h"
+
+int main() {
+  try {
+    tmcra::InitLogging();
+    tmcra::mcp::Server::InstallSignalHandlers();
+    auto server = tmcra::app::BuildServer();
+    tmcra::testing::RegisterTestTools(*server);
+    spdlog::info("tmcra-mcp-testserver waiting for an MCP client on stdin");
+    return server->Run(0, 1);
+  } catch (const std::exception& e) {
+    spdlog::critical("fatal: {}", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,13 @@
+// Test-only tools, registered by the test harness (never by the production binary):
+//   test_elicit {message}  sends elicitation/create and reports the outcome;
+//   test_sleep  {ms}       sleeps in small steps, stopping early when cancelled;
+//   test_echo   {...}      echoes its arguments (a schema with one of each kind of field).
+#pragma once
+
+#include "src/mcp/server.h"
+
+namespace tmcra::testing {
+
+void RegisterTestTools(mcp::Server& server);
+
+}  // namespace tmcra::testing
