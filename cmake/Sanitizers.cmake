@@ -6,3 +6,9 @@ if(TMCRA_SANITIZE)
   target_compile_options(tmcra_sanitizers INTERFACE ${_tmcra_san})
   target_link_options(tmcra_sanitizers INTERFACE ${_tmcra_san})
 endif()
+
+# libFuzzer coverage for every target of ours in the fuzz preset; only the fuzz targets
+# themselves link the fuzzer's main (-fsanitize=fuzzer).
+if(TMCRA_FUZZ)
+  target_compile_options(tmcra_sanitizers INTERFACE -fsanitize=fuzzer-no-link)
+endif()

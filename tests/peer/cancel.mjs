@@ -72,6 +72,22 @@ async function cancelScenario(tag, connect) {
     assert.equal(st.cancelled, false, JSON.stringify(st));
   });
 
+  await r.test(`${tag} a cancelled 1.5 s test_sleep never answers (checked 2.5 s after it started)`, async () => {
+    const ac = new AbortController();
+    const t0 = Date.now();
+    const p = s.call({ name: 'test_sleep', arguments: { ms: 1500 } }, { signal: ac.signal });
+    p.catch(() => {});
+    await sleep(200);
+    ac.abort('peer test abort');
+    await assertRejectsWithin(p, PROMPT_MS, 'aborted test_sleep call');
+    await sleep(Math.max(0, 2500 - (Date.now() - t0)));
+    await withTimeout(s.client.ping(), PROMPT_MS, 'ping');
+    const ids = toolCallIds(s.logPath, 'test_sleep');
+    const id = ids[ids.length - 1];
+    assert.deepEqual(responsesTo(s.logPath, id), [], `server answered cancelled request ${id} (cancellation ignored?)`);
+    s.assertNoClientErrors();
+  });
+
   await r.test(`${tag} notifications/cancelled for an unknown id is ignored`, async () => {
     await s.client.notification({ method: 'notifications/cancelled', params: { requestId: 987654321, reason: 'peer test: unknown id' } });
     await withTimeout(s.client.ping(), PROMPT_MS, 'ping after bogus cancel');
@@ -108,7 +124,11 @@ await r.test('[v1] cancel test_elicit while the elicitation is pending -> server
   await assertRejectsWithin(p, PROMPT_MS, 'aborted test_elicit call');
   const res = await withTimeout(s.client.callTool({ name: 'tmcra_status', arguments: {} }), PROMPT_MS, 'tmcra_status after cancelling test_elicit');
   assertStructuredAndText(res);
-  release(); // the (late) elicitation answer must not upset the server
+  // Give the server up to 1.5 s to withdraw its elicitation (notifications/cancelled),
+  // then answer it anyway: a late answer to a withdrawn request must be ignored.
+  const withdrawn = () => checkStdoutLog(s.logPath).messages.some((m) => m.method === 'notifications/cancelled' && m.params?.requestId === elicitReq.id);
+  for (let i = 0; i < 30 && !withdrawn(); i++) await sleep(50);
+  release();
   await sleep(100);
   await withTimeout(s.client.ping(), PROMPT_MS, 'ping after late elicitation answer');
   const callId = toolCallIds(s.logPath, 'test_elicit')[0];

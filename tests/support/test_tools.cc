@@ -7,7 +7,7 @@ namespace tmcra::testing {
 
 using json = nlohmann::json;
 
-void RegisterTestTools(mcp::Server& server) {
+void RegisterTestTools(mcp::Server& server, bool with_sleep) {
   mcp::ToolSpec elicit;
   elicit.name = "test_elicit";
   elicit.title = "Test elicitation";
@@ -34,25 +34,27 @@ void RegisterTestTools(mcp::Server& server) {
     return mcp::ToolResult::Ok(out);
   });
 
-  mcp::ToolSpec sleep;
-  sleep.name = "test_sleep";
-  sleep.title = "Test sleep";
-  sleep.description = "Test only: sleeps for ms milliseconds unless cancelled.";
-  sleep.input_schema = json::parse(R"({"type":"object","properties":{
+  if (with_sleep) {
+    mcp::ToolSpec sleep;
+    sleep.name = "test_sleep";
+    sleep.title = "Test sleep";
+    sleep.description = "Test only: sleeps for ms milliseconds unless cancelled.";
+    sleep.input_schema = json::parse(R"({"type":"object","properties":{
       "ms":{"type":"integer","minimum":0,"maximum":600000}},
       "required":["ms"],"additionalProperties":false})");
-  sleep.output_schema = json::parse(R"({"type":"object","properties":{
+    sleep.output_schema = json::parse(R"({"type":"object","properties":{
       "slept_ms":{"type":"integer"},"cancelled":{"type":"boolean"}},
       "required":["slept_ms","cancelled"]})");
-  server.AddTool(std::move(sleep), [](const json& args, mcp::ToolContext& ctx) {
-    const auto total = args["ms"].get<long>();
-    long slept = 0;
-    while (slept < total && !ctx.cancelled()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      slept += 5;
-    }
-    return mcp::ToolResult::Ok({{"slept_ms", slept}, {"cancelled", ctx.cancelled()}});
-  });
+    server.AddTool(std::move(sleep), [](const json& args, mcp::ToolContext& ctx) {
+      const auto total = args["ms"].get<long>();
+      long slept = 0;
+      while (slept < total && !ctx.cancelled()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        slept += 5;
+      }
+      return mcp::ToolResult::Ok({{"slept_ms", slept}, {"cancelled", ctx.cancelled()}});
+    });
+  }
 
   mcp::ToolSpec echo;
   echo.name = "test_echo";

@@ -8,6 +8,7 @@
 
 namespace tmcra::testing {
 
-void RegisterTestTools(mcp::Server& server);
+// `with_sleep` false leaves test_sleep out (the fuzzer must not sleep).
+void RegisterTestTools(mcp::Server& server, bool with_sleep = true);
 
 }  // namespace tmcra::testing

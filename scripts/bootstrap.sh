@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# One-command set-up for a fresh Debian 12 machine (as root, apt reachable). Idempotent: what is
+# already installed or built is left alone, so a second run is fast.
+#
+#   bash scripts/bootstrap.sh serve   install what is missing, build (release), start tmcra-mcp on
+#                                     stdio with its embedded default
+#   bash scripts/bootstrap.sh test    install what is missing, build, run the whole test suite
+#                                     (unit, integration, peers, fuzz smoke)
+#
+# In `serve` mode everything but the server's own JSON-RPC goes to stderr, so the command can be
+# used as an MCP host's server command.
+set -euo pipefail
+
+mode="${1:-}"
+case "$mode" in
+  serve|test) ;;
+  *) echo "usage: bash scripts/bootstrap.sh serve|test" >&2; exit 2 ;;
+esac
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+if [ "$mode" = serve ]; then
+  exec 3>&1 1>&2   # keep stdout for JSON-RPC only
+fi
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+build_packages=(build-essential cmake ninja-build pkg-config libsqlite3-dev libcurl4-openssl-dev
+                libssl-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2 ca-certificates)
+test_packages=(clang-14 libclang-rt-14-dev)
+
+apt_updated=0
+install_missing() {
+  local missing=()
+  local pkg
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+      || missing+=("$pkg")
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    log "missing packages: ${missing[*]} (run as root, or install them with apt-get)"
+    exit 1
+  fi
+  if [ "$apt_updated" -eq 0 ]; then
+    log "apt-get update"
+    apt-get update -qq
+    apt_updated=1
+  fi
+  log "installing: ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+ensure_node() {
+  # The machine image may carry a newer Node.js than Debian's; keep it if present.
+  if ! command -v node >/dev/null 2>&1; then
+    install_missing nodejs npm
+  elif ! command -v npm >/dev/null 2>&1; then
+    install_missing npm
+  fi
+}
+
+# npm ci only when the lock file changed since the last install.
+ensure_npm_deps() {
+  local dir="$1"
+  local stamp="$dir/node_modules/.tmcra-lock-sha256"
+  local want
+  want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  log "npm ci in $dir"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  echo "$want" > "$stamp"
+}
+
+install_missing "${build_packages[@]}"
+
+if [ "$mode" = serve ]; then
+  cmake --preset release >/dev/null
+  cmake --build --preset release
+  log "starting tmcra-mcp (embedded memory); it waits for an MCP client on stdin"
+  exec "$root/build/release/src/app/tmcra-mcp" 1>&3 3>&-
+fi
+
+install_missing "${test_packages[@]}"
+ensure_node
+ensure_npm_deps "$root/tests/peer"
+
+jobs="$(nproc)"
+log "building the ci preset (Debug, ASan+UBSan, -Werror)"
+cmake --preset ci >/dev/null
+cmake --build --preset ci -j "$jobs"
+log "building the fuzz preset (clang-14, libFuzzer)"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$jobs"
+
+log "fuzz smoke (60 s)"
+ctest --preset fuzz
+log "unit, integration and peer tests"
+ctest --preset ci
