@@ -106,6 +106,7 @@ void Server::InstallSignalHandlers() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGHUP, &action, nullptr);  // the host's terminal or session went away
   std::signal(SIGPIPE, SIG_IGN);
 }
 
@@ -538,8 +539,21 @@ std::optional<json> Server::RunCall(const json& id, const json& params,
 Result<ElicitResponse> Server::Elicit(Call& call, const std::string& message, const json& schema,
                                       std::chrono::milliseconds timeout) {
   const std::string request_id = "srv-" + std::to_string(next_request_id_++);
-  json params{{"message", message}, {"requestedSchema", schema}};
-  if (negotiated_version() >= "2025-11-25") params["mode"] = "form";
+  const std::string version = negotiated_version();
+  json requested = schema;
+  if (version < "2025-11-25") {
+    // Property defaults and string patterns exist only from 2025-11-25.
+    if (auto props = requested.find("properties"); props != requested.end() && props->is_object()) {
+      for (auto& [name, property] : props->items()) {
+        if (property.is_object()) {
+          property.erase("default");
+          property.erase("pattern");
+        }
+      }
+    }
+  }
+  json params{{"message", message}, {"requestedSchema", requested}};
+  if (version >= "2025-11-25") params["mode"] = "form";
   auto pending = std::make_shared<Pending>();
   {
     std::lock_guard lock(calls_mu_);
@@ -598,6 +612,11 @@ Result<ElicitResponse> Server::Elicit(Call& call, const std::string& message, co
       return Error::Protocol("the client's elicitation content is not an object");
     }
     out.content = content != result.end() ? *content : json::object();
+    // The client should have checked the answer against our schema; we do not rely on it.
+    if (auto problem = ValidateSchema(out.content, schema, "content")) {
+      return Error::Protocol("the client's elicitation content does not match the form: " +
+                             *problem);
+    }
   }
   return out;
 }

@@ -5,7 +5,8 @@
 // server-to-client request (elicitation/create) and wait while the reader routes the answer
 // back. Output goes through one writer (a mutex, one line per message, written in full).
 //
-// Lifecycle: Run() returns 0 on end of input, on SIGTERM/SIGINT (after InstallSignalHandlers),
+// Lifecycle: Run() returns 0 on end of input, on SIGTERM/SIGINT/SIGHUP (after
+// InstallSignalHandlers),
 // or when the output is gone (EPIPE). In-flight calls get a short grace to finish, then are
 // cancelled; the whole shutdown takes well under a second.
 //
@@ -62,7 +63,7 @@ class Server {
   void HandleLineForTest(std::string_view line, bool oversized = false);
   void SetOutputForTest(int out_fd);
 
-  // SIGTERM and SIGINT end Run(); SIGPIPE is ignored. Call once, from main.
+  // SIGTERM, SIGINT and SIGHUP end Run(); SIGPIPE is ignored. Call once, from main.
   static void InstallSignalHandlers();
 
   std::string negotiated_version() const;

@@ -54,7 +54,8 @@ class ToolContext {
   virtual bool can_elicit() const = 0;
   // Sends elicitation/create and waits for the answer. Errors: kUnavailable without the
   // capability, kCancelled when the call is cancelled, kTimeout after `timeout`, kProtocol for
-  // a JSON-RPC error or a malformed answer.
+  // a JSON-RPC error, a malformed answer, or accepted content that does not match the schema.
+  // Before 2025-11-25, `default` and `pattern` are removed from the schema's properties.
   virtual Result<ElicitResponse> Elicit(const std::string& message, const json& requested_schema,
                                         std::chrono::milliseconds timeout) = 0;
 };

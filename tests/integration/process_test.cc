@@ -81,6 +81,17 @@ TEST_CASE("SIGTERM during a long call exits 0 within a second", "[process][lifec
   CHECK(std::chrono::steady_clock::now() - start < 1s);
 }
 
+TEST_CASE("SIGHUP and SIGINT end the process cleanly too", "[process][lifecycle]") {
+  for (int signo : {SIGHUP, SIGINT}) {
+    tmcra::testing::TempDir home;
+    Subprocess p({TMCRA_MCP_BIN}, IsolatedEnv(home));
+    p.WriteLine(kInit);
+    REQUIRE(p.ReadLine());
+    p.Signal(signo);
+    CHECK(ExitedZero(p.Wait(5s)));
+  }
+}
+
 TEST_CASE("a closed stdout (EPIPE) ends the process instead of killing it", "[process][lifecycle]") {
   tmcra::testing::TempDir home;
   Subprocess p({TMCRA_MCP_BIN}, IsolatedEnv(home));

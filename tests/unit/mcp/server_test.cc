@@ -342,12 +342,13 @@ TEST_CASE("elicitation round trips through the reader while the call waits",
       if (std::string(action) == "accept") CHECK(out["content"]["confirm"] == true);
     }
   }
-  SECTION("2025-06-18 sends no mode field") {
+  SECTION("2025-06-18 sends no mode field and no property defaults") {
     PipeSession s(MakeServer());
     s.Initialize("2025-06-18", {{"elicitation", json::object()}});
     json request;
     json out = Elicit(s, "2025-06-18", {{"action", "decline"}}, &request);
     CHECK_FALSE(request["params"].contains("mode"));
+    CHECK_FALSE(request["params"]["requestedSchema"]["properties"]["confirm"].contains("default"));
     CHECK(out["outcome"] == "decline");
   }
   SECTION("a client without the capability never receives the request") {
@@ -379,6 +380,18 @@ TEST_CASE("elicitation round trips through the reader while the call waits",
     PipeSession t(MakeServer());
     t.Initialize("2025-11-25", {{"elicitation", json::object()}});
     CHECK(Elicit(t, "2025-11-25", {{"action", "sure"}}, nullptr)["outcome"] == "error");
+  }
+  SECTION("accepted content that does not match the form is an error") {
+    for (const json& content : {json{{"confirm", "yes"}}, json::object()}) {
+      PipeSession s(MakeServer());
+      s.Initialize("2025-11-25", {{"elicitation", json::object()}});
+      json out = Elicit(s, "2025-11-25", {{"action", "accept"}, {"content", content}}, nullptr);
+      CHECK(out["outcome"] == "error");
+      CHECK(out["error"].get<std::string>().find("content.confirm") != std::string::npos);
+    }
+    PipeSession s(MakeServer());
+    s.Initialize("2025-11-25", {{"elicitation", json::object()}});
+    CHECK(Elicit(s, "2025-11-25", {{"action", "accept"}}, nullptr)["outcome"] == "error");
   }
 }
 

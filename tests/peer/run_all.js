@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// run_all.mjs — run every peer test script in sequence (convenience for `npm test`).
+// run_all.js — run every peer test script in sequence (convenience for `npm test`).
 //
-//   node run_all.mjs <tmcra-mcp> <tmcra-mcp-testserver>
+//   node run_all.js <tmcra-mcp> <tmcra-mcp-testserver>
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { HERE } from './lib.mjs';
@@ -9,7 +9,7 @@ import { HERE } from './lib.mjs';
 const SCRIPTS = ['sdk_v1.mjs', 'sdk_v2_auto.mjs', 'elicitation.mjs', 'cancel.mjs', 'inspector.mjs', 'claude_code.mjs'];
 const bins = process.argv.slice(2);
 if (bins.length !== 2) {
-  console.error('usage: node run_all.mjs <tmcra-mcp> <tmcra-mcp-testserver>');
+  console.error('usage: node run_all.js <tmcra-mcp> <tmcra-mcp-testserver>');
   process.exit(2);
 }
 let passed = 0;
