@@ -4,11 +4,20 @@
 
 #include <memory>
 
+#include "src/api/memory_api.h"
 #include "src/mcp/server.h"
 
 namespace tmcra::app {
 
-// The production server with every tmcra_* tool registered.
-std::unique_ptr<mcp::Server> BuildServer();
+// The parts of a running tmcra-mcp. The server is declared last so it is destroyed first: its
+// tool threads are joined before the memory they use goes away.
+struct App {
+  std::unique_ptr<api::MemoryApi> memory;
+  std::unique_ptr<mcp::Server> server;
+};
+
+// The production server with every tmcra_* tool registered over the memory the environment
+// selects (embedded by default). Opens nothing: the store is opened on first use.
+App BuildApp();
 
 }  // namespace tmcra::app

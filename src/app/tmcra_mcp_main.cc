@@ -54,9 +54,9 @@ int main(int argc, char** argv) {
   try {
     tmcra::InitLogging();
     tmcra::mcp::Server::InstallSignalHandlers();
-    auto server = tmcra::app::BuildServer();
+    auto app = tmcra::app::BuildApp();
     spdlog::info("tmcra-mcp {} waiting for an MCP client on stdin", tmcra::kVersion);
-    return server->Run(/*in_fd=*/0, /*out_fd=*/1);
+    return app.server->Run(/*in_fd=*/0, /*out_fd=*/1);
   } catch (const std::exception& e) {
     spdlog::critical("fatal: {}", e.what());
     return 1;

@@ -27,9 +27,18 @@ enum class Errc {
 std::string_view ErrcName(Errc code);
 
 struct Error {
+  Error() = default;
+  Error(Errc c, bool r, std::string m) : code(c), retryable(r), message(std::move(m)) {}
+
   Errc code = Errc::kInternal;
   bool retryable = false;
   std::string message;
+  // Memory API errors only: the HTTP status and the service's error code
+  // (e.g. 422 "validation_error", 409 "idempotency_conflict"), and the error's `details` as
+  // JSON text (empty when none). The engine sets them; the HTTP client reads them back.
+  int http_status = 0;
+  std::string api_code;
+  std::string details_json;
 
   static Error Invalid(std::string m) { return {Errc::kInvalidArgument, false, std::move(m)}; }
   static Error NotFound(std::string m) { return {Errc::kNotFound, false, std::move(m)}; }
@@ -40,7 +49,12 @@ struct Error {
   static Error Cancelled(std::string m) { return {Errc::kCancelled, false, std::move(m)}; }
   static Error Internal(std::string m) { return {Errc::kInternal, false, std::move(m)}; }
 
-  // "<code>: <message>", for logs and tool error texts.
+  // An API error: retryable exactly for the statuses the Memory API client retries
+  // (408, 425, 429, 500, 502, 503, 504).
+  static Error Api(int status, std::string api_code, std::string message,
+                   std::string details_json = {});
+
+  // "<code>: <message>", for logs and tool error texts (the API code when there is one).
   std::string ToString() const;
 };
 

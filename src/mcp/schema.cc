@@ -57,6 +57,15 @@ std::string Describe(const json& allowed) {
 
 std::string Err(const std::string& path, const std::string& what) { return path + ": " + what; }
 
+// A non-negative integer keyword (minLength, maxItems, ...), however the schema spelled it.
+std::optional<size_t> Count(const json& s, const char* key) {
+  auto it = s.find(key);
+  if (it == s.end() || !it->is_number_integer()) return std::nullopt;
+  if (it->is_number_unsigned()) return it->get<size_t>();
+  const auto v = it->get<int64_t>();
+  return v < 0 ? std::nullopt : std::optional<size_t>(static_cast<size_t>(v));
+}
+
 std::optional<std::string> Validate(const json& v, const json& s, const std::string& path);
 
 std::optional<std::string> ValidateType(const json& v, const json& s, const std::string& path) {
@@ -101,13 +110,11 @@ std::optional<std::string> ValidateString(const json& v, const json& s, const st
   if (!v.is_string()) return std::nullopt;
   const auto& text = v.get_ref<const std::string&>();
   const size_t length = CodePointLength(text);
-  if (auto it = s.find("minLength"); it != s.end() && it->is_number_unsigned() &&
-                                     length < it->get<size_t>()) {
-    return Err(path, "must be at least " + it->dump() + " characters long");
+  if (auto n = Count(s, "minLength"); n && length < *n) {
+    return Err(path, "must be at least " + std::to_string(*n) + " characters long");
   }
-  if (auto it = s.find("maxLength"); it != s.end() && it->is_number_unsigned() &&
-                                     length > it->get<size_t>()) {
-    return Err(path, "must be at most " + it->dump() + " characters long");
+  if (auto n = Count(s, "maxLength"); n && length > *n) {
+    return Err(path, "must be at most " + std::to_string(*n) + " characters long");
   }
   if (auto it = s.find("pattern"); it != s.end() && it->is_string()) {
     // std::regex recurses per character; keep hostile input far from the stack limit.
@@ -126,13 +133,11 @@ std::optional<std::string> ValidateString(const json& v, const json& s, const st
 
 std::optional<std::string> ValidateArray(const json& v, const json& s, const std::string& path) {
   if (!v.is_array()) return std::nullopt;
-  if (auto it = s.find("minItems"); it != s.end() && it->is_number_unsigned() &&
-                                    v.size() < it->get<size_t>()) {
-    return Err(path, "must have at least " + it->dump() + " items");
+  if (auto n = Count(s, "minItems"); n && v.size() < *n) {
+    return Err(path, "must have at least " + std::to_string(*n) + " items");
   }
-  if (auto it = s.find("maxItems"); it != s.end() && it->is_number_unsigned() &&
-                                    v.size() > it->get<size_t>()) {
-    return Err(path, "must have at most " + it->dump() + " items");
+  if (auto n = Count(s, "maxItems"); n && v.size() > *n) {
+    return Err(path, "must have at most " + std::to_string(*n) + " items");
   }
   if (auto it = s.find("items"); it != s.end() && it->is_object()) {
     for (size_t i = 0; i < v.size(); ++i) {

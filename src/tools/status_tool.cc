@@ -19,6 +19,7 @@ json OutputSchema() {
       "protocol_version": {"type": "string"},
       "memory_mode": {"type": "string", "enum": ["embedded", "remote"]},
       "memory": {"type": "object"},
+      "store": {"type": "object"},
       "pid": {"type": "integer"}
     },
     "required": ["server", "version", "protocol_version", "memory_mode", "memory"]
@@ -42,12 +43,18 @@ void RegisterStatusTool(mcp::Server& server, StatusDeps deps) {
                           {"openWorldHint", false}};
   server.AddTool(std::move(spec), [deps = std::move(deps)](const json&, mcp::ToolContext& ctx) {
     const config::MemoryTarget target = config::ResolveMemoryTarget(deps.env);
-    return mcp::ToolResult::Ok(json{{"server", kProductName},
-                                    {"version", kVersion},
-                                    {"protocol_version", ctx.protocol_version()},
-                                    {"memory_mode", target.mode},
-                                    {"memory", target.ToJson()},
-                                    {"pid", static_cast<long>(getpid())}});
+    json out{{"server", kProductName},
+             {"version", kVersion},
+             {"protocol_version", ctx.protocol_version()},
+             {"memory_mode", target.mode},
+             {"memory", target.ToJson()},
+             {"pid", static_cast<long>(getpid())}};
+    if (deps.memory != nullptr) {
+      auto stats = deps.memory->Stats();
+      out["store"] = stats ? json{{"reachable", true}, {"figures", *stats}}
+                           : json{{"reachable", false}, {"error", stats.error().message}};
+    }
+    return mcp::ToolResult::Ok(std::move(out));
   });
 }
 

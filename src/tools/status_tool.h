@@ -1,14 +1,17 @@
 // tmcra_status: what this server is, which protocol version it speaks and where its memory
-// lives, with every credential redacted. Later issues add queue and delivery figures.
+// lives, with every credential redacted, and the memory's own figures (records, scopes, pending
+// jobs, file size). Later issues add queue and delivery figures.
 #pragma once
 
+#include "src/api/memory_api.h"
 #include "src/config/memory_target.h"
 #include "src/mcp/server.h"
 
 namespace tmcra::tools {
 
 struct StatusDeps {
-  config::EnvLookup env;  // resolved on every call, so the answer is current
+  config::EnvLookup env;               // resolved on every call, so the answer is current
+  api::MemoryApi* memory = nullptr;    // when set, its figures are reported (opens the store)
 };
 
 void RegisterStatusTool(mcp::Server& server, StatusDeps deps);

@@ -497,3 +497,23 @@ export async function assertRpcError(promise, code, what) {
   assert.equal(err.code, code, `${what}: expected error code ${code}, got ${err.code} (${err.message})`);
   return err;
 }
+
+// ---------------------------------------------------------------------------
+// Memory tools (used by memory_e2e.mjs and concurrent_ingest.mjs)
+// ---------------------------------------------------------------------------
+/** sha256 hex of a string's UTF-8 bytes. */
+export async function sha256Hex(text) {
+  const { createHash } = await import('node:crypto');
+  return createHash('sha256').update(Buffer.from(text, 'utf8')).digest('hex');
+}
+
+/**
+ * tools/call on a v1 SDK Client that must succeed: asserts no isError (quoting the
+ * server's text, prefixed by `what`) and the structuredContent/text convention; returns
+ * structuredContent. options go to the SDK request (e.g. {timeout}).
+ */
+export async function callOk(client, name, args, { what = name, options } = {}) {
+  const res = await client.callTool({ name, arguments: args }, undefined, options);
+  assert.notEqual(res.isError, true, `${what}: isError: ${textOf(res)}`);
+  return assertStructuredAndText(res);
+}

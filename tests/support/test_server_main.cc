@@ -11,10 +11,10 @@ int main() {
   try {
     tmcra::InitLogging();
     tmcra::mcp::Server::InstallSignalHandlers();
-    auto server = tmcra::app::BuildServer();
-    tmcra::testing::RegisterTestTools(*server);
+    auto app = tmcra::app::BuildApp();
+    tmcra::testing::RegisterTestTools(*app.server);
     spdlog::info("tmcra-mcp-testserver waiting for an MCP client on stdin");
-    return server->Run(0, 1);
+    return app.server->Run(0, 1);
   } catch (const std::exception& e) {
     spdlog::critical("fatal: {}", e.what());
     return 1;

@@ -60,6 +60,16 @@ TEST_CASE("each failure names the field", "[mcp][schema]") {
         "arguments.messages[0].x: is not a known field");
 }
 
+TEST_CASE("count keywords work however the integer is spelled", "[mcp][schema]") {
+  const json built{{"type", "array"}, {"minItems", 1}, {"maxItems", int64_t{2}},
+                   {"items", {{"type", "string"}, {"minLength", 2}}}};
+  CHECK(ValidateSchema(json::array(), built, "a").value_or("") == "a: must have at least 1 items");
+  CHECK(ValidateSchema(json{"x"}, built, "a").value_or("") ==
+        "a[0]: must be at least 2 characters long");
+  CHECK(ValidateSchema(json{"xx", "yy", "zz"}, built, "a").value_or("") ==
+        "a: must have at most 2 items");
+}
+
 TEST_CASE("a long string is not fed to the regex engine", "[mcp][schema][limits]") {
   const json args{{"scope", "a"}, {"id", std::string(100000, 'a')}};
   auto p = ValidateSchema(args, kSchema);

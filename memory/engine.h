@@ -1,0 +1,107 @@
+// The memory engine: the server side of the Memory API over one SQLite file.
+//
+// It speaks exactly the Memory API's JSON shapes (tmcra-contract.md §1.4), so tmcra-mcp can run
+// it in-process (EmbeddedMemoryApi) and tmcra-memd can serve it over HTTPS unchanged:
+//   Ingest  POST /v1/scopes/{scope}/ingest   -> 202 JobView
+//   GetJob  GET  /v1/jobs/{job_id}           -> 200 JobView
+//   Recall  POST /v1/scopes/{scope}/recall   -> 200 RecallResponse
+// Errors carry the service's HTTP status and error code (Error::Api), e.g. 422
+// validation_error with the field path, 409 idempotency_conflict, 404 not_found.
+//
+// Jobs: Ingest validates, stores the normalised payload as a `pending` job and returns. A worker
+// thread claims jobs with a lease (pending -> running), writes the records and their indexes and
+// marks the job succeeded with result.watermarks.source_event_seq, all in one transaction. A job
+// whose lease expired (its process died) is claimed again by any process sharing the file.
+//
+// Concurrency: one Engine per process; several processes may share the file (WAL, busy timeout,
+// BEGIN IMMEDIATE for every write). Methods are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "src/common/result.h"
+#include "src/db/sqlite_db.h"
+
+namespace tmcra::memory {
+
+using json = nlohmann::json;
+
+struct EngineOptions {
+  std::string path;                                   // the SQLite file
+  std::string tenant_id = "local";
+  std::string public_base_url = "embedded://local";   // prefix of status_url
+  double lease_seconds = 30.0;                        // a running job's lease
+  int idle_poll_ms = 1000;                            // how often an idle worker looks for work
+  bool start_worker = true;                           // false: jobs run only via RunPendingJobs
+};
+
+// The attribution an ingest carries in headers.
+struct IngestContext {
+  std::string idempotency_key;               // required, 8..200 characters
+  std::optional<std::string> agent_id;       // X-TMCRA-Agent-ID
+  std::string client_platform = "mcp";       // X-TMCRA-Client-Platform
+  std::optional<std::string> integration_id; // X-TMCRA-Integration-ID
+};
+
+struct EngineStats {
+  int64_t records = 0;
+  int64_t scopes = 0;
+  int64_t jobs_pending = 0;    // pending or running
+  int64_t jobs_failed = 0;
+  int64_t file_bytes = 0;      // the database file plus its WAL
+  json ToJson() const;
+};
+
+class Engine {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<Engine>> Open(EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  [[nodiscard]] Result<json> Ingest(std::string_view scope, const json& body,
+                                    const IngestContext& context);
+  [[nodiscard]] Result<json> GetJob(std::string_view job_id);
+  [[nodiscard]] Result<json> Recall(std::string_view scope, const json& body);
+  [[nodiscard]] Result<EngineStats> Stats();
+
+  // Runs claimable jobs on the calling thread until none is left; returns how many ran.
+  [[nodiscard]] Result<int> RunPendingJobs();
+
+  // For tests: claims one job as if by a process that then died (the lease stays held).
+  [[nodiscard]] Result<std::optional<std::string>> ClaimJobForTest(double lease_seconds);
+
+ private:
+  explicit Engine(EngineOptions options);
+
+  // Claims and runs one job on `db`; false when there was nothing to claim.
+  Result<bool> RunOneJob(db::Database& db);
+  void WorkerLoop();
+
+  EngineOptions options_;
+  std::string owner_;  // lease owner id of this process
+
+  std::mutex api_mu_;
+  std::unique_ptr<db::Database> api_db_;  // guarded by api_mu_
+
+  std::mutex worker_mu_;
+  std::condition_variable worker_cv_;
+  bool work_signalled_ = false;
+  std::atomic<bool> stopping_{false};
+  std::unique_ptr<db::Database> worker_db_;
+  std::thread worker_;
+};
+
+// Validates the scope name as the service does: ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$.
+bool IsValidScopeName(std::string_view scope);
+
+}  // namespace tmcra::memory

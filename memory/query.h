@@ -1,0 +1,24 @@
+// Turning a recall query into full-text searches.
+//
+// Words: maximal runs of letters and digits (any non-ASCII code point that is not punctuation
+// counts as a letter), lower-cased, without English stop words; each becomes a quoted FTS5
+// string, OR-ed, for the word index (unicode61, diacritics removed, so "resume" finds "résumé").
+// Trigrams: every three-code-point window of each non-ASCII word (CJK text has no spaces, so a
+// whole Japanese sentence is one "word"); OR-ed for the trigram index.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tmcra::memory {
+
+struct SearchTerms {
+  std::vector<std::string> words;     // distinct, in query order, at most 32
+  std::vector<std::string> trigrams;  // distinct, at most 96
+  std::string WordMatch() const;      // "w1" OR "w2" ..., empty when no words
+  std::string TrigramMatch() const;
+};
+
+SearchTerms ParseQuery(const std::string& query);
+
+}  // namespace tmcra::memory

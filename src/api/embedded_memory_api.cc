@@ -1,0 +1,81 @@
+#include "src/api/embedded_memory_api.h"
+
+#include <chrono>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+namespace tmcra::api {
+
+namespace {
+
+// Busy waits beyond SQLite's own timeout: a few more tries with growing pauses.
+template <class Fn>
+auto WithLockRetries(Fn&& fn) -> decltype(fn()) {
+  for (int attempt = 1;; ++attempt) {
+    auto result = fn();
+    if (result || attempt >= 4 || result.error().code != Errc::kUnavailable ||
+        result.error().http_status != 0) {
+      return result;
+    }
+    spdlog::debug("memory store busy, retrying ({})", result.error().message);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 * attempt * attempt));
+  }
+}
+
+}  // namespace
+
+EmbeddedMemoryApi::EmbeddedMemoryApi(memory::EngineOptions options)
+    : options_(std::move(options)) {}
+
+EmbeddedMemoryApi::~EmbeddedMemoryApi() = default;
+
+Result<memory::Engine*> EmbeddedMemoryApi::Engine() {
+  std::lock_guard lock(open_mu_);
+  if (engine_) return engine_.get();
+  auto opened = memory::Engine::Open(options_);
+  if (!opened) {
+    spdlog::error("cannot open the memory store {}: {}", options_.path, opened.error().message);
+    return opened.error();
+  }
+  engine_ = std::move(*opened);
+  spdlog::info("memory store open: {}", options_.path);
+  return engine_.get();
+}
+
+Result<json> EmbeddedMemoryApi::Recall(std::string_view scope, const json& body,
+                                       const RecallOptions&) {
+  auto engine = Engine();
+  if (!engine) return engine.error();
+  return WithLockRetries([&] { return (*engine)->Recall(scope, body); });
+}
+
+Result<json> EmbeddedMemoryApi::Ingest(std::string_view scope, const json& body,
+                                       const IngestOptions& options) {
+  auto engine = Engine();
+  if (!engine) return engine.error();
+  memory::IngestContext context;
+  context.idempotency_key = options.idempotency_key;
+  context.agent_id = options.agent_id;
+  return WithLockRetries([&] { return (*engine)->Ingest(scope, body, context); });
+}
+
+Result<json> EmbeddedMemoryApi::GetJob(std::string_view job_id) {
+  auto engine = Engine();
+  if (!engine) return engine.error();
+  return WithLockRetries([&] { return (*engine)->GetJob(job_id); });
+}
+
+json EmbeddedMemoryApi::Describe() const {
+  return json{{"mode", "embedded"}, {"database_path", options_.path}};
+}
+
+Result<json> EmbeddedMemoryApi::Stats() {
+  auto engine = Engine();
+  if (!engine) return engine.error();
+  auto stats = WithLockRetries([&] { return (*engine)->Stats(); });
+  if (!stats) return stats.error();
+  return stats->ToJson();
+}
+
+}  // namespace tmcra::api

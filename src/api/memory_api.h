@@ -1,0 +1,53 @@
+// MemoryApi: the Memory API as the tools see it, returning the service's wire JSON.
+//
+// Two implementations are interchangeable: EmbeddedMemoryApi runs the memory engine in-process
+// on a local SQLite file; HttpMemoryApi (a later issue) talks HTTPS to TMCRA's hosted service or
+// tmcra-memd. Tools validate every answer as a receipt (receipts/) the same way for both.
+//
+// Errors: Error::Api(status, code, message) for answers the service would give (422, 404, 409,
+// ...), retryable exactly when the HTTP client would retry; other Errors for local failures.
+// Implementations are thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "src/common/result.h"
+
+namespace tmcra::api {
+
+using json = nlohmann::json;
+
+struct IngestOptions {
+  std::string idempotency_key;            // Idempotency-Key header
+  std::optional<std::string> agent_id;    // X-TMCRA-Agent-ID
+};
+
+struct RecallOptions {
+  std::optional<std::string> agent_id;    // X-TMCRA-Agent-ID
+};
+
+class MemoryApi {
+ public:
+  virtual ~MemoryApi() = default;
+
+  // POST /v1/scopes/{scope}/recall (200).
+  [[nodiscard]] virtual Result<json> Recall(std::string_view scope, const json& body,
+                                            const RecallOptions& options) = 0;
+  // POST /v1/scopes/{scope}/ingest (202), a JobView.
+  [[nodiscard]] virtual Result<json> Ingest(std::string_view scope, const json& body,
+                                            const IngestOptions& options) = 0;
+  // GET /v1/jobs/{job_id} (200), a JobView.
+  [[nodiscard]] virtual Result<json> GetJob(std::string_view job_id) = 0;
+
+  // Where this memory lives, for tmcra_status: {"mode", ...} without credentials.
+  virtual json Describe() const = 0;
+  // Figures for tmcra_status (records, scopes, pending jobs, file size), or an error when the
+  // memory cannot be reached. Opens a lazily opened store.
+  [[nodiscard]] virtual Result<json> Stats() = 0;
+};
+
+}  // namespace tmcra::api

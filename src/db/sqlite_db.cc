@@ -1,0 +1,222 @@
+#include "src/db/sqlite_db.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tmcra::db {
+
+namespace {
+
+Error MapError(int rc, sqlite3* db, std::string_view what) {
+  std::string message(what);
+  message += ": ";
+  message += db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Error::Unavailable(message);
+    case SQLITE_CONSTRAINT:
+      return Error::Conflict(message);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return Error{Errc::kDataLoss, false, message};
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+      return Error{Errc::kPermissionDenied, false, message};
+    default:
+      return Error::Internal(message);
+  }
+}
+
+}  // namespace
+
+Status MakePrivateDirs(const std::string& dir) {
+  if (dir.empty()) return Ok();
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    partial = dir.substr(0, pos);
+    if (partial.empty()) continue;
+    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Error{Errc::kPermissionDenied, false,
+                   "cannot create directory " + partial + ": " + std::strerror(errno)};
+    }
+  }
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Error{Errc::kPermissionDenied, false, "not a directory: " + dir};
+  }
+  return Ok();
+}
+
+Statement::Statement(Statement&& other) noexcept
+    : stmt_(other.stmt_), db_(other.db_), bind_error_(std::move(other.bind_error_)) {
+  other.stmt_ = nullptr;
+}
+
+Statement& Statement::operator=(Statement&& other) noexcept {
+  if (this != &other) {
+    sqlite3_finalize(stmt_);
+    stmt_ = other.stmt_;
+    db_ = other.db_;
+    bind_error_ = std::move(other.bind_error_);
+    other.stmt_ = nullptr;
+  }
+  return *this;
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+Statement& Statement::Bind(int index, int64_t value) {
+  const int rc = sqlite3_bind_int64(stmt_, index, value);
+  if (rc != SQLITE_OK && bind_error_) bind_error_ = MapError(rc, db_, "bind");
+  return *this;
+}
+
+Statement& Statement::Bind(int index, double value) {
+  const int rc = sqlite3_bind_double(stmt_, index, value);
+  if (rc != SQLITE_OK && bind_error_) bind_error_ = MapError(rc, db_, "bind");
+  return *this;
+}
+
+Statement& Statement::Bind(int index, std::string_view text) {
+  const int rc = sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
+                                     SQLITE_UTF8);
+  if (rc != SQLITE_OK && bind_error_) bind_error_ = MapError(rc, db_, "bind");
+  return *this;
+}
+
+Statement& Statement::BindNull(int index) {
+  const int rc = sqlite3_bind_null(stmt_, index);
+  if (rc != SQLITE_OK && bind_error_) bind_error_ = MapError(rc, db_, "bind");
+  return *this;
+}
+
+Statement& Statement::Bind(int index, const std::optional<std::string>& text) {
+  return text ? Bind(index, std::string_view(*text)) : BindNull(index);
+}
+
+Result<bool> Statement::Step() {
+  if (!bind_error_) return bind_error_.error();
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  Error error = MapError(rc, db_, "step");
+  sqlite3_reset(stmt_);
+  return error;
+}
+
+Status Statement::Run() {
+  for (;;) {
+    auto row = Step();
+    if (!row) return row.error();
+    if (!*row) return Ok();
+  }
+}
+
+void Statement::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+  bind_error_ = Ok();
+}
+
+int64_t Statement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+double Statement::Double(int column) const { return sqlite3_column_double(stmt_, column); }
+bool Statement::IsNull(int column) const {
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
+std::string Statement::Text(int column) const {
+  const auto* text = sqlite3_column_text(stmt_, column);
+  if (text == nullptr) return {};
+  return std::string(reinterpret_cast<const char*>(text),
+                     static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
+}
+
+Result<std::unique_ptr<Database>> Database::Open(const Options& options) {
+  if (!options.read_only) {
+    const auto slash = options.path.rfind('/');
+    if (slash != std::string::npos && slash > 0) {
+      if (auto s = MakePrivateDirs(options.path.substr(0, slash)); !s) return s.error();
+    }
+    // Create the file 0600 ourselves; SQLite would use 0644 less the umask.
+    const int fd = open(options.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+      return Error{Errc::kPermissionDenied, false,
+                   "cannot open " + options.path + ": " + std::strerror(errno)};
+    }
+    close(fd);
+  }
+  sqlite3* raw = nullptr;
+  const int flags = (options.read_only ? SQLITE_OPEN_READONLY
+                                       : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+                    SQLITE_OPEN_NOMUTEX;
+  const int rc = sqlite3_open_v2(options.path.c_str(), &raw, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    Error error = MapError(rc, raw, "open " + options.path);
+    sqlite3_close(raw);
+    return error;
+  }
+  std::unique_ptr<Database> db(new Database(raw, options.path));
+  sqlite3_busy_timeout(raw, options.busy_timeout_ms);
+  sqlite3_extended_result_codes(raw, 1);
+  if (auto s = db->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
+                        "PRAGMA foreign_keys=ON;");
+      !s) {
+    return s.error();
+  }
+  return db;
+}
+
+Database::~Database() { sqlite3_close_v2(db_); }
+
+Status Database::Exec(std::string_view sql) {
+  const std::string text(sql);
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &message);
+  if (rc == SQLITE_OK) return Ok();
+  sqlite3_free(message);
+  return MapError(rc, db_, "exec");
+}
+
+Result<Statement> Database::Prepare(std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  const int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) return MapError(rc, db_, "prepare");
+  return Statement(stmt, db_);
+}
+
+int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
+int Database::Changes() const { return sqlite3_changes(db_); }
+
+Result<Transaction> Transaction::Immediate(Database& db) {
+  if (auto s = db.Exec("BEGIN IMMEDIATE"); !s) return s.error();
+  return Transaction(&db);
+}
+
+Result<Transaction> Transaction::Deferred(Database& db) {
+  if (auto s = db.Exec("BEGIN"); !s) return s.error();
+  return Transaction(&db);
+}
+
+Transaction::~Transaction() {
+  if (db_ != nullptr) (void)db_->Exec("ROLLBACK");
+}
+
+Status Transaction::Commit() {
+  Database* db = db_;
+  db_ = nullptr;
+  if (auto s = db->Exec("COMMIT"); !s) {
+    (void)db->Exec("ROLLBACK");
+    return s;
+  }
+  return Ok();
+}
+
+}  // namespace tmcra::db

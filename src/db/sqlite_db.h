@@ -1,0 +1,114 @@
+// A small RAII layer over SQLite: Database, Statement and Transaction, with every failure
+// mapped to an Error in one place (SQLITE_BUSY/LOCKED are retryable, CONSTRAINT is a
+// conflict, CORRUPT/NOTADB are data loss).
+//
+// Files are private: Open() creates missing directories 0700 and the database file 0600 before
+// SQLite touches them (SQLite gives its -wal and -shm files the database file's mode). Every
+// connection runs in WAL mode with synchronous=FULL and a busy timeout, so several processes can
+// share one file; writers must use Transaction::Immediate so a lock wait goes through the busy
+// handler instead of failing on upgrade.
+//
+// Not thread-safe: one Database per thread, or guard it with a mutex.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "src/common/result.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace tmcra::db {
+
+class Statement {
+ public:
+  Statement(Statement&& other) noexcept;
+  Statement& operator=(Statement&& other) noexcept;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement();
+
+  // Bind by 1-based index. Text is copied by SQLite.
+  Statement& Bind(int index, int64_t value);
+  Statement& Bind(int index, int value) { return Bind(index, static_cast<int64_t>(value)); }
+  Statement& Bind(int index, double value);
+  Statement& Bind(int index, std::string_view text);
+  Statement& Bind(int index, const char* text) { return Bind(index, std::string_view(text)); }
+  Statement& Bind(int index, const std::string& text) { return Bind(index, std::string_view(text)); }
+  Statement& BindNull(int index);
+  Statement& Bind(int index, const std::optional<std::string>& text);
+
+  // true: a row is ready; false: done.
+  [[nodiscard]] Result<bool> Step();
+  // Runs to completion (for statements that return no rows).
+  [[nodiscard]] Status Run();
+  // Clears the bindings and rewinds, ready to run again.
+  void Reset();
+
+  int64_t Int(int column) const;
+  double Double(int column) const;
+  std::string Text(int column) const;
+  bool IsNull(int column) const;
+
+ private:
+  friend class Database;
+  Statement(sqlite3_stmt* stmt, sqlite3* db) : stmt_(stmt), db_(db) {}
+
+  sqlite3_stmt* stmt_ = nullptr;
+  sqlite3* db_ = nullptr;
+  Status bind_error_;
+};
+
+class Database {
+ public:
+  struct Options {
+    std::string path;
+    int busy_timeout_ms = 10000;
+    bool read_only = false;
+  };
+
+  [[nodiscard]] static Result<std::unique_ptr<Database>> Open(const Options& options);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  // Runs one or more statements that return no rows.
+  [[nodiscard]] Status Exec(std::string_view sql);
+  [[nodiscard]] Result<Statement> Prepare(std::string_view sql);
+
+  int64_t LastInsertRowId() const;
+  int Changes() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+
+  sqlite3* db_;
+  std::string path_;
+};
+
+// BEGIN IMMEDIATE ... COMMIT; rolls back when destroyed uncommitted (every error path).
+class Transaction {
+ public:
+  [[nodiscard]] static Result<Transaction> Immediate(Database& db);
+  [[nodiscard]] static Result<Transaction> Deferred(Database& db);
+  Transaction(Transaction&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
+  Transaction& operator=(Transaction&&) = delete;
+  Transaction(const Transaction&) = delete;
+  ~Transaction();
+
+  [[nodiscard]] Status Commit();
+
+ private:
+  explicit Transaction(Database* db) : db_(db) {}
+  Database* db_;
+};
+
+// Creates `dir` and its missing parents with mode 0700.
+[[nodiscard]] Status MakePrivateDirs(const std::string& dir);
+
+}  // namespace tmcra::db

@@ -1,0 +1,71 @@
+#include "src/db/sqlite_db.h"
+
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+
+#include "tests/support/temp_dir.h"
+
+using tmcra::Errc;
+using tmcra::db::Database;
+using tmcra::db::Transaction;
+
+TEST_CASE("a database file is created 0600 in 0700 directories, in WAL mode", "[db]") {
+  tmcra::testing::TempDir dir;
+  auto db = Database::Open({dir.File("a/b/c.db")});
+  REQUIRE(db);
+  struct stat st {};
+  REQUIRE(stat(dir.File("a").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  REQUIRE(stat(dir.File("a/b/c.db").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  auto mode = (*db)->Prepare("PRAGMA journal_mode");
+  REQUIRE(mode);
+  REQUIRE(*mode->Step());
+  CHECK(mode->Text(0) == "wal");
+  auto sync = (*db)->Prepare("PRAGMA synchronous");
+  REQUIRE(*sync->Step());
+  CHECK(sync->Int(0) == 2);  // FULL
+}
+
+TEST_CASE("errors are classified once: constraint, busy, syntax", "[db]") {
+  tmcra::testing::TempDir dir;
+  auto a = Database::Open({dir.File("x.db"), /*busy_timeout_ms=*/50});
+  auto b = Database::Open({dir.File("x.db"), /*busy_timeout_ms=*/50});
+  REQUIRE(a);
+  REQUIRE(b);
+  REQUIRE((*a)->Exec("CREATE TABLE t(k TEXT PRIMARY KEY)"));
+  REQUIRE((*a)->Exec("INSERT INTO t VALUES('x')"));
+  auto dup = (*a)->Exec("INSERT INTO t VALUES('x')");
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().code == Errc::kConflict);
+  auto tx = Transaction::Immediate(**a);
+  REQUIRE(tx);
+  auto busy = Transaction::Immediate(**b);
+  REQUIRE_FALSE(busy);
+  CHECK(busy.error().code == Errc::kUnavailable);
+  CHECK(busy.error().retryable);
+  auto bad = (*a)->Prepare("SELEC nonsense");
+  REQUIRE_FALSE(bad);
+  CHECK_FALSE(bad.error().retryable);
+}
+
+TEST_CASE("a transaction rolls back unless committed", "[db]") {
+  tmcra::testing::TempDir dir;
+  auto db = Database::Open({dir.File("x.db")});
+  REQUIRE(db);
+  REQUIRE((*db)->Exec("CREATE TABLE t(v INTEGER)"));
+  {
+    auto tx = Transaction::Immediate(**db);
+    REQUIRE(tx);
+    REQUIRE((*db)->Exec("INSERT INTO t VALUES(1)"));
+  }
+  {
+    auto tx = Transaction::Immediate(**db);
+    REQUIRE((*db)->Exec("INSERT INTO t VALUES(2)"));
+    REQUIRE(tx->Commit());
+  }
+  auto st = (*db)->Prepare("SELECT group_concat(v) FROM t");
+  REQUIRE(*st->Step());
+  CHECK(st->Text(0) == "2");
+}
