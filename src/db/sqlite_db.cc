@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstring>
 
 namespace tmcra::db {
@@ -166,9 +168,19 @@ Result<std::unique_ptr<Database>> Database::Open(const Options& options) {
   std::unique_ptr<Database> db(new Database(raw, options.path));
   sqlite3_busy_timeout(raw, options.busy_timeout_ms);
   sqlite3_extended_result_codes(raw, 1);
-  if (auto s = db->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
-                        "PRAGMA foreign_keys=ON;");
-      !s) {
+  // Switching a brand-new file to WAL can fail with SQLITE_BUSY at once, without the busy
+  // handler, while another process creates the same file: retry it within the busy timeout.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(options.busy_timeout_ms);
+  for (;;) {
+    auto wal = db->Exec(options.read_only ? "SELECT 1" : "PRAGMA journal_mode=WAL");
+    if (wal) break;
+    if (wal.error().code != Errc::kUnavailable || std::chrono::steady_clock::now() >= deadline) {
+      return wal.error();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (auto s = db->Exec("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"); !s) {
     return s.error();
   }
   return db;

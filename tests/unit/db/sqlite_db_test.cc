@@ -1,6 +1,8 @@
 #include "src/db/sqlite_db.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -68,4 +70,38 @@ TEST_CASE("a transaction rolls back unless committed", "[db]") {
   auto st = (*db)->Prepare("SELECT group_concat(v) FROM t");
   REQUIRE(*st->Step());
   CHECK(st->Text(0) == "2");
+}
+
+TEST_CASE("processes creating the same new database at once all open it", "[db][regress]") {
+  // Regression: switching a brand-new file to WAL could fail with "database is locked" at once
+  // when several processes created it together (hosts start one server per session).
+  for (int trial = 0; trial < 40; ++trial) {
+    tmcra::testing::TempDir dir;
+    const std::string path = dir.File("fresh.db");
+    std::vector<pid_t> children;
+    int gate[2];
+    REQUIRE(pipe(gate) == 0);
+    for (int i = 0; i < 8; ++i) {
+      const pid_t pid = fork();
+      REQUIRE(pid >= 0);
+      if (pid == 0) {
+        close(gate[1]);
+        char go = 0;
+        (void)!read(gate[0], &go, 1);  // all children start together when the gate closes
+        auto db = Database::Open({path});
+        _exit(db && (*db)->Exec("CREATE TABLE IF NOT EXISTS t(x)") ? 0 : 1);
+      }
+      children.push_back(pid);
+    }
+    close(gate[0]);
+    close(gate[1]);
+    int failures = 0;
+    for (pid_t pid : children) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+    }
+    INFO("trial " << trial);
+    CHECK(failures == 0);
+  }
 }
