@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <regex>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -19,6 +20,8 @@ namespace tmcra::memory {
 namespace {
 
 constexpr int kMaxJobAttempts = 5;
+// Jobs claimed and run per transaction: one fsync covers them all.
+constexpr int kJobsPerTransaction = 64;
 
 // Each entry moves user_version from its index to index + 1. Never edit a shipped entry; add one.
 constexpr const char* kMigrations[] = {
@@ -172,7 +175,11 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)), owner_(New
 
 Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   std::unique_ptr<Engine> engine(new Engine(std::move(options)));
-  auto api_db = db::Database::Open({engine->options_.path});
+  // Recall reads many index pages: a 16 MiB page cache keeps the hot ones out of read(2).
+  db::Database::Options api_options;
+  api_options.path = engine->options_.path;
+  api_options.cache_kib = 16 * 1024;
+  auto api_db = db::Database::Open(api_options);
   if (!api_db) return api_db.error();
   if (auto s = Migrate(**api_db); !s) return s.error();
   engine->api_db_ = std::move(*api_db);
@@ -194,18 +201,28 @@ Engine::~Engine() {
   if (worker_.joinable()) worker_.join();
 }
 
-Result<json> Engine::Ingest(std::string_view scope, const json& body,
-                            const IngestContext& context) {
-  if (!IsValidScopeName(scope)) return ValidationError("scope", "invalid scope name");
-  const size_t key_length = CodePointLength(context.idempotency_key);
-  if (key_length < 8 || key_length > 200) {
-    return Error::Api(422, "validation_error",
-                      "Idempotency-Key: must be 8..200 characters",
-                      json::array({{{"loc", {"header", "Idempotency-Key"}},
-                                    {"msg", "Idempotency-Key must be 8..200 characters"},
-                                    {"type", "value_error"}}})
-                          .dump());
-  }
+namespace {
+
+Error KeyError(const std::string& loc) {
+  return Error::Api(422, "validation_error", loc + ": must be 8..200 characters",
+                    json::array({{{"loc", {"header", loc}},
+                                  {"msg", "Idempotency-Key must be 8..200 characters"},
+                                  {"type", "value_error"}}})
+                        .dump());
+}
+
+}  // namespace
+
+struct Engine::PreparedIngest {
+  std::string key;
+  std::string payload_sha;
+  std::string payload_text;
+  std::string consistency;
+};
+
+Result<Engine::PreparedIngest> Engine::PrepareIngest(std::string_view scope, const json& body,
+                                                     const std::string& key,
+                                                     const IngestContext& context) {
   auto request = ValidateIngest(body);
   if (!request) return request.error();
   const json payload = request->ToJson();
@@ -217,22 +234,44 @@ Result<json> Engine::Ingest(std::string_view scope, const json& body,
                       {"integration_id", context.integration_id ? json(*context.integration_id)
                                                                 : json(nullptr)},
                       {"agent_id", context.agent_id ? json(*context.agent_id) : json(nullptr)}}}};
-  const std::string payload_sha = Sha256Hex(CanonicalJson(hashed));
+  return PreparedIngest{key, Sha256Hex(CanonicalJson(hashed)), CanonicalJson(payload),
+                        request->consistency};
+}
 
-  std::lock_guard lock(api_mu_);
-  db::Database& db = *api_db_;
-  auto tx = db::Transaction::Immediate(db);
-  if (!tx) return tx.error();
+namespace {
+
+// Prefixes a validation error of one batch item with "items.<i>.".
+Error ItemError(Error error, size_t index) {
+  const std::string prefix = "items." + std::to_string(index);
+  error.message = prefix + "." + error.message;
+  json details = json::parse(error.details_json, nullptr, false);
+  if (details.is_array()) {
+    for (auto& d : details) {
+      if (d.is_object() && d.contains("loc") && d["loc"].is_array()) {
+        json loc = json::array({"body", "items", index});
+        for (size_t i = 1; i < d["loc"].size(); ++i) loc.push_back(d["loc"][i]);
+        d["loc"] = loc;
+      }
+    }
+    error.details_json = details.dump();
+  }
+  return error;
+}
+
+}  // namespace
+
+Result<json> Engine::StoreIngest(db::Database& db, std::string_view scope,
+                                 const PreparedIngest& p, bool* created) {
   auto existing = db.Prepare(
       "SELECT job_id, payload_sha256 FROM jobs WHERE tenant_id = ? AND idempotency_key = ?");
   if (!existing) return existing.error();
-  existing->Bind(1, options_.tenant_id).Bind(2, context.idempotency_key);
+  existing->Bind(1, options_.tenant_id).Bind(2, p.key);
   auto found = existing->Step();
   if (!found) return found.error();
   bool replay = false;
   std::string job_id;
   if (*found) {
-    if (existing->Text(1) != payload_sha) {
+    if (existing->Text(1) != p.payload_sha) {
       return Error::Api(409, "idempotency_conflict",
                         "Idempotency-Key was already used with a different request");
     }
@@ -249,10 +288,10 @@ Result<json> Engine::Ingest(std::string_view scope, const json& body,
     insert->Bind(1, job_id)
         .Bind(2, options_.tenant_id)
         .Bind(3, scope)
-        .Bind(4, context.idempotency_key)
-        .Bind(5, payload_sha)
-        .Bind(6, CanonicalJson(payload))
-        .Bind(7, request->consistency)
+        .Bind(4, p.key)
+        .Bind(5, p.payload_sha)
+        .Bind(6, p.payload_text)
+        .Bind(7, p.consistency)
         .Bind(8, now)
         .Bind(9, now);
     if (auto s = insert->Run(); !s) return s.error();
@@ -260,21 +299,109 @@ Result<json> Engine::Ingest(std::string_view scope, const json& body,
   std::string consistency;
   auto job = LoadJob(db, job_id, options_.public_base_url, &consistency);
   if (!job) return job.error();
-  if (auto s = tx->Commit(); !s) return s.error();
-  if (!replay) {
-    {
-      std::lock_guard wl(worker_mu_);
-      work_signalled_ = true;
-    }
-    worker_cv_.notify_all();
-  }
+  if (!*job) return Error::Internal("a stored job vanished");
   json view = std::move(**job);
   view["idempotent_replay"] = replay;
   const bool ryw = consistency == "read_your_writes";
   view["consistency_contract"] = {{"mode", consistency},
                                   {"visible_after_job_id", job_id},
                                   {"recall_wait_for_job_id", ryw ? json(job_id) : json(nullptr)}};
+  *created = !replay;
   return view;
+}
+
+void Engine::SignalWorker() {
+  {
+    std::lock_guard lock(worker_mu_);
+    work_signalled_ = true;
+  }
+  worker_cv_.notify_all();
+}
+
+Result<json> Engine::Ingest(std::string_view scope, const json& body,
+                            const IngestContext& context) {
+  if (!IsValidScopeName(scope)) return ValidationError("scope", "invalid scope name");
+  const size_t key_length = CodePointLength(context.idempotency_key);
+  if (key_length < 8 || key_length > 200) return KeyError("Idempotency-Key");
+  auto prepared = PrepareIngest(scope, body, context.idempotency_key, context);
+  if (!prepared) return prepared.error();
+
+  std::lock_guard lock(api_mu_);
+  db::Database& db = *api_db_;
+  auto tx = db::Transaction::Immediate(db);
+  if (!tx) return tx.error();
+  bool created = false;
+  auto view = StoreIngest(db, scope, *prepared, &created);
+  if (!view) return view.error();
+  if (auto s = tx->Commit(); !s) return s.error();
+  if (created) SignalWorker();
+  return view;
+}
+
+Result<json> Engine::IngestBatch(std::string_view scope, const json& body,
+                                 const IngestContext& context) {
+  if (!IsValidScopeName(scope)) return ValidationError("scope", "invalid scope name");
+  if (!body.is_object()) return ValidationError("body", "Input should be a valid dictionary");
+  for (const auto& [key, value] : body.items()) {
+    if (key != "items") return ValidationError(key, "Extra inputs are not permitted", "extra_forbidden");
+  }
+  auto items = body.find("items");
+  if (items == body.end() || !items->is_array()) {
+    return ValidationError("items", "Input should be a valid list", "list_type");
+  }
+  if (items->empty() || items->size() > 100) {
+    return ValidationError("items", "List should have 1..100 items");
+  }
+  std::vector<PreparedIngest> prepared;
+  std::set<std::string> keys;
+  size_t total_messages = 0;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const json& item = (*items)[i];
+    if (!item.is_object()) return ItemError(ValidationError("item", "Input should be a valid dictionary"), i);
+    auto key_it = item.find("idempotency_key");
+    if (key_it == item.end() || !key_it->is_string()) {
+      return ItemError(ValidationError("idempotency_key", "Field required", "missing"), i);
+    }
+    const std::string key = key_it->get<std::string>();
+    const size_t key_length = CodePointLength(key);
+    if (key_length < 8 || key_length > 200) {
+      return ItemError(ValidationError("idempotency_key", "must be 8..200 characters"), i);
+    }
+    if (!keys.insert(key).second) {
+      return ItemError(ValidationError("idempotency_key", "must be unique within the batch"), i);
+    }
+    json request = item;
+    request.erase("idempotency_key");
+    auto p = PrepareIngest(scope, request, key, context);
+    if (!p) return ItemError(p.error(), i);
+    if (request.contains("messages") && request["messages"].is_array()) {
+      total_messages += request["messages"].size();
+    }
+    prepared.push_back(std::move(*p));
+  }
+  if (total_messages > 5000) {
+    return ValidationError("items", "a batch may hold at most 5000 messages in total");
+  }
+  std::lock_guard lock(api_mu_);
+  db::Database& db = *api_db_;
+  auto tx = db::Transaction::Immediate(db);
+  if (!tx) return tx.error();
+  json jobs = json::array();
+  bool any_created = false;
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    bool created = false;
+    auto view = StoreIngest(db, scope, prepared[i], &created);
+    if (!view) {
+      Error e = view.error();
+      e.message = "items." + std::to_string(i) + ": " + e.message;
+      return e;
+    }
+    any_created = any_created || created;
+    jobs.push_back(std::move(*view));
+  }
+  if (auto s = tx->Commit(); !s) return s.error();
+  if (any_created) SignalWorker();
+  return json{{"scope_name", scope}, {"jobs", std::move(jobs)}};
 }
 
 Result<json> Engine::GetJob(std::string_view job_id) {
@@ -309,10 +436,9 @@ Result<std::optional<std::string>> Engine::ClaimJobForTest(double lease_seconds)
   return std::optional<std::string>(job_id);
 }
 
-Result<bool> Engine::RunOneJob(db::Database& db) {
-  // Step 1: claim the oldest pending job, or a running one whose holder lost its lease.
-  std::string job_id;
-  int64_t attempts = 0;
+Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
+  // Step 1: claim the oldest pending jobs, and running ones whose holder lost its lease.
+  std::vector<std::string> claimed;
   {
     auto tx = db::Transaction::Immediate(db);
     if (!tx) return tx.error();
@@ -320,69 +446,54 @@ Result<bool> Engine::RunOneJob(db::Database& db) {
     auto pick = db.Prepare(
         "SELECT job_id, attempts FROM jobs WHERE status = 'pending' "
         "UNION ALL SELECT job_id, attempts FROM jobs WHERE status = 'running' "
-        "AND lease_expires_at < ? LIMIT 1");
+        "AND lease_expires_at < ? LIMIT ?");
     if (!pick) return pick.error();
-    pick->Bind(1, now);
-    auto row = pick->Step();
-    if (!row) return row.error();
-    if (!*row) return false;
-    job_id = pick->Text(0);
-    attempts = pick->Int(1) + 1;
-    if (attempts > kMaxJobAttempts) {
-      auto fail = db.Prepare(
-          "UPDATE jobs SET status = 'failed', finished_at = ?, updated_at = ?, "
-          "lease_owner = NULL, lease_expires_at = NULL, error_json = ? WHERE job_id = ?");
-      if (!fail) return fail.error();
-      fail->Bind(1, now).Bind(2, now)
-          .Bind(3, json{{"code", "job_attempts_exhausted"},
-                        {"message", "the job did not complete after " +
-                                        std::to_string(kMaxJobAttempts) + " attempts"}}
-                       .dump())
-          .Bind(4, job_id);
-      if (auto s = fail->Run(); !s) return s.error();
-      if (auto s = tx->Commit(); !s) return s.error();
-      return true;
+    pick->Bind(1, now).Bind(2, max_jobs);
+    std::vector<std::pair<std::string, int64_t>> found;
+    for (;;) {
+      auto row = pick->Step();
+      if (!row) return row.error();
+      if (!*row) break;
+      found.emplace_back(pick->Text(0), pick->Int(1) + 1);
     }
+    if (found.empty()) return 0;
+    auto fail = db.Prepare(
+        "UPDATE jobs SET status = 'failed', finished_at = ?, updated_at = ?, "
+        "lease_owner = NULL, lease_expires_at = NULL, error_json = ? WHERE job_id = ?");
     auto claim = db.Prepare(
         "UPDATE jobs SET status = 'running', attempts = ?, started_at = COALESCE(started_at, ?), "
         "heartbeat_at = ?, lease_owner = ?, lease_expires_at = ?, updated_at = ? "
         "WHERE job_id = ?");
+    if (!fail) return fail.error();
     if (!claim) return claim.error();
-    claim->Bind(1, attempts).Bind(2, now).Bind(3, now).Bind(4, owner_)
-        .Bind(5, now + options_.lease_seconds).Bind(6, now).Bind(7, job_id);
-    if (auto s = claim->Run(); !s) return s.error();
+    const std::string exhausted =
+        json{{"code", "job_attempts_exhausted"},
+             {"message", "the job did not complete after " + std::to_string(kMaxJobAttempts) +
+                             " attempts"}}
+            .dump();
+    for (const auto& [job_id, attempts] : found) {
+      if (attempts > kMaxJobAttempts) {
+        fail->Reset();
+        fail->Bind(1, now).Bind(2, now).Bind(3, exhausted).Bind(4, job_id);
+        if (auto s = fail->Run(); !s) return s.error();
+        continue;
+      }
+      claim->Reset();
+      claim->Bind(1, attempts).Bind(2, now).Bind(3, now).Bind(4, owner_)
+          .Bind(5, now + options_.lease_seconds).Bind(6, now).Bind(7, job_id);
+      if (auto s = claim->Run(); !s) return s.error();
+      claimed.push_back(job_id);
+    }
     if (auto s = tx->Commit(); !s) return s.error();
   }
+  if (claimed.empty()) return 1;  // only exhausted jobs were found; look again
 
-  // Step 2: write the records and their indexes, and finish the job, atomically.
+  // Step 2: write the records and their indexes, and finish the jobs, atomically.
   auto tx = db::Transaction::Immediate(db);
   if (!tx) return tx.error();
   auto load = db.Prepare(
       "SELECT scope_name, payload_json FROM jobs WHERE job_id = ? AND status = 'running' "
       "AND lease_owner = ?");
-  if (!load) return load.error();
-  load->Bind(1, job_id).Bind(2, owner_);
-  auto row = load->Step();
-  if (!row) return row.error();
-  if (!*row) return true;  // someone else took it over; nothing to do
-  const std::string scope = load->Text(0);
-  const json payload = json::parse(load->Text(1), nullptr, false);
-  const double now = NowSeconds();
-  if (payload.is_discarded() || !payload.is_object()) {
-    auto fail = db.Prepare(
-        "UPDATE jobs SET status = 'failed', finished_at = ?, updated_at = ?, lease_owner = NULL, "
-        "lease_expires_at = NULL, error_json = ? WHERE job_id = ?");
-    if (!fail) return fail.error();
-    fail->Bind(1, now).Bind(2, now)
-        .Bind(3, json{{"code", "invalid_payload"}, {"message", "stored payload is unreadable"}}
-                     .dump())
-        .Bind(4, job_id);
-    if (auto s = fail->Run(); !s) return s.error();
-    if (auto s = tx->Commit(); !s) return s.error();
-    return true;
-  }
-  const IngestRequest request = IngestRequest::FromJson(payload);
-
   auto insert = db.Prepare(
       "INSERT OR IGNORE INTO records(record_id, scope_name, session_id, message_id, role, "
       "content, occurred_at, timestamp, metadata_json, agent_id, target_agent_id, job_id) "
@@ -391,78 +502,97 @@ Result<bool> Engine::RunOneJob(db::Database& db) {
   auto tri = db.Prepare("INSERT INTO records_tri(rowid, content) VALUES(?, ?)");
   auto existing = db.Prepare(
       "SELECT event_seq FROM records WHERE scope_name = ? AND session_id = ? AND message_id = ?");
-  if (!insert) return insert.error();
-  if (!fts) return fts.error();
-  if (!tri) return tri.error();
-  if (!existing) return existing.error();
-
-  int64_t max_seq = 0;
-  int64_t written = 0;
-  int64_t duplicates = 0;
-  for (const auto& m : request.messages) {
-    const auto text_field = [&](const char* key) -> std::optional<std::string> {
-      auto it = m.metadata.find(key);
-      if (it == m.metadata.end() || !it->is_string()) return std::nullopt;
-      return it->get<std::string>();
-    };
-    insert->Reset();
-    insert->Bind(1, NewId("rec_")).Bind(2, scope).Bind(3, request.session_id)
-        .Bind(4, m.message_id).Bind(5, m.role).Bind(6, m.content).Bind(7, m.occurred_at)
-        .Bind(8, m.timestamp).Bind(9, CanonicalJson(m.metadata)).Bind(10, text_field("agent_id"))
-        .Bind(11, text_field("target_agent_id")).Bind(12, job_id);
-    if (auto s = insert->Run(); !s) return s.error();
-    int64_t seq = 0;
-    if (db.Changes() == 1) {
-      seq = db.LastInsertRowId();
-      fts->Reset();
-      fts->Bind(1, seq).Bind(2, m.content);
-      if (auto s = fts->Run(); !s) return s.error();
-      tri->Reset();
-      tri->Bind(1, seq).Bind(2, m.content);
-      if (auto s = tri->Run(); !s) return s.error();
-      ++written;
-    } else {
-      // The same message was stored before (a retry without the same key): keep one copy.
-      existing->Reset();
-      existing->Bind(1, scope).Bind(2, request.session_id).Bind(3, m.message_id);
-      auto e = existing->Step();
-      if (!e) return e.error();
-      if (*e) seq = existing->Int(0);
-      ++duplicates;
-    }
-    max_seq = std::max(max_seq, seq);
-  }
   auto upsert = db.Prepare(
       "INSERT INTO scopes(name, record_count, last_event_seq, last_job_id, created_at, updated_at) "
       "VALUES(?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT(name) DO UPDATE SET "
       "record_count = record_count + ?2, last_event_seq = MAX(COALESCE(last_event_seq, 0), ?3), "
       "last_job_id = ?4, updated_at = ?5");
-  if (!upsert) return upsert.error();
-  upsert->Bind(1, scope).Bind(2, written).Bind(3, max_seq).Bind(4, job_id).Bind(5, now);
-  if (auto s = upsert->Run(); !s) return s.error();
-  const json result{{"watermarks", {{"source_event_seq", max_seq}, {"indexed_event_seq", max_seq}}},
-                    {"index", {{"active_index", "fts5"}}},
-                    {"records_written", written},
-                    {"records_deduplicated", duplicates}};
   auto done = db.Prepare(
-      "UPDATE jobs SET status = 'succeeded', finished_at = ?, updated_at = ?, heartbeat_at = ?, "
-      "lease_owner = NULL, lease_expires_at = NULL, result_json = ?, payload_json = NULL "
-      "WHERE job_id = ?");
-  if (!done) return done.error();
-  done->Bind(1, now).Bind(2, now).Bind(3, now).Bind(4, result.dump()).Bind(5, job_id);
-  if (auto s = done->Run(); !s) return s.error();
+      "UPDATE jobs SET status = ?, finished_at = ?, updated_at = ?, heartbeat_at = ?, "
+      "lease_owner = NULL, lease_expires_at = NULL, result_json = ?, error_json = ?, "
+      "payload_json = NULL WHERE job_id = ?");
+  for (auto* st : {&load, &insert, &fts, &tri, &existing, &upsert, &done}) {
+    if (!*st) return st->error();
+  }
+  const double now = NowSeconds();
+  for (const std::string& job_id : claimed) {
+    load->Reset();
+    load->Bind(1, job_id).Bind(2, owner_);
+    auto row = load->Step();
+    if (!row) return row.error();
+    if (!*row) continue;  // someone else took it over
+    const std::string scope = load->Text(0);
+    const json payload = json::parse(load->Text(1), nullptr, false);
+    if (payload.is_discarded() || !payload.is_object()) {
+      done->Reset();
+      done->Bind(1, "failed").Bind(2, now).Bind(3, now).Bind(4, now).BindNull(5)
+          .Bind(6, json{{"code", "invalid_payload"}, {"message", "stored payload is unreadable"}}
+                       .dump())
+          .Bind(7, job_id);
+      if (auto s = done->Run(); !s) return s.error();
+      continue;
+    }
+    const IngestRequest request = IngestRequest::FromJson(payload);
+    int64_t max_seq = 0;
+    int64_t written = 0;
+    int64_t duplicates = 0;
+    for (const auto& m : request.messages) {
+      const auto text_field = [&](const char* key) -> std::optional<std::string> {
+        auto it = m.metadata.find(key);
+        if (it == m.metadata.end() || !it->is_string()) return std::nullopt;
+        return it->get<std::string>();
+      };
+      insert->Reset();
+      insert->Bind(1, NewId("rec_")).Bind(2, scope).Bind(3, request.session_id)
+          .Bind(4, m.message_id).Bind(5, m.role).Bind(6, m.content).Bind(7, m.occurred_at)
+          .Bind(8, m.timestamp).Bind(9, CanonicalJson(m.metadata)).Bind(10, text_field("agent_id"))
+          .Bind(11, text_field("target_agent_id")).Bind(12, job_id);
+      if (auto s = insert->Run(); !s) return s.error();
+      int64_t seq = 0;
+      if (db.Changes() == 1) {
+        seq = db.LastInsertRowId();
+        for (auto* index : {&fts, &tri}) {
+          (*index)->Reset();
+          (*index)->Bind(1, seq).Bind(2, m.content);
+          if (auto s = (*index)->Run(); !s) return s.error();
+        }
+        ++written;
+      } else {
+        // The same message was stored before (a retry under another key): keep one copy.
+        existing->Reset();
+        existing->Bind(1, scope).Bind(2, request.session_id).Bind(3, m.message_id);
+        auto e = existing->Step();
+        if (!e) return e.error();
+        if (*e) seq = existing->Int(0);
+        ++duplicates;
+      }
+      max_seq = std::max(max_seq, seq);
+    }
+    upsert->Reset();
+    upsert->Bind(1, scope).Bind(2, written).Bind(3, max_seq).Bind(4, job_id).Bind(5, now);
+    if (auto s = upsert->Run(); !s) return s.error();
+    const json result{
+        {"watermarks", {{"source_event_seq", max_seq}, {"indexed_event_seq", max_seq}}},
+        {"index", {{"active_index", "fts5"}}},
+        {"records_written", written},
+        {"records_deduplicated", duplicates}};
+    done->Reset();
+    done->Bind(1, "succeeded").Bind(2, now).Bind(3, now).Bind(4, now).Bind(5, result.dump())
+        .BindNull(6).Bind(7, job_id);
+    if (auto s = done->Run(); !s) return s.error();
+  }
   if (auto s = tx->Commit(); !s) return s.error();
-  return true;
+  return static_cast<int>(claimed.size());
 }
 
 Result<int> Engine::RunPendingJobs() {
   std::lock_guard lock(api_mu_);
   int ran = 0;
   for (;;) {
-    auto r = RunOneJob(*api_db_);
+    auto r = RunJobs(*api_db_, kJobsPerTransaction);
     if (!r) return r.error();
-    if (!*r) return ran;
-    ++ran;
+    if (*r == 0) return ran;
+    ran += *r;
   }
 }
 
@@ -470,9 +600,9 @@ void Engine::WorkerLoop() {
   while (!stopping_.load()) {
     bool more = false;
     try {
-      auto r = RunOneJob(*worker_db_);
+      auto r = RunJobs(*worker_db_, kJobsPerTransaction);
       if (r) {
-        more = *r;
+        more = *r > 0;
       } else {
         spdlog::warn("memory job worker: {}", r.error().ToString());
       }

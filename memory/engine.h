@@ -70,6 +70,12 @@ class Engine {
 
   [[nodiscard]] Result<json> Ingest(std::string_view scope, const json& body,
                                     const IngestContext& context);
+  // POST /v1/scopes/{scope}/ingest/batch -> 202 {scope_name, jobs: [JobView...]}: body
+  // {"items": [{...ingest request..., "idempotency_key"}]}, 1..100 items with unique keys and
+  // at most 5000 messages in total, all stored in one transaction. Errors name the item
+  // ("items.3.messages.0.role: ...").
+  [[nodiscard]] Result<json> IngestBatch(std::string_view scope, const json& body,
+                                         const IngestContext& context);
   [[nodiscard]] Result<json> GetJob(std::string_view job_id);
   [[nodiscard]] Result<json> Recall(std::string_view scope, const json& body);
   [[nodiscard]] Result<EngineStats> Stats();
@@ -83,8 +89,17 @@ class Engine {
  private:
   explicit Engine(EngineOptions options);
 
-  // Claims and runs one job on `db`; false when there was nothing to claim.
-  Result<bool> RunOneJob(db::Database& db);
+  struct PreparedIngest;  // a validated ingest with its key and payload hash
+  static Result<PreparedIngest> PrepareIngest(std::string_view scope, const json& body,
+                                              const std::string& key,
+                                              const IngestContext& context);
+  // Stores one validated ingest inside the caller's transaction; replays a known key.
+  Result<json> StoreIngest(db::Database& db, std::string_view scope,
+                           const PreparedIngest& prepared, bool* created);
+  void SignalWorker();
+  // Claims up to `max_jobs` jobs and runs them in one transaction on `db`; returns how many
+  // were claimed (0: nothing to do).
+  Result<int> RunJobs(db::Database& db, int max_jobs);
   void WorkerLoop();
 
   EngineOptions options_;

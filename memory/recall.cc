@@ -64,49 +64,130 @@ Record ReadRecord(const db::Statement& st) {
   return r;
 }
 
+// Top hits of one full-text index within `scope`. The fast path lets FTS5 rank the whole index
+// alone (it keeps only the best kWideHits) and keeps those of the scope; only when other scopes
+// crowd the scope out of that list does it rank with the scope join, which looks up every
+// matching row.
 Status Search(db::Database& db, const char* table, const std::string& match,
               std::string_view scope, std::vector<std::pair<int64_t, double>>& out) {
   if (match.empty()) return Ok();
-  auto st = db.Prepare(std::string("SELECT t.rowid, bm25(") + table + ") AS score FROM " + table +
-                       " t JOIN records r ON r.event_seq = t.rowid WHERE " + table +
-                       " MATCH ? AND r.scope_name = ? ORDER BY score LIMIT " +
-                       std::to_string(kHitsPerIndex));
-  if (!st) return st.error();
-  st->Bind(1, match).Bind(2, scope);
+  constexpr int kWideHits = 4 * kHitsPerIndex;
+  const std::string t(table);
+  auto wide = db.Prepare("SELECT rowid, rank FROM " + t + " WHERE " + t +
+                         " MATCH ? ORDER BY rank LIMIT " + std::to_string(kWideHits));
+  auto in_scope = db.Prepare("SELECT 1 FROM records WHERE event_seq = ? AND scope_name = ?");
+  if (!wide) return wide.error();
+  if (!in_scope) return in_scope.error();
+  wide->Bind(1, match);
+  int seen = 0;
   for (;;) {
-    auto row = st->Step();
+    auto row = wide->Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    ++seen;
+    if (static_cast<int>(out.size()) >= kHitsPerIndex) continue;
+    in_scope->Reset();
+    in_scope->Bind(1, wide->Int(0)).Bind(2, scope);
+    auto hit = in_scope->Step();
+    if (!hit) return hit.error();
+    if (*hit) out.emplace_back(wide->Int(0), wide->Double(1));
+  }
+  if (static_cast<int>(out.size()) >= kHitsPerIndex || seen < kWideHits) return Ok();
+  // Other scopes crowded this one out of the wide list: rank within the scope exactly, which
+  // looks up every matching row.
+  out.clear();
+  auto exact = db.Prepare("SELECT t.rowid, bm25(" + t + ") AS score FROM " + t +
+                          " t JOIN records r ON r.event_seq = t.rowid WHERE " + t +
+                          " MATCH ? AND r.scope_name = ? ORDER BY score LIMIT " +
+                          std::to_string(kHitsPerIndex));
+  if (!exact) return exact.error();
+  exact->Bind(1, match).Bind(2, scope);
+  for (;;) {
+    auto row = exact->Step();
     if (!row) return row.error();
     if (!*row) return Ok();
-    out.emplace_back(st->Int(0), st->Double(1));
+    out.emplace_back(exact->Int(0), exact->Double(1));
   }
 }
 
-Result<std::vector<Record>> Neighbours(db::Database& db, std::string_view scope,
-                                       const Record& hit) {
-  std::vector<Record> out;
-  auto before = db.Prepare(std::string("SELECT ") + kRecordColumns +
-                           " FROM records WHERE scope_name = ? AND session_id = ? AND "
-                           "(occurred_at, event_seq) < (?, ?) "
-                           "ORDER BY occurred_at DESC, event_seq DESC LIMIT " +
-                           std::to_string(kNeighbours));
-  auto after = db.Prepare(std::string("SELECT ") + kRecordColumns +
-                          " FROM records WHERE scope_name = ? AND session_id = ? AND "
-                          "(occurred_at, event_seq) > (?, ?) "
-                          "ORDER BY occurred_at ASC, event_seq ASC LIMIT " +
-                          std::to_string(kNeighbours));
-  if (!before) return before.error();
-  if (!after) return after.error();
-  for (auto* st : {&*before, &*after}) {
-    st->Bind(1, scope).Bind(2, hit.session_id).Bind(3, hit.occurred_at).Bind(4, hit.event_seq);
-    for (;;) {
-      auto row = st->Step();
-      if (!row) return row.error();
-      if (!*row) break;
-      out.push_back(ReadRecord(*st));
-    }
+// Drops query words so common that they would make the search scan a large share of the store
+// for almost no ranking value (BM25 gives them a tiny IDF): a word in more than 5% of the
+// records goes, unless that would leave fewer than two words, in which case the two rarest stay.
+Status PruneCommonWords(db::Database& db, int64_t records, SearchTerms& terms) {
+  if (terms.words.size() <= 2) return Ok();
+  if (auto s = db.Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab USING "
+                       "fts5vocab(main, records_fts, 'row')");
+      !s) {
+    return s;
   }
-  return out;
+  auto st = db.Prepare("SELECT doc FROM temp.records_fts_vocab WHERE term = ?");
+  if (!st) return st.error();
+  std::vector<std::pair<int64_t, std::string>> by_frequency;
+  for (const auto& word : terms.words) {
+    // The index holds words folded as the unicode61 tokenizer folds them; the query words are
+    // lower-cased ASCII or non-ASCII runs, looked up as they are (a miss just keeps the word).
+    st->Reset();
+    st->Bind(1, word);
+    auto row = st->Step();
+    if (!row) return row.error();
+    by_frequency.emplace_back(*row ? st->Int(0) : 0, word);
+  }
+  const int64_t limit = std::max<int64_t>(50, records / 20);
+  std::vector<std::string> kept;
+  for (const auto& [df, word] : by_frequency) {
+    if (df <= limit) kept.push_back(word);
+  }
+  if (kept.size() < 2) {
+    std::stable_sort(by_frequency.begin(), by_frequency.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    kept.clear();
+    for (size_t i = 0; i < by_frequency.size() && i < 2; ++i) kept.push_back(by_frequency[i].second);
+  }
+  terms.words = std::move(kept);
+  return Ok();
 }
+
+// The records just before and after a hit in its session, with statements prepared once per
+// recall.
+class NeighbourReader {
+ public:
+  static Result<NeighbourReader> Prepare(db::Database& db) {
+    auto before = db.Prepare(std::string("SELECT ") + kRecordColumns +
+                             " FROM records WHERE scope_name = ? AND session_id = ? AND "
+                             "(occurred_at, event_seq) < (?, ?) "
+                             "ORDER BY occurred_at DESC, event_seq DESC LIMIT " +
+                             std::to_string(kNeighbours));
+    auto after = db.Prepare(std::string("SELECT ") + kRecordColumns +
+                            " FROM records WHERE scope_name = ? AND session_id = ? AND "
+                            "(occurred_at, event_seq) > (?, ?) "
+                            "ORDER BY occurred_at ASC, event_seq ASC LIMIT " +
+                            std::to_string(kNeighbours));
+    if (!before) return before.error();
+    if (!after) return after.error();
+    return NeighbourReader(std::move(*before), std::move(*after));
+  }
+
+  Result<std::vector<Record>> Around(std::string_view scope, const Record& hit) {
+    std::vector<Record> out;
+    for (auto* st : {&before_, &after_}) {
+      st->Reset();
+      st->Bind(1, scope).Bind(2, hit.session_id).Bind(3, hit.occurred_at).Bind(4, hit.event_seq);
+      for (;;) {
+        auto row = st->Step();
+        if (!row) return row.error();
+        if (!*row) break;
+        out.push_back(ReadRecord(*st));
+      }
+    }
+    return out;
+  }
+
+ private:
+  NeighbourReader(db::Statement before, db::Statement after)
+      : before_(std::move(before)), after_(std::move(after)) {}
+  db::Statement before_;
+  db::Statement after_;
+};
 
 std::string SectionOf(const std::string& role) {
   if (role == "user") return "user";
@@ -284,7 +365,10 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
 
   // Search both indexes and fuse their rankings (reciprocal rank), so a CJK trigram hit and a
   // word hit count alike. Ties go to the newer record.
-  const SearchTerms terms = ParseQuery(query);
+  SearchTerms terms = ParseQuery(query);
+  if (auto s = PruneCommonWords(db, scope_row["records"].get<int64_t>(), terms); !s) {
+    return s.error();
+  }
   std::vector<std::pair<int64_t, double>> word_hits;
   std::vector<std::pair<int64_t, double>> trigram_hits;
   if (auto s = Search(db, "records_fts", terms.WordMatch(), scope, word_hits); !s) return s.error();
@@ -322,9 +406,17 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   // Build a window around each hit from its session neighbours; merge windows that share a
   // record; keep at most eight.
   std::vector<Window> windows;
+  auto neighbours = NeighbourReader::Prepare(db);
+  if (!neighbours) return neighbours.error();
   for (const Record& hit : hits) {
     const double score = fused[hit.event_seq];
-    auto around = Neighbours(db, scope, hit);
+    if (windows.size() >= kMaxWindows) {
+      // Only a hit of a session already shown can still change the answer (by widening).
+      bool shown = false;
+      for (const auto& w : windows) shown = shown || w.session_id == hit.session_id;
+      if (!shown) continue;
+    }
+    auto around = neighbours->Around(scope, hit);
     if (!around) return around.error();
     std::vector<Record> members = std::move(*around);
     members.push_back(hit);

@@ -180,9 +180,11 @@ Result<std::unique_ptr<Database>> Database::Open(const Options& options) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  if (auto s = db->Exec("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"); !s) {
-    return s.error();
+  std::string pragmas = "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;";
+  if (options.cache_kib > 0) {
+    pragmas += " PRAGMA cache_size=-" + std::to_string(options.cache_kib) + ";";
   }
+  if (auto s = db->Exec(pragmas); !s) return s.error();
   return db;
 }
 

@@ -69,6 +69,7 @@ class Database {
     std::string path;
     int busy_timeout_ms = 10000;
     bool read_only = false;
+    int cache_kib = 0;           // page cache per connection; 0 keeps SQLite's default (2 MiB)
   };
 
   [[nodiscard]] static Result<std::unique_ptr<Database>> Open(const Options& options);

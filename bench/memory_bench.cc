@@ -1,0 +1,290 @@
+// memory_bench: the memory engine on a synthetic conversation corpus.
+//
+//   memory_bench --messages N [--dir DIR] [--questions Q] [--batch B] [--seed S]
+//                [--export FILE]
+//
+// Generates sessions of user/assistant turns; one user turn per session plants a fact
+// ("The backup window for cluster tango-417 is 03:40 UTC."), and a paraphrased question that
+// shares words with it is kept ("When is the backup window of cluster tango-417?"). Reports, as
+// one JSON object on stdout:
+//   ingest throughput (messages/s: ingest calls plus the jobs that index them, in batches of B),
+//   recall latency p50/p99 over Q questions, store size, peak RSS, and evidence-hit@8 (a
+//   returned window holds the planted fact's record).
+// --export writes the corpus and questions as JSON lines, for running another server on them.
+// Nothing here asserts a figure; see docs/benchmarks.md.
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "memory/engine.h"
+
+using json = nlohmann::json;
+
+namespace {
+
+struct Options {
+  long messages = 10000;
+  std::string dir;
+  int questions = 200;
+  int batch = 1000;
+  unsigned seed = 42;
+  std::string export_file;
+  bool reuse = false;  // keep an existing store from an earlier run with the same seed
+};
+
+struct Fact {
+  std::string session;
+  std::string message_id;
+  std::string statement;
+  std::string question;
+  std::string value;
+};
+
+const char* kSyllables[] = {"ka", "lo", "mi", "ren", "ta", "vo", "shi", "pa", "dor", "el",
+                            "qu", "ni", "zan", "bu", "tor", "ve", "ru", "sa", "fen", "gi"};
+const char* kAttributes[][2] = {
+    {"backup window", "When is the backup window of"},
+    {"on-call owner", "Who is the on-call owner for"},
+    {"deploy region", "Which deploy region does"},
+    {"database port", "What database port does"},
+    {"retention period", "How long is the retention period of"},
+    {"release codename", "What release codename was chosen for"},
+    {"budget limit", "What is the budget limit of"},
+    {"api rate limit", "What api rate limit applies to"},
+};
+const char* kKinds[] = {"cluster", "service", "project", "pipeline", "tenant", "gateway"};
+
+class Generator {
+ public:
+  explicit Generator(unsigned seed) : rng_(seed) {
+    for (int i = 0; i < 3000; ++i) vocabulary_.push_back(Word(2 + static_cast<int>(rng_() % 3)));
+  }
+
+  std::string Word(int syllables) {
+    std::string w;
+    for (int i = 0; i < syllables; ++i) w += kSyllables[rng_() % std::size(kSyllables)];
+    return w;
+  }
+
+  std::string Filler(int words) {
+    std::string s;
+    for (int i = 0; i < words; ++i) {
+      if (!s.empty()) s += ' ';
+      s += vocabulary_[Zipf()];
+    }
+    s += '.';
+    return s;
+  }
+
+  Fact MakeFact(const std::string& session, const std::string& message_id) {
+    const auto& attr = kAttributes[rng_() % std::size(kAttributes)];
+    const std::string entity = std::string(kKinds[rng_() % std::size(kKinds)]) + " " + Word(2) +
+                               "-" + std::to_string(100 + rng_() % 900);
+    const std::string value = Word(3) + "-" + std::to_string(rng_() % 10000);
+    Fact f;
+    f.session = session;
+    f.message_id = message_id;
+    f.value = value;
+    f.statement = "Please remember: the " + std::string(attr[0]) + " for " + entity + " is " +
+                  value + ".";
+    f.question = std::string(attr[1]) + " " + entity + "?";
+    return f;
+  }
+
+  std::mt19937& rng() { return rng_; }
+
+ private:
+  size_t Zipf() {
+    // A skewed pick: common words often, rare words seldom, like real text.
+    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+    return std::min(vocabulary_.size() - 1,
+                    static_cast<size_t>(std::pow(u, 3.0) * static_cast<double>(vocabulary_.size())));
+  }
+
+  std::mt19937 rng_;
+  std::vector<std::string> vocabulary_;
+};
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  return v[i];
+}
+
+int64_t FileBytes(const std::string& path) {
+  int64_t total = 0;
+  for (const std::string& f : {path, path + "-wal"}) {
+    struct stat st {};
+    if (stat(f.c_str(), &st) == 0) total += st.st_size;
+  }
+  return total;
+}
+
+std::string Timestamp(long index) {
+  // One message per 30 s from 2026-01-01, so sessions are ordered in time.
+  const long seconds = 1767225600L + index * 30;
+  const time_t t = seconds;
+  std::tm tm {};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const std::string v = argv[i + 1];
+    if (k == "--messages") o.messages = std::stol(v);
+    else if (k == "--dir") o.dir = v;
+    else if (k == "--questions") o.questions = std::stoi(v);
+    else if (k == "--batch") o.batch = std::stoi(v);
+    else if (k == "--seed") o.seed = static_cast<unsigned>(std::stoul(v));
+    else if (k == "--export") o.export_file = v;
+    else if (k == "--reuse") o.reuse = v == "1";
+    else {
+      std::cerr << "unknown option " << k << "\n";
+      return 2;
+    }
+  }
+  if (o.dir.empty()) o.dir = "/tmp/tmcra-memory-bench-" + std::to_string(o.messages);
+  if (!o.reuse) std::filesystem::remove_all(o.dir);
+  const std::string path = o.dir + "/memory.db";
+
+  tmcra::memory::EngineOptions options;
+  options.path = path;
+  options.start_worker = false;  // jobs run in the timed loop below, on this thread
+  auto opened = tmcra::memory::Engine::Open(options);
+  if (!opened) {
+    std::cerr << opened.error().ToString() << "\n";
+    return 1;
+  }
+  auto& engine = **opened;
+
+  Generator gen(o.seed);
+  std::vector<Fact> facts;
+  std::ofstream exported;
+  if (!o.export_file.empty()) exported.open(o.export_file);
+  constexpr int kTurnsPerSession = 20;
+  const std::string scope = "bench";
+  long produced = 0;
+  long session_index = 0;
+  double ingest_seconds = 0;
+  // Each session is one ingest item; items go in batches of about B messages
+  // (POST /ingest/batch: at most 100 items), and the jobs that index them run right after.
+  json items = json::array();
+  size_t items_messages = 0;
+  int key_counter = 0;
+  const auto flush = [&]() -> bool {
+    if (items.empty()) return true;
+    if (o.reuse) {
+      items = json::array();
+      items_messages = 0;
+      return true;
+    }
+    tmcra::memory::IngestContext context;
+    const auto start = std::chrono::steady_clock::now();
+    auto r = engine.IngestBatch(scope, {{"items", items}}, context);
+    auto ran = engine.RunPendingJobs();
+    ingest_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    items = json::array();
+    items_messages = 0;
+    if (!r || !ran) {
+      std::cerr << "ingest failed: " << (r ? ran.error().ToString() : r.error().ToString()) << "\n";
+      return false;
+    }
+    return true;
+  };
+  while (produced < o.messages) {
+    const std::string session = "session-" + std::to_string(session_index);
+    const int fact_turn = static_cast<int>(gen.rng()() % (kTurnsPerSession / 2)) * 2;
+    json messages = json::array();
+    for (int t = 0; t < kTurnsPerSession && produced < o.messages; ++t, ++produced) {
+      const std::string id = "m" + std::to_string(t);
+      std::string text;
+      if (t == fact_turn) {
+        facts.push_back(gen.MakeFact(session, id));
+        text = facts.back().statement;
+      } else {
+        text = gen.Filler(8 + static_cast<int>(gen.rng()() % 24));
+      }
+      const json message{{"message_id", id}, {"role", t % 2 == 0 ? "user" : "assistant"},
+                         {"content", text}, {"timestamp", Timestamp(produced)}};
+      if (exported) exported << json{{"session_id", session}, {"message", message}}.dump() << "\n";
+      messages.push_back(message);
+    }
+    items_messages += messages.size();
+    items.push_back({{"session_id", session}, {"messages", std::move(messages)},
+                     {"idempotency_key", "bench-key-" + std::to_string(key_counter++)}});
+    if (items_messages >= static_cast<size_t>(o.batch) || items.size() >= 100) {
+      if (!flush()) return 1;
+    }
+    ++session_index;
+  }
+  if (!flush()) return 1;
+
+  // Questions: a fixed sample of the planted facts.
+  std::vector<Fact> sample = facts;
+  std::shuffle(sample.begin(), sample.end(), gen.rng());
+  if (static_cast<int>(sample.size()) > o.questions) sample.resize(static_cast<size_t>(o.questions));
+  if (exported) {
+    for (const auto& f : sample) {
+      exported << json{{"question", f.question}, {"answer", f.value}, {"session_id", f.session},
+                       {"message_id", f.message_id}}
+                      .dump()
+               << "\n";
+    }
+  }
+  std::vector<double> latencies;
+  int hits = 0;
+  for (const auto& f : sample) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = engine.Recall(scope, {{"query", f.question}, {"max_windows", 8}});
+    latencies.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    if (!r) {
+      std::cerr << "recall failed: " << r.error().ToString() << "\n";
+      return 1;
+    }
+    bool hit = false;
+    for (const auto& w : (*r)["evidence"]["windows"]) {
+      for (const auto& rec : w["records"]) {
+        hit = hit || (rec["session_id"] == f.session && rec["message_id"] == f.message_id);
+      }
+    }
+    hits += hit ? 1 : 0;
+  }
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  const json report{
+      {"messages", o.messages},
+      {"sessions", session_index},
+      {"batch", o.batch},
+      {"ingest_seconds", ingest_seconds},
+      {"ingest_messages_per_second", static_cast<double>(o.messages) / ingest_seconds},
+      {"questions", sample.size()},
+      {"recall_p50_ms", Percentile(latencies, 0.50)},
+      {"recall_p99_ms", Percentile(latencies, 0.99)},
+      {"recall_max_ms", Percentile(latencies, 1.0)},
+      {"evidence_hit_at_8", sample.empty() ? 0.0 : static_cast<double>(hits) / static_cast<double>(sample.size())},
+      {"store_bytes", FileBytes(path)},
+      {"peak_rss_kib", usage.ru_maxrss},
+  };
+  std::cout << report.dump() << std::endl;
+  return 0;
+}
