@@ -476,3 +476,42 @@ TEST_CASE("neutralising text", "[memory][render]") {
   CHECK(NeutraliseText("bad \xff byte") == "bad \xef\xbf\xbd byte");
   CHECK(tmcra::memory::HeaderValue("a|b]c[d") == "a_b_c_d");
 }
+
+TEST_CASE("batch ingest stores every item as its own job in one call", "[memory][ingest]") {
+  TempDir dir;
+  auto e = OpenEngine(dir);
+  json items = json::array();
+  for (int i = 0; i < 3; ++i) {
+    items.push_back(With(Body({Message("m", "user", "batch item " + std::to_string(i))},
+                              "s" + std::to_string(i)),
+                         {{"idempotency_key", "batch-key-" + std::to_string(i)}}));
+  }
+  IngestContext context;
+  auto r = e->IngestBatch("p", {{"items", items}}, context);
+  REQUIRE(r);
+  CHECK((*r)["scope_name"] == "p");
+  REQUIRE((*r)["jobs"].size() == 3);
+  CHECK((*r)["jobs"][0]["job_id"] != (*r)["jobs"][1]["job_id"]);
+  auto again = e->IngestBatch("p", {{"items", items}}, context);
+  REQUIRE(again);
+  CHECK((*again)["jobs"][2]["idempotent_replay"] == true);
+  CHECK(*e->RunPendingJobs() == 3);
+  CHECK(e->Stats()->records == 3);
+
+  json bad = items;
+  bad[1]["messages"][0]["role"] = "robot";
+  auto invalid = e->IngestBatch("p", {{"items", bad}}, context);
+  REQUIRE_FALSE(invalid);
+  CHECK(invalid.error().message.rfind("items.1.messages.0.role:", 0) == 0);
+  CHECK(json::parse(invalid.error().details_json)[0]["loc"] ==
+        json::array({"body", "items", 1, "messages", 0, "role"}));
+  json dup = items;
+  dup[2]["idempotency_key"] = "batch-key-0";
+  auto duplicate = e->IngestBatch("p", {{"items", dup}}, context);
+  REQUIRE_FALSE(duplicate);
+  CHECK(duplicate.error().message.rfind("items.2.idempotency_key:", 0) == 0);
+  auto none = e->IngestBatch("p", {{"items", json::array()}}, context);
+  REQUIRE_FALSE(none);
+  CHECK(none.error().http_status == 422);
+  CHECK(e->Stats()->records == 3);  // rejected batches stored nothing
+}
