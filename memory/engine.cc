@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <regex>
 #include <set>
 
@@ -551,7 +552,12 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
       int64_t seq = 0;
       if (db.Changes() == 1) {
         seq = db.LastInsertRowId();
+        // The trigram index serves queries with non-ASCII words (CJK has no spaces); ASCII-only
+        // text cannot contain such a word, and the word index finds it, so it stays out.
+        const bool non_ascii = std::any_of(m.content.begin(), m.content.end(),
+                                           [](char c) { return (c & 0x80) != 0; });
         for (auto* index : {&fts, &tri}) {
+          if (index == &tri && !non_ascii) continue;
           (*index)->Reset();
           (*index)->Bind(1, seq).Bind(2, m.content);
           if (auto s = (*index)->Run(); !s) return s.error();

@@ -110,11 +110,14 @@ Status Search(db::Database& db, const char* table, const std::string& match,
   }
 }
 
-// Drops query words so common that they would make the search scan a large share of the store
-// for almost no ranking value (BM25 gives them a tiny IDF): a word in more than 5% of the
-// records goes, unless that would leave fewer than two words, in which case the two rarest stay.
-Status PruneCommonWords(db::Database& db, int64_t records, SearchTerms& terms) {
-  if (terms.words.size() <= 2) return Ok();
+// Chooses the query words to search with. Every posting of every word is scored, so the cost of
+// a recall grows with the words' document frequencies; words are taken rarest first while their
+// postings fit kPostingsBudget (always at least the two rarest), and words no record holds are
+// dropped. A common word adds little to BM25 (its IDF is small) and a record holding the rare
+// words of the query ranks first either way.
+Status ChooseWords(db::Database& db, SearchTerms& terms) {
+  constexpr int64_t kPostingsBudget = 8000;
+  if (terms.words.empty()) return Ok();
   if (auto s = db.Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab USING "
                        "fts5vocab(main, records_fts, 'row')");
       !s) {
@@ -124,24 +127,24 @@ Status PruneCommonWords(db::Database& db, int64_t records, SearchTerms& terms) {
   if (!st) return st.error();
   std::vector<std::pair<int64_t, std::string>> by_frequency;
   for (const auto& word : terms.words) {
-    // The index holds words folded as the unicode61 tokenizer folds them; the query words are
-    // lower-cased ASCII or non-ASCII runs, looked up as they are (a miss just keeps the word).
     st->Reset();
     st->Bind(1, word);
     auto row = st->Step();
     if (!row) return row.error();
-    by_frequency.emplace_back(*row ? st->Int(0) : 0, word);
+    // Non-ASCII words are folded by the tokenizer (case, diacritics) and may not be found
+    // as written; keep them, counted as rare.
+    const bool ascii = std::all_of(word.begin(), word.end(), [](char c) { return (c & 0x80) == 0; });
+    const int64_t df = *row ? st->Int(0) : (ascii ? 0 : 1);
+    if (df > 0) by_frequency.emplace_back(df, word);
   }
-  const int64_t limit = std::max<int64_t>(50, records / 20);
+  std::stable_sort(by_frequency.begin(), by_frequency.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> kept;
+  int64_t postings = 0;
   for (const auto& [df, word] : by_frequency) {
-    if (df <= limit) kept.push_back(word);
-  }
-  if (kept.size() < 2) {
-    std::stable_sort(by_frequency.begin(), by_frequency.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    kept.clear();
-    for (size_t i = 0; i < by_frequency.size() && i < 2; ++i) kept.push_back(by_frequency[i].second);
+    if (kept.size() >= 2 && postings + df > kPostingsBudget) break;
+    kept.push_back(word);
+    postings += df;
   }
   terms.words = std::move(kept);
   return Ok();
@@ -366,9 +369,7 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   // Search both indexes and fuse their rankings (reciprocal rank), so a CJK trigram hit and a
   // word hit count alike. Ties go to the newer record.
   SearchTerms terms = ParseQuery(query);
-  if (auto s = PruneCommonWords(db, scope_row["records"].get<int64_t>(), terms); !s) {
-    return s.error();
-  }
+  if (auto s = ChooseWords(db, terms); !s) return s.error();
   std::vector<std::pair<int64_t, double>> word_hits;
   std::vector<std::pair<int64_t, double>> trigram_hits;
   if (auto s = Search(db, "records_fts", terms.WordMatch(), scope, word_hits); !s) return s.error();

@@ -393,6 +393,27 @@ TEST_CASE("CJK and accented text are findable", "[memory][recall]") {
   CHECK(Content(Recall(*e, "p", "Café")).find("Le café de Zoë") != std::string::npos);
 }
 
+TEST_CASE("accented queries find unaccented text and rare words beat common ones",
+          "[memory][recall]") {
+  TempDir dir;
+  auto e = OpenEngine(dir);
+  json messages = json::array();
+  for (int i = 0; i < 60; ++i) {
+    messages.push_back(Message("c" + std::to_string(i), "user", "common chatter line " + std::to_string(i),
+                               "2026-07-15T00:00:00Z"));
+  }
+  Ingest(*e, "p", Body(messages, "noise"), "key-common-1");
+  Ingest(*e, "p", Body({Message("r", "user", "the resume of the common zebra42 project")}, "fact"),
+         "key-common-2");
+  Ingest(*e, "p", Body({Message("a", "user", "plain ascii cafe opens at nine")}, "ascii"),
+         "key-common-3");
+  REQUIRE(e->RunPendingJobs());
+  json r = Recall(*e, "p", "common zebra42 résumé");
+  REQUIRE_FALSE(r["evidence"]["windows"].empty());
+  CHECK(r["evidence"]["windows"][0]["session_id"] == "fact");
+  CHECK(Content(Recall(*e, "p", "café")).find("plain ascii cafe") != std::string::npos);
+}
+
 TEST_CASE("no match gives empty content and a reason", "[memory][recall]") {
   TempDir dir;
   auto e = OpenEngine(dir);
