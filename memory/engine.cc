@@ -78,6 +78,34 @@ CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(
 CREATE VIRTUAL TABLE IF NOT EXISTS records_tri USING fts5(
   content, content='records', content_rowid='event_seq', tokenize='trigram');
 )sql",
+    // 1 -> 2: feedback (tmcra-contract.md §1.4.5). `seq` orders feedback: for each record the
+    // newest ignore/correct/restore that targets it decides what recall shows. feedback_targets
+    // holds the resolved record ids (a restore of a feedback id is stored as that feedback's
+    // records), in request order.
+    R"sql(
+CREATE TABLE IF NOT EXISTS feedback(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  feedback_id TEXT NOT NULL UNIQUE,
+  tenant_id TEXT NOT NULL,
+  scope_name TEXT NOT NULL,
+  rating TEXT NOT NULL,
+  action TEXT NOT NULL,
+  idempotency_key TEXT,
+  payload_sha256 TEXT NOT NULL,
+  request_json TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  correction_job_id TEXT);
+CREATE UNIQUE INDEX IF NOT EXISTS feedback_idempotency ON feedback(tenant_id, idempotency_key)
+  WHERE idempotency_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS feedback_scope ON feedback(scope_name, action);
+CREATE TABLE IF NOT EXISTS feedback_targets(
+  feedback_seq INTEGER NOT NULL,
+  position INTEGER NOT NULL,
+  record_id TEXT NOT NULL,
+  scope_name TEXT NOT NULL,
+  PRIMARY KEY(feedback_seq, position));
+CREATE INDEX IF NOT EXISTS feedback_targets_scope ON feedback_targets(scope_name, feedback_seq);
+)sql",
 };
 
 Status Migrate(db::Database& db) {
@@ -309,6 +337,14 @@ Result<json> Engine::StoreIngest(db::Database& db, std::string_view scope,
                                   {"recall_wait_for_job_id", ryw ? json(job_id) : json(nullptr)}};
   *created = !replay;
   return view;
+}
+
+Result<json> Engine::IngestInTransaction(db::Database& db, std::string_view scope,
+                                         const json& body, const IngestContext& context,
+                                         bool* created) {
+  auto prepared = PrepareIngest(scope, body, context.idempotency_key, context);
+  if (!prepared) return prepared.error();
+  return StoreIngest(db, scope, *prepared, created);
 }
 
 void Engine::SignalWorker() {

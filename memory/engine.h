@@ -5,6 +5,8 @@
 //   Ingest  POST /v1/scopes/{scope}/ingest   -> 202 JobView
 //   GetJob  GET  /v1/jobs/{job_id}           -> 200 JobView
 //   Recall  POST /v1/scopes/{scope}/recall   -> 200 RecallResponse
+//   Evidence GET /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence -> 200
+//   Feedback POST /v1/scopes/{scope}/feedback -> 201 FeedbackView
 // Errors carry the service's HTTP status and error code (Error::Api), e.g. 422
 // validation_error with the field path, 409 idempotency_conflict, 404 not_found.
 //
@@ -78,6 +80,21 @@ class Engine {
                                          const IngestContext& context);
   [[nodiscard]] Result<json> GetJob(std::string_view job_id);
   [[nodiscard]] Result<json> Recall(std::string_view scope, const json& body);
+
+  // GET /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N (1..25) -> 200
+  // MemoryGraphEvidenceResponse (tmcra-contract.md §1.4.4): the exact stored text of a record
+  // (`rec_...`), or of the records a feedback (`fb_...`) targeted. 404 not_found for an id that
+  // is unknown or belongs to another scope. Feedback effects do not apply here: a hidden record's
+  // source stays readable (for audit and for restore previews). Defined in feedback.cc.
+  [[nodiscard]] Result<json> Evidence(std::string_view scope, std::string_view memory_id,
+                                      int limit);
+  // POST /v1/scopes/{scope}/feedback -> 201 FeedbackView (§1.4.5). Strict FeedbackRequest
+  // validation (422), targets resolved in the scope (404), idempotent by key (a replay returns
+  // the same feedback; another body under the key is 409 idempotency_conflict). ignore/correct/
+  // restore change what Recall shows; `correct` also ingests the replacement as a user message
+  // in session `correction-<feedback_id>`, in the same transaction. Defined in feedback.cc.
+  [[nodiscard]] Result<json> Feedback(std::string_view scope, const json& body,
+                                      std::string_view idempotency_key);
   [[nodiscard]] Result<EngineStats> Stats();
 
   // Runs claimable jobs on the calling thread until none is left; returns how many ran.
@@ -96,6 +113,10 @@ class Engine {
   // Stores one validated ingest inside the caller's transaction; replays a known key.
   Result<json> StoreIngest(db::Database& db, std::string_view scope,
                            const PreparedIngest& prepared, bool* created);
+  // Validates and stores one ingest inside the caller's transaction (a correction's
+  // replacement, written with its feedback); the caller signals the worker when `created`.
+  Result<json> IngestInTransaction(db::Database& db, std::string_view scope, const json& body,
+                                   const IngestContext& context, bool* created);
   void SignalWorker();
   // Claims up to `max_jobs` jobs and runs them in one transaction on `db`; returns how many
   // were claimed (0: nothing to do).

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "memory/engine.h"
+#include "memory/feedback.h"
 #include "memory/ingest_validation.h"
 #include "memory/query.h"
 #include "memory/render.h"
@@ -151,45 +152,57 @@ Status ChooseWords(db::Database& db, SearchTerms& terms) {
 }
 
 // The records just before and after a hit in its session, with statements prepared once per
-// recall.
+// recall. Records hidden by feedback are skipped: the neighbours are the nearest visible ones.
 class NeighbourReader {
  public:
-  static Result<NeighbourReader> Prepare(db::Database& db) {
+  static Result<NeighbourReader> Prepare(db::Database& db, const FeedbackEffects& effects) {
     auto before = db.Prepare(std::string("SELECT ") + kRecordColumns +
                              " FROM records WHERE scope_name = ? AND session_id = ? AND "
                              "(occurred_at, event_seq) < (?, ?) "
-                             "ORDER BY occurred_at DESC, event_seq DESC LIMIT " +
-                             std::to_string(kNeighbours));
+                             "ORDER BY occurred_at DESC, event_seq DESC LIMIT ?");
     auto after = db.Prepare(std::string("SELECT ") + kRecordColumns +
                             " FROM records WHERE scope_name = ? AND session_id = ? AND "
                             "(occurred_at, event_seq) > (?, ?) "
-                            "ORDER BY occurred_at ASC, event_seq ASC LIMIT " +
-                            std::to_string(kNeighbours));
+                            "ORDER BY occurred_at ASC, event_seq ASC LIMIT ?");
     if (!before) return before.error();
     if (!after) return after.error();
-    return NeighbourReader(std::move(*before), std::move(*after));
+    return NeighbourReader(std::move(*before), std::move(*after), effects);
   }
 
   Result<std::vector<Record>> Around(std::string_view scope, const Record& hit) {
     std::vector<Record> out;
     for (auto* st : {&before_, &after_}) {
       st->Reset();
-      st->Bind(1, scope).Bind(2, hit.session_id).Bind(3, hit.occurred_at).Bind(4, hit.event_seq);
-      for (;;) {
+      // With hidden records the scan goes on (lazily, along the index) past them.
+      st->Bind(1, scope).Bind(2, hit.session_id).Bind(3, hit.occurred_at).Bind(4, hit.event_seq)
+          .Bind(5, effects_.empty() ? kNeighbours : -1);
+      int taken = 0;
+      while (taken < kNeighbours) {
         auto row = st->Step();
         if (!row) return row.error();
         if (!*row) break;
-        out.push_back(ReadRecord(*st));
+        Record r = ReadRecord(*st);
+        if (effects_.Hides(r.record_id, r.session_id)) {
+          ++skipped_;
+          continue;
+        }
+        out.push_back(std::move(r));
+        ++taken;
       }
     }
     return out;
   }
 
+  // How many hidden records were passed over.
+  size_t skipped() const { return skipped_; }
+
  private:
-  NeighbourReader(db::Statement before, db::Statement after)
-      : before_(std::move(before)), after_(std::move(after)) {}
+  NeighbourReader(db::Statement before, db::Statement after, const FeedbackEffects& effects)
+      : before_(std::move(before)), after_(std::move(after)), effects_(effects) {}
   db::Statement before_;
   db::Statement after_;
+  const FeedbackEffects& effects_;
+  size_t skipped_ = 0;
 };
 
 std::string SectionOf(const std::string& role) {
@@ -366,6 +379,12 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
     return response;
   }
 
+  // Feedback effects apply before any window is built: a hidden record is neither a hit nor a
+  // neighbour.
+  auto effects = LoadFeedbackEffects(db, scope);
+  if (!effects) return effects.error();
+  size_t withheld = 0;
+
   // Search both indexes and fuse their rankings (reciprocal rank), so a CJK trigram hit and a
   // word hit count alike. Ties go to the newer record.
   SearchTerms terms = ParseQuery(query);
@@ -393,7 +412,13 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
       st->Bind(1, seq);
       auto row = st->Step();
       if (!row) return row.error();
-      if (*row) hits.push_back(ReadRecord(*st));
+      if (!*row) continue;
+      Record r = ReadRecord(*st);
+      if (effects->Hides(r.record_id, r.session_id)) {
+        ++withheld;
+        continue;
+      }
+      hits.push_back(std::move(r));
     }
   }
   std::sort(hits.begin(), hits.end(), [&](const Record& a, const Record& b) {
@@ -407,7 +432,7 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   // Build a window around each hit from its session neighbours; merge windows that share a
   // record; keep at most eight.
   std::vector<Window> windows;
-  auto neighbours = NeighbourReader::Prepare(db);
+  auto neighbours = NeighbourReader::Prepare(db, *effects);
   if (!neighbours) return neighbours.error();
   for (const Record& hit : hits) {
     const double score = fused[hit.event_seq];
@@ -445,6 +470,9 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
     merge_into->hit_scores[hit.event_seq] = score;
     merge_into->score = std::max(merge_into->score, score);
   }
+  withheld += neighbours->skipped();
+  // With no window left (nothing matched, or feedback hid every match) the route is raw.
+  const bool compiled_out = compiled && !windows.empty();
   for (auto& w : windows) {
     std::sort(w.records.begin(), w.records.end(), [](const Record& a, const Record& b) {
       return a.occurred_at != b.occurred_at ? a.occurred_at < b.occurred_at
@@ -488,7 +516,7 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   }
   std::string content;
   if (!windows.empty()) {
-    if (compiled) {
+    if (compiled_out) {
       content = CanonicalJson({{"schema_version", "tmcra.compiled-evidence.1"},
                                {"authority_policy", "current_user>historical_user>assistant"},
                                {"trust_boundary", kServiceTrustBoundary},
@@ -511,8 +539,13 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   }
   json reasons = json::array();
   if (windows.empty()) reasons.push_back("no_matching_evidence");
-  reasons.push_back(compiled ? "requested_compiled" : mode == "raw" ? "requested_raw"
-                                                                    : "auto_selected_raw");
+  if (withheld > 0) reasons.push_back("feedback_applied");
+  if (compiled && !compiled_out) {
+    reasons.push_back("no_windows_raw_selected");
+  } else {
+    reasons.push_back(compiled ? "requested_compiled" : mode == "raw" ? "requested_raw"
+                                                                      : "auto_selected_raw");
+  }
   json evidence = json::object();
   if (projection == "full") {
     evidence = {{"windows", std::move(evidence_windows)},
@@ -524,11 +557,12 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   return json{{"query_id", query_id},
               {"scope_name", scope},
               {"index_job_id", scope_row["last_job_id"]},
-              {"evidence_route", {{"requested", mode}, {"selected", compiled ? "compiled" : "raw"},
+              {"evidence_route", {{"requested", mode},
+                                  {"selected", compiled_out ? "compiled" : "raw"},
                                   {"reasons", std::move(reasons)}}},
               {"evidence", std::move(evidence)},
               {"prompt_evidence",
-               PromptEvidence(std::move(content), compiled, windows.size(), source_blocks,
+               PromptEvidence(std::move(content), compiled_out, windows.size(), source_blocks,
                               neighbour_blocks, verbatim)},
               {"debug", nullptr}};
 }

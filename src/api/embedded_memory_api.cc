@@ -66,6 +66,23 @@ Result<json> EmbeddedMemoryApi::GetJob(std::string_view job_id) {
   return WithLockRetries([&] { return (*engine)->GetJob(job_id); });
 }
 
+Result<json> EmbeddedMemoryApi::Evidence(std::string_view scope, std::string_view memory_id,
+                                         int limit) {
+  auto engine = Engine();
+  if (!engine) return engine.error();
+  return WithLockRetries([&] { return (*engine)->Evidence(scope, memory_id, limit); });
+}
+
+Result<json> EmbeddedMemoryApi::Feedback(std::string_view scope, const json& body,
+                                         const FeedbackOptions& options) {
+  auto engine = Engine();
+  if (!engine) return engine.error();
+  // A retry after a lock wait is safe: the feedback is idempotent by its key, and a write that
+  // failed rolled back whole.
+  return WithLockRetries(
+      [&] { return (*engine)->Feedback(scope, body, options.idempotency_key); });
+}
+
 json EmbeddedMemoryApi::Describe() const {
   return json{{"mode", "embedded"}, {"database_path", options_.path}};
 }

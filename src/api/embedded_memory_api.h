@@ -25,6 +25,9 @@ class EmbeddedMemoryApi final : public MemoryApi {
   Result<json> Ingest(std::string_view scope, const json& body,
                       const IngestOptions& options) override;
   Result<json> GetJob(std::string_view job_id) override;
+  Result<json> Evidence(std::string_view scope, std::string_view memory_id, int limit) override;
+  Result<json> Feedback(std::string_view scope, const json& body,
+                        const FeedbackOptions& options) override;
   json Describe() const override;
   Result<json> Stats() override;
 
@@ -49,6 +52,10 @@ class UnavailableMemoryApi final : public MemoryApi {
     return Fail();
   }
   Result<json> GetJob(std::string_view) override { return Fail(); }
+  Result<json> Evidence(std::string_view, std::string_view, int) override { return Fail(); }
+  Result<json> Feedback(std::string_view, const json&, const FeedbackOptions&) override {
+    return Fail();
+  }
   json Describe() const override { return description_; }
   Result<json> Stats() override { return Fail(); }
 

@@ -30,6 +30,10 @@ struct RecallOptions {
   std::optional<std::string> agent_id;    // X-TMCRA-Agent-ID
 };
 
+struct FeedbackOptions {
+  std::string idempotency_key;            // Idempotency-Key header
+};
+
 class MemoryApi {
  public:
   virtual ~MemoryApi() = default;
@@ -42,6 +46,12 @@ class MemoryApi {
                                             const IngestOptions& options) = 0;
   // GET /v1/jobs/{job_id} (200), a JobView.
   [[nodiscard]] virtual Result<json> GetJob(std::string_view job_id) = 0;
+  // GET /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N (200).
+  [[nodiscard]] virtual Result<json> Evidence(std::string_view scope, std::string_view memory_id,
+                                              int limit) = 0;
+  // POST /v1/scopes/{scope}/feedback (201), a FeedbackView.
+  [[nodiscard]] virtual Result<json> Feedback(std::string_view scope, const json& body,
+                                              const FeedbackOptions& options) = 0;
 
   // Where this memory lives, for tmcra_status: {"mode", ...} without credentials.
   virtual json Describe() const = 0;

@@ -3,8 +3,13 @@
 #include "src/api/embedded_memory_api.h"
 #include "src/common/version.h"
 #include "src/config/memory_target.h"
+#include "src/common/ids.h"
 #include "src/tools/memory_tools.h"
+#include "src/tools/outbox_sender.h"
 #include "src/tools/status_tool.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace tmcra::app {
 
@@ -25,20 +30,57 @@ App BuildApp() {
   App app;
   const config::EnvLookup env = config::ProcessEnv();
   const config::MemoryTarget target = config::ResolveMemoryTarget(env);
+  const auto value = [&](const char* name) {
+    auto v = env(name);
+    return v ? *v : std::string();
+  };
+  std::string outbox_path;
+  std::string control_base;
   if (target.mode == "embedded") {
     memory::EngineOptions engine;
     engine.path = target.database_path;
     app.memory = std::make_unique<api::EmbeddedMemoryApi>(std::move(engine));
+    outbox_path = target.data_dir + "/outbox.sqlite3";
+    control_base = "embedded://" + target.data_dir;
   } else {
     app.memory = std::make_unique<api::UnavailableMemoryApi>(
         target.ToJson(),
         "a remote Memory API is configured (" + target.credential +
             "), but this build cannot reach one yet; unset it to use the embedded memory");
+    // TMCRA's outbox location, so a queue shared with its Python client opens here.
+    outbox_path = value("TMCRA_MCP_QUEUE_FILE");
+    const std::string home = value("HOME");
+    if (outbox_path.empty()) outbox_path = home + "/.config/tmcra/mcp-queue.sqlite3";
+    if (outbox_path.rfind("~/", 0) == 0) outbox_path = home + outbox_path.substr(1);
+    control_base = target.endpoint;
   }
-  const auto value = [&](const char* name) {
-    auto v = env(name);
-    return v ? *v : std::string();
+  app.sender = std::make_unique<tools::MemoryApiSender>(*app.memory);
+  app.controls = std::make_unique<controls::ControlStore>(controls::ControlStore::DefaultRoot(env));
+  const auto control_key = [control_base](const std::string& scope) {
+    return controls::ControlKey(control_base, "", scope);
   };
+  controls::ControlStore* store = app.controls.get();
+  queue::DeliveryOptions delivery;
+  delivery.path = outbox_path;
+  std::string id;
+  for (char c : UuidV4()) {
+    if (c != '-') id.push_back(c);
+  }
+  delivery.owner = "pid-" + std::to_string(getpid()) + "-" + id.substr(0, 8);
+  app.delivery = std::make_unique<queue::DeliveryService>(
+      delivery, *app.sender, [store](const queue::Item& item) {
+        // The memory controls at capture time must still allow the write (no backfill).
+        if (!item.recall_receipt.is_object() || !item.recall_receipt.contains("_local_capture")) {
+          return true;
+        }
+        auto capture = controls::Policy::FromJson(item.recall_receipt["_local_capture"]);
+        if (!capture) return false;
+        auto allowed = store->MayWrite(*capture);
+        return allowed && *allowed;
+      });
+  struct stat st {};
+  if (stat(outbox_path.c_str(), &st) == 0) app.delivery->Start();
+
   tools::MemoryToolDeps deps;
   deps.memory = app.memory.get();
   deps.default_scope = value("TMCRA_DEFAULT_SCOPE");
@@ -48,6 +90,9 @@ App BuildApp() {
   }
   deps.default_agent_id = value("TMCRA_AGENT_ID");
   deps.version = kVersion;
+  deps.delivery = app.delivery.get();
+  deps.controls = app.controls.get();
+  deps.control_key = control_key;
 
   mcp::ServerOptions options;
   options.name = kProductName;
@@ -56,7 +101,8 @@ App BuildApp() {
   options.instructions = kInstructions;
   app.server = std::make_unique<mcp::Server>(std::move(options));
   tools::RegisterMemoryTools(*app.server, deps);
-  tools::RegisterStatusTool(*app.server, tools::StatusDeps{env, app.memory.get()});
+  tools::RegisterLifecycleTools(*app.server, deps);
+  tools::RegisterStatusTool(*app.server, tools::StatusDeps{env, app.memory.get(), app.delivery.get()});
   return app;
 }
 

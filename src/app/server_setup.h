@@ -4,7 +4,9 @@
 
 #include <memory>
 
+#include "queue/delivery.h"
 #include "src/api/memory_api.h"
+#include "src/controls/memory_controls.h"
 #include "src/mcp/server.h"
 
 namespace tmcra::app {
@@ -13,11 +15,16 @@ namespace tmcra::app {
 // tool threads are joined before the memory they use goes away.
 struct App {
   std::unique_ptr<api::MemoryApi> memory;
+  std::unique_ptr<queue::Sender> sender;
+  std::unique_ptr<controls::ControlStore> controls;
+  std::unique_ptr<queue::DeliveryService> delivery;  // stopped before the memory goes
   std::unique_ptr<mcp::Server> server;
 };
 
 // The production server with every tmcra_* tool registered over the memory the environment
-// selects (embedded by default). Opens nothing: the store is opened on first use.
+// selects (embedded by default). Opens no store: the memory and the outbox are opened on first
+// use; background delivery starts at once only when an outbox file already exists (pending
+// writes of an earlier run are delivered without waiting for the host).
 App BuildApp();
 
 }  // namespace tmcra::app

@@ -6,9 +6,13 @@
 // before anything is sent, so a rejected call changes nothing.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <string>
 
+#include "queue/delivery.h"
 #include "src/api/memory_api.h"
+#include "src/controls/memory_controls.h"
 #include "src/mcp/server.h"
 
 namespace tmcra::tools {
@@ -18,8 +22,35 @@ struct MemoryToolDeps {
   std::string default_scope;           // used when a call names no scope
   std::string default_agent_id;        // TMCRA_AGENT_ID, or empty
   std::string version;                 // integration_version in ingest metadata
+  // The durable lifecycle. When `delivery` is set, every write goes through its outbox; when
+  // `controls` is set, the memory controls (modes, budget, tasks) apply, with `control_key`
+  // giving a scope's control key.
+  queue::DeliveryService* delivery = nullptr;
+  controls::ControlStore* controls = nullptr;
+  std::function<std::string(const std::string& scope)> control_key;
+  // How long tmcra_turn_commit (read_your_writes) and tmcra_reconcile wait for a write's jobs.
+  std::chrono::milliseconds commit_wait = std::chrono::seconds(30);
 };
 
+// tmcra_recall, tmcra_ingest, tmcra_get_job, tmcra_wait_job.
 void RegisterMemoryTools(mcp::Server& server, const MemoryToolDeps& deps);
+// tmcra_turn_prepare, tmcra_turn_commit, tmcra_reconcile (REQUIRES: deps.delivery).
+void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps);
+
+// The recall receipt a tool returns (§2.2): validated, evidence kept or dropped, budget
+// selection against `visible`, task hand-off, and the top-level trust boundary. Shared by
+// tmcra_recall and tmcra_turn_prepare.
+struct RecallRequest {
+  std::string scope;
+  std::optional<std::string> agent_id;
+  std::string session_id;
+  std::string query;
+  std::string evidence_mode = "auto";
+  std::string wait_for_job_id;
+  bool include_evidence = false;
+  std::string visible;
+};
+[[nodiscard]] Result<nlohmann::json> RecallForTool(const MemoryToolDeps& deps,
+                                                   const RecallRequest& request);
 
 }  // namespace tmcra::tools

@@ -20,6 +20,7 @@ json OutputSchema() {
       "memory_mode": {"type": "string", "enum": ["embedded", "remote"]},
       "memory": {"type": "object"},
       "store": {"type": "object"},
+      "delivery": {"type": "object"},
       "pid": {"type": "integer"}
     },
     "required": ["server", "version", "protocol_version", "memory_mode", "memory"]
@@ -53,6 +54,24 @@ void RegisterStatusTool(mcp::Server& server, StatusDeps deps) {
       auto stats = deps.memory->Stats();
       out["store"] = stats ? json{{"reachable", true}, {"figures", *stats}}
                            : json{{"reachable", false}, {"error", stats.error().message}};
+    }
+    if (deps.delivery != nullptr) {
+      json delivery{{"this_process_holds_delivery", deps.delivery->holds_lease()},
+                    {"owner", deps.delivery->owner()}};
+      auto outbox = deps.delivery->outbox();
+      if (!outbox) {
+        delivery["error"] = outbox.error().message;
+      } else {
+        auto counts = (*outbox)->GetCounts();
+        if (counts) {
+          delivery["queue"] = counts->ToJson();
+        } else {
+          delivery["error"] = counts.error().message;
+        }
+        auto holder = (*outbox)->DeliveryLeaseHolder();
+        delivery["lease_holder"] = holder ? *holder : json(nullptr);
+      }
+      out["delivery"] = std::move(delivery);
     }
     return mcp::ToolResult::Ok(std::move(out));
   });

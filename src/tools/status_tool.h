@@ -3,6 +3,7 @@
 // jobs, file size). Later issues add queue and delivery figures.
 #pragma once
 
+#include "queue/delivery.h"
 #include "src/api/memory_api.h"
 #include "src/config/memory_target.h"
 #include "src/mcp/server.h"
@@ -12,6 +13,7 @@ namespace tmcra::tools {
 struct StatusDeps {
   config::EnvLookup env;               // resolved on every call, so the answer is current
   api::MemoryApi* memory = nullptr;    // when set, its figures are reported (opens the store)
+  queue::DeliveryService* delivery = nullptr;  // when set, the outbox's figures are reported
 };
 
 void RegisterStatusTool(mcp::Server& server, StatusDeps deps);

@@ -172,6 +172,10 @@ class ScriptedApi final : public tmcra::api::MemoryApi {
     return next();
   }
   Result<json> GetJob(std::string_view) override { return next(); }
+  Result<json> Evidence(std::string_view, std::string_view, int) override { return next(); }
+  Result<json> Feedback(std::string_view, const json&, const tmcra::api::FeedbackOptions&) override {
+    return next();
+  }
   json Describe() const override { return {{"mode", "scripted"}}; }
   Result<json> Stats() override { return json::object(); }
 };

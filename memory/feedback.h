@@ -1,0 +1,37 @@
+// Feedback effects as recall applies them (tmcra-contract.md §1.4.5, §8.7). Internal to memory/.
+//
+// For each record of a scope, the newest ignore/correct/restore feedback that targets it decides
+// its state: ignore and correct hide it, restore shows it again. A correction's own record (the
+// replacement, stored in session `correction-<feedback_id>`) is shown only while that correction
+// is still the newest feedback of at least one of its targets, so a later restore, ignore or
+// re-correct of the originals withdraws it too. A correction record can itself be ignored like
+// any record. Notes change nothing.
+#pragma once
+
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "src/common/result.h"
+#include "src/db/sqlite_db.h"
+
+namespace tmcra::memory {
+
+struct FeedbackEffects {
+  std::set<std::string> hidden_records;   // record ids
+  std::set<std::string> hidden_sessions;  // sessions of withdrawn corrections
+
+  bool empty() const { return hidden_records.empty() && hidden_sessions.empty(); }
+  bool Hides(const std::string& record_id, const std::string& session_id) const {
+    return hidden_records.count(record_id) > 0 || hidden_sessions.count(session_id) > 0;
+  }
+};
+
+// The effects stored for `scope`, read inside the caller's transaction.
+[[nodiscard]] Result<FeedbackEffects> LoadFeedbackEffects(db::Database& db,
+                                                          std::string_view scope);
+
+// The session a correction's replacement is stored in (and the Idempotency-Key of its ingest).
+std::string CorrectionSession(std::string_view feedback_id);
+
+}  // namespace tmcra::memory

@@ -1,0 +1,103 @@
+// Delivery of outbox items to memory, through the Sender interface (the outbox never sees HTTP).
+//
+// An item moves pending -> submitted -> succeeded | dead_letter:
+//   - pending: the write gate (memory controls) is asked first; a refused item is discarded to
+//     dead_letter with its content erased. Otherwise it is submitted with its stored
+//     idempotency key. A retryable failure keeps it pending with exponential backoff and jitter
+//     (never dead-lettered: an uncertain write is retried by key until it lands); a
+//     non-retryable one (a 4xx, a receipt that fails validation) dead-letters it with the reason.
+//   - submitted: its jobs are polled; when all are terminal it is succeeded (all succeeded) or
+//     dead_letter (any failed or cancelled).
+// One deliverer works on an item at a time (a per-item claim with expiry), so several processes
+// sharing the outbox never submit the same item concurrently; if they ever did, the idempotency
+// key would make the second submission a replay.
+//
+// DeliveryService also runs background delivery: one thread per process tries to hold the
+// outbox's delivery lease; the holder delivers due items at startup, when kicked (an item was
+// added) and on the backoff schedule; a holder that dies loses the lease when it expires.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "queue/outbox.h"
+
+namespace tmcra::queue {
+
+class Sender {
+ public:
+  virtual ~Sender() = default;
+  // Submits the item's ingest with its stored key; returns the ingest receipt
+  // ({jobs: [job receipt...], ...}).
+  [[nodiscard]] virtual Result<json> Submit(const Item& item) = 0;
+  // The current job receipt of a job ({status, ...}).
+  [[nodiscard]] virtual Result<json> PollJob(const std::string& job_id) = 0;
+};
+
+// May this item still be written? false discards it (the memory mode changed since capture).
+using WriteGate = std::function<bool(const Item&)>;
+
+struct DeliveryOptions {
+  std::string path;                     // the outbox file
+  std::string owner;                    // this process's claim and lease id
+  double claim_seconds = 60;
+  double lease_seconds = 10;
+  double base_backoff_seconds = 0.5;
+  double max_backoff_seconds = 300;
+  std::chrono::milliseconds idle_poll{2000};
+};
+
+class DeliveryService {
+ public:
+  DeliveryService(DeliveryOptions options, Sender& sender, WriteGate gate);
+  ~DeliveryService();
+  DeliveryService(const DeliveryService&) = delete;
+  DeliveryService& operator=(const DeliveryService&) = delete;
+
+  // The outbox, opened on first use.
+  [[nodiscard]] Result<Outbox*> outbox();
+
+  // Works on one item now, on the calling thread. With `wait_terminal`, keeps polling its jobs
+  // until they are terminal, `timeout` passes or `cancelled` says stop. Returns the item as it is
+  // afterwards (still pending or submitted if it could not finish).
+  [[nodiscard]] Result<Item> DeliverItem(const std::string& item_id, bool wait_terminal,
+                                         std::chrono::milliseconds timeout,
+                                         const std::function<bool()>& cancelled = {});
+
+  void Start();  // background delivery; idempotent
+  void Kick();   // an item was added or is due: look now (starts the thread if needed)
+  void Stop();   // finishes the current item, releases the lease
+  bool holds_lease() const { return holds_lease_.load(); }
+  const std::string& owner() const { return options_.owner; }
+
+ private:
+  void Loop();
+  double Backoff(int64_t attempts);
+  // One step on a claimed item; false when there is nothing more to do now.
+  Result<bool> Step(Outbox& outbox, const std::string& item_id);
+
+  DeliveryOptions options_;
+  Sender& sender_;
+  WriteGate gate_;
+
+  std::mutex open_mu_;
+  std::unique_ptr<Outbox> outbox_;
+
+  std::mutex loop_mu_;
+  std::condition_variable loop_cv_;
+  bool kicked_ = false;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> holds_lease_{false};
+  std::thread thread_;
+};
+
+// True when every job of an ingest receipt has a terminal status.
+bool AllJobsTerminal(const json& ingest_receipt);
+
+}  // namespace tmcra::queue

@@ -1,0 +1,161 @@
+// The outbox: every write to memory is first a row in a local SQLite file, committed before the
+// host is told anything, and delivered from there. A write whose outcome is uncertain stays in
+// the outbox and is reconciled later by its idempotency key; nothing acknowledged is lost or
+// written twice.
+//
+// Tables and state strings are TMCRA's (tmcra-contract.md §3.2), so a database written by
+// TMCRA's Python client opens here; we add columns (next_attempt_at, claim_owner,
+// claim_expires_at) and a delivery_lease table. queue/README.md has the schema and the state
+// machine.
+//
+// The outbox knows nothing of HTTP or MCP: items are JSON, delivery goes through the Sender
+// interface of delivery.h.
+//
+// Thread-safe (one connection behind a mutex); several processes may share the file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/common/result.h"
+#include "src/db/sqlite_db.h"
+
+namespace tmcra::queue {
+
+using json = nlohmann::json;
+
+inline constexpr const char* kPending = "pending";
+inline constexpr const char* kSubmitted = "submitted";
+inline constexpr const char* kSucceeded = "succeeded";
+inline constexpr const char* kDeadLetter = "dead_letter";
+
+struct Item {
+  std::string item_id;
+  std::string scope_name;
+  std::string session_id;
+  json messages = json::array();     // wire messages
+  std::string consistency;
+  std::string slow_policy;
+  std::string idempotency_key;
+  json metadata = json::object();    // request metadata
+  std::optional<std::string> agent_id;
+  json recall_receipt;               // null, or {"_local_capture": ...} / a prepared recall
+  std::string state;
+  int64_t attempts = 0;
+  json receipt;                      // the ingest receipt once submitted, else null
+  std::optional<std::string> last_error;
+  std::string created_at;
+  std::string updated_at;
+  double next_attempt_at = 0;        // epoch seconds; 0: due now
+};
+
+struct PreparedTurn {
+  std::string turn_id;
+  std::string scope_name;
+  std::string session_id;
+  std::string user_message_id;
+  std::string user_content;
+  std::string user_timestamp;
+  json recall_receipt;               // the full prepared recall receipt
+  std::string state;                 // prepared | committed
+  std::optional<std::string> item_id;
+};
+
+struct CommitRequest {
+  std::string turn_id;
+  json messages;                     // the wire messages [user, assistant]
+  std::string consistency;
+  std::string slow_policy;
+  std::string idempotency_key;
+  json metadata;
+  std::optional<std::string> agent_id;
+};
+
+struct Counts {
+  int64_t pending = 0;
+  int64_t submitted = 0;
+  int64_t succeeded = 0;
+  int64_t dead_letter = 0;
+  std::optional<double> oldest_pending_seconds;  // age of the oldest pending/submitted item
+  std::optional<std::string> last_error;         // of the most recently failed item
+  json ToJson() const;
+};
+
+class Outbox {
+ public:
+  // Creates the file (0600, in a 0700 directory) or opens and upgrades an existing one.
+  [[nodiscard]] static Result<std::unique_ptr<Outbox>> Open(const std::string& path);
+
+  // A new pending item (§3.4 enqueue): the same key with the same scope, session and messages
+  // returns the existing item; the same key with other content is kConflict. The row is
+  // committed when this returns.
+  [[nodiscard]] Result<std::string> Enqueue(const Item& item);
+
+  [[nodiscard]] Result<std::optional<PreparedTurn>> GetTurn(const std::string& turn_id);
+  // Stores a prepared turn; kConflict if the id is bound to a different user turn.
+  [[nodiscard]] Status PrepareTurn(const PreparedTurn& turn);
+  // Atomically (BEGIN IMMEDIATE, rolled back on every error): a pending item for the turn's
+  // messages and the turn marked committed. A turn already committed returns its item id and
+  // changes nothing. kNotFound for an unknown turn; kConflict when the key is bound elsewhere.
+  [[nodiscard]] Result<std::string> CommitTurn(const CommitRequest& request);
+
+  [[nodiscard]] Result<Item> Get(const std::string& item_id);
+  [[nodiscard]] Result<Counts> GetCounts();
+  // Items to work on now: pending ones whose next attempt is due and submitted ones, oldest
+  // first, at most `limit`.
+  [[nodiscard]] Result<std::vector<std::string>> Due(int limit);
+  // The earliest next_attempt_at of a pending item, if any.
+  [[nodiscard]] Result<std::optional<double>> NextDue();
+  // Every item in the given states, oldest first (for reconcile).
+  [[nodiscard]] Result<std::vector<std::string>> InStates(const std::vector<std::string>& states,
+                                                          int limit);
+
+  // Per-item claim: only the holder works on the item until the claim expires, or until its
+  // process is gone (owners are "pid-<pid>-<random>").
+  [[nodiscard]] Result<bool> Claim(const std::string& item_id, const std::string& owner,
+                                   double seconds);
+  [[nodiscard]] Status Release(const std::string& item_id, const std::string& owner);
+
+  [[nodiscard]] Status MarkSubmitted(const std::string& item_id, const json& receipt);
+  [[nodiscard]] Status MarkSucceeded(const std::string& item_id, const json& receipt);
+  // Terminal failure; the content is kept (it can be replayed) unless `erase_content`.
+  [[nodiscard]] Status MarkDeadLetter(const std::string& item_id, const std::string& reason,
+                                      const json& receipt, bool erase_content = false);
+  // A failed attempt that will be retried at `next_attempt_at` (epoch seconds).
+  [[nodiscard]] Status RecordFailure(const std::string& item_id, const std::string& error,
+                                     double next_attempt_at);
+  // dead_letter -> pending, attempts reset, due now. kConflict for items in other states or with
+  // erased content.
+  [[nodiscard]] Status Replay(const std::string& item_id);
+
+  // One process at a time runs background delivery: the holder renews the lease; a holder whose
+  // process is gone loses it at once, any other when it expires.
+  [[nodiscard]] Result<bool> AcquireDeliveryLease(const std::string& holder, double seconds);
+  [[nodiscard]] Status ReleaseDeliveryLease(const std::string& holder);
+  // {holder, pid, expires_in_seconds} or null.
+  [[nodiscard]] Result<json> DeliveryLeaseHolder();
+
+  // PRAGMA integrity_check == "ok".
+  [[nodiscard]] Result<bool> IntegrityOk();
+
+ private:
+  explicit Outbox(std::unique_ptr<db::Database> db) : db_(std::move(db)) {}
+  Result<Item> GetLocked(const std::string& item_id);
+  Status SetState(const std::string& item_id, const char* state, const json* receipt,
+                  const std::optional<std::string>& error, bool count_attempt,
+                  double next_attempt_at, bool erase_content);
+
+  std::mutex mu_;
+  std::unique_ptr<db::Database> db_;  // guarded by mu_
+};
+
+// Python's datetime.now(timezone.utc).isoformat(): "2026-11-30T01:02:03.456789+00:00".
+std::string NowIsoformat();
+
+}  // namespace tmcra::queue

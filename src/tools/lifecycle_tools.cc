@@ -1,0 +1,396 @@
+// The durable turn lifecycle (tmcra-contract.md §2.4, §2.5, §4.3.5-§4.3.7): tmcra_turn_prepare
+// recalls before the host answers and binds the real user turn; tmcra_turn_commit writes the
+// exact user/assistant turn through the outbox; tmcra_reconcile finishes (or replays) what the
+// outbox still holds. docs/compatibility.md lists where this differs from TMCRA and why.
+#include <chrono>
+
+#include "receipts/receipts.h"
+#include "src/common/clock.h"
+#include "src/common/failpoint.h"
+#include "src/common/utf8.h"
+#include "src/tools/ingest_body.h"
+#include "src/tools/memory_tools.h"
+#include "src/tools/tool_support.h"
+
+namespace tmcra::tools {
+
+namespace {
+
+using json = nlohmann::json;
+using mcp::ToolResult;
+
+constexpr const char* kLifecycleSchema = "tmcra.mcp.lifecycle-turn-receipt.v1";
+constexpr const char* kReconcileSchema = "tmcra.mcp.reconciliation-receipt.v1";
+
+bool IsTerminal(const std::string& status) {
+  return status == "succeeded" || status == "failed" || status == "cancelled";
+}
+
+// The queue's row receipt (§2.4, _row_receipt), with the fill-ins of §2.5.
+json RowReceipt(const queue::Item& item) {
+  const json ingest = item.receipt.is_object() ? item.receipt : json::object();
+  json r{{"schema_version", kLifecycleSchema},
+         {"contract_schema_version", receipts::kContractSchemaVersion},
+         {"receipt_type", "lifecycle_turn"},
+         {"status", item.state},
+         {"item_id", item.item_id},
+         {"ingest", ingest},
+         {"recall", item.recall_receipt.is_null() ? json(nullptr) : item.recall_receipt},
+         {"error", item.last_error ? json(*item.last_error) : json(nullptr)},
+         {"attempts", item.attempts}};
+  r["submitted_status"] = "submitted";
+  r["observed_status"] = item.state;
+  r["final_status"] = IsTerminal(item.state) ? json(item.state) : json(nullptr);
+  r["submitted"] = true;
+  r["final"] = IsTerminal(item.state);
+  r["watermarks"] = json::object();
+  return r;
+}
+
+// _lifecycle_projection (§2.4) of a committed turn's row receipt.
+json Projection(const queue::Item& item, const std::string& turn_id, const json& recall) {
+  json r = RowReceipt(item);
+  const json& ingest = r["ingest"];
+  std::string observed = item.state;
+  if (ingest.is_object() && ingest.contains("status") && ingest["status"].is_string()) {
+    observed = ingest["status"];
+  }
+  r["turn_id"] = turn_id;
+  r["recall"] = recall;
+  r["observed_status"] = observed;
+  r["final_status"] = IsTerminal(observed) ? json(observed) : json(nullptr);
+  r["final"] = IsTerminal(observed);
+  r["watermarks"] = ingest.is_object() && ingest.contains("watermarks") ? ingest["watermarks"]
+                                                                         : json::object();
+  return r;
+}
+
+Result<json> Counts(queue::Outbox& outbox) {
+  auto counts = outbox.GetCounts();
+  if (!counts) return counts.error();
+  return json{{"pending", counts->pending}, {"submitted", counts->submitted},
+              {"succeeded", counts->succeeded}, {"dead_letter", counts->dead_letter}};
+}
+
+// ---- tmcra_turn_prepare ------------------------------------------------------------------
+
+json PrepareSchema() {
+  return json{{"type", "object"},
+              {"properties",
+               {{"turn_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
+                {"session_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
+                {"user_message_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
+                {"user_content", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200000}}},
+                {"scope", NullableString(128)},
+                {"evidence_mode", {{"type", "string"}, {"enum", {"raw", "auto", "compiled"}},
+                                   {"default", "auto"}}},
+                {"agent_id", NullableString(200)}}},
+              {"required", {"turn_id", "session_id", "user_message_id", "user_content"}},
+              {"additionalProperties", false}};
+}
+
+ToolResult Prepare(const json& args, const MemoryToolDeps& deps) {
+  const char* kTool = "tmcra_turn_prepare";
+  auto resolved = Resolve(args, deps.default_scope, deps.default_agent_id);
+  if (!resolved) return Failure(kTool, resolved.error());
+  const std::string turn_id = Trim(args["turn_id"].get<std::string>());
+  const std::string session = Trim(args["session_id"].get<std::string>());
+  const std::string message_id = Trim(args["user_message_id"].get<std::string>());
+  const std::string content = Trim(args["user_content"].get<std::string>());
+  for (const auto& [name, value] : {std::pair{"turn_id", turn_id}, {"session_id", session},
+                                    {"user_message_id", message_id}, {"user_content", content}}) {
+    if (value.empty()) return Failure(kTool, Error::Invalid(std::string("arguments.") + name + ": must not be blank"));
+  }
+  controls::Policy capture;
+  capture.session_id = session;
+  if (deps.controls != nullptr) {
+    capture.key = deps.control_key(resolved->scope);
+    auto begun = deps.controls->BeginTurn(capture.key, session, turn_id);
+    if (!begun) return Failure(kTool, begun.error());
+    capture = std::move(*begun);
+  }
+  if (!capture.read) {
+    return ToolResult::Ok({{"status", "disabled"}, {"turn_id", turn_id}, {"write_allowed", false},
+                           {"injectable_context", {{"content", ""}}}});
+  }
+  auto outbox = deps.delivery->outbox();
+  if (!outbox) return Failure(kTool, outbox.error());
+  auto existing = (*outbox)->GetTurn(turn_id);
+  if (!existing) return Failure(kTool, existing.error());
+  json recall;
+  if (*existing) {
+    const queue::PreparedTurn& t = **existing;
+    if (t.scope_name != resolved->scope || t.session_id != session ||
+        t.user_message_id != message_id || t.user_content != content) {
+      return Failure(kTool, Error::Conflict("turn_id is already bound to a different user turn"));
+    }
+    // A replay: the stored recall, validated again, and no new recall.
+    json stored = t.recall_receipt;
+    json capture_json = stored.is_object() && stored.contains("_local_capture")
+                            ? stored["_local_capture"] : json(nullptr);
+    if (stored.is_object()) stored.erase("_local_capture");
+    auto revalidated = receipts::RecallReceipt(stored, resolved->scope);
+    if (!revalidated) return Failure(kTool, revalidated.error());
+    recall = t.recall_receipt;
+  } else {
+    RecallRequest request;
+    request.scope = resolved->scope;
+    request.agent_id = resolved->agent_id;
+    request.session_id = session;
+    request.query = content;
+    request.evidence_mode = args.value("evidence_mode", "auto");
+    request.include_evidence = true;
+    auto fresh = RecallForTool(deps, request);
+    if (!fresh) return Failure(kTool, fresh.error());
+    recall = std::move(*fresh);
+    recall["_local_capture"] = capture.ToJson();
+    TMCRA_FAILPOINT("prepare.after_recall_before_persist");
+    // Persisted even when writing is not allowed (TMCRA persists nothing then, so the host's
+    // later commit fails with "turn_id is unknown"); the commit then reports a skip instead.
+    queue::PreparedTurn turn;
+    turn.turn_id = turn_id;
+    turn.scope_name = resolved->scope;
+    turn.session_id = session;
+    turn.user_message_id = message_id;
+    turn.user_content = content;
+    turn.user_timestamp = FormatIsoUtc(NowSeconds());
+    turn.recall_receipt = recall;
+    if (auto s = (*outbox)->PrepareTurn(turn); !s) return Failure(kTool, s.error());
+  }
+  if (!capture.write) {
+    return ToolResult::Ok({{"status", "recall_only"}, {"turn_id", turn_id},
+                           {"write_allowed", false},
+                           {"injectable_context", recall["injectable_context"]},
+                           {"task_handoff", recall["task_handoff"]},
+                           {"trust_boundary", "untrusted_memory_data"}});
+  }
+  return ToolResult::Ok({{"schema_version", kLifecycleSchema},
+                         {"contract_schema_version", receipts::kContractSchemaVersion},
+                         {"receipt_type", "lifecycle_turn"},
+                         {"status", "prepared"},
+                         {"submitted_status", "submitted"},
+                         {"final_status", nullptr},
+                         {"submitted", true},
+                         {"final", false},
+                         {"watermarks", recall.value("watermarks", json::object())},
+                         {"turn_id", turn_id},
+                         {"scope_name", resolved->scope},
+                         {"recall", recall},
+                         {"injectable_context", recall["injectable_context"]},
+                         {"trust_boundary", "untrusted_memory_data"}});
+}
+
+// ---- tmcra_turn_commit -------------------------------------------------------------------
+
+json CommitSchema() {
+  return json{
+      {"type", "object"},
+      {"properties",
+       {{"turn_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
+        {"assistant_message_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
+        {"assistant_content", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200000}}},
+        {"assistant_timestamp", {{"anyOf", json::array({{{"type", "string"}, {"format", "date-time"}},
+                                                        {{"type", "null"}}})},
+                                 {"default", nullptr}}},
+        {"consistency", {{"type", "string"}, {"enum", {"eventual", "read_your_writes"}},
+                         {"default", "read_your_writes"}}},
+        {"slow_policy", {{"type", "string"}, {"enum", {"auto", "deferred", "force"}},
+                         {"default", "auto"}}},
+        {"idempotency_key", {{"anyOf", json::array({{{"type", "string"}, {"minLength", 8},
+                                                     {"maxLength", 200}},
+                                                    {{"type", "null"}}})},
+                             {"default", nullptr}}},
+        {"agent_id", NullableString(200)}}},
+      {"required", {"turn_id", "assistant_message_id", "assistant_content"}},
+      {"additionalProperties", false}};
+}
+
+ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps& deps) {
+  const char* kTool = "tmcra_turn_commit";
+  const std::string turn_id = Trim(args["turn_id"].get<std::string>());
+  const std::string message_id = Trim(args["assistant_message_id"].get<std::string>());
+  const std::string content = Trim(args["assistant_content"].get<std::string>());
+  for (const auto& [name, value] : {std::pair{"turn_id", turn_id},
+                                    {"assistant_message_id", message_id},
+                                    {"assistant_content", content}}) {
+    if (value.empty()) return Failure(kTool, Error::Invalid(std::string("arguments.") + name + ": must not be blank"));
+  }
+  std::string timestamp = FormatIsoUtc(NowSeconds());
+  if (auto ts = OptionalArg(args, "assistant_timestamp"); !ts.empty()) {
+    auto normalised = PydanticTimestamp(ts);
+    if (!normalised) {
+      return Failure(kTool, Error::Invalid("arguments.assistant_timestamp: is not an ISO-8601 date-time"));
+    }
+    timestamp = *normalised;
+  }
+  auto outbox = deps.delivery->outbox();
+  if (!outbox) return Failure(kTool, outbox.error());
+  auto turn = (*outbox)->GetTurn(turn_id);
+  if (!turn) return Failure(kTool, turn.error());
+  if (!*turn) {
+    return Failure(kTool, Error::NotFound("turn_id is unknown; call tmcra_turn_prepare first"));
+  }
+  const queue::PreparedTurn& t = **turn;
+  json resolve_args = args;
+  resolve_args["scope"] = t.scope_name;
+  auto resolved = Resolve(resolve_args, deps.default_scope, deps.default_agent_id);
+  if (!resolved) return Failure(kTool, resolved.error());
+  const json capture_json = t.recall_receipt.is_object() && t.recall_receipt.contains("_local_capture")
+                                ? t.recall_receipt["_local_capture"] : json(nullptr);
+  if (t.state != "committed" && deps.controls != nullptr && !capture_json.is_null()) {
+    auto capture = controls::Policy::FromJson(capture_json);
+    if (!capture) return Failure(kTool, capture.error());
+    auto allowed = deps.controls->MayWrite(*capture);
+    if (!allowed) return Failure(kTool, allowed.error());
+    if (!*allowed) {
+      return ToolResult::Ok({{"skipped", true}, {"reason", "session_memory_mode_changed"},
+                             {"submitted", false}});
+    }
+  }
+  const std::string consistency = args.value("consistency", "read_your_writes");
+  const std::string slow_policy = args.value("slow_policy", "auto");
+  // The key is derived from TMCRA's documented body, so keys stay stable across builds.
+  const json assistant_dump{{"message_id", message_id}, {"role", "assistant"},
+                            {"content", content}, {"timestamp", timestamp},
+                            {"agent_id", resolved->agent_id ? json(*resolved->agent_id) : json(nullptr)},
+                            {"target_agent_id", nullptr}};
+  std::string key = OptionalArg(args, "idempotency_key");
+  if (key.empty()) {
+    key = DeriveIdempotencyKey(t.scope_name, {{"turn_id", turn_id}, {"assistant", assistant_dump},
+                                              {"consistency", consistency},
+                                              {"slow_policy", slow_policy}});
+  }
+  // On the wire both messages carry per-message metadata exactly as tmcra_ingest sends it
+  // (TMCRA sends agent_id/target_agent_id keys the service rejects; see compatibility.md).
+  json user_meta{{"actor_role", "user"}};
+  json assistant_meta{{"actor_role", "assistant"}};
+  if (resolved->agent_id) {
+    user_meta["target_agent_id"] = *resolved->agent_id;
+    assistant_meta["agent_id"] = *resolved->agent_id;
+  }
+  json metadata{{"integration", "mcp"}, {"integration_version", deps.version},
+                {"scope_sharing", "shared"}};
+  if (resolved->agent_id) {
+    metadata["agent_id"] = *resolved->agent_id;
+    metadata["agent_id_source"] = resolved->agent_source;
+  }
+  queue::CommitRequest request;
+  request.turn_id = turn_id;
+  request.messages = json::array(
+      {{{"message_id", t.user_message_id}, {"role", "user"}, {"content", t.user_content},
+        {"timestamp", t.user_timestamp}, {"metadata", user_meta}},
+       {{"message_id", message_id}, {"role", "assistant"}, {"content", content},
+        {"timestamp", timestamp}, {"metadata", assistant_meta}}});
+  request.consistency = consistency;
+  request.slow_policy = slow_policy;
+  request.idempotency_key = key;
+  request.metadata = metadata;
+  request.agent_id = resolved->agent_id;
+  auto item_id = (*outbox)->CommitTurn(request);
+  if (!item_id) return Failure(kTool, item_id.error());
+  TMCRA_FAILPOINT("commit.after_commit_before_reply");
+  // Durable now. Deliver: to the end for read_your_writes (bounded), else just the submission.
+  const bool wait = consistency == "read_your_writes";
+  auto delivered = deps.delivery->DeliverItem(*item_id, wait,
+                                              wait ? deps.commit_wait : std::chrono::milliseconds(0),
+                                              [&ctx] { return ctx.cancelled(); });
+  if (!delivered) {
+    auto item = (*outbox)->Get(*item_id);
+    if (!item) return Failure(kTool, item.error());
+    deps.delivery->Kick();
+    return ToolResult::Ok(Projection(*item, turn_id, t.recall_receipt));
+  }
+  if (delivered->state == queue::kPending || delivered->state == queue::kSubmitted) {
+    deps.delivery->Kick();  // background delivery finishes it
+  }
+  return ToolResult::Ok(Projection(*delivered, turn_id, t.recall_receipt));
+}
+
+// ---- tmcra_reconcile ---------------------------------------------------------------------
+
+json ReconcileSchema() {
+  return json{{"type", "object"},
+              {"properties",
+               {{"item_ids", {{"type", "array"}, {"maxItems", 1000},
+                              {"items", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}}}},
+                {"include_dead_letter", {{"type", "boolean"}, {"default", false}}}}},
+              {"additionalProperties", false}};
+}
+
+ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps& deps) {
+  const char* kTool = "tmcra_reconcile";
+  auto outbox = deps.delivery->outbox();
+  if (!outbox) return Failure(kTool, outbox.error());
+  const bool replay = args.value("include_dead_letter", false);
+  std::vector<std::string> ids;
+  if (args.contains("item_ids")) {
+    for (const auto& id : args["item_ids"]) ids.push_back(id.get<std::string>());
+  } else {
+    std::vector<std::string> states = {queue::kPending, queue::kSubmitted};
+    if (replay) states.push_back(queue::kDeadLetter);
+    auto due = (*outbox)->InStates(states, 1000);
+    if (!due) return Failure(kTool, due.error());
+    ids = std::move(*due);
+  }
+  json items = json::array();
+  for (const auto& id : ids) {
+    if (ctx.cancelled()) return ToolResult::Fail("tmcra_reconcile was cancelled");
+    auto item = (*outbox)->Get(id);
+    if (!item) {
+      items.push_back({{"item_id", id}, {"status", "unknown"}, {"error", item.error().message}});
+      continue;
+    }
+    if (item->state == queue::kDeadLetter) {
+      if (!replay) {
+        items.push_back(RowReceipt(*item));
+        continue;
+      }
+      // Replay: a dead letter goes back to pending with its original key (never re-minted),
+      // so a write that did land is replayed by the service, not duplicated.
+      if (auto s = (*outbox)->Replay(id); !s) {
+        json r = RowReceipt(*item);
+        r["replay_error"] = s.error().message;
+        items.push_back(std::move(r));
+        continue;
+      }
+    }
+    auto delivered = deps.delivery->DeliverItem(id, /*wait_terminal=*/true, deps.commit_wait,
+                                                [&ctx] { return ctx.cancelled(); });
+    TMCRA_FAILPOINT("reconcile.between_items");
+    if (!delivered) {
+      items.push_back({{"item_id", id}, {"status", "unknown"}, {"error", delivered.error().message}});
+      continue;
+    }
+    items.push_back(RowReceipt(*delivered));
+  }
+  auto counts = Counts(**outbox);
+  if (!counts) return Failure(kTool, counts.error());
+  return ToolResult::Ok({{"schema_version", kReconcileSchema},
+                         {"contract_schema_version", receipts::kContractSchemaVersion},
+                         {"receipt_type", "reconciliation"},
+                         {"items", std::move(items)},
+                         {"queue_counts", std::move(*counts)}});
+}
+
+}  // namespace
+
+void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps) {
+  const json write_hints{{"readOnlyHint", false}, {"destructiveHint", false},
+                         {"idempotentHint", true}, {"openWorldHint", false}};
+  RegisterTool(server, "tmcra_turn_prepare", "Prepare a turn",
+               "Recall memory and return untrusted injectable context before the host answers.",
+               PrepareSchema(), write_hints,
+               [deps](const json& args, mcp::ToolContext&) { return Prepare(args, deps); });
+  RegisterTool(server, "tmcra_turn_commit", "Commit a turn",
+               "Commit the real user/assistant turn and reconcile it to terminal state.",
+               CommitSchema(), write_hints,
+               [deps](const json& args, mcp::ToolContext& ctx) { return Commit(args, ctx, deps); });
+  RegisterTool(server, "tmcra_reconcile", "Reconcile pending writes",
+               "Retry durable pending records and report succeeded or dead-letter states. "
+               "Optionally name item_ids, and set include_dead_letter to replay dead letters "
+               "with their original idempotency keys.",
+               ReconcileSchema(), write_hints,
+               [deps](const json& args, mcp::ToolContext& ctx) { return Reconcile(args, ctx, deps); });
+}
+
+}  // namespace tmcra::tools

@@ -1,0 +1,88 @@
+#include "src/tools/tool_support.h"
+
+#include "receipts/receipts.h"
+#include "src/tools/ingest_body.h"
+
+namespace tmcra::tools {
+
+json NullableString(int max_length) {
+  json s{{"type", "string"}};
+  if (max_length > 0) s["maxLength"] = max_length;
+  return json{{"anyOf", json::array({s, {{"type", "null"}}})}, {"default", nullptr}};
+}
+
+std::string Trim(const std::string& s) {
+  const auto begin = s.find_first_not_of(" \t\r\n\f\v");
+  if (begin == std::string::npos) return {};
+  const auto end = s.find_last_not_of(" \t\r\n\f\v");
+  return s.substr(begin, end - begin + 1);
+}
+
+std::string OptionalArg(const json& args, const char* key) {
+  auto it = args.find(key);
+  return it != args.end() && it->is_string() ? Trim(it->get<std::string>()) : std::string();
+}
+
+bool IsValidScope(const std::string& scope) {
+  if (scope.empty() || scope.size() > 128) return false;
+  const auto ok = [](char c, bool first) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (!first && (c == '_' || c == '.' || c == '-'));
+  };
+  for (size_t i = 0; i < scope.size(); ++i) {
+    if (!ok(scope[i], i == 0)) return false;
+  }
+  return true;
+}
+
+Result<Resolved> Resolve(const json& args, const std::string& default_scope,
+                         const std::string& default_agent) {
+  Resolved r;
+  r.scope = OptionalArg(args, "scope");
+  if (r.scope.empty()) r.scope = default_scope;
+  if (r.scope.empty()) {
+    return Error::Invalid("arguments.scope: scope is required when TMCRA_DEFAULT_SCOPE is not set");
+  }
+  if (!IsValidScope(r.scope)) {
+    return Error::Invalid("arguments.scope: must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$");
+  }
+  std::string agent = OptionalArg(args, "agent_id");
+  r.agent_source = agent.empty() ? "configured_default" : "tool_argument";
+  if (agent.empty()) agent = default_agent;
+  if (!agent.empty()) {
+    if (!IsValidAgentId(agent)) {
+      return Error::Invalid("arguments.agent_id: must match ^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$");
+    }
+    r.agent_id = agent;
+  }
+  return r;
+}
+
+mcp::ToolResult Failure(const std::string& tool, const Error& error) {
+  std::string text = "Error executing tool " + tool + ": ";
+  if (error.code == Errc::kProtocol) {
+    text += std::string(receipts::kInvalidResponseCode) + ": " + error.message;
+  } else if (error.http_status != 0) {
+    text += error.api_code + " (HTTP " + std::to_string(error.http_status) + "): " + error.message;
+  } else {
+    text += error.message;
+  }
+  return mcp::ToolResult::Fail(text);
+}
+
+void RegisterTool(mcp::Server& server, std::string name, std::string title,
+                  std::string description, json input_schema, json annotations,
+                  mcp::ToolHandler handler) {
+  mcp::ToolSpec spec;
+  spec.name = std::move(name);
+  spec.title = std::move(title);
+  spec.description = std::move(description);
+  spec.input_schema = std::move(input_schema);
+  spec.output_schema = {{"type", "object"}, {"additionalProperties", true}};
+  spec.annotations = std::move(annotations);
+  server.AddTool(std::move(spec), std::move(handler));
+}
+
+json ReadOnlyHints() { return {{"readOnlyHint", true}, {"openWorldHint", false}}; }
+
+}  // namespace tmcra::tools

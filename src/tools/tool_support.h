@@ -1,0 +1,46 @@
+// Pieces every tmcra_* tool shares: argument helpers, scope and agent resolution (§4.1), the
+// error text hosts see, and registration with TMCRA's generic output schema.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "src/common/result.h"
+#include "src/mcp/server.h"
+
+namespace tmcra::tools {
+
+using json = nlohmann::json;
+
+// {"anyOf": [{"type":"string", maxLength?}, {"type":"null"}], "default": null}
+json NullableString(int max_length = 0);
+std::string Trim(const std::string& s);
+// The trimmed string argument `key`, or "" when absent or null.
+std::string OptionalArg(const json& args, const char* key);
+// ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$, the service's scope-name syntax.
+bool IsValidScope(const std::string& scope);
+
+struct Resolved {
+  std::string scope;
+  std::optional<std::string> agent_id;
+  std::string agent_source;  // tool_argument | configured_default
+};
+
+// The call's scope (else `default_scope`) and agent id (else `default_agent`), both checked
+// with the service's syntax; errors name the argument.
+[[nodiscard]] Result<Resolved> Resolve(const json& args, const std::string& default_scope,
+                                       const std::string& default_agent);
+
+// "Error executing tool <tool>: <what>" with the API code and HTTP status when there is one.
+mcp::ToolResult Failure(const std::string& tool, const Error& error);
+
+// Registers a tool whose output schema is TMCRA's generic object schema.
+void RegisterTool(mcp::Server& server, std::string name, std::string title,
+                  std::string description, json input_schema, json annotations,
+                  mcp::ToolHandler handler);
+
+json ReadOnlyHints();
+
+}  // namespace tmcra::tools

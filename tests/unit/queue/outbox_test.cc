@@ -1,0 +1,259 @@
+// The outbox against a real SQLite file: every transition and error path of the state machine
+// (tmcra-contract.md §3.3-§3.4), compatibility with TMCRA's schema, claims and the lease.
+#include "queue/outbox.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "src/db/sqlite_db.h"
+#include "tests/support/temp_dir.h"
+
+using json = nlohmann::json;
+using tmcra::Errc;
+using tmcra::queue::CommitRequest;
+using tmcra::queue::Item;
+using tmcra::queue::Outbox;
+using tmcra::queue::PreparedTurn;
+using tmcra::testing::TempDir;
+
+namespace {
+
+std::unique_ptr<Outbox> Open(const TempDir& dir) {
+  auto ob = Outbox::Open(dir.File("q/outbox.sqlite3"));
+  REQUIRE(ob);
+  return std::move(*ob);
+}
+
+Item NewItem(const std::string& key, const std::string& text = "hello") {
+  Item item;
+  item.scope_name = "p";
+  item.session_id = "s";
+  item.messages = json::array({{{"message_id", "m"}, {"role", "user"}, {"content", text},
+                                {"timestamp", "2026-07-15T00:00:00Z"}}});
+  item.consistency = "eventual";
+  item.slow_policy = "auto";
+  item.idempotency_key = key;
+  item.metadata = {{"integration", "mcp"}};
+  return item;
+}
+
+PreparedTurn Turn(const std::string& id) {
+  PreparedTurn t;
+  t.turn_id = id;
+  t.scope_name = "p";
+  t.session_id = "s";
+  t.user_message_id = "u-" + id;
+  t.user_content = "question " + id;
+  t.user_timestamp = "2026-07-15T00:00:00Z";
+  t.recall_receipt = {{"query_id", "q"}};
+  return t;
+}
+
+CommitRequest Commit(const std::string& turn, const std::string& key) {
+  CommitRequest c;
+  c.turn_id = turn;
+  c.messages = json::array({{{"message_id", "u"}, {"role", "user"}, {"content", "q"}},
+                            {{"message_id", "a"}, {"role", "assistant"}, {"content", "a"}}});
+  c.consistency = "read_your_writes";
+  c.slow_policy = "auto";
+  c.idempotency_key = key;
+  c.metadata = json::object();
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("enqueue is idempotent by key and refuses a different payload", "[queue]") {
+  TempDir dir;
+  auto ob = Open(dir);
+  auto a = ob->Enqueue(NewItem("key-00000001"));
+  REQUIRE(a);
+  CHECK(a->rfind("mcp-item-", 0) == 0);
+  CHECK(a->size() == 9 + 32);
+  auto again = ob->Enqueue(NewItem("key-00000001"));
+  REQUIRE(again);
+  CHECK(*again == *a);
+  auto other = ob->Enqueue(NewItem("key-00000001", "different"));
+  REQUIRE_FALSE(other);
+  CHECK(other.error().code == Errc::kConflict);
+  auto item = ob->Get(*a);
+  REQUIRE(item);
+  CHECK(item->state == "pending");
+  CHECK(item->attempts == 0);
+  CHECK(item->messages[0]["content"] == "hello");
+  CHECK(item->created_at.size() == 32);  // 2026-11-30T01:02:03.456789+00:00
+  CHECK(item->created_at.substr(26) == "+00:00");
+  auto counts = ob->GetCounts();
+  REQUIRE(counts);
+  CHECK(counts->pending == 1);
+  CHECK(counts->oldest_pending_seconds.has_value());
+}
+
+TEST_CASE("every state transition and its bookkeeping", "[queue]") {
+  TempDir dir;
+  auto ob = Open(dir);
+  const std::string id = *ob->Enqueue(NewItem("key-transitions"));
+  REQUIRE(ob->RecordFailure(id, "transport_error: down", 1e12));
+  auto failed = ob->Get(id);
+  CHECK(failed->state == "pending");
+  CHECK(failed->attempts == 1);
+  CHECK(failed->last_error == std::string("transport_error: down"));
+  CHECK(ob->Due(10)->empty());  // not due before next_attempt_at
+  REQUIRE(ob->MarkSubmitted(id, {{"jobs", {{{"job_id", "j"}, {"status", "pending"}}}}}));
+  CHECK(ob->Get(id)->state == "submitted");
+  CHECK(ob->Due(10)->size() == 1);  // submitted items are always due (jobs to poll)
+  REQUIRE(ob->MarkSucceeded(id, {{"jobs", {{{"job_id", "j"}, {"status", "succeeded"}}}}}));
+  CHECK(ob->Get(id)->state == "succeeded");
+  CHECK(ob->Due(10)->empty());
+  auto replay_ok = ob->Replay(id);
+  REQUIRE_FALSE(replay_ok);  // only dead letters replay
+  CHECK(replay_ok.error().code == Errc::kConflict);
+
+  const std::string dl = *ob->Enqueue(NewItem("key-deadletter"));
+  REQUIRE(ob->MarkDeadLetter(dl, "validation_error (HTTP 422): bad", nullptr));
+  auto dead = ob->Get(dl);
+  CHECK(dead->state == "dead_letter");
+  CHECK(dead->last_error == std::string("validation_error (HTTP 422): bad"));
+  CHECK(dead->messages.size() == 1);  // content kept for replay
+  REQUIRE(ob->Replay(dl));
+  auto replayed = ob->Get(dl);
+  CHECK(replayed->state == "pending");
+  CHECK(replayed->attempts == 0);
+  CHECK(replayed->idempotency_key == "key-deadletter");  // never re-minted
+
+  const std::string gone = *ob->Enqueue(NewItem("key-discarded"));
+  REQUIRE(ob->MarkDeadLetter(gone, "discarded_by_memory_mode", nullptr, /*erase_content=*/true));
+  CHECK(ob->Get(gone)->messages.empty());
+  CHECK_FALSE(ob->Replay(gone));  // nothing left to replay
+
+  auto counts = ob->GetCounts();
+  CHECK(counts->succeeded == 1);
+  CHECK(counts->pending == 1);
+  CHECK(counts->dead_letter == 1);
+  CHECK(ob->Get("mcp-item-missing").error().code == Errc::kNotFound);
+  CHECK(*ob->IntegrityOk());
+}
+
+TEST_CASE("prepared turns bind once; commit is atomic and idempotent", "[queue][lifecycle]") {
+  TempDir dir;
+  auto ob = Open(dir);
+  REQUIRE(ob->PrepareTurn(Turn("t1")));
+  REQUIRE(ob->PrepareTurn(Turn("t1")));  // identical: fine
+  PreparedTurn changed = Turn("t1");
+  changed.user_content = "another question";
+  auto bound = ob->PrepareTurn(changed);
+  REQUIRE_FALSE(bound);
+  CHECK(bound.error().message == "turn_id is already bound to a different user turn");
+
+  auto unknown = ob->CommitTurn(Commit("nope", "key-unknown-1"));
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().code == Errc::kNotFound);
+
+  auto item = ob->CommitTurn(Commit("t1", "key-commit-01"));
+  REQUIRE(item);
+  auto turn = ob->GetTurn("t1");
+  CHECK((*turn)->state == "committed");
+  CHECK((*turn)->item_id == *item);
+  CHECK(ob->Get(*item)->recall_receipt == json{{"query_id", "q"}});
+  auto again = ob->CommitTurn(Commit("t1", "key-commit-other"));  // a retry: same item
+  REQUIRE(again);
+  CHECK(*again == *item);
+  CHECK(ob->GetCounts()->pending == 1);
+
+  // A key already bound elsewhere: rolled back, the turn stays prepared, nothing is added.
+  REQUIRE(ob->PrepareTurn(Turn("t2")));
+  REQUIRE(ob->Enqueue(NewItem("key-taken-001")));
+  auto clash = ob->CommitTurn(Commit("t2", "key-taken-001"));
+  REQUIRE_FALSE(clash);
+  CHECK(clash.error().code == Errc::kConflict);
+  CHECK((*ob->GetTurn("t2"))->state == "prepared");
+  CHECK(ob->GetCounts()->pending == 2);
+  REQUIRE(ob->CommitTurn(Commit("t2", "key-free-0001")));  // the connection is usable after it
+  CHECK(ob->GetCounts()->pending == 3);
+}
+
+TEST_CASE("a database written by TMCRA's Python client opens and upgrades", "[queue][compat]") {
+  TempDir dir;
+  const std::string path = dir.File("python.sqlite3");
+  {
+    auto db = tmcra::db::Database::Open({path});
+    REQUIRE(db);
+    REQUIRE((*db)->Exec(R"sql(
+      CREATE TABLE ingest_queue (item_id TEXT PRIMARY KEY, scope_name TEXT NOT NULL,
+        session_id TEXT NOT NULL, messages_json TEXT NOT NULL, consistency TEXT NOT NULL,
+        slow_policy TEXT NOT NULL, idempotency_key TEXT NOT NULL UNIQUE,
+        metadata_json TEXT NOT NULL, agent_id TEXT, recall_receipt_json TEXT,
+        state TEXT NOT NULL CHECK(state IN ('pending','submitted','succeeded','dead_letter')),
+        attempts INTEGER NOT NULL DEFAULT 0, receipt_json TEXT, last_error TEXT,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+      CREATE INDEX idx_ingest_queue_recovery ON ingest_queue(state, updated_at);
+      CREATE TABLE prepared_turns (turn_id TEXT PRIMARY KEY, scope_name TEXT NOT NULL,
+        session_id TEXT NOT NULL, user_message_id TEXT NOT NULL, user_content TEXT NOT NULL,
+        user_timestamp TEXT NOT NULL, recall_receipt_json TEXT NOT NULL,
+        state TEXT NOT NULL CHECK(state IN ('prepared','committed')), item_id TEXT,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+      INSERT INTO ingest_queue VALUES('mcp-item-0123456789abcdef0123456789abcdef', 'personal',
+        's', '[{"content":"from python","message_id":"m","role":"user","timestamp":"2026-07-15T00:00:00Z"}]',
+        'eventual', 'auto', 'mcp-ingest-abc', '{"integration":"mcp"}', NULL, NULL, 'pending', 1,
+        NULL, 'transport_error', '2026-07-15T00:00:00.000000+00:00',
+        '2026-07-15T00:00:00.000000+00:00');
+    )sql"));
+  }
+  auto ob = Outbox::Open(path);
+  REQUIRE(ob);
+  auto item = (*ob)->Get("mcp-item-0123456789abcdef0123456789abcdef");
+  REQUIRE(item);
+  CHECK(item->messages[0]["content"] == "from python");
+  CHECK(item->attempts == 1);
+  CHECK(item->next_attempt_at == 0);
+  CHECK((*ob)->Due(10)->size() == 1);
+  CHECK(*(*ob)->IntegrityOk());
+}
+
+TEST_CASE("claims keep one worker per item; a dead holder's claim is taken over", "[queue]") {
+  TempDir dir;
+  auto ob = Open(dir);
+  const std::string id = *ob->Enqueue(NewItem("key-claims-01"));
+  CHECK(*ob->Claim(id, "pid-1-a", 60));
+  CHECK(*ob->Claim(id, "pid-1-a", 60));  // the holder may renew
+  const std::string live = "pid-" + std::to_string(getppid()) + "-other";
+  CHECK_FALSE(*ob->Claim(id, live, 60));  // pid 1 exists: its claim holds
+  REQUIRE(ob->Release(id, "pid-1-a"));
+  CHECK(*ob->Claim(id, live, 60));
+  REQUIRE(ob->Release(id, live));
+
+  // A holder that died keeps its claim only until anyone notices it is gone.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  const std::string dead = "pid-" + std::to_string(child) + "-dead";
+  CHECK(*ob->Claim(id, dead, 60));
+  CHECK(*ob->Claim(id, "pid-" + std::to_string(getpid()) + "-me", 60));
+
+  // The delivery lease works the same way.
+  CHECK(*ob->AcquireDeliveryLease(dead, 60));
+  auto holder = ob->DeliveryLeaseHolder();
+  REQUIRE(holder);
+  CHECK((*holder)["holder"] == dead);
+  CHECK(*ob->AcquireDeliveryLease("pid-" + std::to_string(getpid()) + "-me", 60));
+  CHECK_FALSE(*ob->AcquireDeliveryLease(live, 60));
+  REQUIRE(ob->ReleaseDeliveryLease("pid-" + std::to_string(getpid()) + "-me"));
+  CHECK(*ob->AcquireDeliveryLease(live, 0.05));
+  usleep(100000);
+  CHECK(*ob->AcquireDeliveryLease("pid-1-x", 60));  // an expired lease is free
+}
+
+TEST_CASE("outbox files are private", "[queue][security]") {
+  TempDir dir;
+  auto ob = Open(dir);
+  REQUIRE(ob->Enqueue(NewItem("key-private")));
+  struct stat st {};
+  REQUIRE(stat(dir.File("q").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  REQUIRE(stat(dir.File("q/outbox.sqlite3").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+}
