@@ -13,6 +13,8 @@
 #include "src/common/canonical_json.h"
 #include "src/common/clock.h"
 #include "src/common/ids.h"
+#include "src/common/failpoint.h"
+#include "src/common/process_owner.h"
 #include "src/common/sha256.h"
 #include "src/common/utf8.h"
 
@@ -200,7 +202,7 @@ json EngineStats::ToJson() const {
               {"jobs_failed", jobs_failed}, {"file_bytes", file_bytes}};
 }
 
-Engine::Engine(EngineOptions options) : options_(std::move(options)), owner_(NewId("worker_")) {}
+Engine::Engine(EngineOptions options) : options_(std::move(options)), owner_(NewProcessOwnerId()) {}
 
 Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   std::unique_ptr<Engine> engine(new Engine(std::move(options)));
@@ -477,22 +479,28 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
   // Step 1: claim the oldest pending jobs, and running ones whose holder lost its lease.
   std::vector<std::string> claimed;
   {
+    // A claim is a lease: if a power failure loses it, the job is claimed again.
+    db::RelaxedDurability relaxed(db);
     auto tx = db::Transaction::Immediate(db);
     if (!tx) return tx.error();
     const double now = NowSeconds();
+    // A running job is claimable when its lease expired or its holder's process is gone.
     auto pick = db.Prepare(
-        "SELECT job_id, attempts FROM jobs WHERE status = 'pending' "
-        "UNION ALL SELECT job_id, attempts FROM jobs WHERE status = 'running' "
-        "AND lease_expires_at < ? LIMIT ?");
+        "SELECT job_id, attempts, NULL, NULL FROM jobs WHERE status = 'pending' "
+        "UNION ALL SELECT job_id, attempts, lease_owner, lease_expires_at FROM jobs "
+        "WHERE status = 'running' LIMIT ?");
     if (!pick) return pick.error();
-    pick->Bind(1, now).Bind(2, max_jobs);
+    pick->Bind(1, max_jobs * 4);
     std::vector<std::pair<std::string, int64_t>> found;
     for (;;) {
       auto row = pick->Step();
       if (!row) return row.error();
-      if (!*row) break;
+      if (!*row || static_cast<int>(found.size()) >= max_jobs) break;
+      const bool running = !pick->IsNull(2) || !pick->IsNull(3);
+      if (running && pick->Double(3) >= now && !ProcessOwnerIsDead(pick->Text(2))) continue;
       found.emplace_back(pick->Text(0), pick->Int(1) + 1);
     }
+    pick->Reset();
     if (found.empty()) return 0;
     auto fail = db.Prepare(
         "UPDATE jobs SET status = 'failed', finished_at = ?, updated_at = ?, "
@@ -525,6 +533,7 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
   }
   if (claimed.empty()) return 1;  // only exhausted jobs were found; look again
 
+  TMCRA_FAILPOINT("engine.job.after_claim");
   // Step 2: write the records and their indexes, and finish the jobs, atomically.
   auto tx = db::Transaction::Immediate(db);
   if (!tx) return tx.error();
@@ -623,6 +632,7 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
         .BindNull(6).Bind(7, job_id);
     if (auto s = done->Run(); !s) return s.error();
   }
+  TMCRA_FAILPOINT("engine.job.before_commit");
   if (auto s = tx->Commit(); !s) return s.error();
   return static_cast<int>(claimed.size());
 }

@@ -20,7 +20,7 @@ namespace tmcra::memory {
 namespace {
 
 constexpr int kMaxEvidenceLimit = 25;
-constexpr size_t kMaxMemoryIds = 100;      // in the request, and resolved
+constexpr size_t kMaxMemoryIds = 100;  // in the request, and resolved
 constexpr size_t kMaxMemoryIdLength = 200;
 constexpr size_t kMaxQueryIdLength = 200;
 constexpr size_t kMaxCommentLength = 4000;
@@ -65,7 +65,9 @@ struct FeedbackRequest {
 
   // The normalised request, as stored and hashed for idempotency.
   json ToJson() const {
-    const auto opt = [](const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); };
+    const auto opt = [](const std::optional<std::string>& v) {
+      return v ? json(*v) : json(nullptr);
+    };
     return json{{"rating", rating},         {"action", action},
                 {"memory_ids", memory_ids}, {"query_id", opt(query_id)},
                 {"comment", opt(comment)},  {"replacement", opt(replacement)},
@@ -79,24 +81,25 @@ Result<std::optional<std::string>> OptionalText(const json& body, const char* ke
                                                 size_t max) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::optional<std::string>();
-  if (!it->is_string()) return ValidationError(key, "Input should be a valid string", "string_type");
+  if (!it->is_string())
+    return ValidationError(key, "Input should be a valid string", "string_type");
   std::string value = Trim(it->get<std::string>());
   const size_t length = CodePointLength(value);
   if (length < min) {
-    return ValidationError(key, "String should have at least " + std::to_string(min) +
-                                    " character" + (min == 1 ? "" : "s"),
-                           "string_too_short");
+    return ValidationError(
+        key,
+        "String should have at least " + std::to_string(min) + " character" + (min == 1 ? "" : "s"),
+        "string_too_short");
   }
   if (length > max) {
-    return ValidationError(key, "String should have at most " + std::to_string(max) +
-                                    " characters",
+    return ValidationError(key, "String should have at most " + std::to_string(max) + " characters",
                            "string_too_long");
   }
   return std::optional<std::string>(std::move(value));
 }
 
-Result<std::string> Choice(const json& body, const char* key, std::initializer_list<const char*> allowed,
-                           const char* fallback) {
+Result<std::string> Choice(const json& body, const char* key,
+                           std::initializer_list<const char*> allowed, const char* fallback) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) {
     if (fallback != nullptr) return std::string(fallback);
@@ -115,15 +118,16 @@ Result<FeedbackRequest> ValidateFeedback(const json& body) {
   if (!body.is_object()) {
     return ValidationError("body", "Input should be a valid dictionary", "dict_type");
   }
-  static const std::set<std::string> kAllowed = {"query_id", "rating",   "memory_ids", "comment",
-                                                 "metadata", "action",   "replacement"};
+  static const std::set<std::string> kAllowed = {"query_id", "rating", "memory_ids", "comment",
+                                                 "metadata", "action", "replacement"};
   for (const auto& [key, value] : body.items()) {
     if (kAllowed.count(key) == 0) {
       return ValidationError(key, "Extra inputs are not permitted", "extra_forbidden");
     }
   }
   FeedbackRequest r;
-  auto rating = Choice(body, "rating", {"helpful", "incorrect", "stale", "unsafe", "missing"}, nullptr);
+  auto rating =
+      Choice(body, "rating", {"helpful", "incorrect", "stale", "unsafe", "missing"}, nullptr);
   if (!rating) return rating.error();
   r.rating = *rating;
   auto action = Choice(body, "action", {"note", "ignore", "correct", "restore"}, "note");
@@ -131,14 +135,16 @@ Result<FeedbackRequest> ValidateFeedback(const json& body) {
   r.action = *action;
 
   if (auto ids = body.find("memory_ids"); ids != body.end() && !ids->is_null()) {
-    if (!ids->is_array()) return ValidationError("memory_ids", "Input should be a valid list", "list_type");
+    if (!ids->is_array())
+      return ValidationError("memory_ids", "Input should be a valid list", "list_type");
     if (ids->size() > kMaxMemoryIds) {
       return ValidationError("memory_ids", "List should have at most 100 items", "too_long");
     }
     for (size_t i = 0; i < ids->size(); ++i) {
       const std::string loc = "memory_ids." + std::to_string(i);
       const json& id = (*ids)[i];
-      if (!id.is_string()) return ValidationError(loc, "Input should be a valid string", "string_type");
+      if (!id.is_string())
+        return ValidationError(loc, "Input should be a valid string", "string_type");
       std::string value = Trim(id.get<std::string>());
       if (value.empty()) {
         return ValidationError(loc, "String should have at least 1 character", "string_too_short");
@@ -236,7 +242,8 @@ Result<std::optional<int64_t>> FindFeedback(db::Database& db, std::string_view s
 }
 
 Result<std::vector<std::string>> FeedbackTargets(db::Database& db, int64_t seq) {
-  auto st = db.Prepare("SELECT record_id FROM feedback_targets WHERE feedback_seq = ? ORDER BY position");
+  auto st =
+      db.Prepare("SELECT record_id FROM feedback_targets WHERE feedback_seq = ? ORDER BY position");
   if (!st) return st.error();
   st->Bind(1, seq);
   std::vector<std::string> out;
@@ -298,8 +305,8 @@ Result<FeedbackEffects> LoadFeedbackEffects(db::Database& db, std::string_view s
     if (state.first == "ignore" || state.first == "correct") out.hidden_records.insert(record);
     if (state.first == "correct") corrections_in_effect.insert(state.second);
   }
-  auto corrections = db.Prepare(
-      "SELECT feedback_id FROM feedback WHERE scope_name = ? AND action = 'correct'");
+  auto corrections =
+      db.Prepare("SELECT feedback_id FROM feedback WHERE scope_name = ? AND action = 'correct'");
   if (!corrections) return corrections.error();
   corrections->Bind(1, scope);
   for (;;) {
@@ -317,8 +324,9 @@ Result<json> Engine::Evidence(std::string_view scope, std::string_view memory_id
   if (limit < 1 || limit > kMaxEvidenceLimit) {
     return Error::Api(422, "validation_error", "limit: Input should be 1..25",
                       json::array({{{"loc", {"query", "limit"}},
-                                    {"msg", "Input should be greater than or equal to 1 and less "
-                                            "than or equal to 25"},
+                                    {"msg",
+                                     "Input should be greater than or equal to 1 and less "
+                                     "than or equal to 25"},
                                     {"type", "value_error"}}})
                           .dump());
   }
@@ -372,12 +380,13 @@ Result<json> Engine::Evidence(std::string_view scope, std::string_view memory_id
               {"provisional", false},
               {"memory_id", memory_id},
               {"items", std::move(items)},
-              {"page", {{"limit", limit},
-                        {"offset", 0},
-                        {"truncated", truncated},
-                        {"next_cursor", nullptr},
-                        {"returned_neighbors", nullptr},
-                        {"has_more", truncated}}}};
+              {"page",
+               {{"limit", limit},
+                {"offset", 0},
+                {"truncated", truncated},
+                {"next_cursor", nullptr},
+                {"returned_neighbors", nullptr},
+                {"has_more", truncated}}}};
 }
 
 Result<json> Engine::Feedback(std::string_view scope, const json& body,
@@ -476,8 +485,11 @@ Result<json> Engine::Feedback(std::string_view scope, const json& body,
       "INSERT INTO feedback(feedback_id, tenant_id, scope_name, rating, action, idempotency_key, "
       "payload_sha256, request_json, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!insert) return insert.error();
-  insert->Bind(1, feedback_id).Bind(2, options_.tenant_id).Bind(3, scope)
-      .Bind(4, request->rating).Bind(5, request->action);
+  insert->Bind(1, feedback_id)
+      .Bind(2, options_.tenant_id)
+      .Bind(3, scope)
+      .Bind(4, request->rating)
+      .Bind(5, request->action);
   if (idempotency_key.empty()) {
     insert->BindNull(6);
   } else {
@@ -509,9 +521,8 @@ Result<json> Engine::Feedback(std::string_view scope, const json& body,
                                    {"timestamp", FormatIsoUtc(now)},
                                    {"metadata", {{"actor_role", "user"}}}}})},
         {"consistency", "eventual"},
-        {"metadata", {{"source", "feedback_correction"},
-                      {"feedback_id", feedback_id},
-                      {"corrects", targets}}}};
+        {"metadata",
+         {{"source", "feedback_correction"}, {"feedback_id", feedback_id}, {"corrects", targets}}}};
     IngestContext context;
     context.idempotency_key = session;
     auto job = IngestInTransaction(db, scope, ingest, context, &job_created);

@@ -28,8 +28,7 @@ struct FeedbackEffects {
 };
 
 // The effects stored for `scope`, read inside the caller's transaction.
-[[nodiscard]] Result<FeedbackEffects> LoadFeedbackEffects(db::Database& db,
-                                                          std::string_view scope);
+[[nodiscard]] Result<FeedbackEffects> LoadFeedbackEffects(db::Database& db, std::string_view scope);
 
 // The session a correction's replacement is stored in (and the Idempotency-Key of its ingest).
 std::string CorrectionSession(std::string_view feedback_id);

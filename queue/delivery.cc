@@ -115,7 +115,9 @@ Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id) {
       job = std::move(*polled);
     }
     if (!AllJobsTerminal(receipt)) {
-      if (auto s = outbox.MarkSubmitted(item_id, receipt); !s) return s.error();
+      if (receipt != item->receipt) {
+        if (auto s = outbox.MarkSubmitted(item_id, receipt); !s) return s.error();
+      }
       return false;  // not yet; the caller decides whether to wait
     }
     bool all_succeeded = true;

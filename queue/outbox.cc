@@ -14,6 +14,7 @@
 #include "src/common/clock.h"
 #include "src/common/failpoint.h"
 #include "src/common/ids.h"
+#include "src/common/process_owner.h"
 
 namespace tmcra::queue {
 
@@ -127,16 +128,6 @@ std::string Truncate(const std::string& text, size_t max) {
 
 std::optional<double> Seconds(const std::string& iso) { return ParseIsoTimestamp(iso); }
 
-// Owners are "pid-<pid>-<random>". Processes sharing an outbox share a host (SQLite files are
-// local), so a holder whose pid no longer exists is dead and its claim can be taken at once
-// instead of after its expiry. A reused pid only makes us wait for the expiry.
-bool OwnerIsDead(const std::string& owner) {
-  if (owner.rfind("pid-", 0) != 0) return false;
-  const long pid = std::strtol(owner.c_str() + 4, nullptr, 10);
-  if (pid <= 0) return false;
-  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-}
-
 }  // namespace
 
 std::string NowIsoformat() {
@@ -237,6 +228,9 @@ Result<std::optional<PreparedTurn>> Outbox::GetTurn(const std::string& turn_id) 
 
 Status Outbox::PrepareTurn(const PreparedTurn& turn) {
   std::lock_guard lock(mu_);
+  // A prepared turn acknowledges no write: if a power failure loses it, the host's commit is
+  // refused ("turn_id is unknown") and the host knows the turn was not saved.
+  db::RelaxedDurability relaxed(*db_);
   auto tx = db::Transaction::Immediate(*db_);
   if (!tx) return tx.error();
   auto existing = db_->Prepare(
@@ -417,6 +411,7 @@ Result<std::vector<std::string>> Outbox::InStates(const std::vector<std::string>
 Result<bool> Outbox::Claim(const std::string& item_id, const std::string& owner,
                            double seconds) {
   std::lock_guard lock(mu_);
+  db::RelaxedDurability relaxed(*db_);  // a claim is advisory: losing it loses nothing
   // Read and write under one write lock (BEGIN IMMEDIATE waits in the busy handler; a read
   // upgraded to a write would fail with BUSY at once when another process wrote in between).
   auto tx = db::Transaction::Immediate(*db_);
@@ -430,7 +425,7 @@ Result<bool> Outbox::Claim(const std::string& item_id, const std::string& owner,
   if (!*row) return Error::NotFound("no outbox item " + item_id);
   const std::string current = holder->IsNull(0) ? std::string() : holder->Text(0);
   holder->Reset();
-  const bool dead = !current.empty() && current != owner && OwnerIsDead(current);
+  const bool dead = !current.empty() && current != owner && ProcessOwnerIsDead(current);
   auto st = db_->Prepare(
       "UPDATE ingest_queue SET claim_owner = ?, claim_expires_at = ? WHERE item_id = ? AND "
       "(claim_owner IS NULL OR claim_owner = ? OR claim_expires_at < ? OR claim_owner = ?)");
@@ -445,6 +440,7 @@ Result<bool> Outbox::Claim(const std::string& item_id, const std::string& owner,
 
 Status Outbox::Release(const std::string& item_id, const std::string& owner) {
   std::lock_guard lock(mu_);
+  db::RelaxedDurability relaxed(*db_);
   auto st = db_->Prepare(
       "UPDATE ingest_queue SET claim_owner = NULL, claim_expires_at = NULL "
       "WHERE item_id = ? AND claim_owner = ?");
@@ -457,6 +453,9 @@ Status Outbox::SetState(const std::string& item_id, const char* state, const jso
                         const std::optional<std::string>& error, bool count_attempt,
                         double next_attempt_at, bool erase_content) {
   std::lock_guard lock(mu_);
+  // Progress after delivery: if a power failure loses it, the item is delivered again under
+  // the same key and the memory replays it. The writes that hold content stay fully durable.
+  db::RelaxedDurability relaxed(*db_);
   std::string sql = "UPDATE ingest_queue SET state = ?, updated_at = ?, next_attempt_at = ?";
   if (receipt != nullptr) sql += ", receipt_json = ?";
   if (error) sql += ", last_error = ?";
@@ -500,6 +499,7 @@ Status Outbox::MarkDeadLetter(const std::string& item_id, const std::string& rea
 Status Outbox::RecordFailure(const std::string& item_id, const std::string& error,
                              double next_attempt_at) {
   std::lock_guard lock(mu_);
+  db::RelaxedDurability relaxed(*db_);
   auto st = db_->Prepare(
       "UPDATE ingest_queue SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?, "
       "updated_at = ? WHERE item_id = ?");
@@ -530,6 +530,7 @@ Status Outbox::Replay(const std::string& item_id) {
 
 Result<bool> Outbox::AcquireDeliveryLease(const std::string& holder, double seconds) {
   std::lock_guard lock(mu_);
+  db::RelaxedDurability relaxed(*db_);
   auto tx = db::Transaction::Immediate(*db_);
   if (!tx) return tx.error();
   const double now = NowSeconds();
@@ -538,7 +539,7 @@ Result<bool> Outbox::AcquireDeliveryLease(const std::string& holder, double seco
   if (!current) return current.error();
   if (auto row = current->Step(); row && *row) {
     const std::string h = current->Text(0);
-    if (h != holder && OwnerIsDead(h)) dead_holder = h;
+    if (h != holder && ProcessOwnerIsDead(h)) dead_holder = h;
   }
   current->Reset();
   auto st = db_->Prepare(
@@ -557,6 +558,7 @@ Result<bool> Outbox::AcquireDeliveryLease(const std::string& holder, double seco
 
 Status Outbox::ReleaseDeliveryLease(const std::string& holder) {
   std::lock_guard lock(mu_);
+  db::RelaxedDurability relaxed(*db_);
   auto st = db_->Prepare("DELETE FROM delivery_lease WHERE id = 1 AND holder = ?");
   if (!st) return st.error();
   st->Bind(1, holder);

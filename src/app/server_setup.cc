@@ -3,7 +3,9 @@
 #include "src/api/embedded_memory_api.h"
 #include "src/common/version.h"
 #include "src/config/memory_target.h"
-#include "src/common/ids.h"
+#include "src/common/process_owner.h"
+#include "src/tools/control_tool.h"
+#include "src/tools/feedback_tool.h"
 #include "src/tools/memory_tools.h"
 #include "src/tools/outbox_sender.h"
 #include "src/tools/status_tool.h"
@@ -62,11 +64,7 @@ App BuildApp() {
   controls::ControlStore* store = app.controls.get();
   queue::DeliveryOptions delivery;
   delivery.path = outbox_path;
-  std::string id;
-  for (char c : UuidV4()) {
-    if (c != '-') id.push_back(c);
-  }
-  delivery.owner = "pid-" + std::to_string(getpid()) + "-" + id.substr(0, 8);
+  delivery.owner = NewProcessOwnerId();
   app.delivery = std::make_unique<queue::DeliveryService>(
       delivery, *app.sender, [store](const queue::Item& item) {
         // The memory controls at capture time must still allow the write (no backfill).
@@ -100,6 +98,27 @@ App BuildApp() {
   options.version = kVersion;
   options.instructions = kInstructions;
   app.server = std::make_unique<mcp::Server>(std::move(options));
+  // TMCRA's order: memory_control, feedback, then the memory and lifecycle tools.
+  tools::ControlToolDeps control;
+  control.store = app.controls.get();
+  control.control_key = control_key;
+  control.default_scope = deps.default_scope;
+  queue::DeliveryService* delivery_service = app.delivery.get();
+  control.delivery = [delivery_service]() -> nlohmann::json {
+    auto outbox = delivery_service->outbox();
+    if (!outbox) return {{"error", outbox.error().message}};
+    auto counts = (*outbox)->GetCounts();
+    if (!counts) return {{"error", counts.error().message}};
+    return {{"pending", counts->pending}, {"submitted", counts->submitted},
+            {"succeeded", counts->succeeded}, {"dead_letter", counts->dead_letter}};
+  };
+  tools::RegisterControlTool(*app.server, control);
+  tools::FeedbackToolDeps feedback;
+  feedback.memory = app.memory.get();
+  feedback.controls = app.controls.get();
+  feedback.control_key = control_key;
+  feedback.default_scope = deps.default_scope;
+  tools::RegisterFeedbackTool(*app.server, feedback);
   tools::RegisterMemoryTools(*app.server, deps);
   tools::RegisterLifecycleTools(*app.server, deps);
   tools::RegisterStatusTool(*app.server, tools::StatusDeps{env, app.memory.get(), app.delivery.get()});

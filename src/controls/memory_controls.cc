@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -48,7 +49,9 @@ char32_t DecodeAt(std::string_view s, size_t i, size_t* len) {
   const auto cont = [&](size_t k) {
     return i + k < s.size() && (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
   };
-  const auto byte = [&](size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[i + k]) & 0x3F); };
+  const auto byte = [&](size_t k) {
+    return static_cast<char32_t>(static_cast<unsigned char>(s[i + k]) & 0x3F);
+  };
   if (b0 < 0x80) {
     *len = 1;
     return b0;
@@ -442,13 +445,16 @@ Result<ojson> ReadState(const std::string& root, const std::string& key) {
   if (missing) return BlankState();
   ojson state = ojson::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (state.is_discarded()) return DataLoss("The memory controls state is not valid JSON: " + path);
-  if (!state.is_object()) return DataLoss("The memory controls state is not a JSON object: " + path);
+  if (!state.is_object()) {
+    return DataLoss("The memory controls state is not a JSON object: " + path);
+  }
   const auto version = state.find("schemaVersion");
   const bool v1 = version != state.end() &&
                   ((version->is_number_integer() && version->get<int64_t>() == 1) ||
                    (version->is_number_float() && version->get<double>() == 1.0));
   if (!v1) return DataLoss("Unsupported memory controls version");
-  for (const auto& [name, object] : {std::pair{"sessions", true}, {"tasks", true}, {"recent", false}}) {
+  for (const auto& [name, object] :
+       {std::pair{"sessions", true}, {"tasks", true}, {"recent", false}}) {
     auto it = state.find(name);
     if (it == state.end()) {
       state[name] = object ? ojson::object() : ojson::array();
@@ -495,7 +501,9 @@ struct RowView {
 };
 
 Status CheckRow(const ojson& row, const std::string& hash) {
-  if (!row.is_object()) return DataLoss("The memory controls state has a malformed session " + hash);
+  if (!row.is_object()) {
+    return DataLoss("The memory controls state has a malformed session " + hash);
+  }
   if (auto m = row.find("mode"); m != row.end() && !m->is_string()) {
     return DataLoss("The memory controls state has a malformed mode in session " + hash);
   }
@@ -521,7 +529,9 @@ Result<RowView> ReadRow(const ojson& state, const std::string& session_id) {
                                             !t->get_ref<const std::string&>().empty()) {
     view.turn_hash = t->get<std::string>();
   }
-  if (auto s = it->find("suppressLegacyCapture"); s != it->end()) view.legacy_suppressed = Truthy(*s);
+  if (auto s = it->find("suppressLegacyCapture"); s != it->end()) {
+    view.legacy_suppressed = Truthy(*s);
+  }
   return view;
 }
 
@@ -647,12 +657,18 @@ bool BreakIfStale(const std::string& lock_path) {
       reason = "its holder (pid " + std::to_string(pid) + ") has exited";
     }
   }
-  if (reason.empty() && AgeSeconds(st) > kStaleLockSeconds) {
+  // A lock "from the future" (the clock was set back) is judged by the same distance.
+  if (reason.empty() && std::fabs(AgeSeconds(st)) > kStaleLockSeconds) {
     reason = "it is older than " + std::to_string(static_cast<int>(kStaleLockSeconds)) + " s";
   }
   if (reason.empty()) {
     close(fd);
     return false;
+  }
+  struct stat named {};
+  if (lstat(lock_path.c_str(), &named) != 0 || !SameFile(named, st)) {
+    close(fd);  // another breaker was quicker; the name is free or holds a new lock
+    return true;
   }
   const std::string aside = lock_path + "." + UuidV4() + ".stale";
   if (rename(lock_path.c_str(), aside.c_str()) != 0) {
@@ -682,22 +698,32 @@ Result<std::unique_ptr<HeldLock>> AcquireLock(const std::string& root, const std
   const std::string path = LockPath(root, key);
   int breaks = 0;
   for (int attempt = 0; attempt < kLockAttempts;) {
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd >= 0) {
-      fchmod(fd, 0600);
-      // A breaker probing with LOCK_SH holds it for microseconds; wait for it.
-      while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
-      }
-      ojson holder{{"pid", static_cast<int64_t>(getpid())}, {"host", HostName()},
-                   {"createdAt", IsoNow()}};
-      std::string text;
-      AppendPythonJson(text, holder);
-      text.push_back('\n');
-      (void)!write(fd, text.data(), text.size());  // informative only; the file is the lock
+    // The lock is born complete: holder details and flock go on a private file first, which
+    // link(2) then publishes under the lock's name only if that name is free. A holder killed
+    // at any moment therefore never leaves an empty lock that only age could clear (TMCRA's
+    // plain O_CREAT|O_EXCL protocol is still respected: link fails with EEXIST on its locks).
+    const std::string staged = path + "." + UuidV4() + ".new";
+    const int fd = open(staged.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return FileError("Cannot create the memory controls lock", staged, errno);
+    fchmod(fd, 0600);
+    while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+    ojson holder{{"pid", static_cast<int64_t>(getpid())}, {"host", HostName()},
+                 {"createdAt", IsoNow()}};
+    std::string text;
+    AppendPythonJson(text, holder);
+    text.push_back('\n');
+    (void)!write(fd, text.data(), text.size());
+    const int linked = link(staged.c_str(), path.c_str());
+    const int link_errno = errno;
+    unlink(staged.c_str());
+    if (linked == 0) {
       struct stat st {};
       fstat(fd, &st);
       return std::make_unique<HeldLock>(path, fd, st);
     }
+    close(fd);
+    errno = link_errno;
     if (errno != EEXIST) return FileError("Cannot create the memory controls lock", path, errno);
     if (breaks < kMaxLockBreaks && BreakIfStale(path)) {
       ++breaks;
@@ -749,7 +775,8 @@ Status WriteState(const std::string& root, const std::string& key, const ojson& 
   std::string text;
   AppendPythonJson(text, state);
   const std::string temporary = root + "/" + key + "." + UuidV4() + ".tmp";
-  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const int fd =
+      open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return FileError("Cannot write the memory controls state", temporary, errno);
   fchmod(fd, 0600);
   Status written = WriteAll(fd, text);
@@ -811,7 +838,8 @@ json SuppressRow(ojson& row) {
               {"originalMemoryChanged", false}};
 }
 
-Result<json> Suppress(const std::string& root, const std::string& key, const std::string& session_id) {
+Result<json> Suppress(const std::string& root, const std::string& key,
+                      const std::string& session_id) {
   return Edit(root, key, [&](ojson& state, bool&) -> Result<json> {
     auto row = MutableRow(state, session_id);
     if (!row) return row.error();
@@ -819,7 +847,8 @@ Result<json> Suppress(const std::string& root, const std::string& key, const std
   });
 }
 
-Result<json> Dashboard(const std::string& root, const std::string& key, const std::string& session_id) {
+Result<json> Dashboard(const std::string& root, const std::string& key,
+                       const std::string& session_id) {
   auto state = ReadState(root, key);
   if (!state) return state.error();
   auto policy = PolicyOf(*state, key, session_id);
@@ -899,7 +928,8 @@ Result<json> UpdateTask(ojson& state, const std::string& session_id, const ojson
     task[field] = PyPrefix(PyStrip(PyStr(*value)), kTaskFieldLimit);
   }
   const auto status_arg = args.find("status");
-  const ojson status = status_arg == args.end() || status_arg->is_null() ? ojson("active") : *status_arg;
+  const ojson status =
+      status_arg == args.end() || status_arg->is_null() ? ojson("active") : *status_arg;
   task["id"] = task_id;
   task["status"] = status;
   task["updatedAt"] = IsoNow();
@@ -954,7 +984,8 @@ bool MatchesContinuation(std::string_view s) {
       const auto lower = static_cast<char32_t>(k);
       bool ok = c == lower;
       if (!ok && k >= 'a' && k <= 'z') {
-        ok = c == lower - 32 || (k == 'i' && (c == 0x130 || c == 0x131)) || (k == 's' && c == 0x17F);
+        ok =
+            c == lower - 32 || (k == 'i' && (c == 0x130 || c == 0x131)) || (k == 's' && c == 0x17F);
       }
       if (!ok) return false;
       j += len;
@@ -1044,7 +1075,9 @@ Result<Policy> Policy::FromJson(const json& value) {
     const auto optional_string = [&](const char* name, std::optional<std::string>* out) -> Status {
       const auto it = value.find(name);
       if (it == value.end() || it->is_null()) return Ok();
-      if (!it->is_string()) return Error::Invalid(std::string("capture.") + name + ": must be a string or null");
+      if (!it->is_string()) {
+        return Error::Invalid(std::string("capture.") + name + ": must be a string or null");
+      }
       if (!it->get_ref<const std::string&>().empty()) *out = it->get<std::string>();
       return Ok();
     };
@@ -1058,7 +1091,9 @@ Result<Policy> Policy::FromJson(const json& value) {
       p.mode = it->get<std::string>();
     }
     const auto gen = value.find("generation");
-    if (gen == value.end() || !integer(*gen)) return Error::Invalid("capture.generation: must be an integer");
+    if (gen == value.end() || !integer(*gen)) {
+      return Error::Invalid("capture.generation: must be an integer");
+    }
     p.generation = gen->get<int64_t>();
     if (auto s = optional_string("turnHash", &p.turn_hash); !s) return s.error();
     if (auto s = optional_string("parentTurnHash", &p.parent_turn_hash); !s) return s.error();
@@ -1083,7 +1118,8 @@ Result<Policy> Policy::FromJson(const json& value) {
   });
 }
 
-std::string ControlKey(std::string_view base_url, std::string_view api_key, std::string_view scope) {
+std::string ControlKey(std::string_view base_url, std::string_view api_key,
+                       std::string_view scope) {
   std::string_view base = base_url;
   while (!base.empty() && base.back() == '/') base.remove_suffix(1);
   std::string material;
@@ -1233,7 +1269,8 @@ Result<json> ControlStore::Continuation(const std::string& key, const std::strin
     std::string query = prompt + "\nCurrent task: " + FieldText(*task, "objective") +
                         "\nLast observed result: " + FieldText(*task, "summary") +
                         "\nNext step: " + FieldText(*task, "nextStep");
-    return json{{"query", std::move(query)}, {"task", ToPlain(*task)}, {"candidates", json::array()}};
+    return json{
+        {"query", std::move(query)}, {"task", ToPlain(*task)}, {"candidates", json::array()}};
   });
 }
 

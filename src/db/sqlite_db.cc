@@ -209,6 +209,12 @@ Result<Statement> Database::Prepare(std::string_view sql) {
 int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
 int Database::Changes() const { return sqlite3_changes(db_); }
 
+RelaxedDurability::RelaxedDurability(Database& db) : db_(db) {
+  (void)db_.Exec("PRAGMA synchronous=NORMAL");
+}
+
+RelaxedDurability::~RelaxedDurability() { (void)db_.Exec("PRAGMA synchronous=FULL"); }
+
 Result<Transaction> Transaction::Immediate(Database& db) {
   if (auto s = db.Exec("BEGIN IMMEDIATE"); !s) return s.error();
   return Transaction(&db);

@@ -92,6 +92,21 @@ class Database {
   std::string path_;
 };
 
+// Lowers a connection's durability from synchronous=FULL to NORMAL while it lives: its commits
+// survive a crash of the process (SIGKILL) but not of the machine. Only for writes that can be
+// lost on power failure without losing anything acknowledged (claims, leases, progress marks
+// that a replay by idempotency key recreates). Not thread-safe, like the Database.
+class RelaxedDurability {
+ public:
+  explicit RelaxedDurability(Database& db);
+  ~RelaxedDurability();
+  RelaxedDurability(const RelaxedDurability&) = delete;
+  RelaxedDurability& operator=(const RelaxedDurability&) = delete;
+
+ private:
+  Database& db_;
+};
+
 // BEGIN IMMEDIATE ... COMMIT; rolls back when destroyed uncommitted (every error path).
 class Transaction {
  public:

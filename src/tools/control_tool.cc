@@ -9,18 +9,19 @@ namespace {
 constexpr char kTool[] = "tmcra_memory_control";
 
 json ControlSchema() {
-  return json{
-      {"type", "object"},
-      {"properties",
-       {{"session_id", {{"type", "string"}, {"minLength", 1}}},
-        {"operation", {{"type", "string"},
-                       {"enum", {"dashboard", "mode", "budget", "task", "correction_start"}}}},
-        {"scope", NullableString(128)},
-        {"arguments", {{"anyOf", json::array({{{"type", "object"}, {"additionalProperties", true}},
-                                              {{"type", "null"}}})},
-                       {"default", nullptr}}}}},
-      {"required", {"session_id", "operation"}},
-      {"additionalProperties", false}};
+  return json{{"type", "object"},
+              {"properties",
+               {{"session_id", {{"type", "string"}, {"minLength", 1}}},
+                {"operation",
+                 {{"type", "string"},
+                  {"enum", {"dashboard", "mode", "budget", "task", "correction_start"}}}},
+                {"scope", NullableString(128)},
+                {"arguments",
+                 {{"anyOf", json::array({{{"type", "object"}, {"additionalProperties", true}},
+                                         {{"type", "null"}}})},
+                  {"default", nullptr}}}}},
+              {"required", {"session_id", "operation"}},
+              {"additionalProperties", false}};
 }
 
 mcp::ToolResult Control(const json& args, const ControlToolDeps& deps) {
@@ -36,8 +37,8 @@ mcp::ToolResult Control(const json& args, const ControlToolDeps& deps) {
   const std::string operation = args["operation"].get<std::string>();
   const auto given = args.find("arguments");
   const json arguments = given == args.end() || given->is_null() ? json::object() : *given;
-  auto result = deps.store->Control(deps.control_key(resolved->scope), session_id, operation,
-                                    arguments);
+  auto result =
+      deps.store->Control(deps.control_key(resolved->scope), session_id, operation, arguments);
   if (!result) return Failure(kTool, result.error());
   json out = std::move(*result);
   if (operation == "dashboard") out["delivery"] = deps.delivery ? deps.delivery() : json::object();
@@ -54,7 +55,9 @@ void RegisterControlTool(mcp::Server& server, const ControlToolDeps& deps) {
                ControlSchema(),
                // A mode switch discards captures not yet delivered and a task update overwrites
                // fields, so the worst case is a non-additive local update.
-               {{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", false},
+               {{"readOnlyHint", false},
+                {"destructiveHint", true},
+                {"idempotentHint", false},
                 {"openWorldHint", false}},
                [deps](const json& args, mcp::ToolContext&) { return Control(args, deps); });
 }

@@ -8,9 +8,8 @@
 #pragma once
 
 #include <functional>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "src/controls/memory_controls.h"
 #include "src/mcp/server.h"
@@ -20,7 +19,7 @@ namespace tmcra::tools {
 struct ControlToolDeps {
   controls::ControlStore* store = nullptr;  // not owned; outlives the server
   std::function<std::string(const std::string& scope)> control_key;  // key for a resolved scope
-  std::string default_scope;                                           // when the call names none
+  std::string default_scope;                                         // when the call names none
   std::function<nlohmann::json()> delivery;  // queue counts for dashboard; may be empty -> {}
 };
 

@@ -48,10 +48,11 @@ json InputSchema() {
 
 // The form TMCRA asks the user to fill: one optional boolean.
 json ConfirmationSchema() {
-  return json{{"type", "object"},
-              {"title", "FeedbackConfirmation"},
-              {"properties",
-               {{"confirm", {{"type", "boolean"}, {"default", false}, {"title", "确认以上记忆修改"}}}}}};
+  return json{
+      {"type", "object"},
+      {"title", "FeedbackConfirmation"},
+      {"properties",
+       {{"confirm", {{"type", "boolean"}, {"default", false}, {"title", "确认以上记忆修改"}}}}}};
 }
 
 bool Blank(const std::string& s) { return Trim(s).empty(); }
@@ -59,15 +60,23 @@ bool Blank(const std::string& s) { return Trim(s).empty(); }
 // Python truthiness of a JSON value.
 bool Truthy(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return false;
-    case json::value_t::boolean: return v.get<bool>();
-    case json::value_t::number_integer: return v.get<int64_t>() != 0;
-    case json::value_t::number_unsigned: return v.get<uint64_t>() != 0;
-    case json::value_t::number_float: return v.get<double>() != 0.0;
-    case json::value_t::string: return !v.get_ref<const std::string&>().empty();
+    case json::value_t::null:
+      return false;
+    case json::value_t::boolean:
+      return v.get<bool>();
+    case json::value_t::number_integer:
+      return v.get<int64_t>() != 0;
+    case json::value_t::number_unsigned:
+      return v.get<uint64_t>() != 0;
+    case json::value_t::number_float:
+      return v.get<double>() != 0.0;
+    case json::value_t::string:
+      return !v.get_ref<const std::string&>().empty();
     case json::value_t::array:
-    case json::value_t::object: return !v.empty();
-    default: return true;
+    case json::value_t::object:
+      return !v.empty();
+    default:
+      return true;
   }
 }
 
@@ -78,13 +87,27 @@ void AppendPythonString(std::string& out, const std::string& s) {
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           out += "\\u00";
@@ -101,12 +124,24 @@ void AppendPythonString(std::string& out, const std::string& s) {
 void AppendPython(std::string& out, const ordered_json& v) {
   using T = ordered_json::value_t;
   switch (v.type()) {
-    case T::null: out += "null"; return;
-    case T::boolean: out += v.get<bool>() ? "true" : "false"; return;
-    case T::number_integer: out += std::to_string(v.get<int64_t>()); return;
-    case T::number_unsigned: out += std::to_string(v.get<uint64_t>()); return;
-    case T::number_float: out += PythonFloatRepr(v.get<double>()); return;
-    case T::string: AppendPythonString(out, v.get_ref<const std::string&>()); return;
+    case T::null:
+      out += "null";
+      return;
+    case T::boolean:
+      out += v.get<bool>() ? "true" : "false";
+      return;
+    case T::number_integer:
+      out += std::to_string(v.get<int64_t>());
+      return;
+    case T::number_unsigned:
+      out += std::to_string(v.get<uint64_t>());
+      return;
+    case T::number_float:
+      out += PythonFloatRepr(v.get<double>());
+      return;
+    case T::string:
+      AppendPythonString(out, v.get_ref<const std::string&>());
+      return;
     case T::array: {
       out.push_back('[');
       bool first = true;
@@ -131,7 +166,9 @@ void AppendPython(std::string& out, const ordered_json& v) {
       out.push_back('}');
       return;
     }
-    default: out += "null"; return;
+    default:
+      out += "null";
+      return;
   }
 }
 
@@ -238,8 +275,8 @@ ToolResult Feedback(const json& args, mcp::ToolContext& ctx, const FeedbackToolD
     }
   }
   if (answer->action != "accept") return NotApplied(answer->action, &preview_json);
-  const auto confirm = answer->content.is_object() ? answer->content.find("confirm")
-                                                   : answer->content.end();
+  const auto confirm =
+      answer->content.is_object() ? answer->content.find("confirm") : answer->content.end();
   if (confirm == answer->content.end() || *confirm != true) {
     return NotApplied("declined", &preview_json);
   }
@@ -280,7 +317,8 @@ bool ExactEvidence(const json& page, const std::string& memory_id, const std::st
       auto it = paging.find(key);
       return it == paging.end() ? json(nullptr) : *it;
     };
-    if (Truthy(field("has_more")) || field("truncated") == true || !field("next_cursor").is_null()) {
+    if (Truthy(field("has_more")) || field("truncated") == true ||
+        !field("next_cursor").is_null()) {
       return false;
     }
   }
@@ -302,10 +340,13 @@ std::string PythonJsonDumps(const ordered_json& value) {
 }
 
 void RegisterFeedbackTool(mcp::Server& server, const FeedbackToolDeps& deps) {
-  RegisterTool(server, kTool, "Correct or ignore memory", kDescription, InputSchema(),
-               {{"readOnlyHint", false}, {"destructiveHint", true}, {"idempotentHint", true},
-                {"openWorldHint", false}},
-               [deps](const json& args, mcp::ToolContext& ctx) { return Feedback(args, ctx, deps); });
+  RegisterTool(
+      server, kTool, "Correct or ignore memory", kDescription, InputSchema(),
+      {{"readOnlyHint", false},
+       {"destructiveHint", true},
+       {"idempotentHint", true},
+       {"openWorldHint", false}},
+      [deps](const json& args, mcp::ToolContext& ctx) { return Feedback(args, ctx, deps); });
 }
 
 }  // namespace tmcra::tools

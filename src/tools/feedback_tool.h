@@ -23,7 +23,7 @@ struct FeedbackToolDeps {
   api::MemoryApi* memory = nullptr;            // not owned; outlives the server
   controls::ControlStore* controls = nullptr;  // not owned; outlives the server
   std::function<std::string(const std::string& scope)> control_key;
-  std::string default_scope;                   // used when a call names no scope
+  std::string default_scope;                               // used when a call names no scope
   std::chrono::milliseconds confirmation_timeout{120000};  // tests shorten it
 };
 

@@ -26,16 +26,26 @@ bool IsTerminal(const std::string& status) {
   return status == "succeeded" || status == "failed" || status == "cancelled";
 }
 
-// The queue's row receipt (§2.4, _row_receipt), with the fill-ins of §2.5.
-json RowReceipt(const queue::Item& item) {
+// The queue's row receipt (§2.4, _row_receipt), with the fill-ins of §2.5. `compact` (for
+// reconcile, which lists many items) gives the stored recall as a reference instead of the
+// whole evidence, so the answer stays far below the 10 MiB stdio clients accept.
+json RowReceipt(const queue::Item& item, bool compact = false) {
   const json ingest = item.receipt.is_object() ? item.receipt : json::object();
+  json recall = item.recall_receipt.is_null() ? json(nullptr) : item.recall_receipt;
+  if (compact && recall.is_object()) {
+    json ref = json::object();
+    for (const char* key : {"query_id", "scope_name", "evidence_sha256"}) {
+      if (recall.contains(key)) ref[key] = recall[key];
+    }
+    recall = std::move(ref);
+  }
   json r{{"schema_version", kLifecycleSchema},
          {"contract_schema_version", receipts::kContractSchemaVersion},
          {"receipt_type", "lifecycle_turn"},
          {"status", item.state},
          {"item_id", item.item_id},
          {"ingest", ingest},
-         {"recall", item.recall_receipt.is_null() ? json(nullptr) : item.recall_receipt},
+         {"recall", std::move(recall)},
          {"error", item.last_error ? json(*item.last_error) : json(nullptr)},
          {"attempts", item.attempts}};
   r["submitted_status"] = "submitted";
@@ -289,10 +299,15 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   auto item_id = (*outbox)->CommitTurn(request);
   if (!item_id) return Failure(kTool, item_id.error());
   TMCRA_FAILPOINT("commit.after_commit_before_reply");
-  // Durable now. Deliver: to the end for read_your_writes (bounded), else just the submission.
-  const bool wait = consistency == "read_your_writes";
-  auto delivered = deps.delivery->DeliverItem(*item_id, wait,
-                                              wait ? deps.commit_wait : std::chrono::milliseconds(0),
+  // Durable now. read_your_writes delivers it to the end (bounded) before answering; eventual
+  // answers at once and leaves delivery to the background.
+  if (consistency != "read_your_writes") {
+    deps.delivery->Kick();
+    auto item = (*outbox)->Get(*item_id);
+    if (!item) return Failure(kTool, item.error());
+    return ToolResult::Ok(Projection(*item, turn_id, t.recall_receipt));
+  }
+  auto delivered = deps.delivery->DeliverItem(*item_id, /*wait_terminal=*/true, deps.commit_wait,
                                               [&ctx] { return ctx.cancelled(); });
   if (!delivered) {
     auto item = (*outbox)->Get(*item_id);
@@ -328,40 +343,50 @@ ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDe
   } else {
     std::vector<std::string> states = {queue::kPending, queue::kSubmitted};
     if (replay) states.push_back(queue::kDeadLetter);
-    auto due = (*outbox)->InStates(states, 1000);
+    auto due = (*outbox)->InStates(states, 1000000);  // all of them: a backlog is worked off whole
     if (!due) return Failure(kTool, due.error());
     ids = std::move(*due);
   }
+  // Every item is worked on; the answer lists the first kListed in full and counts the rest
+  // (their states are in queue_counts), so a backlog cannot produce an oversized answer.
+  constexpr size_t kListed = 200;
   json items = json::array();
+  size_t unlisted = 0;
+  const auto add = [&](json receipt) {
+    if (items.size() < kListed) {
+      items.push_back(std::move(receipt));
+    } else {
+      ++unlisted;
+    }
+  };
   for (const auto& id : ids) {
     if (ctx.cancelled()) return ToolResult::Fail("tmcra_reconcile was cancelled");
     auto item = (*outbox)->Get(id);
     if (!item) {
-      items.push_back({{"item_id", id}, {"status", "unknown"}, {"error", item.error().message}});
+      add({{"item_id", id}, {"status", "unknown"}, {"error", item.error().message}});
       continue;
     }
     if (item->state == queue::kDeadLetter) {
       if (!replay) {
-        items.push_back(RowReceipt(*item));
+        add(RowReceipt(*item, /*compact=*/true));
         continue;
       }
       // Replay: a dead letter goes back to pending with its original key (never re-minted),
       // so a write that did land is replayed by the service, not duplicated.
       if (auto s = (*outbox)->Replay(id); !s) {
-        json r = RowReceipt(*item);
+        json r = RowReceipt(*item, /*compact=*/true);
         r["replay_error"] = s.error().message;
-        items.push_back(std::move(r));
+        add(std::move(r));
         continue;
       }
     }
     auto delivered = deps.delivery->DeliverItem(id, /*wait_terminal=*/true, deps.commit_wait,
                                                 [&ctx] { return ctx.cancelled(); });
-    TMCRA_FAILPOINT("reconcile.between_items");
     if (!delivered) {
-      items.push_back({{"item_id", id}, {"status", "unknown"}, {"error", delivered.error().message}});
+      add({{"item_id", id}, {"status", "unknown"}, {"error", delivered.error().message}});
       continue;
     }
-    items.push_back(RowReceipt(*delivered));
+    add(RowReceipt(*delivered, /*compact=*/true));
   }
   auto counts = Counts(**outbox);
   if (!counts) return Failure(kTool, counts.error());
@@ -369,6 +394,7 @@ ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDe
                          {"contract_schema_version", receipts::kContractSchemaVersion},
                          {"receipt_type", "reconciliation"},
                          {"items", std::move(items)},
+                         {"items_not_listed", unlisted},
                          {"queue_counts", std::move(*counts)}});
 }
 

@@ -68,7 +68,7 @@ TEST_CASE("serverInfo.title only from 2025-06-18", "[mcp][negotiation]") {
   CHECK(b.Initialize("2025-06-18")["serverInfo"]["title"] == "Test Server");
 }
 
-TEST_CASE("initialize without protocolVersion is invalid params; a second one is refused",
+TEST_CASE("initialize without protocolVersion is invalid params, a second one is refused",
           "[mcp][negotiation]") {
   PipeSession s(MakeServer());
   CHECK(s.Call(1, "initialize", json::object())["error"]["code"] == -32602);

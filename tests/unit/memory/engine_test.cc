@@ -155,7 +155,7 @@ TEST_CASE("valid bodies are accepted with defaults and trimmed strings", "[memor
   CHECK((*r)["idempotent_replay"] == false);
 }
 
-TEST_CASE("same key and payload replays; a different payload conflicts", "[memory][idempotency]") {
+TEST_CASE("same key and payload replays, a different payload conflicts", "[memory][idempotency]") {
   TempDir dir;
   auto e = OpenEngine(dir);
   const json body = Body({Message("m1", "user", "the exporter listens on 7421")});

@@ -137,7 +137,7 @@ TEST_CASE("every state transition and its bookkeeping", "[queue]") {
   CHECK(*ob->IntegrityOk());
 }
 
-TEST_CASE("prepared turns bind once; commit is atomic and idempotent", "[queue][lifecycle]") {
+TEST_CASE("prepared turns bind once, commit is atomic and idempotent", "[queue][lifecycle]") {
   TempDir dir;
   auto ob = Open(dir);
   REQUIRE(ob->PrepareTurn(Turn("t1")));
@@ -213,7 +213,7 @@ TEST_CASE("a database written by TMCRA's Python client opens and upgrades", "[qu
   CHECK(*(*ob)->IntegrityOk());
 }
 
-TEST_CASE("claims keep one worker per item; a dead holder's claim is taken over", "[queue]") {
+TEST_CASE("claims keep one worker per item, a dead holder's claim is taken over", "[queue]") {
   TempDir dir;
   auto ob = Open(dir);
   const std::string id = *ob->Enqueue(NewItem("key-claims-01"));

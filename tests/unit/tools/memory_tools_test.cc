@@ -31,7 +31,11 @@ struct Fixture {
     options.path = dir.File("memory.db");
     memory = std::make_unique<tmcra::api::EmbeddedMemoryApi>(options);
     auto server = std::make_unique<tmcra::mcp::Server>(tmcra::mcp::ServerOptions{});
-    tmcra::tools::RegisterMemoryTools(*server, {memory.get(), "personal", "", "0.1.0"});
+    tmcra::tools::MemoryToolDeps deps;
+    deps.memory = memory.get();
+    deps.default_scope = "personal";
+    deps.version = "0.1.0";
+    tmcra::tools::RegisterMemoryTools(*server, deps);
     session = std::make_unique<PipeSession>(std::move(server));
     session->Initialize("2025-11-25");
   }
@@ -192,7 +196,11 @@ TEST_CASE("a response that fails receipt validation never reaches the host as su
           "[tools][memory][receipts]") {
   ScriptedApi api;
   auto server = std::make_unique<tmcra::mcp::Server>(tmcra::mcp::ServerOptions{});
-  tmcra::tools::RegisterMemoryTools(*server, {&api, "personal", "", "0.1.0"});
+  tmcra::tools::MemoryToolDeps deps;
+  deps.memory = &api;
+  deps.default_scope = "personal";
+  deps.version = "0.1.0";
+  tmcra::tools::RegisterMemoryTools(*server, deps);
   PipeSession s(std::move(server));
   s.Initialize("2025-11-25");
   int id = 1;

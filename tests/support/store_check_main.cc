@@ -1,0 +1,69 @@
+// tmcra-store-check DATA_DIR: what the memory store and the outbox of a data directory hold,
+// as one JSON object, for crash tests written in other languages:
+//   {"memory_integrity", "outbox_integrity", "records", "message_counts": {message_id: n},
+//    "jobs", "jobs_not_succeeded", "outbox_items", "outbox_not_succeeded"}
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "src/db/sqlite_db.h"
+
+using json = nlohmann::json;
+
+namespace {
+
+json Scalar(tmcra::db::Database& db, const std::string& sql) {
+  auto st = db.Prepare(sql);
+  if (!st) return st.error().message;
+  auto row = st->Step();
+  if (!row || !*row) return nullptr;
+  if (st->IsNull(0)) return nullptr;
+  return sql.rfind("PRAGMA", 0) == 0 ? json(st->Text(0)) : json(st->Int(0));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: tmcra-store-check DATA_DIR\n";
+    return 2;
+  }
+  const std::string dir = argv[1];
+  auto memory = tmcra::db::Database::Open({dir + "/memory.db"});
+  auto outbox = tmcra::db::Database::Open({dir + "/outbox.sqlite3"});
+  if (!memory || !outbox) {
+    std::cerr << "cannot open the stores in " << dir << "\n";
+    return 1;
+  }
+  json out;
+  out["memory_integrity"] = Scalar(**memory, "PRAGMA integrity_check");
+  out["outbox_integrity"] = Scalar(**outbox, "PRAGMA integrity_check");
+  out["records"] = Scalar(**memory, "SELECT COUNT(*) FROM records");
+  out["jobs"] = Scalar(**memory, "SELECT COUNT(*) FROM jobs");
+  out["jobs_not_succeeded"] = Scalar(**memory, "SELECT COUNT(*) FROM jobs WHERE status <> 'succeeded'");
+  out["outbox_items"] = Scalar(**outbox, "SELECT COUNT(*) FROM ingest_queue");
+  out["outbox_not_succeeded"] =
+      Scalar(**outbox, "SELECT COUNT(*) FROM ingest_queue WHERE state <> 'succeeded'");
+  json errors = json::object();
+  if (auto e = (*outbox)->Prepare("SELECT state, last_error, COUNT(*) FROM ingest_queue "
+                                  "WHERE state <> 'succeeded' GROUP BY state, last_error LIMIT 20")) {
+    for (;;) {
+      auto row = e->Step();
+      if (!row || !*row) break;
+      errors[e->Text(0) + ": " + e->Text(1)] = e->Int(2);
+    }
+  }
+  out["outbox_errors"] = std::move(errors);
+  json counts = json::object();
+  auto st = (*memory)->Prepare("SELECT message_id, COUNT(*) FROM records GROUP BY message_id");
+  if (st) {
+    for (;;) {
+      auto row = st->Step();
+      if (!row || !*row) break;
+      counts[st->Text(0)] = st->Int(1);
+    }
+  }
+  out["message_counts"] = std::move(counts);
+  std::cout << out.dump() << std::endl;  // stdout-ok: a test tool, not the MCP server
+  return 0;
+}
