@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -13,6 +15,9 @@ namespace tmcra::queue {
 
 namespace {
 
+// Due items looked at per round of background delivery: enough for several full batches.
+constexpr int kItemsPerRound = 1000;
+
 bool IsTerminal(const json& job) {
   if (!job.is_object() || !job.contains("status") || !job["status"].is_string()) return false;
   const std::string status = job["status"];
@@ -20,6 +25,13 @@ bool IsTerminal(const json& job) {
 }
 
 }  // namespace
+
+Result<std::vector<Result<json>>> Sender::SubmitBatch(const std::vector<Item>& items) {
+  std::vector<Result<json>> out;
+  out.reserve(items.size());
+  for (const auto& item : items) out.push_back(Submit(item));
+  return out;
+}
 
 bool AllJobsTerminal(const json& receipt) {
   if (!receipt.is_object() || !receipt.contains("jobs") || !receipt["jobs"].is_array() ||
@@ -55,7 +67,17 @@ double DeliveryService::Backoff(int64_t attempts) {
   return std::uniform_real_distribution<double>(capped / 2, capped)(rng);
 }
 
-Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id) {
+Status DeliveryService::RecordSubmit(Outbox& outbox, const Item& item,
+                                     const Result<json>& receipt) {
+  if (receipt) return outbox.MarkSubmitted(item.item_id, *receipt);
+  const Error& e = receipt.error();
+  if (e.retryable) {
+    return outbox.RecordFailure(item.item_id, e.ToString(), NowSeconds() + Backoff(item.attempts));
+  }
+  return outbox.MarkDeadLetter(item.item_id, e.ToString(), nullptr);
+}
+
+Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id, bool* changed) {
   auto item = outbox.Get(item_id);
   if (!item) return item.error();
   if (item->state == kPending) {
@@ -65,26 +87,15 @@ Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id) {
           !s) {
         return s.error();
       }
+      if (changed != nullptr) *changed = true;
       return false;
     }
     TMCRA_FAILPOINT("deliver.before_send");
     auto receipt = sender_.Submit(*item);
-    if (!receipt) {
-      const Error& e = receipt.error();
-      if (e.retryable) {
-        if (auto s = outbox.RecordFailure(item_id, e.ToString(),
-                                          NowSeconds() + Backoff(item->attempts));
-            !s) {
-          return s.error();
-        }
-      } else if (auto s = outbox.MarkDeadLetter(item_id, e.ToString(), nullptr); !s) {
-        return s.error();
-      }
-      return false;
-    }
-    TMCRA_FAILPOINT("deliver.after_accept_before_mark");
-    if (auto s = outbox.MarkSubmitted(item_id, *receipt); !s) return s.error();
-    return true;  // now submitted: its jobs can be polled
+    if (receipt) TMCRA_FAILPOINT("deliver.after_accept_before_mark");
+    if (auto s = RecordSubmit(outbox, *item, receipt); !s) return s.error();
+    if (changed != nullptr) *changed = receipt || !receipt.error().retryable;
+    return receipt.has_value();  // now submitted: its jobs can be polled
   }
   if (item->state == kSubmitted) {
     json receipt = item->receipt;
@@ -94,6 +105,7 @@ Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id) {
           !s) {
         return s.error();
       }
+      if (changed != nullptr) *changed = true;
       return false;
     }
     for (auto& job : receipt["jobs"]) {
@@ -104,6 +116,7 @@ Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id) {
         const Error& e = polled.error();
         if (!e.retryable) {
           if (auto s = outbox.MarkDeadLetter(item_id, e.ToString(), receipt); !s) return s.error();
+          if (changed != nullptr) *changed = true;
           return false;
         }
         if (auto s = outbox.RecordFailure(item_id, e.ToString(), NowSeconds() + Backoff(item->attempts));
@@ -117,6 +130,7 @@ Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id) {
     if (!AllJobsTerminal(receipt)) {
       if (receipt != item->receipt) {
         if (auto s = outbox.MarkSubmitted(item_id, receipt); !s) return s.error();
+        if (changed != nullptr) *changed = true;
       }
       return false;  // not yet; the caller decides whether to wait
     }
@@ -138,6 +152,7 @@ Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id) {
                !s) {
       return s.error();
     }
+    if (changed != nullptr) *changed = true;
     return false;
   }
   return false;  // succeeded or dead_letter: nothing to do
@@ -152,12 +167,12 @@ Result<Item> DeliveryService::DeliverItem(const std::string& item_id, bool wait_
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::milliseconds(5);
   for (;;) {
-    auto claimed = ob.Claim(item_id, options_.owner, options_.claim_seconds);
+    auto claimed = ClaimItem(ob, item_id);
     if (!claimed) return claimed.error();
     if (*claimed) {
       Result<bool> more = true;
       while (more && *more) more = Step(ob, item_id);
-      if (auto s = ob.Release(item_id, options_.owner); !s) return s.error();
+      ReleaseItem(ob, item_id);
       if (!more) return more.error();
     }
     auto item = ob.Get(item_id);
@@ -178,6 +193,131 @@ Result<Item> DeliveryService::DeliverItem(const std::string& item_id, bool wait_
     std::this_thread::sleep_for(std::max(std::chrono::milliseconds(1), std::min(sleep, left)));
     pause = std::min(pause * 2, std::chrono::milliseconds(200));
   }
+}
+
+Result<bool> DeliveryService::ClaimItem(Outbox& outbox, const std::string& item_id) {
+  {
+    std::lock_guard lock(claims_mu_);
+    if (!claimed_.insert(item_id).second) return false;  // another thread of ours has it
+  }
+  auto claimed = outbox.Claim(item_id, options_.owner, options_.claim_seconds);
+  if (!claimed || !*claimed) {
+    std::lock_guard lock(claims_mu_);
+    claimed_.erase(item_id);
+  }
+  return claimed;
+}
+
+void DeliveryService::ReleaseItem(Outbox& outbox, const std::string& item_id) {
+  // A release that fails leaves the claim to expire; nothing is lost.
+  if (auto s = outbox.Release(item_id, options_.owner); !s) {
+    spdlog::warn("releasing the claim on {}: {}", item_id, s.error().ToString());
+  }
+  std::lock_guard lock(claims_mu_);
+  claimed_.erase(item_id);
+}
+
+int DeliveryService::SubmitClaimed(Outbox& outbox, std::vector<Item>& items) {
+  std::vector<Result<json>> results;
+  results.reserve(items.size());
+  const auto one_by_one = [&] {
+    results.clear();
+    for (const auto& item : items) {
+      TMCRA_FAILPOINT("deliver.before_send");
+      results.push_back(sender_.Submit(item));
+    }
+  };
+  if (items.size() == 1) {
+    one_by_one();
+  } else {
+    for (size_t i = 0; i < items.size(); ++i) TMCRA_FAILPOINT("deliver.before_send");
+    auto batch = sender_.SubmitBatch(items);
+    if (batch && batch->size() == items.size()) {
+      results = std::move(*batch);
+    } else if (!batch && batch.error().retryable) {
+      // Nothing is known to have landed: every item is retried later, by its own key.
+      for (size_t i = 0; i < items.size(); ++i) results.push_back(batch.error());
+    } else {
+      // Refused as a whole (the Memory API refuses a batch with one invalid item) or answered
+      // with the wrong number of results: each item again on its own, so only a bad item fails.
+      // An item the memory did accept is replayed by its key, not written twice.
+      spdlog::info("a batch of {} items was refused ({}); sending them one by one", items.size(),
+                   batch ? "the answer does not match the items" : batch.error().ToString());
+      one_by_one();
+    }
+  }
+  int changed = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (results[i]) TMCRA_FAILPOINT("deliver.after_accept_before_mark");
+    if (auto s = RecordSubmit(outbox, items[i], results[i]); !s) {
+      spdlog::warn("delivery of {}: {}", items[i].item_id, s.error().ToString());
+    } else if (results[i] || !results[i].error().retryable) {
+      ++changed;
+    }
+    ReleaseItem(outbox, items[i].item_id);
+  }
+  return changed;
+}
+
+Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_ids,
+                                          const std::function<bool()>& cancelled) {
+  auto opened = outbox();
+  if (!opened) return opened.error();
+  Outbox& ob = **opened;
+  const auto stop = [&] { return stopping_.load() || (cancelled && cancelled()); };
+  struct Chunk {
+    std::vector<Item> items;
+    size_t messages = 0;
+  };
+  // Open batches by scope and agent id (the Memory API takes one of each per batch).
+  std::map<std::pair<std::string, std::optional<std::string>>, Chunk> chunks;
+  int changed = 0;
+  const auto send = [&](Chunk& chunk) {
+    if (!chunk.items.empty()) changed += SubmitClaimed(ob, chunk.items);
+    chunk = Chunk{};
+  };
+  for (const auto& id : item_ids) {
+    if (stop()) break;
+    auto claimed = ClaimItem(ob, id);
+    if (!claimed) {
+      if (claimed.error().code != Errc::kNotFound) {  // an unknown id is the caller's to report
+        spdlog::warn("delivery of {}: {}", id, claimed.error().ToString());
+      }
+      continue;
+    }
+    if (!*claimed) continue;  // another deliverer has it
+    auto item = ob.Get(id);
+    if (!item) {
+      spdlog::warn("delivery of {}: {}", id, item.error().ToString());
+      ReleaseItem(ob, id);
+      continue;
+    }
+    if (item->state == kPending && !(gate_ && !gate_(*item))) {
+      Chunk& chunk = chunks[{item->scope_name, item->agent_id}];
+      const size_t messages = item->messages.is_array() ? item->messages.size() : 0;
+      if (!chunk.items.empty() && chunk.messages + messages > kMaxBatchMessages) send(chunk);
+      chunk.messages += messages;
+      chunk.items.push_back(std::move(*item));
+      if (chunk.items.size() >= kMaxBatchItems) send(chunk);
+      continue;  // claimed until its batch is sent
+    }
+    // Discarded by the write gate, or submitted (its jobs are polled once), or finished.
+    bool item_changed = false;
+    if (auto r = Step(ob, id, &item_changed); !r) {
+      spdlog::warn("delivery of {}: {}", id, r.error().ToString());
+    }
+    if (item_changed) ++changed;
+    ReleaseItem(ob, id);
+  }
+  for (auto& [key, chunk] : chunks) {
+    if (stop()) {
+      for (const auto& item : chunk.items) ReleaseItem(ob, item.item_id);  // not sent: later
+      chunk = Chunk{};
+    } else {
+      send(chunk);
+    }
+  }
+  return changed;
 }
 
 void DeliveryService::Start() {
@@ -214,14 +354,14 @@ void DeliveryService::Loop() {
         auto lease = ob.AcquireDeliveryLease(options_.owner, options_.lease_seconds);
         holds_lease_ = lease && *lease;
         if (holds_lease_) {
-          auto due = ob.Due(32);
+          auto due = ob.Due(kItemsPerRound);
           if (due && !due->empty()) {
-            for (const auto& id : *due) {
-              if (stopping_.load()) break;
-              auto r = DeliverItem(id, /*wait_terminal=*/false, std::chrono::milliseconds(0));
-              if (!r) spdlog::warn("delivery of {}: {}", id, r.error().ToString());
-            }
-            wait = std::chrono::milliseconds(50);  // submitted items: poll their jobs soon
+            auto changed = DeliverBatch(*due);
+            if (!changed) spdlog::warn("delivery: {}", changed.error().ToString());
+            // Progress: look again at once (a backlog is worked off without pauses). Otherwise
+            // only submitted items whose jobs are still running are left: poll them soon.
+            wait = changed && *changed > 0 ? std::chrono::milliseconds(0)
+                                           : std::chrono::milliseconds(50);
           } else if (auto next = ob.NextDue(); next && *next) {
             const double in = **next - NowSeconds();
             wait = std::chrono::milliseconds(

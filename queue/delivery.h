@@ -15,6 +15,13 @@
 // DeliveryService also runs background delivery: one thread per process tries to hold the
 // outbox's delivery lease; the holder delivers due items at startup, when kicked (an item was
 // added) and on the backoff schedule; a holder that dies loses the lease when it expires.
+//
+// Background delivery and reconcile submit pending items in batches (DeliverBatch): items of one
+// scope and agent id, at most kMaxBatchItems items and kMaxBatchMessages messages, one request
+// (for the embedded memory, one transaction and one fsync) instead of one per item. Nothing else
+// changes: each item is claimed on its own, keeps its own idempotency key and gets its own
+// result; a batch refused as a whole is sent again item by item, so a bad item dead-letters
+// alone; a retryable failure of the whole batch backs off every item of it.
 #pragma once
 
 #include <atomic>
@@ -23,12 +30,18 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "queue/outbox.h"
 
 namespace tmcra::queue {
+
+// The limits of one batch (the Memory API's POST /v1/scopes/{scope}/ingest/batch).
+inline constexpr size_t kMaxBatchItems = 100;
+inline constexpr size_t kMaxBatchMessages = 5000;
 
 class Sender {
  public:
@@ -36,6 +49,14 @@ class Sender {
   // Submits the item's ingest with its stored key; returns the ingest receipt
   // ({jobs: [job receipt...], ...}).
   [[nodiscard]] virtual Result<json> Submit(const Item& item) = 0;
+  // Submits several items of one scope and one agent id at once (within the limits above), each
+  // with its own stored key. The answer holds one result per item, in order: its ingest receipt,
+  // or its own error. An error for the whole call means no item is known to have been accepted:
+  // a retryable one is retried later for every item; any other makes the caller submit the
+  // items one by one (so one invalid item cannot fail the others). The default submits them one
+  // by one.
+  [[nodiscard]] virtual Result<std::vector<Result<json>>> SubmitBatch(
+      const std::vector<Item>& items);
   // The current job receipt of a job ({status, ...}).
   [[nodiscard]] virtual Result<json> PollJob(const std::string& job_id) = 0;
 };
@@ -70,6 +91,13 @@ class DeliveryService {
                                          std::chrono::milliseconds timeout,
                                          const std::function<bool()>& cancelled = {});
 
+  // Works once on each of `item_ids` that this process can claim: pending ones are submitted in
+  // batches (whatever their backoff says: the caller chose them), submitted ones have their jobs
+  // polled once. Never waits for jobs. Returns how many items changed state; a failure on one
+  // item is logged and the others go on.
+  [[nodiscard]] Result<int> DeliverBatch(const std::vector<std::string>& item_ids,
+                                         const std::function<bool()>& cancelled = {});
+
   void Start();  // background delivery; idempotent
   void Kick();   // an item was added or is due: look now (starts the thread if needed)
   void Stop();   // finishes the current item, releases the lease
@@ -79,8 +107,18 @@ class DeliveryService {
  private:
   void Loop();
   double Backoff(int64_t attempts);
-  // One step on a claimed item; false when there is nothing more to do now.
-  Result<bool> Step(Outbox& outbox, const std::string& item_id);
+  // One step on a claimed item; false when there is nothing more to do now. `changed` (if
+  // given) is set when the item's state or receipt was written.
+  Result<bool> Step(Outbox& outbox, const std::string& item_id, bool* changed = nullptr);
+  // Records the outcome of submitting a claimed pending item: submitted, a retry with backoff,
+  // or a dead letter.
+  Status RecordSubmit(Outbox& outbox, const Item& item, const Result<json>& receipt);
+  // Sends one batch of claimed pending items and records each outcome; releases their claims.
+  int SubmitClaimed(Outbox& outbox, std::vector<Item>& items);
+  // The per-item claim: in this process (so the background thread and a tool call never work
+  // on one item together: they share the owner id) and in the outbox (other processes).
+  Result<bool> ClaimItem(Outbox& outbox, const std::string& item_id);
+  void ReleaseItem(Outbox& outbox, const std::string& item_id);
 
   DeliveryOptions options_;
   Sender& sender_;
@@ -88,6 +126,9 @@ class DeliveryService {
 
   std::mutex open_mu_;
   std::unique_ptr<Outbox> outbox_;
+
+  std::mutex claims_mu_;
+  std::set<std::string> claimed_;  // items this process is working on; guarded by claims_mu_
 
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;

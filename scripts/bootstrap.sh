@@ -96,6 +96,11 @@ log "building the fuzz preset (clang-14, libFuzzer)"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$jobs"
 
+log "building the release binary for the stress tests (random kills, shared outbox)"
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs" --target tmcra-mcp
+export TMCRA_STRESS_BIN="$root/build/release/src/app/tmcra-mcp"
+
 log "fuzz smoke (60 s)"
 ctest --preset fuzz
 log "unit, integration and peer tests"

@@ -60,6 +60,17 @@ Result<json> EmbeddedMemoryApi::Ingest(std::string_view scope, const json& body,
   return WithLockRetries([&] { return (*engine)->Ingest(scope, body, context); });
 }
 
+Result<json> EmbeddedMemoryApi::IngestBatch(std::string_view scope, const json& body,
+                                            const IngestOptions& options) {
+  auto engine = Engine();
+  if (!engine) return engine.error();
+  memory::IngestContext context;  // each item carries its own key
+  context.agent_id = options.agent_id;
+  // A retry after a lock wait is safe: the batch rolled back whole, and every item is
+  // idempotent by its key.
+  return WithLockRetries([&] { return (*engine)->IngestBatch(scope, body, context); });
+}
+
 Result<json> EmbeddedMemoryApi::GetJob(std::string_view job_id) {
   auto engine = Engine();
   if (!engine) return engine.error();

@@ -24,6 +24,8 @@ class EmbeddedMemoryApi final : public MemoryApi {
                       const RecallOptions& options) override;
   Result<json> Ingest(std::string_view scope, const json& body,
                       const IngestOptions& options) override;
+  Result<json> IngestBatch(std::string_view scope, const json& body,
+                           const IngestOptions& options) override;
   Result<json> GetJob(std::string_view job_id) override;
   Result<json> Evidence(std::string_view scope, std::string_view memory_id, int limit) override;
   Result<json> Feedback(std::string_view scope, const json& body,
@@ -49,6 +51,9 @@ class UnavailableMemoryApi final : public MemoryApi {
     return Fail();
   }
   Result<json> Ingest(std::string_view, const json&, const IngestOptions&) override {
+    return Fail();
+  }
+  Result<json> IngestBatch(std::string_view, const json&, const IngestOptions&) override {
     return Fail();
   }
   Result<json> GetJob(std::string_view) override { return Fail(); }

@@ -44,6 +44,14 @@ class MemoryApi {
   // POST /v1/scopes/{scope}/ingest (202), a JobView.
   [[nodiscard]] virtual Result<json> Ingest(std::string_view scope, const json& body,
                                             const IngestOptions& options) = 0;
+  // POST /v1/scopes/{scope}/ingest/batch (202): body {"items": [ingest request +
+  // "idempotency_key", ...]}, 1..100 items and at most 5000 messages, all of `scope` and of
+  // `options.agent_id` (options.idempotency_key is unused: each item carries its own). Answers
+  // {"scope_name", "jobs": [JobView per item, in order]}. The batch is stored whole or not at
+  // all: one invalid item (or a key bound to other content) refuses all of it, with an error
+  // naming the item ("items.3.messages.0.role: ...").
+  [[nodiscard]] virtual Result<json> IngestBatch(std::string_view scope, const json& body,
+                                                 const IngestOptions& options) = 0;
   // GET /v1/jobs/{job_id} (200), a JobView.
   [[nodiscard]] virtual Result<json> GetJob(std::string_view job_id) = 0;
   // GET /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N (200).

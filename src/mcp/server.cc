@@ -88,7 +88,7 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {}
 
 Server::~Server() {
   shutting_down_ = true;
-  ReapWorkers(/*all=*/true);
+  StopWorkers();
 }
 
 void Server::AddTool(ToolSpec spec, ToolHandler handler) {
@@ -137,10 +137,7 @@ int Server::Run(int in_fd, int out_fd) {
       spdlog::error("poll on stdin failed: {}", std::strerror(errno));
       break;
     }
-    if (ready == 0) {
-      ReapWorkers(/*all=*/false);
-      continue;
-    }
+    if (ready == 0) continue;
     if (count == 2 && (fds[1].revents & POLLIN) != 0) {
       spdlog::info("termination signal received; shutting down");
       break;
@@ -182,13 +179,26 @@ void Server::Shutdown() {
     spdlog::default_logger()->flush();
     std::_Exit(0);
   }
-  ReapWorkers(/*all=*/true);
+  StopWorkers();
 }
 
 void Server::StartWorker(std::function<void()> work) {
-  ReapWorkers(/*all=*/false);
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread thread([work = std::move(work), done] {
+  std::lock_guard lock(pool_mu_);
+  tasks_.push_back(std::move(work));
+  if (idle_ < tasks_.size()) threads_.emplace_back([this] { PoolLoop(); });
+  pool_cv_.notify_one();
+}
+
+void Server::PoolLoop() {
+  std::unique_lock lock(pool_mu_);
+  for (;;) {
+    ++idle_;
+    pool_cv_.wait(lock, [this] { return pool_stopping_ || !tasks_.empty(); });
+    --idle_;
+    if (tasks_.empty()) return;  // stopping, nothing left
+    std::function<void()> work = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
     try {
       work();
     } catch (const std::exception& e) {
@@ -196,26 +206,20 @@ void Server::StartWorker(std::function<void()> work) {
     } catch (...) {
       spdlog::error("worker failed with an unknown exception");
     }
-    done->store(true);
-  });
-  std::lock_guard lock(workers_mu_);
-  workers_.push_back(Worker{std::move(thread), std::move(done)});
+    lock.lock();
+  }
 }
 
-void Server::ReapWorkers(bool all) {
-  std::list<Worker> finished;
+void Server::StopWorkers() {
+  std::vector<std::thread> threads;
   {
-    std::lock_guard lock(workers_mu_);
-    for (auto it = workers_.begin(); it != workers_.end();) {
-      if (all || it->done->load()) {
-        finished.splice(finished.end(), workers_, it++);
-      } else {
-        ++it;
-      }
-    }
+    std::lock_guard lock(pool_mu_);
+    pool_stopping_ = true;
+    threads.swap(threads_);
   }
-  for (auto& worker : finished) {
-    if (worker.thread.joinable()) worker.thread.join();
+  pool_cv_.notify_all();
+  for (auto& t : threads) {
+    if (t.joinable()) t.join();
   }
 }
 

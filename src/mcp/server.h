@@ -15,6 +15,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -75,10 +77,6 @@ class Server {
   };
   struct Call;           // one in-flight tools/call
   struct Pending;        // one server-to-client request awaiting its answer
-  struct Worker {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
   class CallContext;
 
   void HandleLine(std::string_view line, bool oversized);
@@ -97,8 +95,11 @@ class Server {
   json ToolDefinition(const Tool& tool, const std::string& version) const;
   json ShapeResult(const ToolResult& result, const std::string& version) const;
 
+  // Runs `work` on a pooled thread. A thread is added whenever every existing one is busy
+  // (a tool may wait for a human through elicitation), so a call never waits for another.
   void StartWorker(std::function<void()> work);
-  void ReapWorkers(bool all);
+  void PoolLoop();
+  void StopWorkers();
   void Shutdown();
 
   bool Write(const json& message);
@@ -124,8 +125,12 @@ class Server {
   std::atomic<long> next_request_id_{1};
   std::atomic<bool> shutting_down_{false};
 
-  std::mutex workers_mu_;
-  std::list<Worker> workers_;
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::deque<std::function<void()>> tasks_;   // guarded by pool_mu_
+  std::vector<std::thread> threads_;          // guarded by pool_mu_
+  size_t idle_ = 0;                           // guarded by pool_mu_
+  bool pool_stopping_ = false;                // guarded by pool_mu_
 };
 
 }  // namespace tmcra::mcp

@@ -347,6 +347,13 @@ ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDe
     if (!due) return Failure(kTool, due.error());
     ids = std::move(*due);
   }
+  // A backlog's pending items are submitted in batches first (one request, and for the embedded
+  // memory one fsync, per up to 100 items); the loop below then mostly waits for their jobs.
+  // Dead letters to replay are delivered one by one below, after their replay.
+  if (auto batched = deps.delivery->DeliverBatch(ids, [&ctx] { return ctx.cancelled(); });
+      !batched) {
+    return Failure(kTool, batched.error());
+  }
   // Every item is worked on; the answer lists the first kListed in full and counts the rest
   // (their states are in queue_counts), so a backlog cannot produce an oversized answer.
   constexpr size_t kListed = 200;

@@ -4,15 +4,56 @@
 
 namespace tmcra::tools {
 
+namespace {
+
+// The ingest request of an item, as sent alone (its key goes in the Idempotency-Key header).
+nlohmann::json IngestBody(const queue::Item& item) {
+  return nlohmann::json{{"session_id", item.session_id},
+                        {"messages", item.messages},
+                        {"consistency", item.consistency},
+                        {"slow_policy", item.slow_policy},
+                        {"metadata", item.metadata}};
+}
+
+}  // namespace
+
 Result<nlohmann::json> MemoryApiSender::Submit(const queue::Item& item) {
-  const nlohmann::json body{{"session_id", item.session_id},
-                            {"messages", item.messages},
-                            {"consistency", item.consistency},
-                            {"slow_policy", item.slow_policy},
-                            {"metadata", item.metadata}};
-  auto response = memory_.Ingest(item.scope_name, body, {item.idempotency_key, item.agent_id});
+  auto response =
+      memory_.Ingest(item.scope_name, IngestBody(item), {item.idempotency_key, item.agent_id});
   if (!response) return response.error();
   return receipts::IngestReceipt(*response, item.scope_name);
+}
+
+Result<std::vector<Result<nlohmann::json>>> MemoryApiSender::SubmitBatch(
+    const std::vector<queue::Item>& items) {
+  if (items.empty()) return std::vector<Result<nlohmann::json>>{};
+  const std::string& scope = items.front().scope_name;
+  const std::optional<std::string>& agent_id = items.front().agent_id;
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& item : items) {
+    if (item.scope_name != scope || item.agent_id != agent_id) {
+      return Error::Invalid("a batch holds items of one scope and one agent id");
+    }
+    // The same request as Submit sends, so the memory hashes it the same way: a batch item
+    // resubmitted alone later (or the other way round) is a replay, never a conflict.
+    nlohmann::json request = IngestBody(item);
+    request["idempotency_key"] = item.idempotency_key;
+    list.push_back(std::move(request));
+  }
+  auto response = memory_.IngestBatch(scope, {{"items", std::move(list)}}, {"", agent_id});
+  if (!response) return response.error();
+  if (!response->is_object() || !response->contains("jobs") || !(*response)["jobs"].is_array() ||
+      (*response)["jobs"].size() != items.size()) {
+    return Error::Protocol("ingest batch: the answer does not hold one job per item");
+  }
+  const nlohmann::json& jobs = (*response)["jobs"];
+  if (response->contains("scope_name") && (*response)["scope_name"] != scope) {
+    return Error::Protocol("ingest batch: the answer names another scope");
+  }
+  std::vector<Result<nlohmann::json>> out;
+  out.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) out.push_back(receipts::IngestReceipt(jobs[i], scope));
+  return out;
 }
 
 Result<nlohmann::json> MemoryApiSender::PollJob(const std::string& job_id) {

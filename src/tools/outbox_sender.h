@@ -1,5 +1,7 @@
 // The outbox's Sender over a MemoryApi: submits an item's ingest with its stored key and
-// validates every answer as a receipt, so an invalid answer fails only its own item.
+// validates every answer as a receipt, so an invalid answer fails only its own item. Batches go
+// to MemoryApi::IngestBatch, each item under its own key; each job of the answer is validated
+// as that item's receipt, exactly as a single submission's answer would be.
 #pragma once
 
 #include "queue/delivery.h"
@@ -11,6 +13,10 @@ class MemoryApiSender final : public queue::Sender {
  public:
   explicit MemoryApiSender(api::MemoryApi& memory) : memory_(memory) {}
   Result<nlohmann::json> Submit(const queue::Item& item) override;
+  // Items of one scope and agent id (the caller groups them). An answer whose shape does not
+  // match the items is a non-retryable error for the whole batch, never a guess per item.
+  Result<std::vector<Result<nlohmann::json>>> SubmitBatch(
+      const std::vector<queue::Item>& items) override;
   Result<nlohmann::json> PollJob(const std::string& job_id) override;
 
  private:

@@ -20,6 +20,10 @@ import { Runner, assert, parseBins, requireNodeModules, serverEnv, tmpDir, sleep
 const NAME = 'random_kills.mjs';
 requireNodeModules(NAME, ['@modelcontextprotocol/sdk']);
 const bins = parseBins(NAME);
+// A stress run: the optimised product binary when the test command built one (a sanitizer
+// build is too slow for thousands of durable commits on two cores); else the one given.
+const serverBin = process.env.TMCRA_STRESS_BIN || bins.server;
+console.log(`note: server ${serverBin}`);
 const r = new Runner(NAME, { budgetMs: 290_000 });
 const KILLS = Number.parseInt(process.env.RANDOM_KILLS ?? '200', 10);
 const BURST = 3;
@@ -33,7 +37,7 @@ const commitArgs = (t) => ({ turn_id: `turn-${t}`, assistant_message_id: `a${t}`
   assistant_content: `assistant turn ${t} answers killmark${t}` });
 
 async function start() {
-  const transport = new StdioClientTransport({ command: bins.server, args: [], env, stderr: 'ignore' });
+  const transport = new StdioClientTransport({ command: serverBin, args: [], env, stderr: 'ignore' });
   const client = new Client({ name: 'random-kills', version: '0' }, { capabilities: {} });
   client.onerror = () => {};
   await client.connect(transport);

@@ -17,6 +17,10 @@ import { Runner, assert, parseBins, requireNodeModules, connectV1, serverEnv, tm
 const NAME = 'shared_outbox.mjs';
 requireNodeModules(NAME, ['@modelcontextprotocol/sdk']);
 const bins = parseBins(NAME);
+// A stress run: the optimised product binary when the test command built one (a sanitizer
+// build is too slow for thousands of durable commits on two cores); else the one given.
+const serverBin = process.env.TMCRA_STRESS_BIN || bins.server;
+console.log(`note: server ${serverBin}`);
 const r = new Runner(NAME, { budgetMs: 290_000 });
 const sessions = [];
 r.onCleanup(async () => { await Promise.all(sessions.map((s) => s.closeQuietly())); });
@@ -43,7 +47,7 @@ async function turn(client, i) {
 }
 
 await r.test(`${CLIENTS} processes commit ${TURNS} turns through one outbox`, async () => {
-  for (let k = 0; k < CLIENTS; k += 1) sessions.push(await connectV1({ bin: bins.server, label: `shared-${k}`, env }));
+  for (let k = 0; k < CLIENTS; k += 1) sessions.push(await connectV1({ bin: serverBin, label: `shared-${k}`, env }));
   const started = Date.now();
   const problems = [];
   await Promise.all(sessions.map(async (s, k) => {

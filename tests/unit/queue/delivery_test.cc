@@ -6,7 +6,13 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/temp_dir.h"
 
@@ -21,6 +27,8 @@ using tmcra::testing::TempDir;
 
 namespace {
 
+using Batch = std::vector<Result<json>>;
+
 class ScriptedSender final : public tmcra::queue::Sender {
  public:
   std::function<Result<json>(const Item&)> submit = [this](const Item& item) -> Result<json> {
@@ -31,10 +39,30 @@ class ScriptedSender final : public tmcra::queue::Sender {
   std::function<Result<json>(const std::string&)> poll = [](const std::string& id) -> Result<json> {
     return json{{"job_id", id}, {"status", "succeeded"}};
   };
+  // Unset: the default SubmitBatch (one Submit per item).
+  std::function<Result<Batch>(const std::vector<Item>&)> batch;
   std::atomic<int> submits{0};
+  std::vector<std::vector<std::string>> batches;  // the keys of each SubmitBatch call
   Result<json> Submit(const Item& item) override { return submit(item); }
   Result<json> PollJob(const std::string& job_id) override { return poll(job_id); }
+  Result<Batch> SubmitBatch(const std::vector<Item>& items) override {
+    std::vector<std::string> keys;
+    for (const auto& item : items) keys.push_back(item.idempotency_key);
+    batches.push_back(keys);
+    if (!batch) return Sender::SubmitBatch(items);
+    return batch(items);
+  }
 };
+
+// A batch answer that accepts every item, as a memory would.
+Result<Batch> AcceptAll(const std::vector<Item>& items) {
+  Batch out;
+  for (const auto& item : items) {
+    out.push_back(json{{"jobs", {{{"job_id", "job-" + item.idempotency_key}, {"status", "pending"}}}},
+                       {"status", "submitted"}});
+  }
+  return out;
+}
 
 Item NewItem(const std::string& key) {
   Item item;
@@ -175,4 +203,266 @@ TEST_CASE("background delivery drains the outbox and one process holds the lease
   CHECK((a.holds_lease() != b.holds_lease()));
   a.Stop();
   b.Stop();
+}
+
+// ---- batch delivery (background delivery and reconcile) -------------------------------------
+
+namespace {
+
+Item ItemIn(const std::string& key, const std::string& scope,
+            std::optional<std::string> agent = std::nullopt, int messages = 1) {
+  Item item = NewItem(key);
+  item.scope_name = scope;
+  item.agent_id = std::move(agent);
+  item.messages = json::array();
+  for (int i = 0; i < messages; ++i) {
+    item.messages.push_back({{"message_id", key + "-" + std::to_string(i)}, {"role", "user"},
+                             {"content", "x"}});
+  }
+  return item;
+}
+
+std::vector<std::string> All(tmcra::queue::Outbox& ob) {
+  return *ob.InStates({"pending", "submitted", "succeeded", "dead_letter"}, 100000);
+}
+
+}  // namespace
+
+TEST_CASE("pending items go in batches of one scope and agent id, within 100 items and 5000 "
+          "messages", "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  sender.batch = AcceptAll;
+  DeliveryService service(Options(dir), sender, nullptr);
+  auto& ob = **service.outbox();
+  std::map<std::string, std::string> scope_of;  // key -> scope/agent
+  const auto add = [&](const Item& item) {
+    REQUIRE(ob.Enqueue(item));
+    scope_of[item.idempotency_key] = item.scope_name + "/" + item.agent_id.value_or("-");
+  };
+  for (int i = 0; i < 250; ++i) add(ItemIn("key-p-" + std::to_string(i) + "-xxxx", "p"));
+  for (int i = 0; i < 3; ++i) add(ItemIn("key-q-" + std::to_string(i) + "-xxxx", "q"));
+  for (int i = 0; i < 2; ++i) add(ItemIn("key-pa-" + std::to_string(i) + "-xxx", "p", "agent-1"));
+  for (int i = 0; i < 9; ++i) add(ItemIn("key-big-" + std::to_string(i) + "-xx", "big", {}, 1200));
+  add(ItemIn("key-alone-0-xxxx", "alone"));
+
+  auto changed = service.DeliverBatch(All(ob));
+  REQUIRE(changed);
+  CHECK(*changed == 265);
+  std::multiset<size_t> sizes;
+  std::set<std::string> keys;
+  for (const auto& batch : sender.batches) {
+    sizes.insert(batch.size());
+    for (const auto& key : batch) {
+      CHECK(scope_of[key] == scope_of[batch.front()]);  // one scope and agent id per batch
+      CHECK(keys.insert(key).second);                     // each item in one batch only
+    }
+  }
+  // p: 100 + 100 + 50; q: 3; p with agent-1: 2; big (1200 messages each): 4 + 4, then 1 alone.
+  CHECK(sizes == std::multiset<size_t>{100, 100, 50, 3, 2, 4, 4});
+  CHECK(sender.submits == 2);  // the ninth big item and "alone": one-item batches go singly
+  CHECK(ob.GetCounts()->submitted == 265);
+  // The next pass polls their jobs; nothing is submitted again.
+  REQUIRE(service.DeliverBatch(All(ob)));
+  CHECK(ob.GetCounts()->succeeded == 265);
+  CHECK(sender.batches.size() == 7);
+  CHECK(sender.submits == 2);
+}
+
+TEST_CASE("a batch refused as a whole is sent item by item: a bad item dead-letters alone",
+          "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  // As the Memory API does: one invalid item refuses the whole batch, naming it.
+  sender.batch = [](const std::vector<Item>& items) -> Result<Batch> {
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].idempotency_key == "key-bad-0001") {
+        return Error::Api(422, "validation_error",
+                          "items." + std::to_string(i) + ".messages.0.content: too long");
+      }
+    }
+    return AcceptAll(items);
+  };
+  std::vector<std::string> singles;
+  sender.submit = [&](const Item& item) -> Result<json> {
+    singles.push_back(item.idempotency_key);
+    if (item.idempotency_key == "key-bad-0001") {
+      return Error::Api(422, "validation_error", "messages.0.content: too long");
+    }
+    return json{{"jobs", {{{"job_id", "job-" + item.idempotency_key}, {"status", "succeeded"}}}}};
+  };
+  DeliveryService service(Options(dir), sender, nullptr);
+  auto& ob = **service.outbox();
+  std::vector<std::string> ids;
+  for (const char* key : {"key-good-0001", "key-bad-0001", "key-good-0002", "key-good-0003"}) {
+    ids.push_back(*ob.Enqueue(NewItem(key)));
+  }
+  REQUIRE(service.DeliverBatch(ids));
+  CHECK(sender.batches.size() == 1);
+  CHECK(singles == std::vector<std::string>{"key-good-0001", "key-bad-0001", "key-good-0002",
+                                            "key-good-0003"});
+  CHECK(ob.Get(ids[1])->state == "dead_letter");
+  CHECK(ob.Get(ids[1])->last_error->find("validation_error") != std::string::npos);
+  for (size_t i : {0, 2, 3}) {
+    INFO(i);
+    CHECK(ob.Get(ids[i])->state == "submitted");
+    CHECK(ob.Get(ids[i])->receipt["jobs"][0]["job_id"] == "job-" + ob.Get(ids[i])->idempotency_key);
+  }
+  REQUIRE(service.DeliverBatch(ids));
+  for (size_t i : {0, 2, 3}) CHECK(ob.Get(ids[i])->state == "succeeded");
+  CHECK(ob.Get(ids[1])->state == "dead_letter");
+}
+
+TEST_CASE("each item of a batch answer has its own outcome", "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  sender.batch = [](const std::vector<Item>& items) -> Result<Batch> {
+    auto out = *AcceptAll(items);
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].idempotency_key == "key-receipt-01") {
+        out[i] = Error::Protocol("ingest.jobs: must be a non-empty array");  // a bad receipt
+      }
+      if (items[i].idempotency_key == "key-retry-0001") {
+        out[i] = Error::Unavailable("transport_error: reset");
+      }
+    }
+    return out;
+  };
+  DeliveryService service(Options(dir), sender, nullptr);
+  auto& ob = **service.outbox();
+  const std::string ok = *ob.Enqueue(NewItem("key-fine-0001"));
+  const std::string bad = *ob.Enqueue(NewItem("key-receipt-01"));
+  const std::string retry = *ob.Enqueue(NewItem("key-retry-0001"));
+  auto changed = service.DeliverBatch({ok, bad, retry});
+  REQUIRE(changed);
+  CHECK(*changed == 2);  // a retry to come is not a change of state
+  CHECK(sender.submits == 0);
+  CHECK(ob.Get(ok)->state == "submitted");
+  CHECK(ob.Get(bad)->state == "dead_letter");
+  CHECK(ob.Get(bad)->last_error->find("ingest.jobs") != std::string::npos);
+  auto r = ob.Get(retry);
+  CHECK(r->state == "pending");
+  CHECK(r->attempts == 1);
+  CHECK(r->next_attempt_at > 0);
+  CHECK(r->last_error->find("reset") != std::string::npos);
+}
+
+TEST_CASE("a retryable failure of a whole batch backs off every item and never re-mints keys",
+          "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  int calls = 0;
+  sender.batch = [&calls](const std::vector<Item>& items) -> Result<Batch> {
+    if (++calls == 1) return Error::Unavailable("transport_error: connection refused");
+    return AcceptAll(items);
+  };
+  DeliveryOptions options = Options(dir);
+  options.base_backoff_seconds = 0.5;  // long enough to see the items wait (0.25-0.5 s)
+  options.max_backoff_seconds = 1;
+  DeliveryService service(options, sender, nullptr);
+  auto& ob = **service.outbox();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(*ob.Enqueue(NewItem("key-rb-" + std::to_string(i) + "-xxxx")));
+  auto changed = service.DeliverBatch(ids);
+  REQUIRE(changed);
+  CHECK(*changed == 0);
+  CHECK(sender.submits == 0);  // not resent one by one: that would fail the same way
+  for (const auto& id : ids) {
+    auto item = ob.Get(id);
+    CHECK(item->state == "pending");
+    CHECK(item->attempts == 1);
+    CHECK(item->next_attempt_at > 0);
+    CHECK(item->last_error->find("connection refused") != std::string::npos);
+  }
+  CHECK(ob.Due(100)->empty());  // all backing off
+  // Background delivery retries them when due, under the same keys.
+  service.Start();
+  for (int i = 0; i < 300 && ob.GetCounts()->succeeded < 5; ++i) std::this_thread::sleep_for(10ms);
+  service.Stop();
+  CHECK(ob.GetCounts()->succeeded == 5);
+  REQUIRE(sender.batches.size() == 2);
+  CHECK(sender.batches[0] == sender.batches[1]);
+  CHECK(sender.submits == 0);
+}
+
+TEST_CASE("a batch answer with the wrong number of results is sent again item by item",
+          "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  sender.batch = [](const std::vector<Item>&) -> Result<Batch> { return Batch{}; };
+  DeliveryService service(Options(dir), sender, nullptr);
+  auto& ob = **service.outbox();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(*ob.Enqueue(NewItem("key-mm-" + std::to_string(i) + "-xxxx")));
+  REQUIRE(service.DeliverBatch(ids));
+  CHECK(sender.submits == 3);
+  for (const auto& id : ids) CHECK(ob.Get(id)->state == "submitted");
+}
+
+TEST_CASE("the write gate discards items on the batch path too", "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  sender.batch = AcceptAll;
+  DeliveryService service(Options(dir), sender, [](const Item& item) {
+    return item.idempotency_key != "key-gated-01";
+  });
+  auto& ob = **service.outbox();
+  const std::string a = *ob.Enqueue(NewItem("key-kept-001"));
+  const std::string b = *ob.Enqueue(NewItem("key-gated-01"));
+  const std::string c = *ob.Enqueue(NewItem("key-kept-002"));
+  REQUIRE(service.DeliverBatch({a, b, c}));
+  REQUIRE(sender.batches.size() == 1);
+  CHECK(sender.batches[0] == std::vector<std::string>{"key-kept-001", "key-kept-002"});
+  CHECK(ob.Get(b)->state == "dead_letter");
+  CHECK(ob.Get(b)->messages.empty());
+}
+
+TEST_CASE("an item in a batch being sent is not worked on by another thread of the process",
+          "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  DeliveryService* service_ptr = nullptr;
+  std::string other_state;
+  std::string watched;
+  sender.batch = [&](const std::vector<Item>& items) -> Result<Batch> {
+    // A tool call (same process, same owner id) tries the item while its batch is in flight.
+    auto item = service_ptr->DeliverItem(watched, /*wait_terminal=*/false, 0ms);
+    other_state = item ? item->state : item.error().ToString();
+    return AcceptAll(items);
+  };
+  DeliveryService service(Options(dir), sender, nullptr);
+  service_ptr = &service;
+  auto& ob = **service.outbox();
+  watched = *ob.Enqueue(NewItem("key-busy-001"));
+  const std::string other = *ob.Enqueue(NewItem("key-busy-002"));
+  REQUIRE(service.DeliverBatch({watched, other}));
+  CHECK(other_state == "pending");  // left alone: the batch holds its claim
+  CHECK(sender.submits == 0);
+  CHECK(ob.Get(watched)->state == "submitted");
+  // The claim is released afterwards.
+  CHECK(service.DeliverItem(watched, true, 2s)->state == "succeeded");
+}
+
+TEST_CASE("background delivery drains a backlog in batches, each item submitted once",
+          "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  std::mutex mu;
+  std::map<std::string, int> sent;
+  sender.batch = [&](const std::vector<Item>& items) -> Result<Batch> {
+    std::lock_guard lock(mu);
+    for (const auto& item : items) ++sent[item.idempotency_key];
+    return AcceptAll(items);
+  };
+  DeliveryService service(Options(dir, "pid-" + std::to_string(getpid()) + "-bg"), sender, nullptr);
+  auto& ob = **service.outbox();
+  for (int i = 0; i < 450; ++i) REQUIRE(ob.Enqueue(NewItem("key-bl-" + std::to_string(i) + "-xxx")));
+  service.Start();
+  for (int i = 0; i < 500 && ob.GetCounts()->succeeded < 450; ++i) std::this_thread::sleep_for(10ms);
+  service.Stop();
+  CHECK(ob.GetCounts()->succeeded == 450);
+  std::lock_guard lock(mu);
+  CHECK(sent.size() + static_cast<size_t>(sender.submits.load()) == 450);
+  for (const auto& [key, n] : sent) CHECK(n == 1);
+  CHECK(sender.batches.size() >= 5);  // at most 100 per batch
 }

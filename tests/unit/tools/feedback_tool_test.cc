@@ -437,6 +437,10 @@ class ScriptedApi final : public tmcra::api::MemoryApi {
   Result<json> Ingest(std::string_view, const json&, const tmcra::api::IngestOptions&) override {
     return Error::Internal("unused");
   }
+  Result<json> IngestBatch(std::string_view, const json&,
+                           const tmcra::api::IngestOptions&) override {
+    return Error::Internal("unused");
+  }
   Result<json> GetJob(std::string_view) override { return Error::Internal("unused"); }
   Result<json> Evidence(std::string_view, std::string_view id, int limit) override {
     last_limit = limit;  // checked by the test thread (Catch is not thread-safe)

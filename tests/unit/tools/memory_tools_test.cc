@@ -175,6 +175,10 @@ class ScriptedApi final : public tmcra::api::MemoryApi {
   Result<json> Ingest(std::string_view, const json&, const tmcra::api::IngestOptions&) override {
     return next();
   }
+  Result<json> IngestBatch(std::string_view, const json&,
+                           const tmcra::api::IngestOptions&) override {
+    return next();
+  }
   Result<json> GetJob(std::string_view) override { return next(); }
   Result<json> Evidence(std::string_view, std::string_view, int) override { return next(); }
   Result<json> Feedback(std::string_view, const json&, const tmcra::api::FeedbackOptions&) override {

@@ -1,0 +1,277 @@
+// lifecycle_bench: the two C++ halves of the turn-lifecycle benchmark (bench/run_lifecycle.sh
+// runs them together with bench/lifecycle_latency.mjs, which times the MCP calls).
+//
+//   lifecycle_bench floor    --file PATH [--iterations N] [--warmup W] [--payload BYTES]
+//   lifecycle_bench delivery --dir DIR [--items N] [--timeout SECONDS]
+//
+// floor: the physical floor of a durable write on this disk. A fresh SQLite file opened through
+//   src/db (WAL, synchronous=FULL, as memory.db and outbox.sqlite3 are), then N times
+//   BEGIN IMMEDIATE; INSERT one row of BYTES; COMMIT, each timed (about one fdatasync of the WAL).
+//
+// delivery: background delivery throughput. Fills DIR/outbox.sqlite3 with N pending turn items
+//   (one bulk transaction: setup, not timed) next to an empty embedded store DIR/memory.db, then
+//   wires queue::DeliveryService + tools::MemoryApiSender + api::EmbeddedMemoryApi exactly as
+//   src/app/server_setup.cc does, starts background delivery and times it until every item is
+//   succeeded (or dead-lettered). Checks afterwards that the store holds every message once.
+//
+// Each prints one JSON object on stdout. Nothing here asserts a figure; see docs/benchmarks.md.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "queue/delivery.h"
+#include "queue/outbox.h"
+#include "src/api/embedded_memory_api.h"
+#include "src/common/canonical_json.h"
+#include "src/common/process_owner.h"
+#include "src/db/sqlite_db.h"
+#include "src/tools/outbox_sender.h"
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// Nearest rank, as the Node scripts do: p99 of 300 samples is the 297th smallest.
+double Rank(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto n = static_cast<double>(v.size());
+  size_t i = static_cast<size_t>(std::max(1.0, std::ceil(p / 100.0 * n))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int Fail(const std::string& what, const tmcra::Error& e) {
+  std::cerr << what << ": " << e.ToString() << "\n";
+  return 1;
+}
+
+std::map<std::string, std::string> Args(int argc, char** argv, int first) {
+  std::map<std::string, std::string> out;
+  for (int i = first; i + 1 < argc; i += 2) out[argv[i]] = argv[i + 1];
+  return out;
+}
+
+std::string Get(const std::map<std::string, std::string>& args, const std::string& key,
+                const std::string& fallback) {
+  auto it = args.find(key);
+  return it == args.end() ? fallback : it->second;
+}
+
+// ---- floor ---------------------------------------------------------------------------------
+
+int Floor(const std::map<std::string, std::string>& args) {
+  const std::string file = Get(args, "--file", "");
+  const int iterations = std::stoi(Get(args, "--iterations", "300"));
+  const int warmup = std::stoi(Get(args, "--warmup", "20"));
+  const size_t payload_bytes = std::stoul(Get(args, "--payload", "1024"));
+  if (file.empty()) {
+    std::cerr << "floor: --file is required\n";
+    return 2;
+  }
+  for (const std::string& f : {file, file + "-wal", file + "-shm"}) std::filesystem::remove(f);
+  auto db = tmcra::db::Database::Open({file});  // WAL, synchronous=FULL
+  if (!db) return Fail("open", db.error());
+  if (auto s = (*db)->Exec("CREATE TABLE t(id INTEGER PRIMARY KEY, payload TEXT NOT NULL)"); !s) {
+    return Fail("create", s.error());
+  }
+  auto mode = (*db)->Prepare("PRAGMA synchronous");
+  if (!mode || !mode->Step()) return 1;
+  const int64_t synchronous = mode->Int(0);  // 2 = FULL
+  const std::string payload(payload_bytes, 'x');
+  std::vector<double> samples;
+  for (int i = 0; i < warmup + iterations; ++i) {
+    const auto start = Clock::now();
+    auto tx = tmcra::db::Transaction::Immediate(**db);  // BEGIN IMMEDIATE
+    if (!tx) return Fail("begin", tx.error());
+    auto insert = (*db)->Prepare("INSERT INTO t(payload) VALUES(?)");
+    if (!insert) return Fail("prepare", insert.error());
+    insert->Bind(1, payload);
+    if (auto s = insert->Run(); !s) return Fail("insert", s.error());
+    if (auto s = tx->Commit(); !s) return Fail("commit", s.error());
+    if (i >= warmup) samples.push_back(Ms(Clock::now() - start));
+  }
+  db->reset();
+  for (const std::string& f : {file, file + "-wal", file + "-shm"}) std::filesystem::remove(f);
+  std::cout << json{{"kind", "floor"},
+                    {"file", file},
+                    {"synchronous", synchronous},
+                    {"payload_bytes", payload_bytes},
+                    {"iterations", iterations},
+                    {"p50_ms", Median(samples)},
+                    {"p99_ms", Rank(samples, 99)},
+                    {"min_ms", Rank(samples, 0)},
+                    {"max_ms", Rank(samples, 100)},
+                    {"samples_ms", samples}}
+                   .dump()
+            << std::endl;
+  return 0;
+}
+
+// ---- delivery ------------------------------------------------------------------------------
+
+std::string Filler(size_t i, size_t words) {
+  static const char* kWords[] = {"the", "backup", "window", "cluster", "deploy", "region",
+                                 "owner", "retention", "budget", "release", "codename", "limit",
+                                 "service", "gateway", "pipeline", "tenant", "please", "remember"};
+  std::string s;
+  for (size_t w = 0; w < words; ++w) {
+    if (!s.empty()) s += ' ';
+    s += kWords[(i * 7 + w * 13) % std::size(kWords)];
+  }
+  return s + " #" + std::to_string(i) + ".";
+}
+
+// N pending items as tmcra_turn_commit stores them (two messages, per-message and request
+// metadata), in one transaction: the outbox's own Enqueue commits each item durably (one fsync
+// each), which would make the setup take minutes and is not what is measured.
+tmcra::Status FillOutbox(const std::string& path, int items) {
+  {
+    auto created = tmcra::queue::Outbox::Open(path);  // the schema, exactly as the server has it
+    if (!created) return created.error();
+  }
+  auto db = tmcra::db::Database::Open({path});
+  if (!db) return db.error();
+  auto tx = tmcra::db::Transaction::Immediate(**db);
+  if (!tx) return tx.error();
+  auto insert = (*db)->Prepare(
+      "INSERT INTO ingest_queue(item_id, scope_name, session_id, messages_json, consistency, "
+      "slow_policy, idempotency_key, metadata_json, agent_id, recall_receipt_json, state, "
+      "attempts, created_at, updated_at, next_attempt_at) "
+      "VALUES(?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, 'pending', 0, ?, ?, 0)");
+  if (!insert) return insert.error();
+  const json metadata{{"integration", "mcp"}, {"integration_version", "bench"},
+                      {"scope_sharing", "shared"}};
+  for (int i = 0; i < items; ++i) {
+    const auto n = static_cast<size_t>(i);
+    const std::string ts = tmcra::queue::NowIsoformat();
+    const json messages = json::array(
+        {{{"message_id", "u" + std::to_string(i)}, {"role", "user"},
+          {"content", "User asks: " + Filler(n, 24 + n % 16)},
+          {"timestamp", "2026-11-30T00:00:00Z"}, {"metadata", {{"actor_role", "user"}}}},
+         {{"message_id", "a" + std::to_string(i)}, {"role", "assistant"},
+          {"content", "Assistant answers: " + Filler(n + 1, 40 + n % 32)},
+          {"timestamp", "2026-11-30T00:00:01Z"}, {"metadata", {{"actor_role", "assistant"}}}}});
+    char item_id[64];
+    std::snprintf(item_id, sizeof item_id, "mcp-item-bench%08d", i);
+    insert->Bind(1, std::string(item_id))
+        .Bind(2, "bench")
+        .Bind(3, "bench-session-" + std::to_string(i / 20))
+        .Bind(4, tmcra::CanonicalJson(messages))
+        .Bind(5, "read_your_writes")
+        .Bind(6, "auto")
+        .Bind(7, "bench-delivery-key-" + std::to_string(i))
+        .Bind(8, tmcra::CanonicalJson(metadata))
+        .Bind(9, ts)
+        .Bind(10, ts);
+    if (auto s = insert->Run(); !s) return s;
+    insert->Reset();
+  }
+  return tx->Commit();
+}
+
+int Delivery(const std::map<std::string, std::string>& args) {
+  const std::string dir = Get(args, "--dir", "");
+  const int items = std::stoi(Get(args, "--items", "10000"));
+  const double timeout = std::stod(Get(args, "--timeout", "900"));
+  if (dir.empty()) {
+    std::cerr << "delivery: --dir is required\n";
+    return 2;
+  }
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string outbox_path = dir + "/outbox.sqlite3";
+  const auto fill_start = Clock::now();
+  if (auto s = FillOutbox(outbox_path, items); !s) return Fail("fill the outbox", s.error());
+  const double fill_ms = Ms(Clock::now() - fill_start);
+
+  // As src/app/server_setup.cc wires them (embedded mode).
+  tmcra::memory::EngineOptions engine;
+  engine.path = dir + "/memory.db";
+  tmcra::api::EmbeddedMemoryApi memory(std::move(engine));
+  if (auto stats = memory.Stats(); !stats) return Fail("open the store", stats.error());
+  tmcra::tools::MemoryApiSender sender(memory);
+  tmcra::queue::DeliveryOptions options;
+  options.path = outbox_path;
+  options.owner = tmcra::NewProcessOwnerId();
+  // server_setup's gate allows every item without a captured memory-control policy; these
+  // items have none.
+  tmcra::queue::DeliveryService service(options, sender,
+                                        [](const tmcra::queue::Item&) { return true; });
+  auto watcher = tmcra::queue::Outbox::Open(outbox_path);  // its own connection, read only
+  if (!watcher) return Fail("open the outbox", watcher.error());
+
+  const auto start = Clock::now();
+  service.Start();
+  double accepted_ms = -1;  // every item submitted (accepted by the memory)
+  double done_ms = -1;      // every item succeeded or dead-lettered
+  tmcra::queue::Counts counts;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    auto c = (*watcher)->GetCounts();
+    if (!c) return Fail("counts", c.error());
+    counts = *c;
+    const double now = Ms(Clock::now() - start);
+    if (accepted_ms < 0 && counts.pending == 0) accepted_ms = now;
+    if (counts.succeeded + counts.dead_letter >= items) {
+      done_ms = now;
+      break;
+    }
+    if (now > timeout * 1000) break;
+  }
+  service.Stop();
+  auto stats = memory.Stats();
+  if (!stats) return Fail("stats", stats.error());
+  const json report{
+      {"kind", "delivery"},
+      {"items", items},
+      {"messages_per_item", 2},
+      {"fill_ms", fill_ms},
+      {"timed_out", done_ms < 0},
+      {"accepted_seconds", accepted_ms / 1000},
+      {"delivered_seconds", done_ms / 1000},
+      {"accepted_items_per_second", accepted_ms > 0 ? items / (accepted_ms / 1000) : 0},
+      {"delivered_items_per_second", done_ms > 0 ? items / (done_ms / 1000) : 0},
+      {"succeeded", counts.succeeded},
+      {"dead_letter", counts.dead_letter},
+      {"last_error", counts.last_error ? json(*counts.last_error) : json(nullptr)},
+      {"store", *stats},
+  };
+  std::cout << report.dump() << std::endl;
+  const bool complete = done_ms >= 0 && counts.succeeded == items &&
+                        (*stats)["records"] == 2 * items;
+  if (!complete) std::cerr << "delivery: not every item was delivered exactly once\n";
+  return complete ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const auto args = Args(argc, argv, 2);
+  if (mode == "floor") return Floor(args);
+  if (mode == "delivery") return Delivery(args);
+  std::cerr << "usage: lifecycle_bench floor --file PATH [--iterations N] [--warmup W] "
+               "[--payload BYTES]\n"
+               "       lifecycle_bench delivery --dir DIR [--items N] [--timeout SECONDS]\n";
+  return 2;
+}
