@@ -10,6 +10,11 @@
 #include "src/tools/outbox_sender.h"
 #include "src/tools/status_tool.h"
 
+#include <charconv>
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -118,6 +123,18 @@ App BuildApp() {
   feedback.controls = app.controls.get();
   feedback.control_key = control_key;
   feedback.default_scope = deps.default_scope;
+  // How long tmcra_feedback waits for the user's answer (tmcra-contract.md §4.3.2: 120 s).
+  // Tests shorten it; it can only be shortened, and an unusable value keeps the default.
+  if (const std::string ms = value("TMCRA_CONFIRMATION_TIMEOUT_MS"); !ms.empty()) {
+    long long parsed = 0;
+    const char* const end = ms.data() + ms.size();
+    const auto [stop, ec] = std::from_chars(ms.data(), end, parsed);
+    if (ec == std::errc() && stop == end && parsed >= 1 && parsed <= 120000) {
+      feedback.confirmation_timeout = std::chrono::milliseconds(parsed);
+    } else {
+      spdlog::warn("TMCRA_CONFIRMATION_TIMEOUT_MS must be 1..120000 milliseconds; using 120000");
+    }
+  }
   tools::RegisterFeedbackTool(*app.server, feedback);
   tools::RegisterMemoryTools(*app.server, deps);
   tools::RegisterLifecycleTools(*app.server, deps);
