@@ -27,13 +27,6 @@ constexpr size_t kMaxCommentLength = 4000;
 constexpr size_t kMaxReplacementLength = 4000;
 constexpr const char* kEvidenceSchema = "tmcra.service.memory-graph-evidence.1";
 
-std::string Trim(const std::string& s) {
-  const auto begin = s.find_first_not_of(" \t\r\n\f\v");
-  if (begin == std::string::npos) return {};
-  const auto end = s.find_last_not_of(" \t\r\n\f\v");
-  return s.substr(begin, end - begin + 1);
-}
-
 std::string NewId(std::string_view prefix) {
   std::string out(prefix);
   for (char c : UuidV4()) {

@@ -12,13 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Trim(const std::string& s) {
-  const auto begin = s.find_first_not_of(" \t\r\n\f\v");
-  if (begin == std::string::npos) return {};
-  const auto end = s.find_last_not_of(" \t\r\n\f\v");
-  return s.substr(begin, end - begin + 1);
-}
-
 json LocArray(const std::string& loc) {
   json out = json::array({"body"});
   size_t start = 0;

@@ -1,5 +1,7 @@
 #include "src/common/canonical_json.h"
 
+#include "src/common/utf8.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -11,8 +13,10 @@ namespace tmcra {
 
 namespace {
 
-void AppendString(std::string& out, std::string_view s) {
+void AppendString(std::string& out, std::string_view raw) {
   static constexpr char kHex[] = "0123456789abcdef";
+  // Python strings hold no invalid UTF-8; replace it rather than write bytes no reader accepts.
+  const std::string s = IsValidUtf8(raw) ? std::string(raw) : SanitizeUtf8(raw);
   out.push_back('"');
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
@@ -37,37 +41,39 @@ void AppendString(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
-void Append(std::string& out, const nlohmann::json& v) {
-  using T = nlohmann::json::value_t;
+// The writer behind both forms: `item_sep`/`key_sep` are Python's separators; object members
+// come in the order of the JSON type (sorted for json, insertion order for ordered_json).
+template <class Json>
+void Append(std::string& out, const Json& v, std::string_view item_sep,
+            std::string_view key_sep) {
+  using T = typename Json::value_t;
   switch (v.type()) {
     case T::null: out += "null"; return;
-    case T::boolean: out += v.get<bool>() ? "true" : "false"; return;
-    case T::number_integer: out += std::to_string(v.get<std::int64_t>()); return;
-    case T::number_unsigned: out += std::to_string(v.get<std::uint64_t>()); return;
-    case T::number_float: out += PythonFloatRepr(v.get<double>()); return;
-    case T::string: AppendString(out, v.get_ref<const std::string&>()); return;
+    case T::boolean: out += v.template get<bool>() ? "true" : "false"; return;
+    case T::number_integer: out += std::to_string(v.template get<std::int64_t>()); return;
+    case T::number_unsigned: out += std::to_string(v.template get<std::uint64_t>()); return;
+    case T::number_float: out += PythonFloatRepr(v.template get<double>()); return;
+    case T::string: AppendString(out, v.template get_ref<const std::string&>()); return;
     case T::array: {
       out.push_back('[');
       bool first = true;
       for (const auto& item : v) {
-        if (!first) out.push_back(',');
+        if (!first) out += item_sep;
         first = false;
-        Append(out, item);
+        Append(out, item, item_sep, key_sep);
       }
       out.push_back(']');
       return;
     }
     case T::object: {
-      // nlohmann's default object is a std::map ordered by std::string's byte comparison;
-      // byte order of UTF-8 equals code-point order, which is what Python's sort_keys uses.
       out.push_back('{');
       bool first = true;
       for (const auto& [key, item] : v.items()) {
-        if (!first) out.push_back(',');
+        if (!first) out += item_sep;
         first = false;
         AppendString(out, key);
-        out.push_back(':');
-        Append(out, item);
+        out += key_sep;
+        Append(out, item, item_sep, key_sep);
       }
       out.push_back('}');
       return;
@@ -135,8 +141,16 @@ std::string PythonFloatRepr(double value) {
 }
 
 std::string CanonicalJson(const nlohmann::json& value) {
+  // nlohmann's default object is a std::map ordered by std::string's byte comparison; byte
+  // order of UTF-8 equals code-point order, which is what Python's sort_keys uses.
   std::string out;
-  Append(out, value);
+  Append(out, value, ",", ":");
+  return out;
+}
+
+std::string PythonJsonDumps(const nlohmann::ordered_json& value) {
+  std::string out;
+  Append(out, value, ", ", ": ");
   return out;
 }
 

@@ -17,6 +17,11 @@ namespace tmcra {
 
 std::string CanonicalJson(const nlohmann::json& value);
 
+// Python's json.dumps(v, ensure_ascii=False) with its default separators (", " and ": ") and
+// the members in `value`'s insertion order, as Python's dict keeps them: what TMCRA writes to
+// its memory-controls files and shows in its feedback confirmation.
+std::string PythonJsonDumps(const nlohmann::ordered_json& value);
+
 // Python's repr() of a float, e.g. 1.0, 0.1, 1e+16, 1e-05, -0.0, inf -> "Infinity" as json does.
 std::string PythonFloatRepr(double value);
 

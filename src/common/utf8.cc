@@ -53,6 +53,13 @@ bool IsValidUtf8(std::string_view text) {
   return true;
 }
 
+std::string Trim(std::string_view text) {
+  const auto begin = text.find_first_not_of(" \t\r\n\f\v");
+  if (begin == std::string_view::npos) return {};
+  const auto end = text.find_last_not_of(" \t\r\n\f\v");
+  return std::string(text.substr(begin, end - begin + 1));
+}
+
 std::string SanitizeUtf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -15,6 +15,10 @@ size_t CodePointLength(std::string_view text);
 // True when `text` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
 bool IsValidUtf8(std::string_view text);
 
+// `text` without leading and trailing ASCII whitespace (space, \t, \r, \n, \f, \v), as the
+// service trims its strings.
+std::string Trim(std::string_view text);
+
 // `text` with every invalid sequence replaced by U+FFFD.
 std::string SanitizeUtf8(std::string_view text);
 

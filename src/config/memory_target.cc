@@ -1,4 +1,5 @@
 #include "src/config/memory_target.h"
+#include "src/common/utf8.h"
 
 #include <unistd.h>
 
@@ -13,13 +14,6 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::string_view kDefaultBaseUrl = "https://api.tmcra.com";
-
-std::string Trim(std::string_view s) {
-  const auto begin = s.find_first_not_of(" \t\r\n");
-  if (begin == std::string_view::npos) return {};
-  const auto end = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(begin, end - begin + 1));
-}
 
 std::string NonBlank(const EnvLookup& env, const char* name) {
   auto value = env(name);

@@ -233,73 +233,7 @@ bool IsInteger(const ojson& v) { return v.is_number_integer(); }  // false for b
 
 // ---- the state file's JSON: json.dumps(ensure_ascii=False), default separators ------------
 
-void AppendJsonString(std::string& out, std::string_view raw) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  // Invalid UTF-8 never reaches the file (JS and Python could not read it back).
-  const std::string s = IsValidUtf8(raw) ? std::string(raw) : SanitizeUtf8(raw);
-  out.push_back('"');
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 0x0F]);
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  out.push_back('"');
-}
-
-void AppendPythonJson(std::string& out, const ojson& v) {
-  using T = ojson::value_t;
-  switch (v.type()) {
-    case T::null: out += "null"; return;
-    case T::boolean: out += v.get<bool>() ? "true" : "false"; return;
-    case T::number_integer: out += std::to_string(v.get<int64_t>()); return;
-    case T::number_unsigned: out += std::to_string(v.get<uint64_t>()); return;
-    case T::number_float: out += PythonFloatRepr(v.get<double>()); return;
-    case T::string: AppendJsonString(out, v.get_ref<const std::string&>()); return;
-    case T::array: {
-      out.push_back('[');
-      bool first = true;
-      for (const auto& item : v) {
-        if (!first) out += ", ";
-        first = false;
-        AppendPythonJson(out, item);
-      }
-      out.push_back(']');
-      return;
-    }
-    case T::object: {
-      out.push_back('{');
-      bool first = true;
-      for (const auto& [key, item] : v.items()) {  // insertion order, as Python's dict
-        if (!first) out += ", ";
-        first = false;
-        AppendJsonString(out, key);
-        out += ": ";
-        AppendPythonJson(out, item);
-      }
-      out.push_back('}');
-      return;
-    }
-    case T::binary:
-    case T::discarded:
-      out += "null";
-      return;
-  }
-}
+void AppendPythonJson(std::string& out, const ojson& v) { out += PythonJsonDumps(v); }
 
 json ToPlain(const ojson& v) {
   switch (v.type()) {
@@ -1134,11 +1068,6 @@ std::string ControlKey(std::string_view base_url, std::string_view api_key,
 
 bool IsContinuation(std::string_view prompt) { return MatchesContinuation(PyStrip(prompt)); }
 
-std::string PythonStateJson(const nlohmann::ordered_json& value) {
-  std::string out;
-  AppendPythonJson(out, value);
-  return out;
-}
 
 // ---- ControlStore -------------------------------------------------------------------------
 

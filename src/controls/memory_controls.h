@@ -75,9 +75,7 @@ std::string ControlKey(std::string_view base_url, std::string_view api_key,
 //   (?:好的?[,，\s]*)?(?:继续|接着[做来]?|往下[做走]?|补齐这些|完成这些|continue|resume|go on|carry on)[。.!！\s]*
 bool IsContinuation(std::string_view prompt);
 
-// `value` as the state file holds it: Python's json.dumps(value, ensure_ascii=False) with the
-// default separators, members in the object's order.
-std::string PythonStateJson(const nlohmann::ordered_json& value);
+
 
 class ControlStore {
  public:

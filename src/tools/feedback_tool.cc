@@ -80,98 +80,6 @@ bool Truthy(const json& v) {
   }
 }
 
-void AppendPythonString(std::string& out, const std::string& s) {
-  // ensure_ascii=False: only '"', '\\' and the C0 controls are escaped.
-  static constexpr char kHex[] = "0123456789abcdef";
-  out.push_back('"');
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 0x0f]);
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  out.push_back('"');
-}
-
-void AppendPython(std::string& out, const ordered_json& v) {
-  using T = ordered_json::value_t;
-  switch (v.type()) {
-    case T::null:
-      out += "null";
-      return;
-    case T::boolean:
-      out += v.get<bool>() ? "true" : "false";
-      return;
-    case T::number_integer:
-      out += std::to_string(v.get<int64_t>());
-      return;
-    case T::number_unsigned:
-      out += std::to_string(v.get<uint64_t>());
-      return;
-    case T::number_float:
-      out += PythonFloatRepr(v.get<double>());
-      return;
-    case T::string:
-      AppendPythonString(out, v.get_ref<const std::string&>());
-      return;
-    case T::array: {
-      out.push_back('[');
-      bool first = true;
-      for (const auto& item : v) {
-        if (!first) out += ", ";
-        first = false;
-        AppendPython(out, item);
-      }
-      out.push_back(']');
-      return;
-    }
-    case T::object: {
-      out.push_back('{');
-      bool first = true;
-      for (const auto& [key, item] : v.items()) {
-        if (!first) out += ", ";
-        first = false;
-        AppendPythonString(out, key);
-        out += ": ";
-        AppendPython(out, item);
-      }
-      out.push_back('}');
-      return;
-    }
-    default:
-      out += "null";
-      return;
-  }
-}
-
 ToolResult NotApplied(const std::string& status, const json* preview = nullptr) {
   json out{{"applied", false}, {"status", status}};
   if (preview != nullptr) out["preview"] = *preview;
@@ -256,7 +164,7 @@ ToolResult Feedback(const json& args, mcp::ToolContext& ctx, const FeedbackToolD
   preview["action"] = action;
   preview["sources"] = std::move(sources);
   if (action == "correct") preview["replacement"] = replacement;
-  const std::string preview_text = PythonJsonDumps(preview);
+  const std::string preview_text = tmcra::PythonJsonDumps(preview);
   if (CodePointLength(preview_text) > kMaxPreviewCharacters) return NotApplied("preview_too_large");
   const json preview_json =
       json::parse(preview.dump(-1, ' ', false, ordered_json::error_handler_t::replace));
@@ -333,11 +241,6 @@ bool ExactEvidence(const json& page, const std::string& memory_id, const std::st
   return true;
 }
 
-std::string PythonJsonDumps(const ordered_json& value) {
-  std::string out;
-  AppendPython(out, value);
-  return out;
-}
 
 void RegisterFeedbackTool(mcp::Server& server, const FeedbackToolDeps& deps) {
   RegisterTool(

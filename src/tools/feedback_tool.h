@@ -36,8 +36,6 @@ void RegisterFeedbackTool(mcp::Server& server, const FeedbackToolDeps& deps);
 bool ExactEvidence(const nlohmann::json& page, const std::string& memory_id,
                    const std::string& scope, std::string* text);
 
-// Python's json.dumps(value, ensure_ascii=False) with its default separators (", " and ": "),
-// members in insertion order: what TMCRA shows the user and measures against the preview limit.
-std::string PythonJsonDumps(const nlohmann::ordered_json& value);
+
 
 }  // namespace tmcra::tools

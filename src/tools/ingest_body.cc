@@ -13,13 +13,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Trim(const std::string& s) {
-  const auto begin = s.find_first_not_of(" \t\r\n\f\v");
-  if (begin == std::string::npos) return {};
-  const auto end = s.find_last_not_of(" \t\r\n\f\v");
-  return s.substr(begin, end - begin + 1);
-}
-
 std::optional<std::string> OptionalString(const json& obj, const char* key) {
   auto it = obj.find(key);
   if (it == obj.end() || !it->is_string()) return std::nullopt;

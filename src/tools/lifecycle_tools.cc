@@ -136,8 +136,6 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps) {
     }
     // A replay: the stored recall, validated again, and no new recall.
     json stored = t.recall_receipt;
-    json capture_json = stored.is_object() && stored.contains("_local_capture")
-                            ? stored["_local_capture"] : json(nullptr);
     if (stored.is_object()) stored.erase("_local_capture");
     auto revalidated = receipts::RecallReceipt(stored, resolved->scope);
     if (!revalidated) return Failure(kTool, revalidated.error());

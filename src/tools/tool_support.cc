@@ -1,4 +1,5 @@
 #include "src/tools/tool_support.h"
+#include "src/common/utf8.h"
 
 #include "receipts/receipts.h"
 #include "src/tools/ingest_body.h"
@@ -9,13 +10,6 @@ json NullableString(int max_length) {
   json s{{"type", "string"}};
   if (max_length > 0) s["maxLength"] = max_length;
   return json{{"anyOf", json::array({s, {{"type", "null"}}})}, {"default", nullptr}};
-}
-
-std::string Trim(const std::string& s) {
-  const auto begin = s.find_first_not_of(" \t\r\n\f\v");
-  if (begin == std::string::npos) return {};
-  const auto end = s.find_last_not_of(" \t\r\n\f\v");
-  return s.substr(begin, end - begin + 1);
 }
 
 std::string OptionalArg(const json& args, const char* key) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/common/result.h"
+#include "src/common/utf8.h"
 #include "src/mcp/server.h"
 
 namespace tmcra::tools {
@@ -16,7 +17,6 @@ using json = nlohmann::json;
 
 // {"anyOf": [{"type":"string", maxLength?}, {"type":"null"}], "default": null}
 json NullableString(int max_length = 0);
-std::string Trim(const std::string& s);
 // The trimmed string argument `key`, or "" when absent or null.
 std::string OptionalArg(const json& args, const char* key);
 // ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$, the service's scope-name syntax.

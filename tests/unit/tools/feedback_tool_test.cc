@@ -3,6 +3,8 @@
 // elicitation/create. Every outcome but an accepted, confirmed, unchanged context writes nothing.
 #include "src/tools/feedback_tool.h"
 
+#include "src/common/canonical_json.h"
+
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -575,6 +577,6 @@ TEST_CASE("exact-source rule and the preview's JSON text", "[tools][feedback]") 
   v["z"] = "é \"q\" \\ \n\t\x01 \u2028";
   v["a"] = nlohmann::ordered_json::array({1, nullptr, true, 1.5});
   v["m"] = nlohmann::ordered_json::object();
-  CHECK(tmcra::tools::PythonJsonDumps(v) ==
+  CHECK(tmcra::PythonJsonDumps(v) ==
         "{\"z\": \"é \\\"q\\\" \\\\ \\n\\t\\u0001 \u2028\", \"a\": [1, null, true, 1.5], \"m\": {}}");
 }
