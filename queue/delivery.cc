@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -67,14 +68,104 @@ double DeliveryService::Backoff(int64_t attempts) {
   return std::uniform_real_distribution<double>(capped / 2, capped)(rng);
 }
 
-Status DeliveryService::RecordSubmit(Outbox& outbox, const Item& item,
-                                     const Result<json>& receipt) {
-  if (receipt) return outbox.MarkSubmitted(item.item_id, *receipt);
-  const Error& e = receipt.error();
-  if (e.retryable) {
-    return outbox.RecordFailure(item.item_id, e.ToString(), NowSeconds() + Backoff(item.attempts));
+Outcome DeliveryService::SubmitOutcome(const Item& item, const Result<json>& receipt) {
+  Outcome o;
+  o.item_id = item.item_id;
+  if (receipt) {
+    o.kind = Outcome::Kind::kMarkSubmitted;
+    o.receipt = *receipt;
+  } else if (receipt.error().retryable) {
+    o.kind = Outcome::Kind::kRetryLater;
+    o.error = receipt.error().ToString();
+    o.next_attempt_at = NowSeconds() + Backoff(item.attempts);
+  } else {
+    o.kind = Outcome::Kind::kMarkDeadLetter;
+    o.error = receipt.error().ToString();
   }
-  return outbox.MarkDeadLetter(item.item_id, e.ToString(), nullptr);
+  return o;
+}
+
+std::optional<DeliveryService::Decision> DeliveryService::PollOutcome(const Item& item,
+                                                                      json* progress) {
+  json receipt = item.receipt;
+  Decision d;
+  d.outcome.item_id = item.item_id;
+  if (!receipt.is_object() || !receipt.contains("jobs") || !receipt["jobs"].is_array() ||
+      receipt["jobs"].empty()) {
+    d.outcome.kind = Outcome::Kind::kMarkDeadLetter;
+    d.outcome.error = "the stored ingest receipt has no jobs";
+    d.outcome.receipt = receipt;
+    return d;
+  }
+  for (auto& job : receipt["jobs"]) {
+    if (IsTerminal(job)) continue;
+    auto polled = sender_.PollJob(job.value("job_id", ""));
+    if (!polled) {
+      const Error& e = polled.error();
+      d.outcome.error = e.ToString();
+      if (e.retryable) {
+        d.outcome.kind = Outcome::Kind::kRetryLater;
+        d.outcome.next_attempt_at = NowSeconds() + Backoff(item.attempts);
+      } else {
+        d.outcome.kind = Outcome::Kind::kMarkDeadLetter;
+        d.outcome.receipt = receipt;
+      }
+      return d;
+    }
+    job = std::move(*polled);
+  }
+  if (!AllJobsTerminal(receipt)) {
+    if (progress != nullptr) *progress = std::move(receipt);
+    return std::nullopt;  // not yet
+  }
+  bool all_succeeded = true;
+  bool all_cancelled = true;
+  for (const auto& job : receipt["jobs"]) {
+    all_succeeded = all_succeeded && job["status"] == "succeeded";
+    all_cancelled = all_cancelled && job["status"] == "cancelled";
+  }
+  receipt["status"] = all_succeeded ? "succeeded" : all_cancelled ? "cancelled" : "failed";
+  receipt["observed_status"] = receipt["status"];
+  receipt["final_status"] = receipt["status"];
+  receipt["final"] = true;
+  d.jobs_terminal = true;
+  d.outcome.receipt = std::move(receipt);
+  if (all_succeeded) {
+    d.outcome.kind = Outcome::Kind::kMarkSucceeded;
+  } else {
+    d.outcome.kind = Outcome::Kind::kMarkDeadLetter;
+    d.outcome.error = "a job of the ingest did not succeed";
+  }
+  return d;
+}
+
+Status DeliveryService::Apply(Outbox& outbox, const Outcome& o) {
+  switch (o.kind) {
+    case Outcome::Kind::kReleaseOnly:
+      return Ok();
+    case Outcome::Kind::kMarkSubmitted:
+      return outbox.MarkSubmitted(o.item_id, o.receipt);
+    case Outcome::Kind::kMarkSucceeded:
+      return outbox.MarkSucceeded(o.item_id, o.receipt);
+    case Outcome::Kind::kMarkDeadLetter:
+      return outbox.MarkDeadLetter(o.item_id, o.error, o.receipt, o.erase_content);
+    case Outcome::Kind::kRetryLater:
+      return outbox.RecordFailure(o.item_id, o.error, o.next_attempt_at);
+  }
+  return Ok();
+}
+
+bool DeliveryService::Changes(const Outcome& o) {
+  return o.kind != Outcome::Kind::kReleaseOnly && o.kind != Outcome::Kind::kRetryLater;
+}
+
+Outcome DeliveryService::Discard(const Item& item) {
+  Outcome o;
+  o.item_id = item.item_id;
+  o.kind = Outcome::Kind::kMarkDeadLetter;
+  o.error = "discarded_by_memory_mode";
+  o.erase_content = true;
+  return o;
 }
 
 Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id, bool* changed) {
@@ -82,77 +173,32 @@ Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id, b
   if (!item) return item.error();
   if (item->state == kPending) {
     if (gate_ && !gate_(*item)) {
-      if (auto s = outbox.MarkDeadLetter(item_id, "discarded_by_memory_mode", nullptr,
-                                         /*erase_content=*/true);
-          !s) {
-        return s.error();
-      }
+      if (auto s = Apply(outbox, Discard(*item)); !s) return s.error();
       if (changed != nullptr) *changed = true;
       return false;
     }
     TMCRA_FAILPOINT("deliver.before_send");
     auto receipt = sender_.Submit(*item);
     if (receipt) TMCRA_FAILPOINT("deliver.after_accept_before_mark");
-    if (auto s = RecordSubmit(outbox, *item, receipt); !s) return s.error();
-    if (changed != nullptr) *changed = receipt || !receipt.error().retryable;
-    return receipt.has_value();  // now submitted: its jobs can be polled
+    const Outcome o = SubmitOutcome(*item, receipt);
+    if (auto s = Apply(outbox, o); !s) return s.error();
+    if (changed != nullptr) *changed = Changes(o);
+    return o.kind == Outcome::Kind::kMarkSubmitted;  // now submitted: its jobs can be polled
   }
   if (item->state == kSubmitted) {
-    json receipt = item->receipt;
-    if (!receipt.is_object() || !receipt.contains("jobs") || !receipt["jobs"].is_array() ||
-        receipt["jobs"].empty()) {
-      if (auto s = outbox.MarkDeadLetter(item_id, "the stored ingest receipt has no jobs", receipt);
-          !s) {
-        return s.error();
-      }
-      if (changed != nullptr) *changed = true;
-      return false;
-    }
-    for (auto& job : receipt["jobs"]) {
-      if (IsTerminal(job)) continue;
-      const std::string job_id = job.value("job_id", "");
-      auto polled = sender_.PollJob(job_id);
-      if (!polled) {
-        const Error& e = polled.error();
-        if (!e.retryable) {
-          if (auto s = outbox.MarkDeadLetter(item_id, e.ToString(), receipt); !s) return s.error();
-          if (changed != nullptr) *changed = true;
-          return false;
-        }
-        if (auto s = outbox.RecordFailure(item_id, e.ToString(), NowSeconds() + Backoff(item->attempts));
-            !s) {
-          return s.error();
-        }
-        return false;
-      }
-      job = std::move(*polled);
-    }
-    if (!AllJobsTerminal(receipt)) {
-      if (receipt != item->receipt) {
-        if (auto s = outbox.MarkSubmitted(item_id, receipt); !s) return s.error();
+    json progress;
+    auto decision = PollOutcome(*item, &progress);
+    if (!decision) {
+      // Not finished: record what the jobs report now (e.g. running), if anything changed.
+      if (progress != item->receipt) {
+        if (auto s = outbox.MarkSubmitted(item_id, progress); !s) return s.error();
         if (changed != nullptr) *changed = true;
       }
       return false;  // not yet; the caller decides whether to wait
     }
-    bool all_succeeded = true;
-    bool all_cancelled = true;
-    for (const auto& job : receipt["jobs"]) {
-      all_succeeded = all_succeeded && job["status"] == "succeeded";
-      all_cancelled = all_cancelled && job["status"] == "cancelled";
-    }
-    receipt["status"] = all_succeeded ? "succeeded" : all_cancelled ? "cancelled" : "failed";
-    receipt["observed_status"] = receipt["status"];
-    receipt["final_status"] = receipt["status"];
-    receipt["final"] = true;
-    TMCRA_FAILPOINT("deliver.after_job_terminal_before_mark");
-    if (all_succeeded) {
-      if (auto s = outbox.MarkSucceeded(item_id, receipt); !s) return s.error();
-    } else if (auto s = outbox.MarkDeadLetter(item_id, "a job of the ingest did not succeed",
-                                              receipt);
-               !s) {
-      return s.error();
-    }
-    if (changed != nullptr) *changed = true;
+    if (decision->jobs_terminal) TMCRA_FAILPOINT("deliver.after_job_terminal_before_mark");
+    if (auto s = Apply(outbox, decision->outcome); !s) return s.error();
+    if (changed != nullptr) *changed = Changes(decision->outcome);
     return false;
   }
   return false;  // succeeded or dead_letter: nothing to do
@@ -217,45 +263,142 @@ void DeliveryService::ReleaseItem(Outbox& outbox, const std::string& item_id) {
   claimed_.erase(item_id);
 }
 
-int DeliveryService::SubmitClaimed(Outbox& outbox, std::vector<Item>& items) {
-  std::vector<Result<json>> results;
-  results.reserve(items.size());
+std::vector<std::string> DeliveryService::ClaimEach(Outbox& outbox,
+                                                    const std::vector<std::string>& item_ids) {
+  std::vector<std::string> local;  // not being worked on by another thread of ours
+  {
+    std::lock_guard lock(claims_mu_);
+    for (const auto& id : item_ids) {
+      if (claimed_.insert(id).second) local.push_back(id);
+    }
+  }
+  std::vector<std::string> held;
+  auto claimed = outbox.ClaimEach(local, options_.owner, options_.claim_seconds);
+  if (!claimed) spdlog::warn("delivery: claiming {} items: {}", local.size(), claimed.error().ToString());
+  std::lock_guard lock(claims_mu_);
+  for (size_t i = 0; i < local.size(); ++i) {
+    if (claimed && (*claimed)[i]) {
+      held.push_back(local[i]);
+    } else {
+      claimed_.erase(local[i]);
+    }
+  }
+  return held;
+}
+
+void DeliveryService::RecordEach(Outbox& outbox, const std::vector<Outcome>& outcomes) {
+  if (outcomes.empty()) return;
+  // All or nothing. If it fails, nothing is lost: the claims expire; an item the memory
+  // accepted stays pending and is submitted again under its key, which the memory replays.
+  if (auto s = outbox.RecordEach(outcomes, options_.owner); !s) {
+    spdlog::warn("delivery: recording {} outcomes: {}", outcomes.size(), s.error().ToString());
+  }
+  std::lock_guard lock(claims_mu_);
+  for (const auto& o : outcomes) claimed_.erase(o.item_id);
+}
+
+std::vector<Outcome> DeliveryService::SubmitClaimed(const std::vector<Item>& items) {
+  std::vector<Outcome> outcomes;
+  outcomes.reserve(items.size());
   const auto one_by_one = [&] {
-    results.clear();
+    outcomes.clear();
     for (const auto& item : items) {
       TMCRA_FAILPOINT("deliver.before_send");
-      results.push_back(sender_.Submit(item));
+      auto receipt = sender_.Submit(item);
+      if (receipt) TMCRA_FAILPOINT("deliver.after_accept_before_mark");
+      outcomes.push_back(SubmitOutcome(item, receipt));
     }
   };
   if (items.size() == 1) {
     one_by_one();
+    return outcomes;
+  }
+  for (size_t i = 0; i < items.size(); ++i) TMCRA_FAILPOINT("deliver.before_send");
+  auto batch = sender_.SubmitBatch(items);
+  if (batch && batch->size() == items.size()) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      if ((*batch)[i]) TMCRA_FAILPOINT("deliver.after_accept_before_mark");
+      outcomes.push_back(SubmitOutcome(items[i], (*batch)[i]));
+    }
+  } else if (!batch && batch.error().retryable) {
+    // Nothing is known to have landed: every item is retried later, by its own key.
+    for (const auto& item : items) {
+      Outcome o;
+      o.item_id = item.item_id;
+      o.kind = Outcome::Kind::kRetryLater;
+      o.error = batch.error().ToString();
+      o.next_attempt_at = NowSeconds() + Backoff(item.attempts);
+      outcomes.push_back(std::move(o));
+    }
   } else {
-    for (size_t i = 0; i < items.size(); ++i) TMCRA_FAILPOINT("deliver.before_send");
-    auto batch = sender_.SubmitBatch(items);
-    if (batch && batch->size() == items.size()) {
-      results = std::move(*batch);
-    } else if (!batch && batch.error().retryable) {
-      // Nothing is known to have landed: every item is retried later, by its own key.
-      for (size_t i = 0; i < items.size(); ++i) results.push_back(batch.error());
-    } else {
-      // Refused as a whole (the Memory API refuses a batch with one invalid item) or answered
-      // with the wrong number of results: each item again on its own, so only a bad item fails.
-      // An item the memory did accept is replayed by its key, not written twice.
-      spdlog::info("a batch of {} items was refused ({}); sending them one by one", items.size(),
-                   batch ? "the answer does not match the items" : batch.error().ToString());
-      one_by_one();
-    }
+    // Refused as a whole (the Memory API refuses a batch with one invalid item) or answered
+    // with the wrong number of results: each item again on its own, so only a bad item fails.
+    // An item the memory did accept is replayed by its key, not written twice.
+    spdlog::info("a batch of {} items was refused ({}); sending them one by one", items.size(),
+                 batch ? "the answer does not match the items" : batch.error().ToString());
+    one_by_one();
   }
+  return outcomes;
+}
+
+int DeliveryService::SubmitGroup(Outbox& ob, const std::vector<std::string>& item_ids) {
   int changed = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (results[i]) TMCRA_FAILPOINT("deliver.after_accept_before_mark");
-    if (auto s = RecordSubmit(outbox, items[i], results[i]); !s) {
-      spdlog::warn("delivery of {}: {}", items[i].item_id, s.error().ToString());
-    } else if (results[i] || !results[i].error().retryable) {
-      ++changed;
+  std::vector<Outcome> outcomes;  // recorded with the claims' release at the end
+  std::vector<std::vector<Item>> batches(1);
+  size_t messages = 0;
+  for (const auto& id : ClaimEach(ob, item_ids)) {
+    // Taken again under the claim: another deliverer may have moved the item since the look.
+    auto item = ob.Get(id);
+    Outcome release;
+    release.item_id = id;
+    if (!item || item->state != kPending) {
+      if (!item) spdlog::warn("delivery of {}: {}", id, item.error().ToString());
+      outcomes.push_back(std::move(release));
+      continue;
     }
-    ReleaseItem(outbox, items[i].item_id);
+    if (gate_ && !gate_(*item)) {
+      outcomes.push_back(Discard(*item));
+      ++changed;
+      continue;
+    }
+    const size_t n = item->messages.is_array() ? item->messages.size() : 0;
+    if (!batches.back().empty() &&
+        (batches.back().size() >= kMaxBatchItems || messages + n > kMaxBatchMessages)) {
+      batches.emplace_back();
+      messages = 0;
+    }
+    messages += n;
+    batches.back().push_back(std::move(*item));
   }
+  for (const auto& batch : batches) {
+    if (batch.empty()) continue;
+    for (auto& o : SubmitClaimed(batch)) {
+      changed += Changes(o) ? 1 : 0;
+      outcomes.push_back(std::move(o));
+    }
+  }
+  RecordEach(ob, outcomes);
+  return changed;
+}
+
+int DeliveryService::FinishGroup(Outbox& ob, const std::vector<std::string>& item_ids,
+                                 std::map<std::string, Looked>& looked) {
+  int changed = 0;
+  std::vector<Outcome> outcomes;
+  for (const auto& id : ClaimEach(ob, item_ids)) {
+    auto item = ob.Get(id);
+    Looked& l = looked.at(id);
+    if (!item || item->state != kSubmitted || item->receipt != l.receipt) {
+      Outcome release;  // moved since the look: the next round sees it as it is now
+      release.item_id = id;
+      outcomes.push_back(std::move(release));
+      continue;
+    }
+    if (l.decision.jobs_terminal) TMCRA_FAILPOINT("deliver.after_job_terminal_before_mark");
+    changed += Changes(l.decision.outcome) ? 1 : 0;
+    outcomes.push_back(std::move(l.decision.outcome));
+  }
+  RecordEach(ob, outcomes);
   return changed;
 }
 
@@ -265,57 +408,59 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
   if (!opened) return opened.error();
   Outbox& ob = **opened;
   const auto stop = [&] { return stopping_.load() || (cancelled && cancelled()); };
-  struct Chunk {
-    std::vector<Item> items;
+  int changed = 0;
+  // Each item is looked at without its claim first: a submitted item's jobs are polled (most
+  // of a backlog's are still running, and finding that out writes nothing), pending items are
+  // grouped by scope and agent id. A group is claimed (each item on its own, in one outbox
+  // transaction), sent and recorded as soon as it is full, so claims are held for one request,
+  // never for a whole round, and other deliverers (a reconcile, a read_your_writes commit, other
+  // processes) are kept waiting no longer than that.
+  struct Group {
+    std::vector<std::string> ids;
     size_t messages = 0;
   };
-  // Open batches by scope and agent id (the Memory API takes one of each per batch).
-  std::map<std::pair<std::string, std::optional<std::string>>, Chunk> chunks;
-  int changed = 0;
-  const auto send = [&](Chunk& chunk) {
-    if (!chunk.items.empty()) changed += SubmitClaimed(ob, chunk.items);
-    chunk = Chunk{};
+  std::map<std::pair<std::string, std::optional<std::string>>, Group> groups;
+  std::vector<std::string> finishing;  // submitted items whose jobs finished
+  std::map<std::string, Looked> looked;
+  const auto finish = [&] {
+    if (!finishing.empty()) changed += FinishGroup(ob, finishing, looked);
+    finishing.clear();
+    looked.clear();
+  };
+  const auto submit = [&](Group& group) {
+    if (!group.ids.empty()) changed += SubmitGroup(ob, group.ids);
+    group = Group{};
   };
   for (const auto& id : item_ids) {
-    if (stop()) break;
-    auto claimed = ClaimItem(ob, id);
-    if (!claimed) {
-      if (claimed.error().code != Errc::kNotFound) {  // an unknown id is the caller's to report
-        spdlog::warn("delivery of {}: {}", id, claimed.error().ToString());
+    if (stop()) return changed;
+    auto peek = ob.Get(id);
+    if (!peek) {
+      if (peek.error().code != Errc::kNotFound) {  // an unknown id is the caller's to report
+        spdlog::warn("delivery of {}: {}", id, peek.error().ToString());
       }
       continue;
     }
-    if (!*claimed) continue;  // another deliverer has it
-    auto item = ob.Get(id);
-    if (!item) {
-      spdlog::warn("delivery of {}: {}", id, item.error().ToString());
-      ReleaseItem(ob, id);
+    if (peek->state == kSubmitted) {
+      auto decision = PollOutcome(*peek, nullptr);
+      if (!decision) continue;  // its jobs are still running
+      looked.emplace(id, Looked{std::move(*decision), std::move(peek->receipt)});
+      finishing.push_back(id);
+      if (finishing.size() >= kMaxBatchItems) finish();
       continue;
     }
-    if (item->state == kPending && !(gate_ && !gate_(*item))) {
-      Chunk& chunk = chunks[{item->scope_name, item->agent_id}];
-      const size_t messages = item->messages.is_array() ? item->messages.size() : 0;
-      if (!chunk.items.empty() && chunk.messages + messages > kMaxBatchMessages) send(chunk);
-      chunk.messages += messages;
-      chunk.items.push_back(std::move(*item));
-      if (chunk.items.size() >= kMaxBatchItems) send(chunk);
-      continue;  // claimed until its batch is sent
-    }
-    // Discarded by the write gate, or submitted (its jobs are polled once), or finished.
-    bool item_changed = false;
-    if (auto r = Step(ob, id, &item_changed); !r) {
-      spdlog::warn("delivery of {}: {}", id, r.error().ToString());
-    }
-    if (item_changed) ++changed;
-    ReleaseItem(ob, id);
+    if (peek->state != kPending) continue;  // finished
+    Group& group = groups[{peek->scope_name, peek->agent_id}];
+    const size_t n = peek->messages.is_array() ? peek->messages.size() : 0;
+    if (!group.ids.empty() && group.messages + n > kMaxBatchMessages) submit(group);
+    group.ids.push_back(id);
+    group.messages += n;
+    if (group.ids.size() >= kMaxBatchItems) submit(group);
   }
-  for (auto& [key, chunk] : chunks) {
-    if (stop()) {
-      for (const auto& item : chunk.items) ReleaseItem(ob, item.item_id);  // not sent: later
-      chunk = Chunk{};
-    } else {
-      send(chunk);
-    }
+  if (stop()) return changed;
+  finish();
+  for (auto& [key, group] : groups) {
+    if (stop()) break;
+    submit(group);
   }
   return changed;
 }

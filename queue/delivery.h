@@ -28,6 +28,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -93,8 +94,8 @@ class DeliveryService {
 
   // Works once on each of `item_ids` that this process can claim: pending ones are submitted in
   // batches (whatever their backoff says: the caller chose them), submitted ones have their jobs
-  // polled once. Never waits for jobs. Returns how many items changed state; a failure on one
-  // item is logged and the others go on.
+  // polled once (and are claimed only when a job finished). Never waits for jobs. Returns how
+  // many items changed state; a failure on one item is logged and the others go on.
   [[nodiscard]] Result<int> DeliverBatch(const std::vector<std::string>& item_ids,
                                          const std::function<bool()>& cancelled = {});
 
@@ -110,15 +111,45 @@ class DeliveryService {
   // One step on a claimed item; false when there is nothing more to do now. `changed` (if
   // given) is set when the item's state or receipt was written.
   Result<bool> Step(Outbox& outbox, const std::string& item_id, bool* changed = nullptr);
-  // Records the outcome of submitting a claimed pending item: submitted, a retry with backoff,
-  // or a dead letter.
-  Status RecordSubmit(Outbox& outbox, const Item& item, const Result<json>& receipt);
-  // Sends one batch of claimed pending items and records each outcome; releases their claims.
-  int SubmitClaimed(Outbox& outbox, std::vector<Item>& items);
+
+  // What polling a submitted item's jobs decided; `jobs_terminal` when every job finished.
+  struct Decision {
+    Outcome outcome;
+    bool jobs_terminal = false;
+  };
+  // The outcome of submitting a pending item (submitted, a retry with backoff, a dead letter).
+  Outcome SubmitOutcome(const Item& item, const Result<json>& receipt);
+  // Polls a submitted item's unfinished jobs (reads only). Nothing while a job is still
+  // running (`progress`, if given, then gets the receipt with the jobs as polled).
+  std::optional<Decision> PollOutcome(const Item& item, json* progress);
+  static Outcome Discard(const Item& item);  // refused by the write gate
+  static bool Changes(const Outcome& outcome);
+  // Records one outcome with the single outbox calls (the claim stays held).
+  Status Apply(Outbox& outbox, const Outcome& outcome);
+
   // The per-item claim: in this process (so the background thread and a tool call never work
   // on one item together: they share the owner id) and in the outbox (other processes).
   Result<bool> ClaimItem(Outbox& outbox, const std::string& item_id);
   void ReleaseItem(Outbox& outbox, const std::string& item_id);
+  // The same for several items (one outbox transaction); returns the ones now held.
+  std::vector<std::string> ClaimEach(Outbox& outbox, const std::vector<std::string>& item_ids);
+  // Records the outcomes and releases their claims (one outbox transaction).
+  void RecordEach(Outbox& outbox, const std::vector<Outcome>& outcomes);
+  // Sends one batch of claimed pending items (one by one if it is refused as a whole); the
+  // outcome of each, in order.
+  std::vector<Outcome> SubmitClaimed(const std::vector<Item>& items);
+  // A submitted item as first looked at (without its claim) and what its jobs said then.
+  struct Looked {
+    Decision decision;
+    json receipt;
+  };
+  // Claims the items of one group, checks each again under its claim, sends the pending ones as
+  // one batch and records every outcome (releasing the claims). Returns how many changed.
+  int SubmitGroup(Outbox& outbox, const std::vector<std::string>& item_ids);
+  // The same for submitted items whose jobs finished: records the outcome looked up before if
+  // the item is still as it was then.
+  int FinishGroup(Outbox& outbox, const std::vector<std::string>& item_ids,
+                  std::map<std::string, Looked>& looked);
 
   DeliveryOptions options_;
   Sender& sender_;

@@ -416,6 +416,31 @@ Result<bool> Outbox::Claim(const std::string& item_id, const std::string& owner,
   // upgraded to a write would fail with BUSY at once when another process wrote in between).
   auto tx = db::Transaction::Immediate(*db_);
   if (!tx) return tx.error();
+  auto claimed = ClaimLocked(item_id, owner, seconds);
+  if (!claimed) return claimed.error();
+  if (auto s = tx->Commit(); !s) return s.error();
+  return claimed;
+}
+
+Result<std::vector<bool>> Outbox::ClaimEach(const std::vector<std::string>& item_ids,
+                                            const std::string& owner, double seconds) {
+  std::lock_guard lock(mu_);
+  db::RelaxedDurability relaxed(*db_);
+  auto tx = db::Transaction::Immediate(*db_);
+  if (!tx) return tx.error();
+  std::vector<bool> out;
+  out.reserve(item_ids.size());
+  for (const auto& id : item_ids) {
+    auto claimed = ClaimLocked(id, owner, seconds);
+    if (!claimed && claimed.error().code != Errc::kNotFound) return claimed.error();
+    out.push_back(claimed && *claimed);
+  }
+  if (auto s = tx->Commit(); !s) return s.error();
+  return out;
+}
+
+Result<bool> Outbox::ClaimLocked(const std::string& item_id, const std::string& owner,
+                                 double seconds) {
   const double now = NowSeconds();
   auto holder = db_->Prepare("SELECT claim_owner FROM ingest_queue WHERE item_id = ?");
   if (!holder) return holder.error();
@@ -433,20 +458,52 @@ Result<bool> Outbox::Claim(const std::string& item_id, const std::string& owner,
   st->Bind(1, owner).Bind(2, now + seconds).Bind(3, item_id).Bind(4, owner).Bind(5, now)
       .Bind(6, dead ? current : std::string("\x01none"));
   if (auto s = st->Run(); !s) return s.error();
-  const bool claimed = db_->Changes() == 1;
-  if (auto s = tx->Commit(); !s) return s.error();
-  return claimed;
+  return db_->Changes() == 1;
 }
 
 Status Outbox::Release(const std::string& item_id, const std::string& owner) {
   std::lock_guard lock(mu_);
   db::RelaxedDurability relaxed(*db_);
+  return ReleaseLocked(item_id, owner);
+}
+
+Status Outbox::ReleaseLocked(const std::string& item_id, const std::string& owner) {
   auto st = db_->Prepare(
       "UPDATE ingest_queue SET claim_owner = NULL, claim_expires_at = NULL "
       "WHERE item_id = ? AND claim_owner = ?");
   if (!st) return st.error();
   st->Bind(1, item_id).Bind(2, owner);
   return st->Run();
+}
+
+Status Outbox::RecordEach(const std::vector<Outcome>& outcomes, const std::string& owner) {
+  std::lock_guard lock(mu_);
+  db::RelaxedDurability relaxed(*db_);
+  auto tx = db::Transaction::Immediate(*db_);
+  if (!tx) return tx.error();
+  for (const auto& o : outcomes) {
+    Status s = Ok();
+    switch (o.kind) {
+      case Outcome::Kind::kReleaseOnly:
+        break;
+      case Outcome::Kind::kMarkSubmitted:
+        s = SetStateLocked(o.item_id, kSubmitted, &o.receipt, std::nullopt, false, 0, false);
+        break;
+      case Outcome::Kind::kMarkSucceeded:
+        s = SetStateLocked(o.item_id, kSucceeded, &o.receipt, std::nullopt, false, 0, false);
+        break;
+      case Outcome::Kind::kMarkDeadLetter:
+        s = SetStateLocked(o.item_id, kDeadLetter, o.receipt.is_null() ? nullptr : &o.receipt,
+                           o.error, true, 0, o.erase_content);
+        break;
+      case Outcome::Kind::kRetryLater:
+        s = RecordFailureLocked(o.item_id, o.error, o.next_attempt_at);
+        break;
+    }
+    if (!s) return s;
+    if (auto r = ReleaseLocked(o.item_id, owner); !r) return r;
+  }
+  return tx->Commit();
 }
 
 Status Outbox::SetState(const std::string& item_id, const char* state, const json* receipt,
@@ -456,6 +513,13 @@ Status Outbox::SetState(const std::string& item_id, const char* state, const jso
   // Progress after delivery: if a power failure loses it, the item is delivered again under
   // the same key and the memory replays it. The writes that hold content stay fully durable.
   db::RelaxedDurability relaxed(*db_);
+  return SetStateLocked(item_id, state, receipt, error, count_attempt, next_attempt_at,
+                        erase_content);
+}
+
+Status Outbox::SetStateLocked(const std::string& item_id, const char* state, const json* receipt,
+                              const std::optional<std::string>& error, bool count_attempt,
+                              double next_attempt_at, bool erase_content) {
   std::string sql = "UPDATE ingest_queue SET state = ?, updated_at = ?, next_attempt_at = ?";
   if (receipt != nullptr) sql += ", receipt_json = ?";
   if (error) sql += ", last_error = ?";
@@ -500,6 +564,11 @@ Status Outbox::RecordFailure(const std::string& item_id, const std::string& erro
                              double next_attempt_at) {
   std::lock_guard lock(mu_);
   db::RelaxedDurability relaxed(*db_);
+  return RecordFailureLocked(item_id, error, next_attempt_at);
+}
+
+Status Outbox::RecordFailureLocked(const std::string& item_id, const std::string& error,
+                                   double next_attempt_at) {
   auto st = db_->Prepare(
       "UPDATE ingest_queue SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?, "
       "updated_at = ? WHERE item_id = ?");

@@ -77,6 +77,23 @@ struct CommitRequest {
   std::optional<std::string> agent_id;
 };
 
+// What a delivery step decided for one claimed item, for Outbox::RecordEach.
+struct Outcome {
+  enum class Kind {
+    kReleaseOnly,     // nothing to record: only the claim is released
+    kMarkSubmitted,   // MarkSubmitted(receipt)
+    kMarkSucceeded,   // MarkSucceeded(receipt)
+    kMarkDeadLetter,  // MarkDeadLetter(error, receipt (null keeps the stored one), erase_content)
+    kRetryLater,      // RecordFailure(error, next_attempt_at)
+  };
+  std::string item_id;
+  Kind kind = Kind::kReleaseOnly;
+  json receipt;
+  std::string error;
+  double next_attempt_at = 0;
+  bool erase_content = false;
+};
+
 struct Counts {
   int64_t pending = 0;
   int64_t submitted = 0;
@@ -121,6 +138,14 @@ class Outbox {
   [[nodiscard]] Result<bool> Claim(const std::string& item_id, const std::string& owner,
                                    double seconds);
   [[nodiscard]] Status Release(const std::string& item_id, const std::string& owner);
+  // Claim for each of several items, in one transaction: each item is claimed on its own terms,
+  // exactly as by Claim (true where `owner` now holds it; false for unknown ids).
+  [[nodiscard]] Result<std::vector<bool>> ClaimEach(const std::vector<std::string>& item_ids,
+                                                    const std::string& owner, double seconds);
+  // Records each outcome and releases each item's claim by `owner`, in one transaction (with the
+  // durability of the single calls: these are progress marks, replayed by key if lost). All or
+  // nothing: on an error none is recorded.
+  [[nodiscard]] Status RecordEach(const std::vector<Outcome>& outcomes, const std::string& owner);
 
   [[nodiscard]] Status MarkSubmitted(const std::string& item_id, const json& receipt);
   [[nodiscard]] Status MarkSucceeded(const std::string& item_id, const json& receipt);
@@ -150,6 +175,15 @@ class Outbox {
   Status SetState(const std::string& item_id, const char* state, const json* receipt,
                   const std::optional<std::string>& error, bool count_attempt,
                   double next_attempt_at, bool erase_content);
+  // The single operations' bodies, for a caller that holds mu_ (and, for Claim, a write
+  // transaction).
+  Result<bool> ClaimLocked(const std::string& item_id, const std::string& owner, double seconds);
+  Status ReleaseLocked(const std::string& item_id, const std::string& owner);
+  Status SetStateLocked(const std::string& item_id, const char* state, const json* receipt,
+                        const std::optional<std::string>& error, bool count_attempt,
+                        double next_attempt_at, bool erase_content);
+  Status RecordFailureLocked(const std::string& item_id, const std::string& error,
+                             double next_attempt_at);
 
   std::mutex mu_;
   std::unique_ptr<db::Database> db_;  // guarded by mu_

@@ -3,6 +3,7 @@
 // exact user/assistant turn through the outbox; tmcra_reconcile finishes (or replays) what the
 // outbox still holds. docs/compatibility.md lists where this differs from TMCRA and why.
 #include <chrono>
+#include <spdlog/spdlog.h>
 
 #include "receipts/receipts.h"
 #include "src/common/clock.h"
@@ -348,10 +349,12 @@ ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDe
   // A backlog's pending items are submitted in batches first (one request, and for the embedded
   // memory one fsync, per up to 100 items); the loop below then mostly waits for their jobs.
   // Dead letters to replay are delivered one by one below, after their replay.
+  auto T0 = std::chrono::steady_clock::now();
   if (auto batched = deps.delivery->DeliverBatch(ids, [&ctx] { return ctx.cancelled(); });
       !batched) {
     return Failure(kTool, batched.error());
   }
+  spdlog::warn("RECON batch {} ids {:.1f} ms", ids.size(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()-T0).count());
   // Every item is worked on; the answer lists the first kListed in full and counts the rest
   // (their states are in queue_counts), so a backlog cannot produce an oversized answer.
   constexpr size_t kListed = 200;
@@ -393,6 +396,7 @@ ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDe
     }
     add(RowReceipt(*delivered, /*compact=*/true));
   }
+  spdlog::warn("RECON total {:.1f} ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()-T0).count());
   auto counts = Counts(**outbox);
   if (!counts) return Failure(kTool, counts.error());
   return ToolResult::Ok({{"schema_version", kReconcileSchema},

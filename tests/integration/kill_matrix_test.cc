@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "queue/outbox.h"
 #include "src/db/sqlite_db.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -226,6 +227,82 @@ TEST_CASE("kill matrix: SIGKILL at every step of a write loses and duplicates no
         CHECK(client.Killed());
       }
       Recover(home, acknowledged, p.use_ingest);
+    }
+  }
+}
+
+TEST_CASE("kill matrix, batch delivery: SIGKILL inside a batch loses and duplicates nothing",
+          "[kill][integration][batch]") {
+  // A backlog of pending items (as a crash or an outage leaves it) is delivered by the next
+  // server at startup, in one batch; it dies at a failpoint inside that batch, and a third
+  // server reconciles.
+  constexpr int kItems = 6;
+  for (const char* failpoint : {"deliver.before_send:3", "deliver.after_accept_before_mark:1",
+                                "deliver.after_accept_before_mark:4", "engine.job.before_commit:1"}) {
+    DYNAMIC_SECTION(failpoint) {
+      TempDir home;
+      {
+        auto outbox = tmcra::queue::Outbox::Open(home.File("data/outbox.sqlite3"));
+        REQUIRE(outbox);
+        for (int i = 0; i < kItems; ++i) {
+          const std::string n = std::to_string(i);
+          tmcra::queue::Item item;
+          item.scope_name = "personal";
+          item.session_id = "batch-session";
+          item.messages = json::array(
+              {{{"message_id", "bu" + n}, {"role", "user"}, {"content", "user says batch" + n},
+                {"timestamp", "2026-07-15T00:00:0" + n + "Z"}},
+               {{"message_id", "ba" + n}, {"role", "assistant"}, {"content", "assistant says batch" + n},
+                {"timestamp", "2026-07-15T00:00:0" + n + "Z"}}});
+          item.consistency = "eventual";
+          item.slow_policy = "auto";
+          item.idempotency_key = "batch-kill-key-" + n;
+          item.metadata = {{"integration", "mcp"}};
+          REQUIRE((*outbox)->Enqueue(item));
+        }
+      }
+      {
+        Subprocess server({TMCRA_MCP_BIN}, {{"HOME", home.path()},
+                                            {"TMCRA_DATA_DIR", home.File("data")},
+                                            {"TMCRA_MEMORY_STATE_DIR", home.File("controls")},
+                                            {"TMCRA_LOG_LEVEL", "warn"},
+                                            {"TMCRA_FAILPOINTS", failpoint}});
+        auto status = server.Wait(20s);  // no request needed: delivery starts with the process
+        REQUIRE(status);
+        CHECK((WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL));
+        const std::string name = std::string(failpoint).substr(0, std::string(failpoint).find(':'));
+        CHECK(server.Stderr().find("failpoint " + name + ": SIGKILL") != std::string::npos);
+      }
+      if (std::string(failpoint) == "deliver.after_accept_before_mark:1") {
+        // Killed after the memory accepted the batch, before any item was marked: all of it
+        // landed in one request, and reconcile must replay it, not write it again.
+        auto memory = tmcra::db::Database::Open({home.File("data/memory.db")});
+        REQUIRE(memory);
+        CHECK(Count(**memory, "SELECT COUNT(*) FROM jobs") == kItems);
+      }
+      {
+        Client client(home, "");
+        json r = client.Tool("tmcra_reconcile", json::object());
+        CHECK(r["items"].size() == static_cast<size_t>(kItems));
+        for (const auto& item : r["items"]) CHECK(item["status"] == "succeeded");
+        client.Close();
+      }
+      auto memory = tmcra::db::Database::Open({home.File("data/memory.db")});
+      auto outbox = tmcra::db::Database::Open({home.File("data/outbox.sqlite3")});
+      REQUIRE(memory);
+      REQUIRE(outbox);
+      CHECK(Text(**memory, "PRAGMA integrity_check") == "ok");
+      CHECK(Text(**outbox, "PRAGMA integrity_check") == "ok");
+      for (int i = 0; i < kItems; ++i) {
+        for (const char* role : {"bu", "ba"}) {
+          INFO(role << i);
+          CHECK(Count(**memory, "SELECT COUNT(*) FROM records WHERE message_id = '" +
+                                    std::string(role) + std::to_string(i) + "'") == 1);
+        }
+      }
+      CHECK(Count(**outbox, "SELECT COUNT(*) FROM ingest_queue WHERE state <> 'succeeded'") == 0);
+      CHECK(Count(**memory, "SELECT COUNT(*) FROM jobs") == kItems);
+      CHECK(Count(**memory, "SELECT COUNT(*) FROM jobs WHERE status <> 'succeeded'") == 0);
     }
   }
 }

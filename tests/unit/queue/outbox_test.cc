@@ -247,6 +247,58 @@ TEST_CASE("claims keep one worker per item, a dead holder's claim is taken over"
   CHECK(*ob->AcquireDeliveryLease("pid-1-x", 60));  // an expired lease is free
 }
 
+TEST_CASE("claims and outcomes for several items at once, each on its own terms",
+          "[queue][batch]") {
+  using tmcra::queue::Outcome;
+  TempDir dir;
+  auto ob = Open(dir);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(*ob->Enqueue(NewItem("key-each-" + std::to_string(i))));
+  const std::string me = "pid-" + std::to_string(getpid()) + "-me";
+  const std::string live = "pid-" + std::to_string(getppid()) + "-other";
+  REQUIRE(*ob->Claim(ids[2], live, 60));  // held by a live process: not ours to take
+  auto claimed = ob->ClaimEach({ids[0], ids[1], ids[2], "mcp-item-missing", ids[3], ids[4], ids[5]},
+                               me, 60);
+  REQUIRE(claimed);
+  CHECK(*claimed == std::vector<bool>{true, true, false, false, true, true, true});
+  CHECK_FALSE(*ob->Claim(ids[0], live, 60));  // really claimed
+
+  const json submitted{{"jobs", {{{"job_id", "j0"}, {"status", "pending"}}}}};
+  const json finished{{"jobs", {{{"job_id", "j1"}, {"status", "succeeded"}}}}};
+  std::vector<Outcome> outcomes(6);
+  outcomes[0] = {ids[0], Outcome::Kind::kMarkSubmitted, submitted, "", 0, false};
+  outcomes[1] = {ids[1], Outcome::Kind::kMarkSucceeded, finished, "", 0, false};
+  outcomes[2] = {ids[3], Outcome::Kind::kMarkDeadLetter, nullptr, "validation_error: bad", 0, false};
+  outcomes[3] = {ids[4], Outcome::Kind::kRetryLater, nullptr, "transport_error: down", 1e12, false};
+  outcomes[4] = {ids[5], Outcome::Kind::kMarkDeadLetter, nullptr, "discarded_by_memory_mode", 0, true};
+  outcomes[5] = {ids[2], Outcome::Kind::kReleaseOnly, nullptr, "", 0, false};
+  REQUIRE(ob->RecordEach(outcomes, me));
+  CHECK(ob->Get(ids[0])->state == "submitted");
+  CHECK(ob->Get(ids[0])->receipt == submitted);
+  CHECK(ob->Get(ids[1])->state == "succeeded");
+  CHECK(ob->Get(ids[3])->state == "dead_letter");
+  CHECK(ob->Get(ids[3])->last_error == std::string("validation_error: bad"));
+  CHECK(ob->Get(ids[3])->messages.size() == 1);
+  auto retry = ob->Get(ids[4]);
+  CHECK(retry->state == "pending");
+  CHECK(retry->attempts == 1);
+  CHECK(retry->next_attempt_at == 1e12);
+  CHECK(ob->Get(ids[5])->messages.empty());
+  // Every claim of ours is released; the other process's claim is untouched.
+  for (size_t i : {size_t{0}, size_t{1}, size_t{3}, size_t{4}, size_t{5}}) {
+    CHECK(*ob->Claim(ids[i], live, 60));
+  }
+  CHECK_FALSE(*ob->Claim(ids[2], me, 60));
+  // All or nothing: an outcome for an unknown item rolls every one of them back.
+  REQUIRE(*ob->Claim(ids[2], live, 60));
+  auto bad = ob->RecordEach({{ids[0], Outcome::Kind::kMarkSucceeded, finished, "", 0, false},
+                             {"mcp-item-missing", Outcome::Kind::kMarkSucceeded, finished, "", 0,
+                              false}},
+                            live);
+  REQUIRE_FALSE(bad);
+  CHECK(ob->Get(ids[0])->state == "submitted");
+}
+
 TEST_CASE("outbox files are private", "[queue][security]") {
   TempDir dir;
   auto ob = Open(dir);
