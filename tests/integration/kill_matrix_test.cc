@@ -282,9 +282,12 @@ TEST_CASE("kill matrix, batch delivery: SIGKILL inside a batch loses and duplica
       }
       {
         Client client(home, "");
+        // Background delivery starts with the process and may finish some items before the
+        // reconcile call lists what is left; either way every item must end succeeded.
         json r = client.Tool("tmcra_reconcile", json::object());
-        CHECK(r["items"].size() == static_cast<size_t>(kItems));
+        CHECK(r["items"].size() <= static_cast<size_t>(kItems));
         for (const auto& item : r["items"]) CHECK(item["status"] == "succeeded");
+        CHECK(r["queue_counts"]["succeeded"] == kItems);
         client.Close();
       }
       auto memory = tmcra::db::Database::Open({home.File("data/memory.db")});
