@@ -2,7 +2,7 @@
 // runs them together with bench/lifecycle_latency.mjs, which times the MCP calls).
 //
 //   lifecycle_bench floor    --file PATH [--iterations N] [--warmup W] [--payload BYTES]
-//   lifecycle_bench delivery --dir DIR [--items N] [--timeout SECONDS]
+//   lifecycle_bench delivery --dir DIR [--items N] [--recall-bytes B] [--timeout SECONDS]
 //
 // floor: the physical floor of a durable write on this disk. A fresh SQLite file opened through
 //   src/db (WAL, synchronous=FULL, as memory.db and outbox.sqlite3 are), then N times
@@ -13,6 +13,8 @@
 //   wires queue::DeliveryService + tools::MemoryApiSender + api::EmbeddedMemoryApi exactly as
 //   src/app/server_setup.cc does, starts background delivery and times it until every item is
 //   succeeded (or dead-lettered). Checks afterwards that the store holds every message once.
+//   --recall-bytes stores a prepared recall of about B bytes with each item, as a turn committed
+//   after tmcra_turn_prepare has (the default 0 is an item as tmcra_ingest enqueues it).
 //
 // Each prints one JSON object on stdout. Nothing here asserts a figure; see docs/benchmarks.md.
 #include <algorithm>
@@ -143,7 +145,7 @@ std::string Filler(size_t i, size_t words) {
 // N pending items as tmcra_turn_commit stores them (two messages, per-message and request
 // metadata), in one transaction: the outbox's own Enqueue commits each item durably (one fsync
 // each), which would make the setup take minutes and is not what is measured.
-tmcra::Status FillOutbox(const std::string& path, int items) {
+tmcra::Status FillOutbox(const std::string& path, int items, size_t recall_bytes) {
   {
     auto created = tmcra::queue::Outbox::Open(path);  // the schema, exactly as the server has it
     if (!created) return created.error();
@@ -156,8 +158,22 @@ tmcra::Status FillOutbox(const std::string& path, int items) {
       "INSERT INTO ingest_queue(item_id, scope_name, session_id, messages_json, consistency, "
       "slow_policy, idempotency_key, metadata_json, agent_id, recall_receipt_json, state, "
       "attempts, created_at, updated_at, next_attempt_at) "
-      "VALUES(?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, 'pending', 0, ?, ?, 0)");
+      "VALUES(?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, 'pending', 0, ?, ?, 0)");
   if (!insert) return insert.error();
+  // A turn committed after tmcra_turn_prepare carries its prepared recall (tens of kB with
+  // evidence); items enqueued by tmcra_ingest carry none.
+  std::string recall;
+  if (recall_bytes > 0) {
+    json records = json::array();
+    size_t size = 0;
+    for (size_t r = 0; size < recall_bytes; ++r) {
+      records.push_back({{"record_id", "rec_" + std::to_string(r)}, {"role", "user"},
+                         {"content", Filler(r, 40)}});
+      size += records.back().dump().size();
+    }
+    recall = tmcra::CanonicalJson(json{{"query_id", "q_bench"}, {"scope_name", "bench"},
+                                       {"evidence", {{"windows", {{{"records", records}}}}}}});
+  }
   const json metadata{{"integration", "mcp"}, {"integration_version", "bench"},
                       {"scope_sharing", "shared"}};
   for (int i = 0; i < items; ++i) {
@@ -179,9 +195,13 @@ tmcra::Status FillOutbox(const std::string& path, int items) {
         .Bind(5, "read_your_writes")
         .Bind(6, "auto")
         .Bind(7, "bench-delivery-key-" + std::to_string(i))
-        .Bind(8, tmcra::CanonicalJson(metadata))
-        .Bind(9, ts)
-        .Bind(10, ts);
+        .Bind(8, tmcra::CanonicalJson(metadata));
+    if (recall.empty()) {
+      insert->BindNull(9);
+    } else {
+      insert->Bind(9, recall);
+    }
+    insert->Bind(10, ts).Bind(11, ts);
     if (auto s = insert->Run(); !s) return s;
     insert->Reset();
   }
@@ -192,6 +212,7 @@ int Delivery(const std::map<std::string, std::string>& args) {
   const std::string dir = Get(args, "--dir", "");
   const int items = std::stoi(Get(args, "--items", "10000"));
   const double timeout = std::stod(Get(args, "--timeout", "900"));
+  const size_t recall_bytes = std::stoul(Get(args, "--recall-bytes", "0"));
   if (dir.empty()) {
     std::cerr << "delivery: --dir is required\n";
     return 2;
@@ -200,7 +221,9 @@ int Delivery(const std::map<std::string, std::string>& args) {
   std::filesystem::create_directories(dir);
   const std::string outbox_path = dir + "/outbox.sqlite3";
   const auto fill_start = Clock::now();
-  if (auto s = FillOutbox(outbox_path, items); !s) return Fail("fill the outbox", s.error());
+  if (auto s = FillOutbox(outbox_path, items, recall_bytes); !s) {
+    return Fail("fill the outbox", s.error());
+  }
   const double fill_ms = Ms(Clock::now() - fill_start);
 
   // As src/app/server_setup.cc wires them (embedded mode).
@@ -268,6 +291,7 @@ int Delivery(const std::map<std::string, std::string>& args) {
       {"kind", "delivery"},
       {"items", items},
       {"messages_per_item", 2},
+      {"recall_bytes_per_item", recall_bytes},
       {"fill_ms", fill_ms},
       {"timed_out", done_ms < 0},
       {"accepted_seconds", accepted_ms / 1000},
@@ -296,6 +320,7 @@ int main(int argc, char** argv) {
   if (mode == "delivery") return Delivery(args);
   std::cerr << "usage: lifecycle_bench floor --file PATH [--iterations N] [--warmup W] "
                "[--payload BYTES]\n"
-               "       lifecycle_bench delivery --dir DIR [--items N] [--timeout SECONDS]\n";
+               "       lifecycle_bench delivery --dir DIR [--items N] [--recall-bytes B] "
+               "[--timeout SECONDS]\n";
   return 2;
 }

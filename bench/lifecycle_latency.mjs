@@ -21,7 +21,8 @@
 // Usage: node lifecycle_latency.mjs --bin PATH --driver PATH --work DIR
 //          [--turns N] [--warmup N] [--rounds R] [--gap-ms MS] [--floor-iterations N]
 //          [--store DIR --questions FILE [--store-report FILE] [--prepares N]]
-//          [--delivery-items N] [--clients sdk,raw] [--skip commit,prepare,delivery] [--out DIR]
+//          [--delivery-items N] [--clients sdk,raw] [--unique-text]
+//          [--skip commit,prepare,delivery] [--out DIR]
 //
 // --clients: the SDK client is what a host sees (the figure the targets are about); the raw
 // pipe (newline-delimited JSON-RPC, no SDK) separates the server's time from the client's
@@ -80,6 +81,7 @@ function parseArgs(argv) {
       case '--prepares': o.prepares = count(); break;
       case '--delivery-items': o.deliveryItems = Math.max(1, count()); break;
       case '--clients': o.clients = next().split(',').map((c) => c.trim()); break;
+      case '--unique-text': o.uniqueText = true; break;
       case '--skip': for (const s of next().split(',')) o.skip.add(s.trim()); break;
       case '--out': o.out = path.resolve(next()); break;
       default: throw new Error(`unknown argument '${a}'`);
@@ -265,12 +267,22 @@ function word(i, n) {
   for (let k = 0; k < n; k += 1) w += SYLLABLES[(i * 7 + k * 11 + (i >> 3)) % SYLLABLES.length];
   return w;
 }
+// --unique-text: no word recurs between turns, so recall finds nothing and the prepared recall
+// (which tmcra_turn_commit echoes in its answer) is small: isolates the answer's size.
+let UNIQUE = false;
+function uniqueText(i, role) {
+  const words = [];
+  for (let k = 0; k < 24; k += 1) words.push(`${word(i * 31 + k, 3)}${i}x${k}${role}`);
+  return words.join(' ');
+}
 function userText(i) {
+  if (UNIQUE) return uniqueText(i, 'u');
   const topic = TOPICS[i % TOPICS.length];
   return `Can you remind me what the ${topic} of the ${word(i, 3)}-${100 + (i % 900)} service is, `
     + `and whether it changed after the ${word(i + 1, 2)} review last week?`;
 }
 function assistantText(i) {
+  if (UNIQUE) return uniqueText(i, 'a');
   const topic = TOPICS[i % TOPICS.length];
   return `The ${topic} of the ${word(i, 3)}-${100 + (i % 900)} service is ${word(i + 2, 3)}-${i % 97}. `
     + `It changed after the ${word(i + 1, 2)} review: the runbook has the new value and the on-call `
@@ -490,6 +502,7 @@ function render(result) {
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
+  UNIQUE = Boolean(opts.uniqueText);
   for (const p of [opts.bin, opts.driver]) {
     if (!fs.existsSync(p)) throw new Error(`missing ${p}; build with: cmake --preset bench && cmake --build --preset bench`);
   }

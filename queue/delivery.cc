@@ -169,7 +169,7 @@ Outcome DeliveryService::Discard(const Item& item) {
 }
 
 Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id, bool* changed) {
-  auto item = outbox.Get(item_id);
+  auto item = outbox.GetForDelivery(item_id);
   if (!item) return item.error();
   if (item->state == kPending) {
     if (gate_ && !gate_(*item)) {
@@ -211,7 +211,9 @@ Result<Item> DeliveryService::DeliverItem(const std::string& item_id, bool wait_
   if (!opened) return opened.error();
   Outbox& ob = **opened;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto pause = std::chrono::milliseconds(5);
+  // The embedded memory runs a job within a millisecond or two of its ingest: look again soon,
+  // then less and less often.
+  auto pause = std::chrono::milliseconds(1);
   for (;;) {
     auto claimed = ClaimItem(ob, item_id);
     if (!claimed) return claimed.error();
@@ -221,12 +223,12 @@ Result<Item> DeliveryService::DeliverItem(const std::string& item_id, bool wait_
       ReleaseItem(ob, item_id);
       if (!more) return more.error();
     }
-    auto item = ob.Get(item_id);
+    auto item = ob.GetForDelivery(item_id);
     if (!item) return item.error();
     const bool settled = item->state == kSucceeded || item->state == kDeadLetter;
     if (!wait_terminal || settled || std::chrono::steady_clock::now() >= deadline ||
         (cancelled && cancelled())) {
-      return item;
+      return ob.Get(item_id);  // whole, recall receipt included, for the caller's answer
     }
     // A failed attempt waits for its backoff; jobs are polled with a growing pause.
     auto sleep = pause;
@@ -348,7 +350,7 @@ int DeliveryService::SubmitGroup(Outbox& ob, const std::vector<std::string>& ite
   size_t messages = 0;
   for (const auto& id : ClaimEach(ob, item_ids)) {
     // Taken again under the claim: another deliverer may have moved the item since the look.
-    auto item = ob.Get(id);
+    auto item = ob.GetForDelivery(id);
     Outcome release;
     release.item_id = id;
     if (!item || item->state != kPending) {
@@ -386,7 +388,7 @@ int DeliveryService::FinishGroup(Outbox& ob, const std::vector<std::string>& ite
   int changed = 0;
   std::vector<Outcome> outcomes;
   for (const auto& id : ClaimEach(ob, item_ids)) {
-    auto item = ob.Get(id);
+    auto item = ob.GetForDelivery(id);
     Looked& l = looked.at(id);
     if (!item || item->state != kSubmitted || item->receipt != l.receipt) {
       Outcome release;  // moved since the look: the next round sees it as it is now
@@ -403,7 +405,8 @@ int DeliveryService::FinishGroup(Outbox& ob, const std::vector<std::string>& ite
 }
 
 Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_ids,
-                                          const std::function<bool()>& cancelled) {
+                                          const std::function<bool()>& cancelled,
+                                          bool due_only) {
   auto opened = outbox();
   if (!opened) return opened.error();
   Outbox& ob = **opened;
@@ -433,7 +436,7 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
   };
   for (const auto& id : item_ids) {
     if (stop()) return changed;
-    auto peek = ob.Get(id);
+    auto peek = ob.GetForDelivery(id);
     if (!peek) {
       if (peek.error().code != Errc::kNotFound) {  // an unknown id is the caller's to report
         spdlog::warn("delivery of {}: {}", id, peek.error().ToString());
@@ -449,6 +452,7 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
       continue;
     }
     if (peek->state != kPending) continue;  // finished
+    if (due_only && peek->next_attempt_at > NowSeconds()) continue;  // backing off
     Group& group = groups[{peek->scope_name, peek->agent_id}];
     const size_t n = peek->messages.is_array() ? peek->messages.size() : 0;
     if (!group.ids.empty() && group.messages + n > kMaxBatchMessages) submit(group);

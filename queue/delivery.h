@@ -93,11 +93,12 @@ class DeliveryService {
                                          const std::function<bool()>& cancelled = {});
 
   // Works once on each of `item_ids` that this process can claim: pending ones are submitted in
-  // batches (whatever their backoff says: the caller chose them), submitted ones have their jobs
-  // polled once (and are claimed only when a job finished). Never waits for jobs. Returns how
-  // many items changed state; a failure on one item is logged and the others go on.
+  // batches (with `due_only`, only those whose backoff has passed), submitted ones have their
+  // jobs polled once (and are claimed only when a job finished). Never waits for jobs. Returns
+  // how many items changed state; a failure on one item is logged and the others go on.
   [[nodiscard]] Result<int> DeliverBatch(const std::vector<std::string>& item_ids,
-                                         const std::function<bool()>& cancelled = {});
+                                         const std::function<bool()>& cancelled = {},
+                                         bool due_only = false);
 
   void Start();  // background delivery; idempotent
   void Kick();   // an item was added or is due: look now (starts the thread if needed)

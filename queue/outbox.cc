@@ -100,6 +100,16 @@ constexpr const char* kItemColumns =
     "metadata_json, agent_id, recall_receipt_json, state, attempts, receipt_json, last_error, "
     "created_at, updated_at, next_attempt_at";
 
+// The same, with the recall receipt reduced to {"_local_capture": ...} (or NULL when it has
+// none): all that delivery reads of it.
+constexpr const char* kDeliveryColumns =
+    "item_id, scope_name, session_id, messages_json, consistency, slow_policy, idempotency_key, "
+    "metadata_json, agent_id, "
+    "CASE WHEN json_valid(recall_receipt_json) "
+    "AND json_type(recall_receipt_json, '$._local_capture') IS NOT NULL "
+    "THEN json_object('_local_capture', json(recall_receipt_json -> '$._local_capture')) END, "
+    "state, attempts, receipt_json, last_error, created_at, updated_at, next_attempt_at";
+
 Item ReadItem(const db::Statement& st) {
   Item item;
   item.item_id = st.Text(0);
@@ -328,6 +338,18 @@ Result<Item> Outbox::GetLocked(const std::string& item_id) {
 Result<Item> Outbox::Get(const std::string& item_id) {
   std::lock_guard lock(mu_);
   return GetLocked(item_id);
+}
+
+Result<Item> Outbox::GetForDelivery(const std::string& item_id) {
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare(std::string("SELECT ") + kDeliveryColumns +
+                         " FROM ingest_queue WHERE item_id = ?");
+  if (!st) return st.error();
+  st->Bind(1, item_id);
+  auto row = st->Step();
+  if (!row) return row.error();
+  if (!*row) return Error::NotFound("no outbox item " + item_id);
+  return ReadItem(*st);
 }
 
 Result<Counts> Outbox::GetCounts() {

@@ -123,6 +123,10 @@ class Outbox {
   [[nodiscard]] Result<std::string> CommitTurn(const CommitRequest& request);
 
   [[nodiscard]] Result<Item> Get(const std::string& item_id);
+  // The item as delivery needs it: everything but the recall receipt, which is reduced to
+  // {"_local_capture": ...} (the write gate's input), or null when it holds none. A prepared
+  // recall is tens of kB that delivery never sends.
+  [[nodiscard]] Result<Item> GetForDelivery(const std::string& item_id);
   [[nodiscard]] Result<Counts> GetCounts();
   // Items to work on now: pending ones whose next attempt is due and submitted ones, oldest
   // first, at most `limit`.

@@ -3,7 +3,9 @@
 // exact user/assistant turn through the outbox; tmcra_reconcile finishes (or replays) what the
 // outbox still holds. docs/compatibility.md lists where this differs from TMCRA and why.
 #include <chrono>
-#include <spdlog/spdlog.h>
+#include <map>
+#include <set>
+#include <thread>
 
 #include "receipts/receipts.h"
 #include "src/common/clock.h"
@@ -301,8 +303,10 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   // Durable now. read_your_writes delivers it to the end (bounded) before answering; eventual
   // answers at once and leaves delivery to the background.
   if (consistency != "read_your_writes") {
-    deps.delivery->Kick();
     auto item = (*outbox)->Get(*item_id);
+    // Kicked after the read: the delivery round it starts takes the outbox's lock, and the
+    // host should not wait for that.
+    deps.delivery->Kick();
     if (!item) return Failure(kTool, item.error());
     return ToolResult::Ok(Projection(*item, turn_id, t.recall_receipt));
   }
@@ -346,57 +350,61 @@ ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDe
     if (!due) return Failure(kTool, due.error());
     ids = std::move(*due);
   }
-  // A backlog's pending items are submitted in batches first (one request, and for the embedded
-  // memory one fsync, per up to 100 items); the loop below then mostly waits for their jobs.
-  // Dead letters to replay are delivered one by one below, after their replay.
-  auto T0 = std::chrono::steady_clock::now();
-  if (auto batched = deps.delivery->DeliverBatch(ids, [&ctx] { return ctx.cancelled(); });
-      !batched) {
-    return Failure(kTool, batched.error());
+  const auto cancelled = [&ctx] { return ctx.cancelled(); };
+  // Dead letters to replay go back to pending first, with their original key (never re-minted),
+  // so a write that did land is replayed by the service, not duplicated.
+  std::map<std::string, std::string> replay_errors;
+  if (replay) {
+    for (const auto& id : ids) {
+      auto item = (*outbox)->Get(id);
+      if (!item || item->state != queue::kDeadLetter) continue;
+      if (auto s = (*outbox)->Replay(id); !s) replay_errors[id] = s.error().message;
+    }
   }
-  spdlog::warn("RECON batch {} ids {:.1f} ms", ids.size(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()-T0).count());
-  // Every item is worked on; the answer lists the first kListed in full and counts the rest
-  // (their states are in queue_counts), so a backlog cannot produce an oversized answer.
+  // Then every item is worked on in batches (one request, and for the embedded memory one fsync,
+  // per up to 100 items; the outcomes of up to 100 items per outbox transaction), pass after
+  // pass, until each is finished or nothing moved for commit_wait. The first pass tries every
+  // pending item at once; later ones respect a failed item's backoff.
+  std::set<std::string> open(ids.begin(), ids.end());
+  auto last_progress = std::chrono::steady_clock::now();
+  for (bool first = true; !open.empty(); first = false) {
+    if (ctx.cancelled()) return ToolResult::Fail("tmcra_reconcile was cancelled");
+    auto changed = deps.delivery->DeliverBatch({open.begin(), open.end()}, cancelled,
+                                               /*due_only=*/!first);
+    if (!changed) return Failure(kTool, changed.error());
+    auto unfinished = (*outbox)->InStates({queue::kPending, queue::kSubmitted}, 1000000);
+    if (!unfinished) return Failure(kTool, unfinished.error());
+    std::set<std::string> still;
+    for (const auto& id : *unfinished) {
+      if (open.count(id) != 0) still.insert(id);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (*changed > 0 || still.size() < open.size()) last_progress = now;
+    open = std::move(still);
+    if (open.empty() || now - last_progress >= deps.commit_wait) break;
+    // Jobs still running (or items backing off): look again shortly.
+    std::this_thread::sleep_for(*changed > 0 ? std::chrono::milliseconds(5)
+                                             : std::chrono::milliseconds(50));
+  }
+  // The answer lists the first kListed items in full and counts the rest (their states are in
+  // queue_counts), so a backlog cannot produce an oversized answer.
   constexpr size_t kListed = 200;
   json items = json::array();
   size_t unlisted = 0;
-  const auto add = [&](json receipt) {
-    if (items.size() < kListed) {
-      items.push_back(std::move(receipt));
-    } else {
-      ++unlisted;
-    }
-  };
   for (const auto& id : ids) {
-    if (ctx.cancelled()) return ToolResult::Fail("tmcra_reconcile was cancelled");
+    if (items.size() >= kListed) {
+      ++unlisted;
+      continue;
+    }
     auto item = (*outbox)->Get(id);
     if (!item) {
-      add({{"item_id", id}, {"status", "unknown"}, {"error", item.error().message}});
+      items.push_back({{"item_id", id}, {"status", "unknown"}, {"error", item.error().message}});
       continue;
     }
-    if (item->state == queue::kDeadLetter) {
-      if (!replay) {
-        add(RowReceipt(*item, /*compact=*/true));
-        continue;
-      }
-      // Replay: a dead letter goes back to pending with its original key (never re-minted),
-      // so a write that did land is replayed by the service, not duplicated.
-      if (auto s = (*outbox)->Replay(id); !s) {
-        json r = RowReceipt(*item, /*compact=*/true);
-        r["replay_error"] = s.error().message;
-        add(std::move(r));
-        continue;
-      }
-    }
-    auto delivered = deps.delivery->DeliverItem(id, /*wait_terminal=*/true, deps.commit_wait,
-                                                [&ctx] { return ctx.cancelled(); });
-    if (!delivered) {
-      add({{"item_id", id}, {"status", "unknown"}, {"error", delivered.error().message}});
-      continue;
-    }
-    add(RowReceipt(*delivered, /*compact=*/true));
+    json r = RowReceipt(*item, /*compact=*/true);
+    if (auto e = replay_errors.find(id); e != replay_errors.end()) r["replay_error"] = e->second;
+    items.push_back(std::move(r));
   }
-  spdlog::warn("RECON total {:.1f} ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()-T0).count());
   auto counts = Counts(**outbox);
   if (!counts) return Failure(kTool, counts.error());
   return ToolResult::Ok({{"schema_version", kReconcileSchema},

@@ -299,6 +299,48 @@ TEST_CASE("claims and outcomes for several items at once, each on its own terms"
   CHECK(ob->Get(ids[0])->state == "submitted");
 }
 
+TEST_CASE("delivery reads an item without its recall, keeping the captured policy",
+          "[queue][batch]") {
+  TempDir dir;
+  auto ob = Open(dir);
+  const json capture{{"session_id", "s"}, {"read", true}, {"write", false}};
+  const json big(std::string(50000, 'x'));
+  const std::vector<json> recalls = {
+      nullptr,
+      {{"query_id", "q"}, {"evidence", big}, {"_local_capture", capture}},
+      {{"query_id", "q"}, {"evidence", big}},
+      {{"query_id", "q"}, {"_local_capture", nullptr}},
+      {{"query_id", "q"}, {"_local_capture", "text"}},
+      json::array({1, 2}),
+  };
+  for (size_t i = 0; i < recalls.size(); ++i) {
+    INFO(i);
+    Item item = NewItem("key-delivery-view-" + std::to_string(i));
+    item.recall_receipt = recalls[i];
+    item.agent_id = "agent-" + std::to_string(i);
+    const std::string id = *ob->Enqueue(item);
+    auto whole = ob->Get(id);
+    auto light = ob->GetForDelivery(id);
+    REQUIRE(whole);
+    REQUIRE(light);
+    const bool has_capture = whole->recall_receipt.is_object() &&
+                             whole->recall_receipt.contains("_local_capture");
+    if (has_capture) {
+      CHECK(light->recall_receipt ==
+            json{{"_local_capture", whole->recall_receipt["_local_capture"]}});
+    } else {
+      CHECK(light->recall_receipt.is_null());
+    }
+    CHECK(light->messages == whole->messages);
+    CHECK(light->metadata == whole->metadata);
+    CHECK(light->agent_id == whole->agent_id);
+    CHECK(light->idempotency_key == whole->idempotency_key);
+    CHECK(light->state == whole->state);
+    CHECK(light->created_at == whole->created_at);
+  }
+  CHECK(ob->GetForDelivery("mcp-item-missing").error().code == Errc::kNotFound);
+}
+
 TEST_CASE("outbox files are private", "[queue][security]") {
   TempDir dir;
   auto ob = Open(dir);
