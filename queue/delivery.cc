@@ -68,20 +68,47 @@ double DeliveryService::Backoff(int64_t attempts) {
   return std::uniform_real_distribution<double>(capped / 2, capped)(rng);
 }
 
-Outcome DeliveryService::SubmitOutcome(const Item& item, const Result<json>& receipt) {
+FailureAction ClassifyFailure(const Error& error, int64_t attempts) {
+  if (error.retryable) return FailureAction::kRetry;
+  switch (error.code) {
+    case Errc::kInvalidArgument:  // 400, 411, 413, 422: the memory refused this content
+    case Errc::kConflict:         // 409, e.g. idempotency_conflict: never re-minted, kept
+    case Errc::kNotFound:         // 404, 410: the scope or job is gone
+      return FailureAction::kDeadLetter;
+    case Errc::kProtocol:  // an answer that is not a valid receipt: the write may have landed
+      return attempts + 1 >= kMaxInvalidAnswers ? FailureAction::kDeadLetter
+                                                : FailureAction::kRetry;
+    default:  // credentials, a redirect, TLS, a changed configuration: the content is fine
+      return FailureAction::kHold;
+  }
+}
+
+Outcome DeliveryService::FailureOutcome(const Item& item, const Error& error) {
   Outcome o;
   o.item_id = item.item_id;
-  if (receipt) {
-    o.kind = Outcome::Kind::kMarkSubmitted;
-    o.receipt = *receipt;
-  } else if (receipt.error().retryable) {
-    o.kind = Outcome::Kind::kRetryLater;
-    o.error = receipt.error().ToString();
-    o.next_attempt_at = NowSeconds() + Backoff(item.attempts);
-  } else {
-    o.kind = Outcome::Kind::kMarkDeadLetter;
-    o.error = receipt.error().ToString();
+  o.error = error.ToString();
+  switch (ClassifyFailure(error, item.attempts)) {
+    case FailureAction::kRetry:
+      o.kind = Outcome::Kind::kRetryLater;
+      o.next_attempt_at = NowSeconds() + Backoff(item.attempts);
+      break;
+    case FailureAction::kHold:
+      o.kind = Outcome::Kind::kRetryLater;
+      o.next_attempt_at = NowSeconds() + options_.max_backoff_seconds;
+      break;
+    case FailureAction::kDeadLetter:
+      o.kind = Outcome::Kind::kMarkDeadLetter;
+      break;
   }
+  return o;
+}
+
+Outcome DeliveryService::SubmitOutcome(const Item& item, const Result<json>& receipt) {
+  if (!receipt) return FailureOutcome(item, receipt.error());
+  Outcome o;
+  o.item_id = item.item_id;
+  o.kind = Outcome::Kind::kMarkSubmitted;
+  o.receipt = *receipt;
   return o;
 }
 
@@ -101,15 +128,8 @@ std::optional<DeliveryService::Decision> DeliveryService::PollOutcome(const Item
     if (IsTerminal(job)) continue;
     auto polled = sender_.PollJob(job.value("job_id", ""));
     if (!polled) {
-      const Error& e = polled.error();
-      d.outcome.error = e.ToString();
-      if (e.retryable) {
-        d.outcome.kind = Outcome::Kind::kRetryLater;
-        d.outcome.next_attempt_at = NowSeconds() + Backoff(item.attempts);
-      } else {
-        d.outcome.kind = Outcome::Kind::kMarkDeadLetter;
-        d.outcome.receipt = receipt;
-      }
+      d.outcome = FailureOutcome(item, polled.error());
+      if (d.outcome.kind == Outcome::Kind::kMarkDeadLetter) d.outcome.receipt = receipt;
       return d;
     }
     job = std::move(*polled);

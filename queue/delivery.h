@@ -62,6 +62,19 @@ class Sender {
   [[nodiscard]] virtual Result<json> PollJob(const std::string& job_id) = 0;
 };
 
+// What a failed submit or job poll does to the item. Errors come from the Sender with a code
+// and a retryable flag (src/common/error.h); the queue knows nothing of HTTP.
+enum class FailureAction {
+  kRetry,       // retryable: pending (or submitted) again after backoff with jitter
+  kHold,        // the content is fine but the connection is not (credentials, a redirect, TLS,
+                // a configuration change): kept, tried again after the longest backoff
+  kDeadLetter,  // the memory refused this content (invalid, conflicting, gone): kept for replay
+};
+// An answer that is not a valid receipt (Errc::kProtocol) is retried by key, since the write may
+// have landed, up to this many attempts, then dead-lettered.
+inline constexpr int64_t kMaxInvalidAnswers = 10;
+FailureAction ClassifyFailure(const Error& error, int64_t attempts);
+
 // May this item still be written? false discards it (the memory mode changed since capture).
 using WriteGate = std::function<bool(const Item&)>;
 
@@ -118,6 +131,8 @@ class DeliveryService {
     Outcome outcome;
     bool jobs_terminal = false;
   };
+  // The outcome of a failed submit or poll, as ClassifyFailure decides.
+  Outcome FailureOutcome(const Item& item, const Error& error);
   // The outcome of submitting a pending item (submitted, a retry with backoff, a dead letter).
   Outcome SubmitOutcome(const Item& item, const Result<json>& receipt);
   // Polls a submitted item's unfinished jobs (reads only). Nothing while a job is still
