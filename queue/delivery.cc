@@ -74,9 +74,9 @@ FailureAction ClassifyFailure(const Error& error, int64_t attempts) {
     case Errc::kInvalidArgument:  // 400, 411, 413, 422: the memory refused this content
     case Errc::kConflict:         // 409, e.g. idempotency_conflict: never re-minted, kept
     case Errc::kNotFound:         // 404, 410: the scope or job is gone
-      return FailureAction::kDeadLetter;
+      return FailureAction::kToDeadLetter;
     case Errc::kProtocol:  // an answer that is not a valid receipt: the write may have landed
-      return attempts + 1 >= kMaxInvalidAnswers ? FailureAction::kDeadLetter
+      return attempts + 1 >= kMaxInvalidAnswers ? FailureAction::kToDeadLetter
                                                 : FailureAction::kRetry;
     default:  // credentials, a redirect, TLS, a changed configuration: the content is fine
       return FailureAction::kHold;
@@ -96,7 +96,7 @@ Outcome DeliveryService::FailureOutcome(const Item& item, const Error& error) {
       o.kind = Outcome::Kind::kRetryLater;
       o.next_attempt_at = NowSeconds() + options_.max_backoff_seconds;
       break;
-    case FailureAction::kDeadLetter:
+    case FailureAction::kToDeadLetter:
       o.kind = Outcome::Kind::kMarkDeadLetter;
       break;
   }

@@ -68,7 +68,7 @@ enum class FailureAction {
   kRetry,       // retryable: pending (or submitted) again after backoff with jitter
   kHold,        // the content is fine but the connection is not (credentials, a redirect, TLS,
                 // a configuration change): kept, tried again after the longest backoff
-  kDeadLetter,  // the memory refused this content (invalid, conflicting, gone): kept for replay
+  kToDeadLetter,  // the memory refused this content (invalid, conflicting, gone): kept for replay
 };
 // An answer that is not a valid receipt (Errc::kProtocol) is retried by key, since the write may
 // have landed, up to this many attempts, then dead-lettered.

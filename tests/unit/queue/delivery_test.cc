@@ -495,7 +495,7 @@ TEST_CASE("failures are classified: retry, hold or dead letter", "[queue][delive
   // The memory refused the content: dead letter (kept, replayable under the same key).
   for (int status : {400, 404, 409, 410, 411, 413, 422}) {
     INFO(status);
-    CHECK(ClassifyFailure(Error::Api(status, "x", "m"), 0) == FailureAction::kDeadLetter);
+    CHECK(ClassifyFailure(Error::Api(status, "x", "m"), 0) == FailureAction::kToDeadLetter);
   }
   // Credentials, redirects, configuration: held, never dead-lettered however often.
   for (int status : {301, 302, 307, 308, 401, 402, 403}) {
@@ -511,7 +511,7 @@ TEST_CASE("failures are classified: retry, hold or dead letter", "[queue][delive
   CHECK(ClassifyFailure(invalid, 0) == FailureAction::kRetry);
   CHECK(ClassifyFailure(invalid, tmcra::queue::kMaxInvalidAnswers - 2) == FailureAction::kRetry);
   CHECK(ClassifyFailure(invalid, tmcra::queue::kMaxInvalidAnswers - 1) ==
-        FailureAction::kDeadLetter);
+        FailureAction::kToDeadLetter);
 }
 
 TEST_CASE("a held failure keeps the item pending for the longest backoff", "[queue][delivery]") {
