@@ -10,11 +10,12 @@ declare -A allowed=(
   [src/db]="src/common src/db"
   [src/mcp]="src/common src/mcp"
   [src/config]="src/common src/config"
-  [src/api]="src/common src/api memory"
+  [src/api]="src/common src/api src/config memory"
   [src/controls]="src/common src/controls"
   [queue]="src/common src/db queue"
   [receipts]="src/common receipts"
   [memory]="src/common src/db memory"
+  [memory/server]="src/common src/db src/api src/config memory"
   [src/tools]="src/common src/mcp src/config src/api src/controls queue receipts src/tools"
   [setup]="src/common src/config setup"
   [src/app]="src memory queue receipts setup"
@@ -25,6 +26,12 @@ for folder in "${!allowed[@]}"; do
   [ -d "$folder" ] || continue
   while IFS= read -r hit; do
     file="${hit%%:*}"
+    # A file in a sub-folder with its own entry (memory/server) obeys that entry only.
+    for sub in "${!allowed[@]}"; do
+      if [ "$sub" != "$folder" ] && [[ "$sub" == "$folder"/* && "$file" == "$sub"/* ]]; then
+        continue 2
+      fi
+    done
     inc="$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$hit")"
     ok=0
     for prefix in ${allowed[$folder]}; do

@@ -57,6 +57,8 @@ Result<json> EmbeddedMemoryApi::Ingest(std::string_view scope, const json& body,
   memory::IngestContext context;
   context.idempotency_key = options.idempotency_key;
   context.agent_id = options.agent_id;
+  if (options.client_platform) context.client_platform = *options.client_platform;
+  context.integration_id = options.integration_id;
   return WithLockRetries([&] { return (*engine)->Ingest(scope, body, context); });
 }
 
@@ -66,6 +68,8 @@ Result<json> EmbeddedMemoryApi::IngestBatch(std::string_view scope, const json& 
   if (!engine) return engine.error();
   memory::IngestContext context;  // each item carries its own key
   context.agent_id = options.agent_id;
+  if (options.client_platform) context.client_platform = *options.client_platform;
+  context.integration_id = options.integration_id;
   // A retry after a lock wait is safe: the batch rolled back whole, and every item is
   // idempotent by its key.
   return WithLockRetries([&] { return (*engine)->IngestBatch(scope, body, context); });

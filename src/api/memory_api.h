@@ -24,6 +24,11 @@ using json = nlohmann::json;
 struct IngestOptions {
   std::string idempotency_key;            // Idempotency-Key header
   std::optional<std::string> agent_id;    // X-TMCRA-Agent-ID
+  // The other attribution headers, as a server (tmcra-memd) received them; they are part of the
+  // idempotency hash. Unset: what tmcra-mcp sends (platform "mcp", no integration id).
+  // (Default member initializers keep `{key, agent_id}` aggregate initialisation warning-free.)
+  std::optional<std::string> client_platform{};  // X-TMCRA-Client-Platform
+  std::optional<std::string> integration_id{};   // X-TMCRA-Integration-ID
 };
 
 struct RecallOptions {

@@ -1,8 +1,9 @@
 #include "src/app/server_setup.h"
 
 #include "src/api/embedded_memory_api.h"
+#include "src/api/http_memory_api.h"
 #include "src/common/version.h"
-#include "src/config/memory_target.h"
+#include "src/config/settings.h"
 #include "src/common/process_owner.h"
 #include "src/tools/control_tool.h"
 #include "src/tools/feedback_tool.h"
@@ -33,38 +34,56 @@ constexpr const char* kInstructions =
 
 }  // namespace
 
-App BuildApp() {
+Result<App> BuildApp() {
   App app;
   const config::EnvLookup env = config::ProcessEnv();
-  const config::MemoryTarget target = config::ResolveMemoryTarget(env);
+  // Invalid settings stop the server before it serves anything (tmcra-contract.md §5): memory
+  // never silently goes elsewhere than configured, and no secret is in the message.
+  auto loaded = config::LoadSettings(env, std::chrono::system_clock::now());
+  if (!loaded) return loaded.error();
+  const config::Settings& settings = *loaded;
+  if (!settings.problem.empty()) spdlog::warn("configuration: {}", settings.problem);
   const auto value = [&](const char* name) {
     auto v = env(name);
     return v ? *v : std::string();
   };
-  std::string outbox_path;
+  const std::string outbox_path = settings.queue_path;
   std::string control_base;
-  if (target.mode == "embedded") {
+  std::string control_secret;
+  if (!settings.remote()) {
     memory::EngineOptions engine;
-    engine.path = target.database_path;
+    engine.path = settings.database_path;
     app.memory = std::make_unique<api::EmbeddedMemoryApi>(std::move(engine));
-    outbox_path = target.data_dir + "/outbox.sqlite3";
-    control_base = "embedded://" + target.data_dir;
+    control_base = "embedded://" + settings.data_dir;
   } else {
-    app.memory = std::make_unique<api::UnavailableMemoryApi>(
-        target.ToJson(),
-        "a remote Memory API is configured (" + target.credential +
-            "), but this build cannot reach one yet; unset it to use the embedded memory");
-    // TMCRA's outbox location, so a queue shared with its Python client opens here.
-    outbox_path = value("TMCRA_MCP_QUEUE_FILE");
-    const std::string home = value("HOME");
-    if (outbox_path.empty()) outbox_path = home + "/.config/tmcra/mcp-queue.sqlite3";
-    if (outbox_path.rfind("~/", 0) == 0) outbox_path = home + outbox_path.substr(1);
-    control_base = target.endpoint;
+    // TMCRA's hosted service or a tmcra-memd: the same outbox, receipts and tools as embedded;
+    // only the MemoryApi differs.
+    api::HttpOptions http;
+    http.base_url = settings.base_url;
+    http.api_key = settings.api_key;
+    http.local_mode = settings.mode == config::kModeLocal;
+    http.integration_id = settings.integration_id;
+    http.default_agent_id = settings.default_agent_id;
+    http.total_timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(settings.request_timeout_seconds * 1000.0));
+    http.max_attempts = settings.max_attempts;
+    http.ca_file = settings.ca_file;
+    http.ca_dir = settings.ca_dir;
+    http.allow_keylog = settings.allow_keylog;
+    // A long-running process whose machine switched to local memory stops sending (§5.5).
+    http.before_attempt = [settings, env] { return config::CheckActiveConnection(settings, env); };
+    auto client = api::HttpMemoryApi::Create(std::move(http));
+    if (!client) return client.error();
+    app.memory = std::move(*client);
+    control_base = settings.base_url;
+    control_secret = settings.api_key;
   }
   app.sender = std::make_unique<tools::MemoryApiSender>(*app.memory);
   app.controls = std::make_unique<controls::ControlStore>(controls::ControlStore::DefaultRoot(env));
-  const auto control_key = [control_base](const std::string& scope) {
-    return controls::ControlKey(control_base, "", scope);
+  // TMCRA's key: sha256(base_url NUL api_key NUL scope), so the JS plugins share the state; the
+  // credential is only hashed, never stored.
+  const auto control_key = [control_base, control_secret](const std::string& scope) {
+    return controls::ControlKey(control_base, control_secret, scope);
   };
   controls::ControlStore* store = app.controls.get();
   queue::DeliveryOptions delivery;
@@ -86,12 +105,9 @@ App BuildApp() {
 
   tools::MemoryToolDeps deps;
   deps.memory = app.memory.get();
-  deps.default_scope = value("TMCRA_DEFAULT_SCOPE");
   // With no account the memory is the user's own: a default scope makes it work out of the box.
-  if (deps.default_scope.find_first_not_of(" \t") == std::string::npos) {
-    deps.default_scope = target.mode == "embedded" ? "personal" : "";
-  }
-  deps.default_agent_id = value("TMCRA_AGENT_ID");
+  deps.default_scope = settings.default_scope.value_or(settings.remote() ? "" : "personal");
+  deps.default_agent_id = settings.default_agent_id.value_or("");
   deps.version = kVersion;
   deps.delivery = app.delivery.get();
   deps.controls = app.controls.get();

@@ -6,6 +6,7 @@
 
 #include "queue/delivery.h"
 #include "src/api/memory_api.h"
+#include "src/common/result.h"
 #include "src/controls/memory_controls.h"
 #include "src/mcp/server.h"
 
@@ -24,7 +25,9 @@ struct App {
 // The production server with every tmcra_* tool registered over the memory the environment
 // selects (embedded by default). Opens no store: the memory and the outbox are opened on first
 // use; background delivery starts at once only when an outbox file already exists (pending
-// writes of an earlier run are delivered without waiting for the host).
-App BuildApp();
+// writes of an earlier run are delivered without waiting for the host). Fails, before anything
+// is opened, when the settings are invalid (src/config/settings.h); the message names the
+// setting or file and never holds a credential.
+Result<App> BuildApp();
 
 }  // namespace tmcra::app

@@ -28,7 +28,10 @@ constexpr const char* kHelp =
     "  TMCRA_DATA_DIR    data directory of the embedded memory\n"
     "  TMCRA_API_KEY     credential for a remote Memory API (never logged)\n"
     "  TMCRA_BASE_URL    origin of the remote Memory API (HTTPS)\n"
+    "  TMCRA_CONFIG_FILE explicit config file (disables local-memory discovery)\n"
     "  TMCRA_DEFAULT_SCOPE  scope when a call names none (embedded default: personal)\n"
+    "  TMCRA_AGENT_ID, TMCRA_INTEGRATION_ID, TMCRA_REQUEST_TIMEOUT_SECONDS,\n"
+    "  TMCRA_MAX_ATTEMPTS, TMCRA_CA_FILE, TMCRA_MCP_QUEUE_FILE: see docs/configuration.md\n"
     "  TMCRA_MEMORY_STATE_DIR  memory-controls directory shared with TMCRA's plugins\n"
     "  TMCRA_CONFIRMATION_TIMEOUT_MS  how long tmcra_feedback waits for the user (max 120000)\n"
     "\n"
@@ -58,8 +61,12 @@ int main(int argc, char** argv) {
     tmcra::InitLogging();
     tmcra::mcp::Server::InstallSignalHandlers();
     auto app = tmcra::app::BuildApp();
+    if (!app) {
+      spdlog::critical("configuration: {}", app.error().message);
+      return 1;
+    }
     spdlog::info("tmcra-mcp {} waiting for an MCP client on stdin", tmcra::kVersion);
-    return app.server->Run(/*in_fd=*/0, /*out_fd=*/1);
+    return app->server->Run(/*in_fd=*/0, /*out_fd=*/1);
   } catch (const std::exception& e) {
     spdlog::critical("fatal: {}", e.what());
     return 1;

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <cstring>
 
@@ -147,13 +148,29 @@ Result<std::unique_ptr<Database>> Database::Open(const Options& options) {
     if (slash != std::string::npos && slash > 0) {
       if (auto s = MakePrivateDirs(options.path.substr(0, slash)); !s) return s.error();
     }
-    // Create the file 0600 ourselves; SQLite would use 0644 less the umask.
-    const int fd = open(options.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
+    // Create the file 0600 ourselves (SQLite would use 0644 less the umask), but only when it
+    // does not exist yet. Never open and close an existing database file here: POSIX drops
+    // every lock a process holds on a file when any of its descriptors for that file is
+    // closed, so closing one would silently release the locks of this process's other SQLite
+    // connections to it. Another process could then think itself alone, check-point and delete
+    // the WAL under them: lost commits and a corrupt file. The mutex keeps a creation in one
+    // thread from closing under a connection another thread opens on the new file.
+    static std::mutex create_mu;
+    std::lock_guard lock(create_mu);
+    const int fd =
+        open(options.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+      close(fd);
+    } else if (errno != EEXIST) {
       return Error{Errc::kPermissionDenied, false,
                    "cannot open " + options.path + ": " + std::strerror(errno)};
+    } else {
+      struct stat st {};
+      if (lstat(options.path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) {
+        return Error{Errc::kPermissionDenied, false,
+                     "cannot open " + options.path + ": a symbolic link is not followed"};
+      }
     }
-    close(fd);
   }
   sqlite3* raw = nullptr;
   const int flags = (options.read_only ? SQLITE_OPEN_READONLY

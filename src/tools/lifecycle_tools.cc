@@ -379,9 +379,27 @@ ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDe
       if (open.count(id) != 0) still.insert(id);
     }
     const auto now = std::chrono::steady_clock::now();
-    if (*changed > 0 || still.size() < open.size()) last_progress = now;
+    const bool moved = *changed > 0 || still.size() < open.size();
+    if (moved) last_progress = now;
     open = std::move(still);
     if (open.empty() || now - last_progress >= deps.commit_wait) break;
+    // Nothing moved, no job is running and every item left waits for a backoff that outlasts
+    // this call (a retry later, or a held credential or configuration problem): the answer
+    // tells the state now rather than after commit_wait of waiting for nothing.
+    if (!moved) {
+      const double wait_until =
+          NowSeconds() + std::chrono::duration<double>(deps.commit_wait - (now - last_progress)).count();
+      bool worth_waiting = false;
+      for (const auto& id : open) {
+        auto item = (*outbox)->GetForDelivery(id);
+        if (!item) continue;
+        if (item->state == queue::kSubmitted || item->next_attempt_at <= wait_until) {
+          worth_waiting = true;
+          break;
+        }
+      }
+      if (!worth_waiting) break;
+    }
     // Jobs still running (or items backing off): look again shortly.
     std::this_thread::sleep_for(*changed > 0 ? std::chrono::milliseconds(5)
                                              : std::chrono::milliseconds(50));

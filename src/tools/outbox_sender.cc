@@ -1,6 +1,7 @@
 #include "src/tools/outbox_sender.h"
 
 #include "receipts/receipts.h"
+#include "src/api/http_memory_api.h"
 
 namespace tmcra::tools {
 
@@ -47,7 +48,8 @@ Result<std::vector<Result<nlohmann::json>>> MemoryApiSender::SubmitBatch(
   if (!response) {
     // No such route: the service never looked at the items, so nothing landed. Not retryable,
     // so the delivery sends these items one by one, and so do later batches.
-    if (response.error().http_status == 404 || response.error().http_status == 405) {
+    if (response.error().api_code == api::kBatchNotSupported ||
+        response.error().http_status == 404 || response.error().http_status == 405) {
       batch_unsupported_.store(true);
       Error e = response.error();
       e.retryable = false;

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+
 #include "src/common/version.h"
 
 namespace tmcra::tools {
@@ -17,7 +19,7 @@ json OutputSchema() {
       "server": {"type": "string"},
       "version": {"type": "string"},
       "protocol_version": {"type": "string"},
-      "memory_mode": {"type": "string", "enum": ["embedded", "remote"]},
+      "memory_mode": {"type": "string", "enum": ["embedded", "remote", "misconfigured"]},
       "memory": {"type": "object"},
       "store": {"type": "object"},
       "delivery": {"type": "object"},
@@ -43,12 +45,17 @@ void RegisterStatusTool(mcp::Server& server, StatusDeps deps) {
   spec.annotations = json{{"title", "Memory status"}, {"readOnlyHint", true},
                           {"openWorldHint", false}};
   server.AddTool(std::move(spec), [deps = std::move(deps)](const json&, mcp::ToolContext& ctx) {
-    const config::MemoryTarget target = config::ResolveMemoryTarget(deps.env);
+    // "remote" covers the service and local modes; memory.mode tells them apart. A setting that
+    // became invalid since startup is reported rather than failing the call.
+    const auto settings = config::LoadSettings(deps.env, std::chrono::system_clock::now());
     json out{{"server", kProductName},
              {"version", kVersion},
              {"protocol_version", ctx.protocol_version()},
-             {"memory_mode", target.mode},
-             {"memory", target.ToJson()},
+             {"memory_mode", !settings             ? "misconfigured"
+                             : settings->remote() ? "remote"
+                                                  : "embedded"},
+             {"memory", settings ? settings->ToJson()
+                                 : json{{"error", settings.error().message}}},
              {"pid", static_cast<long>(getpid())}};
     if (deps.memory != nullptr) {
       auto stats = deps.memory->Stats();

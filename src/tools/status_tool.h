@@ -5,7 +5,7 @@
 
 #include "queue/delivery.h"
 #include "src/api/memory_api.h"
-#include "src/config/memory_target.h"
+#include "src/config/settings.h"
 #include "src/mcp/server.h"
 
 namespace tmcra::tools {

@@ -12,9 +12,13 @@ int main() {
     tmcra::InitLogging();
     tmcra::mcp::Server::InstallSignalHandlers();
     auto app = tmcra::app::BuildApp();
-    tmcra::testing::RegisterTestTools(*app.server);
+    if (!app) {
+      spdlog::critical("configuration: {}", app.error().message);
+      return 1;
+    }
+    tmcra::testing::RegisterTestTools(*app->server);
     spdlog::info("tmcra-mcp-testserver waiting for an MCP client on stdin");
-    return app.server->Run(0, 1);
+    return app->server->Run(0, 1);
   } catch (const std::exception& e) {
     spdlog::critical("fatal: {}", e.what());
     return 1;

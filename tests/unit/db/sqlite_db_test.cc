@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 using tmcra::Errc;
@@ -104,4 +105,39 @@ TEST_CASE("processes creating the same new database at once all open it", "[db][
     INFO("trial " << trial);
     CHECK(failures == 0);
   }
+}
+
+TEST_CASE("opening a file twice in one process keeps the first connection's locks", "[db]") {
+  // POSIX releases every lock a process holds on a file when any descriptor of that file is
+  // closed. If Open opened and closed an existing database file, the first connection's locks
+  // would be gone; another process closing its own connection would then believe itself the
+  // last one, check-point and delete the WAL under us, and later commits would be lost.
+  tmcra::testing::TempDir dir;
+  const std::string path = dir.File("memory.db");
+  auto first = Database::Open({path});
+  REQUIRE(first);
+  REQUIRE((*first)->Exec("CREATE TABLE records(message_id TEXT); "
+                         "INSERT INTO records VALUES('m1')"));
+  auto second = Database::Open({path});  // a second connection of this process
+  REQUIRE(second);
+  // Another process opens the same file and closes it.
+  tmcra::testing::Subprocess other({TMCRA_STORE_CHECK_BIN, dir.path()});
+  other.ReadAll();
+  auto status = other.Wait(std::chrono::seconds(30));
+  REQUIRE(status);
+  CHECK(WIFEXITED(*status));
+  struct stat st {};
+  CHECK(stat((path + "-wal").c_str(), &st) == 0);  // still ours
+  REQUIRE((*first)->Exec("INSERT INTO records VALUES('m2')"));
+  second->reset();
+  first->reset();
+  auto fresh = Database::Open({path});
+  REQUIRE(fresh);
+  auto count = (*fresh)->Prepare("SELECT COUNT(*) FROM records");
+  REQUIRE(count);
+  REQUIRE(*count->Step());
+  CHECK(count->Int(0) == 2);
+  auto check = (*fresh)->Prepare("PRAGMA integrity_check");
+  REQUIRE(*check->Step());
+  CHECK(check->Text(0) == "ok");
 }

@@ -1,0 +1,631 @@
+#include "memory/server/server.h"
+
+// httplib is compiled by Debian with OpenSSL, zlib and brotli (its pkg-config Cflags define
+// CPPHTTPLIB_OPENSSL_SUPPORT, CPPHTTPLIB_ZLIB_SUPPORT and CPPHTTPLIB_BROTLI_SUPPORT for us).
+#include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "memory/engine.h"
+#include "src/common/ids.h"
+
+namespace tmcra::memd {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using httplib::Request;
+using httplib::Response;
+using HandlerResponse = httplib::Server::HandlerResponse;
+
+// What we know about the request a connection thread is serving. httplib runs a connection's
+// requests one after another on one pool thread, from the pre-routing handler to the logger, so
+// a thread-local is the request's context.
+struct RequestContext {
+  bool active = false;
+  std::string request_id;
+  Clock::time_point start;
+  bool holds_slot = false;  // counted in the concurrency limit
+  int reject_status = 0;    // decided before the body was read: 411 (chunked) or 429
+  bool close_after = false; // close the connection after this answer (a body left unread)
+  std::string key_id;       // for the access log
+};
+thread_local RequestContext t_ctx;
+
+void BeginContext(const Request& req) {
+  t_ctx = RequestContext{};
+  t_ctx.active = true;
+  t_ctx.start = Clock::now();
+  const std::string client_id = req.get_header_value("X-Request-ID");
+  t_ctx.request_id = IsSaneRequestId(client_id) ? client_id : UuidV4();
+}
+
+// httplib's Request is a mutable object of its connection loop; handlers see it const. We change
+// two things: the path used for httplib's own routing (we route on the raw target ourselves) and
+// the Connection header, which is how httplib decides to answer "Connection: close".
+Request& Mutable(const Request& req) { return const_cast<Request&>(req); }
+
+// The raw path of the target without the query, printable ASCII only, for logs.
+std::string LogPath(const Request& req) {
+  std::string out;
+  for (char c : req.target.substr(0, req.target.find('?'))) {
+    if (out.size() >= 200) {
+      out += "...";
+      break;
+    }
+    out.push_back(c > 0x20 && c < 0x7f ? c : '?');
+  }
+  return out;
+}
+
+void SendJson(const Request& req, Response& res, int status, const json& body) {
+  std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  res.status = status;
+  if (text.size() >= kGzipMinimumBytes && AcceptsGzip(req.get_header_value("Accept-Encoding"))) {
+    if (auto gz = Gzip(text)) {
+      text = std::move(*gz);
+      res.set_header("Content-Encoding", "gzip");
+      res.set_header("Vary", "Accept-Encoding");
+    }
+  }
+  const bool close = t_ctx.close_after;
+  if (close) {
+    Request& r = Mutable(req);
+    r.headers.erase("Connection");
+    r.headers.emplace("Connection", "close");
+  }
+  // A sized content provider: httplib neither compresses it nor changes it. Returning false
+  // after the whole body makes httplib close the connection, which we want when part of the
+  // request body was never read.
+  auto shared = std::make_shared<std::string>(std::move(text));
+  res.set_content_provider(shared->size(), "application/json",
+                           [shared, close](size_t offset, size_t length, httplib::DataSink& sink) {
+                             if (!sink.write(shared->data() + offset, length)) return false;
+                             return !close;
+                           });
+}
+
+void SendApiError(const Request& req, Response& res, int status, std::string_view code,
+                  std::string_view message, std::string_view details_json = {},
+                  double retry_after = -1) {
+  if (retry_after >= 0) {
+    res.set_header("Retry-After", std::to_string(static_cast<int>(retry_after)));
+  }
+  SendJson(req, res, status, ErrorBody(code, message, t_ctx.request_id, details_json, retry_after));
+}
+
+void SendError(const Request& req, Response& res, const Error& error) {
+  if (error.http_status != 0) {
+    const bool throttled = error.http_status == 429 || error.http_status == 503;
+    SendApiError(req, res, error.http_status, error.api_code, error.message, error.details_json,
+                 throttled ? 1 : -1);
+    return;
+  }
+  spdlog::error("request {}: {}", t_ctx.request_id, error.ToString());
+  if (error.code == Errc::kUnavailable || error.code == Errc::kTimeout) {
+    SendApiError(req, res, 503, "unavailable", "the memory store is busy; retry", {}, 1);
+  } else {
+    SendApiError(req, res, 500, "internal_error", "internal error");
+  }
+}
+
+void SendEarly(const Request& req, Response& res, int status, std::string_view code) {
+  SendJson(req, res, status, EarlyErrorBody(code, t_ctx.request_id));
+}
+
+std::string_view ErrorCodeForStatus(int status) {
+  switch (status) {
+    case 400: return "bad_request";
+    case 404: return "not_found";
+    case 405: return "method_not_allowed";
+    case 411: return "content_length_required";
+    case 413: return "request_too_large";
+    case 414: return "uri_too_long";
+    case 416: return "range_not_satisfiable";
+    case 500: return "internal_error";
+    case 503: return "unavailable";
+    default: return "http_error";
+  }
+}
+
+std::string_view StatusText(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 414: return "URI Too Long";
+    case 416: return "Range Not Satisfiable";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "HTTP error";
+  }
+}
+
+std::optional<uint64_t> ParseContentLength(const std::string& text) {
+  uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<std::string> Header(const Request& req, const char* name) {
+  if (!req.has_header(name)) return std::nullopt;
+  return req.get_header_value(name);
+}
+
+enum class Endpoint { kHealthz, kReadyz, kRecall, kIngest, kIngestBatch, kJob, kEvidence,
+                      kFeedback };
+
+struct Route {
+  Endpoint endpoint;
+  const char* method;
+  std::string scope;  // scope routes
+  std::string id;     // job id or memory id
+};
+
+std::optional<Route> MatchRoute(const std::vector<std::string>& s) {
+  if (s.size() == 1 && s[0] == "healthz") return Route{Endpoint::kHealthz, "GET", {}, {}};
+  if (s.size() == 1 && s[0] == "readyz") return Route{Endpoint::kReadyz, "GET", {}, {}};
+  if (s.size() < 3 || s[0] != "v1") return std::nullopt;
+  if (s[1] == "jobs" && s.size() == 3 && !s[2].empty()) {
+    return Route{Endpoint::kJob, "GET", {}, s[2]};
+  }
+  if (s[1] != "scopes" || s.size() < 4) return std::nullopt;
+  const std::string& scope = s[2];
+  if (s.size() == 4 && s[3] == "recall") return Route{Endpoint::kRecall, "POST", scope, {}};
+  if (s.size() == 4 && s[3] == "ingest") return Route{Endpoint::kIngest, "POST", scope, {}};
+  if (s.size() == 4 && s[3] == "feedback") return Route{Endpoint::kFeedback, "POST", scope, {}};
+  if (s.size() == 5 && s[3] == "ingest" && s[4] == "batch") {
+    return Route{Endpoint::kIngestBatch, "POST", scope, {}};
+  }
+  if (s.size() == 7 && s[3] == "memory-graph" && s[4] == "nodes" && !s[5].empty() &&
+      s[6] == "evidence") {
+    return Route{Endpoint::kEvidence, "GET", scope, s[5]};
+  }
+  return std::nullopt;
+}
+
+const char* PermissionFor(Endpoint endpoint) {
+  switch (endpoint) {
+    case Endpoint::kIngest:
+    case Endpoint::kIngestBatch: return kPermWrite;
+    case Endpoint::kFeedback: return kPermFeedback;
+    default: return kPermRead;
+  }
+}
+
+// SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second server
+// bind the same port and share its connections.
+void ReuseAddressOnly(socket_t sock) {
+  int yes = 1;
+  setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
+std::string OpenSslError() {
+  const unsigned long code = ERR_get_error();
+  if (code == 0) return "unknown error";
+  char buf[256];
+  ERR_error_string_n(code, buf, sizeof(buf));
+  ERR_clear_error();
+  return buf;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  KeyStore& keys;
+  std::unique_ptr<httplib::Server> http;
+  api::MemoryApi* memory = nullptr;
+  std::atomic<int> in_flight{0};
+  std::atomic<bool> stopping{false};
+
+  Impl(ServerOptions o, KeyStore& k) : options(std::move(o)), keys(k) {}
+
+  void Configure();
+  HandlerResponse PreRouting(const Request& req, Response& res);
+  void Handle(const Request& req, Response& res);
+  void HandleReady(const Request& req, Response& res);
+  void HandleEndpoint(const Request& req, Response& res, const Route& route, const ApiKey& key);
+  HandlerResponse OnError(const Request& req, Response& res);
+};
+
+void Server::Impl::Configure() {
+  httplib::Server& s = *http;
+  const size_t threads = static_cast<size_t>(std::max(1, options.threads));
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s.set_socket_options(ReuseAddressOnly);
+  s.set_tcp_nodelay(true);
+  s.set_keep_alive_max_count(100);
+  s.set_keep_alive_timeout(options.keep_alive_seconds);
+  s.set_read_timeout(options.read_timeout_seconds, 0);
+  s.set_write_timeout(options.read_timeout_seconds, 0);
+  s.set_payload_max_length(options.max_body_bytes);
+  s.set_pre_routing_handler(
+      [this](const Request& req, Response& res) { return PreRouting(req, res); });
+  s.set_expect_100_continue_handler([this](const Request& req, Response&) {
+    auto length = ParseContentLength(req.get_header_value("Content-Length"));
+    return length && *length > options.max_body_bytes ? 413 : 100;
+  });
+  // Every path is routed by Handle from the raw target; httplib only sees "/_" (set in
+  // PreRouting), which keeps its std::regex away from long paths.
+  auto handler = [this](const Request& req, Response& res) { Handle(req, res); };
+  s.Get("/_", handler);
+  s.Post("/_", handler);
+  s.Put("/_", handler);
+  s.Patch("/_", handler);
+  s.Delete("/_", handler);
+  s.Options("/_", handler);
+  s.set_error_handler(httplib::Server::HandlerWithResponse(
+      [this](const Request& req, Response& res) { return OnError(req, res); }));
+  s.set_exception_handler([](const Request& req, Response& res, std::exception_ptr ep) {
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      spdlog::error("request {}: unhandled exception: {}", t_ctx.request_id, e.what());
+    } catch (...) {
+      spdlog::error("request {}: unhandled exception", t_ctx.request_id);
+    }
+    SendApiError(req, res, 500, "internal_error", "internal error");
+  });
+  s.set_post_routing_handler([this](const Request& req, Response& res) {
+    if (!t_ctx.active) BeginContext(req);
+    res.set_header("x-request-id", t_ctx.request_id);
+    if (t_ctx.holds_slot) {
+      in_flight.fetch_sub(1);
+      t_ctx.holds_slot = false;
+    }
+  });
+  s.set_logger([](const Request& req, const Response& res) {
+    const auto ms = std::chrono::duration<double, std::milli>(Clock::now() - t_ctx.start).count();
+    spdlog::info("{} {} {} {} {:.1f} ms{}{}", t_ctx.request_id, req.method, LogPath(req),
+                 res.status, ms, t_ctx.key_id.empty() ? "" : " key=", t_ctx.key_id);
+    t_ctx.active = false;
+  });
+}
+
+HandlerResponse Server::Impl::PreRouting(const Request& req, Response& res) {
+  BeginContext(req);
+  Request& mutable_req = Mutable(req);
+  const std::string raw_path = req.target.substr(0, req.target.find('?'));
+  mutable_req.path = "/_";
+  mutable_req.ranges.clear();  // a JSON API answers whole bodies
+  const bool health = raw_path == "/healthz" || raw_path == "/readyz";
+  if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
+    if (req.has_header("Transfer-Encoding")) {
+      // Chunked: httplib reads it (bounded by the body limit) and Handle answers 411, so the
+      // connection stays in step.
+      t_ctx.reject_status = 411;
+      return HandlerResponse::Unhandled;
+    }
+    if (!req.has_header("Content-Length")) {
+      SendEarly(req, res, 411, "content_length_required");
+      return HandlerResponse::Handled;
+    }
+    const auto length = ParseContentLength(req.get_header_value("Content-Length"));
+    if (!length) {
+      t_ctx.close_after = true;
+      SendApiError(req, res, 400, "bad_request", "invalid Content-Length");
+      return HandlerResponse::Handled;
+    }
+    if (*length > options.max_body_bytes) {
+      t_ctx.close_after = true;
+      // Up to twice the limit, httplib reads and drops the body, then answers 413 (OnError): the
+      // client, still sending, reads the answer instead of a reset connection. Beyond that we
+      // answer at once and close.
+      if (*length <= 2 * static_cast<uint64_t>(options.max_body_bytes)) {
+        return HandlerResponse::Unhandled;
+      }
+      SendEarly(req, res, 413, "request_too_large");
+      return HandlerResponse::Handled;
+    }
+  }
+  if (!health) {
+    if (in_flight.fetch_add(1) >= options.max_concurrency) {
+      in_flight.fetch_sub(1);
+      t_ctx.reject_status = 429;  // answered by Handle once the body is read
+    } else {
+      t_ctx.holds_slot = true;
+    }
+  }
+  return HandlerResponse::Unhandled;
+}
+
+HandlerResponse Server::Impl::OnError(const Request& req, Response& res) {
+  if (res.has_header("Content-Type")) return HandlerResponse::Unhandled;  // one of ours
+  if (!t_ctx.active) BeginContext(req);
+  int status = res.status;
+  if (status == 413 && t_ctx.reject_status == 411) status = 411;
+  const std::string_view code = ErrorCodeForStatus(status);
+  if (status == 411 || status == 413) {
+    t_ctx.close_after = true;
+    SendEarly(req, res, status, code);
+  } else {
+    SendApiError(req, res, status, code, StatusText(status));
+  }
+  return HandlerResponse::Handled;
+}
+
+void Server::Impl::Handle(const Request& req, Response& res) {
+  if (t_ctx.reject_status == 411) {
+    SendEarly(req, res, 411, "content_length_required");
+    return;
+  }
+  auto segments = SplitTargetPath(req.target);
+  std::optional<Route> route;
+  if (segments) route = MatchRoute(*segments);
+  const bool health =
+      route && (route->endpoint == Endpoint::kHealthz || route->endpoint == Endpoint::kReadyz);
+  if (t_ctx.reject_status == 429 && !health) {
+    SendApiError(req, res, 429, "rate_limited", "too many requests in progress; retry", {}, 1);
+    return;
+  }
+  if (!route) {
+    SendApiError(req, res, 404, "not_found", "Not Found");
+    return;
+  }
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+  if (method != route->method) {
+    res.set_header("Allow", route->method);
+    SendApiError(req, res, 405, "method_not_allowed", "Method Not Allowed");
+    return;
+  }
+  if (route->endpoint == Endpoint::kHealthz) {
+    SendJson(req, res, 200, json{{"status", "ok"}});
+    return;
+  }
+  if (route->endpoint == Endpoint::kReadyz) {
+    HandleReady(req, res);
+    return;
+  }
+
+  // Authentication: Authorization: Bearer tmcra_<key_id>.<secret>
+  const std::string authorization = req.get_header_value("Authorization");
+  std::string token;
+  if (authorization.size() > 7 && strncasecmp(authorization.c_str(), "Bearer ", 7) == 0) {
+    token = authorization.substr(7);
+    while (!token.empty() && token.front() == ' ') token.erase(0, 1);
+    while (!token.empty() && token.back() == ' ') token.pop_back();
+  }
+  auto unauthorized = [&](const std::string& why) {
+    spdlog::info("request {}: 401 ({})", t_ctx.request_id, why);
+    res.set_header("WWW-Authenticate", "Bearer");
+    SendApiError(req, res, 401, "unauthorized", "a valid API key is required (Authorization: Bearer)");
+  };
+  if (token.empty()) {
+    unauthorized(authorization.empty() ? "no Authorization header" : "not a bearer token");
+    return;
+  }
+  auto outcome = keys.Authenticate(token);
+  if (!outcome) {
+    SendError(req, res, outcome.error());
+    return;
+  }
+  if (!outcome->key) {
+    unauthorized(outcome->reason);
+    return;
+  }
+  const ApiKey& key = *outcome->key;
+  t_ctx.key_id = key.key_id;
+  const char* permission = PermissionFor(route->endpoint);
+  if (!key.Has(permission)) {
+    SendApiError(req, res, 403, "forbidden", std::string(permission) + " is required");
+    return;
+  }
+  if (route->endpoint != Endpoint::kJob) {
+    if (!memory::IsValidScopeName(route->scope)) {
+      const Error e = InvalidScopeError();
+      SendApiError(req, res, 422, e.api_code, e.message, e.details_json);
+      return;
+    }
+    if (!key.AllowsScope(route->scope)) {
+      SendApiError(req, res, 403, "forbidden", "the API key is not valid for this scope");
+      return;
+    }
+  }
+  HandleEndpoint(req, res, *route, key);
+}
+
+void Server::Impl::HandleReady(const Request& req, Response& res) {
+  if (stopping.load() || memory == nullptr) {
+    SendApiError(req, res, 503, "unavailable", "shutting down", {}, 1);
+    return;
+  }
+  // A primary-key lookup of a job that cannot exist: the store answers, or it does not.
+  auto probe = memory->GetJob("job_readyz_probe");
+  if (probe || probe.error().http_status == 404) {
+    SendJson(req, res, 200, json{{"status", "ready"}});
+    return;
+  }
+  spdlog::warn("readyz: {}", probe.error().ToString());
+  SendApiError(req, res, 503, "unavailable", "the memory store is not available", {}, 1);
+}
+
+void Server::Impl::HandleEndpoint(const Request& req, Response& res, const Route& route,
+                                  const ApiKey& key) {
+  Attribution attribution{Header(req, "X-TMCRA-Client-Platform"),
+                          Header(req, "X-TMCRA-Integration-ID"), Header(req, "X-TMCRA-Agent-ID")};
+  if (auto s = ValidateAttribution(attribution); !s) {
+    SendError(req, res, s.error());
+    return;
+  }
+  const bool has_body = route.endpoint == Endpoint::kRecall ||
+                        route.endpoint == Endpoint::kIngest ||
+                        route.endpoint == Endpoint::kIngestBatch ||
+                        route.endpoint == Endpoint::kFeedback;
+  json body;
+  if (has_body) {
+    auto parsed = ParseBodyObject(req.body, req.get_header_value("Content-Type"));
+    if (!parsed) {
+      SendError(req, res, parsed.error());
+      return;
+    }
+    body = std::move(*parsed);
+  }
+  auto reply = [&](Result<json> result, int status) {
+    if (!result) {
+      SendError(req, res, result.error());
+      return;
+    }
+    SendJson(req, res, status, *result);
+  };
+  switch (route.endpoint) {
+    case Endpoint::kRecall: {
+      api::RecallOptions recall;
+      recall.agent_id = attribution.agent_id;
+      reply(memory->Recall(route.scope, body, recall), 200);
+      return;
+    }
+    case Endpoint::kIngest:
+    case Endpoint::kIngestBatch: {
+      api::IngestOptions ingest;
+      ingest.idempotency_key = req.get_header_value("Idempotency-Key");
+      ingest.agent_id = attribution.agent_id;
+      // The service records a request without the header as a plain REST call.
+      ingest.client_platform = attribution.client_platform.value_or("rest");
+      ingest.integration_id = attribution.integration_id;
+      reply(route.endpoint == Endpoint::kIngest ? memory->Ingest(route.scope, body, ingest)
+                                                : memory->IngestBatch(route.scope, body, ingest),
+            202);
+      return;
+    }
+    case Endpoint::kFeedback: {
+      auto action = body.find("action");
+      if (action != body.end() && action->is_string() && *action == "correct" &&
+          !key.Has(kPermWrite)) {
+        SendApiError(req, res, 403, "forbidden", "memory:write is required to save a correction");
+        return;
+      }
+      api::FeedbackOptions feedback;
+      feedback.idempotency_key = req.get_header_value("Idempotency-Key");
+      reply(memory->Feedback(route.scope, body, feedback), 201);
+      return;
+    }
+    case Endpoint::kJob: {
+      auto job = memory->GetJob(route.id);
+      if (job && job->is_object() && job->contains("scope_name") &&
+          (*job)["scope_name"].is_string() &&
+          !key.AllowsScope((*job)["scope_name"].get<std::string>())) {
+        SendApiError(req, res, 403, "forbidden", "the API key is not valid for this job's scope");
+        return;
+      }
+      reply(std::move(job), 200);
+      return;
+    }
+    case Endpoint::kEvidence: {
+      int limit = 10;
+      if (req.has_param("limit")) {
+        const std::string text = req.get_param_value("limit");
+        auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), limit);
+        if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+          json details = json::array(
+              {{{"loc", {"query", "limit"}},
+                {"msg", "Input should be a valid integer, unable to parse string as an integer"},
+                {"type", "int_parsing"}}});
+          SendApiError(req, res, 422, "validation_error", "limit: Input should be a valid integer",
+                       details.dump());
+          return;
+        }
+      }
+      if (req.has_param("cursor")) {
+        // This server never hands out a cursor (every page is complete: next_cursor is null).
+        json details = json::array({{{"loc", {"query", "cursor"}},
+                                     {"msg", "Invalid cursor"},
+                                     {"type", "value_error"}}});
+        SendApiError(req, res, 422, "validation_error", "cursor: Invalid cursor", details.dump());
+        return;
+      }
+      reply(memory->Evidence(route.scope, route.id, limit), 200);
+      return;
+    }
+    default:
+      SendApiError(req, res, 404, "not_found", "Not Found");
+      return;
+  }
+}
+
+Server::Server(ServerOptions options, KeyStore& keys)
+    : impl_(std::make_unique<Impl>(std::move(options), keys)) {}
+
+Server::~Server() = default;
+
+bool Server::tls() const { return !impl_->options.tls_cert_file.empty(); }
+
+Result<int> Server::Bind() {
+  const ServerOptions& o = impl_->options;
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+    return Error::Invalid("--tls-cert and --tls-key go together");
+  }
+  if (!o.tls_cert_file.empty()) {
+    struct stat st {};
+    if (stat(o.tls_key_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      spdlog::warn("the TLS key file {} is readable by others (mode {:o}); chmod 600 it",
+                   o.tls_key_file, st.st_mode & 0777);
+    }
+    std::string problem;
+    auto setup = [&](SSL_CTX& ctx) {
+      SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+      if (SSL_CTX_use_certificate_chain_file(&ctx, o.tls_cert_file.c_str()) != 1) {
+        problem = "cannot load the TLS certificate " + o.tls_cert_file + ": " + OpenSslError();
+        return false;
+      }
+      if (SSL_CTX_use_PrivateKey_file(&ctx, o.tls_key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+        problem = "cannot load the TLS key " + o.tls_key_file + ": " + OpenSslError();
+        return false;
+      }
+      if (SSL_CTX_check_private_key(&ctx) != 1) {
+        problem = "the TLS key does not match the certificate: " + OpenSslError();
+        return false;
+      }
+      return true;
+    };
+    auto server = std::make_unique<httplib::SSLServer>(setup);
+    if (!server->is_valid()) {
+      return Error::Invalid(problem.empty() ? "cannot set up TLS: " + OpenSslError() : problem);
+    }
+    impl_->http = std::move(server);
+  } else {
+    impl_->http = std::make_unique<httplib::Server>();
+  }
+  impl_->Configure();
+  int port = o.listen.port;
+  errno = 0;
+  if (port == 0) {
+    port = impl_->http->bind_to_any_port(o.listen.host);
+  } else if (!impl_->http->bind_to_port(o.listen.host, port)) {
+    port = -1;
+  }
+  if (port < 0) {
+    const int err = errno;
+    return Error::Unavailable("cannot listen on " + o.listen.Origin("tcp", o.listen.port) +
+                              (err != 0 ? std::string(": ") + std::strerror(err) : ""));
+  }
+  return port;
+}
+
+Status Server::Serve(api::MemoryApi& memory) {
+  if (!impl_->http) return Error::Internal("Serve before Bind");
+  impl_->memory = &memory;
+  if (!impl_->http->listen_after_bind()) return Error::Unavailable("the listener failed");
+  return Ok();
+}
+
+void Server::Stop() {
+  impl_->stopping = true;
+  if (impl_->http) impl_->http->stop();
+}
+
+}  // namespace tmcra::memd

@@ -1,0 +1,88 @@
+// The request and response rules of tmcra-memd that need no socket: attribution headers, path
+// segments, JSON bodies, the error envelope, gzip, request ids and --listen addresses. Pure
+// functions, tested on their own (tests/unit/memory/server_rules_test.cc).
+//
+// The identifier grammars are a private copy of the service's (tmcra-contract.md §1.5); the
+// client side keeps its own in src/config/identifiers.h.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/common/result.h"
+
+namespace tmcra::memd {
+
+using json = nlohmann::json;
+
+// Bodies nested deeper than this are refused before they are parsed (as tmcra-mcp does on stdin).
+inline constexpr int kMaxJsonDepth = 64;
+
+// X-TMCRA-Client-Platform values the service accepts.
+bool IsKnownClientPlatform(std::string_view platform);
+// ^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$
+bool IsValidAgentId(std::string_view agent_id);
+// ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$
+bool IsValidIntegrationId(std::string_view integration_id);
+
+// The attribution headers of one request, std::nullopt when absent.
+struct Attribution {
+  std::optional<std::string> client_platform;
+  std::optional<std::string> integration_id;
+  std::optional<std::string> agent_id;
+};
+// 422 invalid_usage_attribution naming the first header that breaks its rule.
+Status ValidateAttribution(const Attribution& attribution);
+
+// 422 validation_error for a scope path parameter that is not a valid scope name.
+Error InvalidScopeError();
+
+// The request body as a JSON object, or 422 validation_error with pydantic-style details:
+// an empty body ("missing"), a Content-Type other than JSON, nesting deeper than kMaxJsonDepth,
+// anything that is not JSON (invalid UTF-8, NaN, trailing bytes: "json_invalid") and a top-level
+// value that is not an object ("model_attributes_type").
+Result<json> ParseBodyObject(std::string_view body, std::string_view content_type);
+
+// Deepest nesting of arrays and objects in `text` (brackets outside strings), stopping at
+// limit + 1.
+int NestingDepth(std::string_view text, int limit);
+
+// The raw path of a request target split at '/', each segment percent-decoded; std::nullopt
+// when a %-escape is malformed. "/v1/jobs/x?limit=1" -> {"v1", "jobs", "x"}.
+std::optional<std::vector<std::string>> SplitTargetPath(std::string_view target);
+
+// The service's error body (tmcra-contract.md §1.3):
+//   {"error": {"code", "message", "request_id", "details", "retry_after_seconds"}}
+// `details_json` is JSON text (empty: null); retry_after_seconds < 0: null.
+json ErrorBody(std::string_view code, std::string_view message, std::string_view request_id,
+               std::string_view details_json = {}, double retry_after_seconds = -1);
+// The middleware's early rejections (411, 413) carry only {"error": {"code", "request_id"}}.
+json EarlyErrorBody(std::string_view code, std::string_view request_id);
+
+// True when an Accept-Encoding header admits gzip (a "gzip" or "*" coding without q=0).
+bool AcceptsGzip(std::string_view accept_encoding);
+// `bytes` as a gzip member (zlib, default level).
+Result<std::string> Gzip(std::string_view bytes);
+// Responses at least this large are compressed when the client accepts gzip (as the service's
+// GZip middleware does).
+inline constexpr size_t kGzipMinimumBytes = 1024;
+
+// A client's X-Request-ID worth echoing: ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$ (nothing that could
+// forge a log line or a header).
+bool IsSaneRequestId(std::string_view request_id);
+
+// --listen HOST:PORT, [IPV6]:PORT, or :PORT / PORT (host 127.0.0.1). Ports 0..65535.
+struct ListenAddress {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  // The URL origin for this address: scheme://host:port, IPv6 hosts in brackets.
+  std::string Origin(std::string_view scheme, int bound_port) const;
+};
+Result<ListenAddress> ParseListen(std::string_view text);
+
+}  // namespace tmcra::memd

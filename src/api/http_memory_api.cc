@@ -1,0 +1,801 @@
+#include "src/api/http_memory_api.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "src/api/http_wire.h"
+#include "src/api/retry_policy.h"
+#include "src/common/version.h"
+#include "src/config/identifiers.h"
+#include "src/config/url.h"
+
+#if LIBCURL_VERSION_NUM < 0x075500
+#error "HttpMemoryApi needs libcurl 7.85 or newer (CURLOPT_PROTOCOLS_STR)"
+#endif
+
+namespace tmcra::api {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxHeaderBytes = 256 * 1024;  // the whole header section of one answer
+constexpr size_t kMaxIdleHandles = 4;
+constexpr auto kBatchUnsupportedMemory = std::chrono::minutes(10);
+constexpr std::string_view kAgentIdRule = "^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$";
+
+// ---------------------------------------------------------------------------------------------
+// One transfer's collected answer. The callbacks never throw (they run inside libcurl).
+
+struct Exchange {
+  size_t body_limit = 0;
+  std::string body;
+  bool body_too_large = false;
+  std::vector<std::pair<std::string, std::string>> headers;  // of the final answer
+  size_t header_bytes = 0;
+  bool headers_too_large = false;
+  bool connected = false;  // the request was about to be sent on an established connection
+
+  // The stall rule: once the answer has begun, fewer than `min_bytes_per_window` bytes in a
+  // window of `window` abandons it (the server's think time before the first byte is bounded
+  // by the total timeout only, as in the contract's single timeout).
+  std::chrono::steady_clock::duration window{};
+  curl_off_t min_bytes_per_window = 0;
+  bool answer_started = false;
+  std::chrono::steady_clock::time_point window_start;
+  curl_off_t window_progress = 0;
+  bool stalled = false;
+
+  std::vector<std::string> Values(std::string_view name) const {
+    std::vector<std::string> out;
+    for (const auto& [key, value] : headers) {
+      if (key == name) out.push_back(value);
+    }
+    return out;
+  }
+  std::string First(std::string_view name) const {
+    for (const auto& [key, value] : headers) {
+      if (key == name) return value;
+    }
+    return {};
+  }
+};
+
+size_t OnBody(char* data, size_t size, size_t count, void* user) noexcept {
+  auto* ex = static_cast<Exchange*>(user);
+  const size_t bytes = size * count;
+  if (bytes > ex->body_limit - ex->body.size()) {
+    ex->body_too_large = true;
+    return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+  }
+  try {
+    ex->body.append(data, bytes);
+  } catch (...) {
+    ex->body_too_large = true;
+    return 0;
+  }
+  return bytes;
+}
+
+size_t OnHeader(char* data, size_t size, size_t count, void* user) noexcept {
+  auto* ex = static_cast<Exchange*>(user);
+  const size_t bytes = size * count;
+  ex->header_bytes += bytes;
+  if (!ex->answer_started) {
+    ex->answer_started = true;
+    ex->window_start = Clock::now();
+    ex->window_progress = 0;
+  }
+  if (ex->header_bytes > kMaxHeaderBytes) {
+    ex->headers_too_large = true;
+    return 0;
+  }
+  std::string_view line(data, bytes);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.substr(0, 5) == "HTTP/") {  // a new answer (an interim 1xx came before): start over
+    ex->headers.clear();
+    return bytes;
+  }
+  const size_t colon = line.find(':');
+  if (colon == std::string_view::npos || colon == 0) return bytes;
+  try {
+    std::string name(line.substr(0, colon));
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    ex->headers.emplace_back(std::move(name), std::string(value));
+  } catch (...) {
+    ex->headers_too_large = true;
+    return 0;
+  }
+  return bytes;
+}
+
+int OnPrereq(void* user, char*, char*, int, int) noexcept {
+  static_cast<Exchange*>(user)->connected = true;
+  return CURL_PREREQFUNC_OK;
+}
+
+// Called by libcurl at least about once a second during a transfer, and whenever data moves.
+int OnProgress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t) noexcept {
+  auto* ex = static_cast<Exchange*>(user);
+  if (!ex->answer_started || ex->window <= Clock::duration::zero()) return 0;
+  const auto now = Clock::now();
+  if (now - ex->window_start < ex->window) return 0;
+  const curl_off_t progress = static_cast<curl_off_t>(ex->header_bytes) + dlnow;
+  if (progress - ex->window_progress < ex->min_bytes_per_window) {
+    ex->stalled = true;
+    return 1;  // aborts the transfer (CURLE_ABORTED_BY_CALLBACK)
+  }
+  ex->window_start = now;
+  ex->window_progress = progress;
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct SlistDeleter {
+  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+};
+using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
+
+struct EasyDeleter {
+  void operator()(CURL* h) const { curl_easy_cleanup(h); }
+};
+using Easy = std::unique_ptr<CURL, EasyDeleter>;
+
+// Sets options in sequence, remembering the first failure.
+class Setter {
+ public:
+  explicit Setter(CURL* h) : h_(h) {}
+  template <class T>
+  Setter& operator()(CURLoption option, T value) {
+    if (rc_ == CURLE_OK) rc_ = curl_easy_setopt(h_, option, value);
+    return *this;
+  }
+  CURLcode rc() const { return rc_; }
+
+ private:
+  CURL* h_;
+  CURLcode rc_ = CURLE_OK;
+};
+
+std::once_flag g_curl_once;
+CURLcode g_curl_init = CURLE_FAILED_INIT;
+
+std::optional<std::string> Env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+struct Request {
+  std::string_view what;  // "recall", ..., for messages and logs
+  bool post = false;
+  std::string path;  // escaped, "/v1/..."
+  std::string body;  // JSON text (POST)
+  std::vector<std::string> headers;  // per-request "Name: value"
+  int expected_status = 200;
+  // The attribution headers (part of the service's idempotency hash): "mcp" and the configured
+  // integration id unless an ingest passes on other values.
+  std::string client_platform = "mcp";
+  std::optional<std::string> integration_id;
+};
+
+// What one attempt produced.
+struct AttemptResult {
+  AttemptOutcome outcome;
+  std::optional<Error> error;  // when it did not succeed
+  json value;                  // when it did
+};
+
+bool IsTlsVerificationCode(CURLcode code) {
+  switch (code) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CRL_BADFILE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsLocalSetupCode(CURLcode code) {
+  switch (code) {
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_FAILED_INIT:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_NOT_BUILT_IN:
+    case CURLE_OUT_OF_MEMORY:
+    case CURLE_BAD_FUNCTION_ARGUMENT:
+    case CURLE_UNKNOWN_OPTION:
+    case CURLE_FUNCTION_NOT_FOUND:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+struct HttpMemoryApi::Impl {
+  HttpOptions options;
+  std::string base;  // without trailing '/'
+  std::string protocols;  // "https" or "http"
+  std::vector<std::string> secrets;
+  std::string authorization;  // "Authorization: Bearer <key>"
+  std::string user_agent;
+  std::string ca_file;
+  std::string ca_dir;
+  std::chrono::milliseconds connect_timeout{10000};
+
+  std::mutex pool_mu;
+  std::vector<CURL*> idle;  // guarded by pool_mu
+
+  std::mutex rng_mu;
+  std::mt19937_64 rng;  // guarded by rng_mu
+
+  std::mutex batch_mu;
+  std::optional<Clock::time_point> batch_unsupported_until;  // guarded by batch_mu
+  std::optional<Error> batch_unsupported_error;                // guarded by batch_mu
+
+  ~Impl() {
+    for (CURL* h : idle) curl_easy_cleanup(h);
+  }
+
+  Easy Acquire() {
+    {
+      std::lock_guard lock(pool_mu);
+      if (!idle.empty()) {
+        CURL* h = idle.back();
+        idle.pop_back();
+        return Easy(h);
+      }
+    }
+    return Easy(curl_easy_init());
+  }
+
+  void Release(Easy handle) {
+    if (!handle) return;
+    // Drop every pointer into the finished request (callback data, headers, body, error
+    // buffer); the connections, DNS cache and TLS state stay with the handle.
+    curl_easy_reset(handle.get());
+    std::lock_guard lock(pool_mu);
+    if (idle.size() < kMaxIdleHandles) idle.push_back(handle.release());
+  }
+
+  double JitterUnit() {
+    std::lock_guard lock(rng_mu);
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  }
+
+  std::string Scrub(std::string text) const { return wire::Redact(std::move(text), secrets); }
+
+  Error Scrubbed(Error error) const {
+    error.message = Scrub(std::move(error.message));
+    error.details_json = Scrub(std::move(error.details_json));
+    return error;
+  }
+
+  // The options every transfer of ours has (the request's own come on top).
+  CURLcode Common(CURL* h, Exchange& ex, char* errbuf) const {
+    Setter set(h);
+    set(CURLOPT_PROTOCOLS_STR, protocols.c_str())(CURLOPT_REDIR_PROTOCOLS_STR, protocols.c_str())
+        (CURLOPT_FOLLOWLOCATION, 0L)(CURLOPT_MAXREDIRS, 0L)
+        (CURLOPT_NOSIGNAL, 1L)(CURLOPT_VERBOSE, 0L)
+        (CURLOPT_ERRORBUFFER, errbuf)
+        (CURLOPT_WRITEFUNCTION, &OnBody)(CURLOPT_WRITEDATA, static_cast<void*>(&ex))
+        (CURLOPT_HEADERFUNCTION, &OnHeader)(CURLOPT_HEADERDATA, static_cast<void*>(&ex))
+        (CURLOPT_PREREQFUNCTION, &OnPrereq)(CURLOPT_PREREQDATA, static_cast<void*>(&ex))
+        (CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L)
+        (CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()))
+        (CURLOPT_SSL_VERIFYPEER, 1L)(CURLOPT_SSL_VERIFYHOST, 2L)
+        (CURLOPT_SSLVERSION, static_cast<long>(CURL_SSLVERSION_TLSv1_2))
+        // No TLS session resumption: every new connection verifies the certificate chain again
+        // (a resumed session would skip it), so the connection lifetime bounds how long a
+        // certificate checked once is trusted.
+        (CURLOPT_SSL_SESSIONID_CACHE, 0L)
+        (CURLOPT_TCP_KEEPALIVE, 1L)
+        (CURLOPT_MAXLIFETIME_CONN, static_cast<long>(options.max_connection_lifetime.count()));
+    if (!ca_file.empty()) set(CURLOPT_CAINFO, ca_file.c_str());
+    if (!ca_dir.empty()) set(CURLOPT_CAPATH, ca_dir.c_str());
+    // Local mode never goes through a proxy; service mode takes the proxy variables
+    // (https_proxy, HTTPS_PROXY, ALL_PROXY, NO_PROXY) from the environment, as libcurl does.
+    if (options.local_mode) set(CURLOPT_PROXY, "");
+    return set.rc();
+  }
+
+  Error TransportError(CURLcode code, const char* errbuf, bool connected,
+                       bool stalled = false) const {
+    std::string detail =
+        stalled ? "the answer slowed below " + std::to_string(options.low_speed_limit) +
+                      " bytes/s for " + std::to_string(options.low_speed_time.count()) + " s"
+        : errbuf != nullptr && errbuf[0] != '\0' ? std::string(errbuf)
+                                                 : std::string(curl_easy_strerror(code));
+    detail = wire::SafeText(Scrub(std::move(detail)), 500);
+    detail += " [curl " + std::to_string(static_cast<int>(code)) + "]";
+    if (connected) {
+      // Whatever failed once the request was on its way (a reset, a timeout, an HTTP/0.9 or
+      // otherwise unreadable answer, even a local failure), the server may have received it.
+      Error error{code == CURLE_OPERATION_TIMEDOUT || stalled ? Errc::kTimeout : Errc::kUnavailable,
+                  true,
+                  "TMCRA transport error (outcome unknown: the request may have been received): " +
+                      detail};
+      error.api_code = std::string(kTransportInDoubt);
+      return error;
+    }
+    if (IsTlsVerificationCode(code)) {
+      Error error{Errc::kUnavailable, false,
+                  "TLS verification of the Memory API failed, nothing was sent: " + detail +
+                      " (check the server certificate, or ca_file / SSL_CERT_FILE)"};
+      error.api_code = std::string(kTlsVerificationFailed);
+      return error;
+    }
+    if (IsLocalSetupCode(code)) {
+      Error error = Error::Internal("the HTTP client could not run the request: " + detail);
+      error.api_code = std::string(kClientSetupError);
+      return error;
+    }
+    Error error = Error::Unavailable("TMCRA transport error (request not sent): " + detail);
+    error.api_code = std::string(kTransportNotSent);
+    return error;
+  }
+
+  AttemptResult RunOnce(const Request& req) {
+    AttemptResult result;
+    result.outcome.expected_status = req.expected_status;
+    Easy h = Acquire();
+    if (!h) {
+      result.outcome.kind = AttemptKind::kFatal;
+      Error error = Error::Internal("the HTTP client could not create a handle");
+      error.api_code = std::string(kClientSetupError);
+      result.error = std::move(error);
+      return result;
+    }
+
+    Slist headers;
+    const auto add = [&](const std::string& line) {
+      curl_slist* next = curl_slist_append(headers.get(), line.c_str());
+      if (next != nullptr) {
+        (void)headers.release();
+        headers.reset(next);
+      }
+      return next != nullptr;
+    };
+    bool headers_ok = add(authorization) && add("X-TMCRA-Client-Platform: " + req.client_platform);
+    if (req.integration_id) {
+      headers_ok = headers_ok && add("X-TMCRA-Integration-ID: " + *req.integration_id);
+    }
+    for (const auto& line : req.headers) headers_ok = headers_ok && add(line);
+    if (req.post) headers_ok = headers_ok && add("Content-Type: application/json");
+    headers_ok = headers_ok && add("Expect:");  // never wait for 100-continue
+
+    Exchange ex;
+    ex.body_limit = options.max_response_bytes;
+    ex.window = options.low_speed_time;
+    ex.min_bytes_per_window =
+        static_cast<curl_off_t>(options.low_speed_limit) * options.low_speed_time.count();
+    char errbuf[CURL_ERROR_SIZE] = {0};
+    const std::string url = base + req.path;
+    CURLcode rc = Common(h.get(), ex, errbuf);
+    Setter set(h.get());
+    set(CURLOPT_URL, url.c_str())(CURLOPT_HTTPHEADER, headers.get())
+        (CURLOPT_USERAGENT, user_agent.c_str())
+        (CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1))
+        (CURLOPT_ACCEPT_ENCODING, "gzip")
+        (CURLOPT_TIMEOUT_MS, static_cast<long>(options.total_timeout.count()))
+        (CURLOPT_NOPROGRESS, 0L)(CURLOPT_XFERINFOFUNCTION, &OnProgress)
+        (CURLOPT_XFERINFODATA, static_cast<void*>(&ex))
+        (CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(options.max_response_bytes));
+    if (req.post) {
+      // A fixed-size body: Content-Length is always sent, never chunked (the service answers
+      // 411 without it).
+      set(CURLOPT_POST, 1L)(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()))
+          (CURLOPT_POSTFIELDS, req.body.c_str());
+    } else {
+      set(CURLOPT_HTTPGET, 1L);
+    }
+    if (rc == CURLE_OK) rc = set.rc();
+    if (rc != CURLE_OK || !headers_ok) {
+      result.outcome.kind = AttemptKind::kFatal;
+      Error error = Error::Internal(std::string("the HTTP client could not be configured: ") +
+                                    (headers_ok ? curl_easy_strerror(rc) : "out of memory"));
+      error.api_code = std::string(kClientSetupError);
+      result.error = std::move(error);
+      Release(std::move(h));
+      return result;
+    }
+
+    const CURLcode code = curl_easy_perform(h.get());
+    long status = 0;
+    curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &status);
+    Release(std::move(h));  // before `headers`, `ex` and `errbuf` go away
+
+    const std::string request_id = wire::SafeText(ex.First("x-request-id"), 128);
+    const bool too_large = ex.body_too_large || ex.headers_too_large ||
+                           code == CURLE_FILESIZE_EXCEEDED;
+    const bool answered = status >= 100 && (code == CURLE_OK || too_large);
+
+    if (!answered) {
+      result.outcome.kind = ex.connected ? AttemptKind::kInDoubt
+                            : IsTlsVerificationCode(code) || IsLocalSetupCode(code)
+                                ? AttemptKind::kFatal
+                                : AttemptKind::kNotSent;
+      result.error = TransportError(code, errbuf, ex.connected, ex.stalled);
+      return result;
+    }
+    const int http_status = static_cast<int>(status);
+    result.outcome.status = http_status;
+    if (http_status != req.expected_status) {
+      // An answer we do not take: its status decides (an oversize error body is ignored).
+      result.outcome.kind = AttemptKind::kAnswered;
+      result.outcome.retry_after = ex.Values("retry-after");
+      const std::string body = too_large ? std::string() : Scrub(std::move(ex.body));
+      result.error = wire::ApiError(http_status, body, request_id);
+      return result;
+    }
+    if (too_large) {
+      result.outcome.kind = AttemptKind::kFatal;
+      Error error = Error::Protocol(
+          "TMCRA returned an answer larger than " + std::to_string(options.max_response_bytes) +
+          " bytes with HTTP " + std::to_string(http_status) +
+          (request_id.empty() ? std::string() : " (request id " + request_id + ")"));
+      error.http_status = http_status;
+      error.api_code = std::string(kResponseTooLarge);
+      result.error = std::move(error);
+      return result;
+    }
+    auto parsed = wire::ParseResponseObject(ex.body, http_status, request_id);
+    if (!parsed) {
+      result.outcome.kind = AttemptKind::kFatal;
+      result.error = parsed.error();
+      return result;
+    }
+    result.outcome.kind = AttemptKind::kAnswered;
+    result.value = std::move(*parsed);
+    return result;
+  }
+
+  // One logical request: attempts, retries and sleeps per retry_policy.h.
+  Result<json> Execute(const Request& req) {
+    bool earlier_reached = false;  // an attempt reached the server (answered or in doubt)
+    for (int attempt = 1;; ++attempt) {
+      if (options.before_attempt) {
+        Status guard = options.before_attempt();
+        if (!guard) return guard.error();
+      }
+      AttemptResult result = RunOnce(req);
+      const RetryStep step = NextStep(result.outcome, attempt, options.max_attempts,
+                                      result.outcome.kind == AttemptKind::kAnswered
+                                          ? 0.0
+                                          : JitterUnit());
+      if (step.reason == RetryStep::Reason::kSuccess) {
+        spdlog::debug("memory API {} {}: HTTP {} (attempt {})", req.post ? "POST" : "GET",
+                      req.what, result.outcome.status, attempt);
+        return std::move(result.value);
+      }
+      Error error = Scrubbed(result.error.value_or(Error::Internal("request failed")));
+      if (result.outcome.kind == AttemptKind::kInDoubt ||
+          result.outcome.kind == AttemptKind::kAnswered) {
+        earlier_reached = true;
+      }
+      if (step.retry) {
+        spdlog::warn("memory API {}: attempt {}/{} failed ({}); retrying in {} ms ({})",
+                     req.what, attempt, options.max_attempts, error.ToString(),
+                     step.delay.count(), ReasonName(step.reason));
+        Sleep(step.delay);
+        continue;
+      }
+      if (error.api_code == kTransportNotSent && earlier_reached) {
+        // This attempt never left, but an earlier one reached the server (a 500 or 504 may
+        // even have been applied): the call's outcome is unknown.
+        error.api_code = std::string(kTransportInDoubt);
+        error.message += " (an earlier attempt reached the server; the outcome is unknown)";
+      }
+      spdlog::debug("memory API {}: {} after {} attempt(s)", req.what, error.ToString(), attempt);
+      return error;
+    }
+  }
+
+  void Sleep(std::chrono::milliseconds delay) const {
+    if (options.sleep) {
+      options.sleep(delay);  // every pause, even 0 ms, so tests see the whole schedule
+    } else if (delay > std::chrono::milliseconds(0)) {
+      std::this_thread::sleep_for(delay);
+    }
+  }
+
+  // The attribution of an ingest: what the caller passes on, else ours.
+  Status Attribute(const IngestOptions& call, Request& req) const {
+    req.integration_id = call.integration_id ? call.integration_id : options.integration_id;
+    if (call.client_platform) {
+      if (Status s = wire::CheckHeaderValue(*call.client_platform, "client_platform");
+          !s || call.client_platform->empty()) {
+        return s ? Status(Error::Invalid("client_platform: must not be empty")) : s;
+      }
+      req.client_platform = *call.client_platform;
+    }
+    if (req.integration_id && !config::IsValidIntegrationId(*req.integration_id)) {
+      return Error::Invalid("integration_id: must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$");
+    }
+    return Ok();
+  }
+
+  Request Make(std::string_view what, bool post, std::string path, std::string body,
+               std::vector<std::string> headers, int expected_status) const {
+    Request req;
+    req.what = what;
+    req.post = post;
+    req.path = std::move(path);
+    req.body = std::move(body);
+    req.headers = std::move(headers);
+    req.expected_status = expected_status;
+    req.integration_id = options.integration_id;
+    return req;
+  }
+
+  // X-TMCRA-Agent-ID for a call: its own id, else the configured default.
+  Result<std::vector<std::string>> AgentHeader(const std::optional<std::string>& call_agent) const {
+    const std::optional<std::string>& agent =
+        call_agent && !call_agent->empty() ? call_agent : options.default_agent_id;
+    if (!agent) return std::vector<std::string>{};
+    if (!config::IsValidAgentId(*agent)) {
+      return Error::Invalid("agent_id: must match " + std::string(kAgentIdRule));
+    }
+    return std::vector<std::string>{"X-TMCRA-Agent-ID: " + *agent};
+  }
+};
+
+namespace {
+
+Result<std::string> BodyText(const json& body) {
+  if (!body.is_object()) return Error::Invalid("request body: must be a JSON object");
+  try {
+    return body.dump(-1, ' ', false, json::error_handler_t::strict);
+  } catch (const std::exception&) {
+    return Error::Invalid("request body: holds text that is not valid UTF-8");
+  }
+}
+
+Status CheckKey(std::string_view key, std::string_view field) {
+  if (key.empty()) return Error::Invalid(std::string(field) + ": required");
+  return wire::CheckHeaderValue(key, field);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<HttpMemoryApi>> HttpMemoryApi::Create(HttpOptions options) {
+  // libcurl's OpenSSL backend opens SSLKEYLOGFILE when it initialises (curl_global_init) and
+  // then writes every session key to it, so refuse before initialising anything. Local mode is
+  // plain HTTP on loopback: there are no TLS keys to leak (as src/config decides too).
+  if (Env("SSLKEYLOGFILE") && !options.local_mode) {
+    if (!options.allow_keylog) {
+      return Error::Invalid(
+          "SSLKEYLOGFILE is set: the HTTPS client refuses to start, because libcurl would write "
+          "the TLS session keys to that file (unset it, or allow it explicitly for debugging)");
+    }
+    spdlog::warn("SSLKEYLOGFILE is set and allowed: TLS session keys of the Memory API "
+                 "connections are written to it");
+  }
+  if (options.api_key.empty()) return Error::Invalid("api_key: required");
+  if (Status s = wire::CheckHeaderValue(options.api_key, "api_key"); !s) return s.error();
+  if (options.integration_id && !config::IsValidIntegrationId(*options.integration_id)) {
+    return Error::Invalid("integration_id: must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$");
+  }
+  if (options.default_agent_id && !config::IsValidAgentId(*options.default_agent_id)) {
+    return Error::Invalid("default_agent_id: must match " + std::string(kAgentIdRule));
+  }
+  if (options.max_attempts < 1 || options.max_attempts > 100) {
+    return Error::Invalid("max_attempts: must be between 1 and 100");
+  }
+  if (options.total_timeout <= std::chrono::milliseconds(0)) {
+    return Error::Invalid("total_timeout: must be positive");
+  }
+  if (options.connect_timeout && *options.connect_timeout <= std::chrono::milliseconds(0)) {
+    return Error::Invalid("connect_timeout: must be positive");
+  }
+  if (options.max_response_bytes == 0) return Error::Invalid("max_response_bytes: must be positive");
+  if (options.low_speed_limit < 0 || options.low_speed_time.count() < 0) {
+    return Error::Invalid("low_speed_limit, low_speed_time: must not be negative");
+  }
+
+  std::call_once(g_curl_once, [] { g_curl_init = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (g_curl_init != CURLE_OK) return Error::Internal("libcurl could not be initialised");
+  const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
+  if (info == nullptr || info->version_num < 0x075500) {
+    return Error::Internal("libcurl 7.85 or newer is required");
+  }
+
+  // The base URL, by the configuration's own rules (libcurl's parser, no credentials, query or
+  // fragment; https in service mode, numeric loopback http in local mode).
+  auto base = config::ValidateBaseUrl(options.base_url, options.local_mode, "base_url");
+  if (!base) return base.error();
+
+  auto impl = std::make_unique<Impl>();
+  impl->base = base->url;
+  impl->protocols = base->scheme;
+  impl->secrets = wire::SecretsOf(options.api_key);
+  impl->authorization = "Authorization: Bearer " + options.api_key;
+  impl->user_agent = std::string(kProductName) + "/" + kVersion;
+  impl->connect_timeout = options.connect_timeout.value_or(
+      std::min<std::chrono::milliseconds>(std::chrono::seconds(10), options.total_timeout));
+  impl->ca_file = options.ca_file;
+  impl->ca_dir = options.ca_dir;
+  if (!options.local_mode) {  // trust_env: the OpenSSL variables, as Python's client honours
+    if (impl->ca_file.empty()) impl->ca_file = Env("SSL_CERT_FILE").value_or("");
+    if (impl->ca_dir.empty()) impl->ca_dir = Env("SSL_CERT_DIR").value_or("");
+  }
+  impl->rng.seed(options.seed != 0 ? options.seed : std::random_device{}());
+  impl->options = std::move(options);
+
+  spdlog::info("memory API client: {} mode, {}", impl->options.local_mode ? "local" : "service",
+               impl->base);
+  return std::unique_ptr<HttpMemoryApi>(new HttpMemoryApi(std::move(impl)));
+}
+
+HttpMemoryApi::HttpMemoryApi(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpMemoryApi::~HttpMemoryApi() = default;
+
+Result<json> HttpMemoryApi::Recall(std::string_view scope, const json& body,
+                                   const RecallOptions& options) {
+  if (Status s = wire::CheckPathSegment(scope, "scope"); !s) return s.error();
+  auto agent = impl_->AgentHeader(options.agent_id);
+  if (!agent) return agent.error();
+  auto text = BodyText(body);
+  if (!text) return text.error();
+  Request req = impl_->Make("recall", true, "/v1/scopes/" + config::QuoteSegment(scope) + "/recall",
+                            std::move(*text), std::move(*agent), 200);
+  return impl_->Execute(req);
+}
+
+Result<json> HttpMemoryApi::Ingest(std::string_view scope, const json& body,
+                                   const IngestOptions& options) {
+  if (Status s = wire::CheckPathSegment(scope, "scope"); !s) return s.error();
+  if (Status s = CheckKey(options.idempotency_key, "idempotency_key"); !s) return s.error();
+  auto headers = impl_->AgentHeader(options.agent_id);
+  if (!headers) return headers.error();
+  auto text = BodyText(body);
+  if (!text) return text.error();
+  headers->push_back("Idempotency-Key: " + options.idempotency_key);
+  Request req = impl_->Make("ingest", true, "/v1/scopes/" + config::QuoteSegment(scope) + "/ingest",
+                            std::move(*text), std::move(*headers), 202);
+  if (Status s = impl_->Attribute(options, req); !s) return s.error();
+  return impl_->Execute(req);
+}
+
+Result<json> HttpMemoryApi::IngestBatch(std::string_view scope, const json& body,
+                                        const IngestOptions& options) {
+  if (Status s = wire::CheckPathSegment(scope, "scope"); !s) return s.error();
+  auto headers = impl_->AgentHeader(options.agent_id);
+  if (!headers) return headers.error();
+  auto text = BodyText(body);
+  if (!text) return text.error();
+  {
+    std::lock_guard lock(impl_->batch_mu);
+    if (impl_->batch_unsupported_until && Clock::now() < *impl_->batch_unsupported_until &&
+        impl_->batch_unsupported_error) {
+      return *impl_->batch_unsupported_error;  // known missing: no request
+    }
+  }
+  Request req = impl_->Make("ingest batch", true,
+                            "/v1/scopes/" + config::QuoteSegment(scope) + "/ingest/batch",
+                            std::move(*text), std::move(*headers), 202);
+  if (Status s = impl_->Attribute(options, req); !s) return s.error();
+  auto result = impl_->Execute(req);
+  if (!result) {
+    const int status = result.error().http_status;
+    if ((status == 404 || status == 405 || status == 501) &&
+        result.error().code != Errc::kProtocol) {
+      Error error{Errc::kNotFound, false,
+                  "the Memory API has no ingest/batch endpoint (HTTP " + std::to_string(status) +
+                      "); send the items one by one (" + result.error().message + ")"};
+      error.http_status = status;
+      error.api_code = std::string(kBatchNotSupported);
+      std::lock_guard lock(impl_->batch_mu);
+      impl_->batch_unsupported_until = Clock::now() + kBatchUnsupportedMemory;
+      impl_->batch_unsupported_error = error;
+      return error;
+    }
+  }
+  return result;
+}
+
+Result<json> HttpMemoryApi::GetJob(std::string_view job_id) {
+  if (Status s = wire::CheckPathSegment(job_id, "job_id"); !s) return s.error();
+  auto headers = impl_->AgentHeader(std::nullopt);
+  if (!headers) return headers.error();
+  Request req = impl_->Make("job", false, "/v1/jobs/" + config::QuoteSegment(job_id), {},
+                            std::move(*headers), 200);
+  return impl_->Execute(req);
+}
+
+Result<json> HttpMemoryApi::Evidence(std::string_view scope, std::string_view memory_id,
+                                     int limit) {
+  if (Status s = wire::CheckPathSegment(scope, "scope"); !s) return s.error();
+  if (Status s = wire::CheckPathSegment(memory_id, "memory_id"); !s) return s.error();
+  auto headers = impl_->AgentHeader(std::nullopt);
+  if (!headers) return headers.error();
+  Request req = impl_->Make(
+      "evidence", false,
+      "/v1/scopes/" + config::QuoteSegment(scope) + "/memory-graph/nodes/" +
+          config::QuoteSegment(memory_id) + "/evidence?limit=" + std::to_string(limit),
+      {}, std::move(*headers), 200);
+  return impl_->Execute(req);
+}
+
+Result<json> HttpMemoryApi::Feedback(std::string_view scope, const json& body,
+                                     const FeedbackOptions& options) {
+  if (Status s = wire::CheckPathSegment(scope, "scope"); !s) return s.error();
+  if (Status s = CheckKey(options.idempotency_key, "idempotency_key"); !s) return s.error();
+  auto headers = impl_->AgentHeader(std::nullopt);
+  if (!headers) return headers.error();
+  auto text = BodyText(body);
+  if (!text) return text.error();
+  headers->push_back("Idempotency-Key: " + options.idempotency_key);
+  Request req = impl_->Make("feedback", true,
+                            "/v1/scopes/" + config::QuoteSegment(scope) + "/feedback",
+                            std::move(*text), std::move(*headers), 201);
+  return impl_->Execute(req);
+}
+
+json HttpMemoryApi::Describe() const {
+  return json{{"mode", impl_->options.local_mode ? "local" : "service"},
+              {"endpoint", impl_->base}};
+}
+
+Result<json> HttpMemoryApi::Stats() {
+  if (impl_->options.before_attempt) {
+    Status guard = impl_->options.before_attempt();
+    if (!guard) return guard.error();
+  }
+  // A handle of its own: a connect-only connection cannot serve requests afterwards.
+  Easy h(curl_easy_init());
+  if (!h) return Error::Internal("the HTTP client could not create a handle");
+  Exchange ex;
+  ex.body_limit = 0;
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  const std::string url = impl_->base + "/";
+  CURLcode rc = impl_->Common(h.get(), ex, errbuf);
+  Setter set(h.get());
+  set(CURLOPT_URL, url.c_str())(CURLOPT_CONNECT_ONLY, 1L)
+      (CURLOPT_TIMEOUT_MS, static_cast<long>(impl_->connect_timeout.count()));
+  if (rc == CURLE_OK) rc = set.rc();
+  if (rc != CURLE_OK) {
+    Error error = Error::Internal(std::string("the HTTP client could not be configured: ") +
+                                  curl_easy_strerror(rc));
+    error.api_code = std::string(kClientSetupError);
+    return error;
+  }
+  const CURLcode code = curl_easy_perform(h.get());
+  if (code != CURLE_OK) return impl_->Scrubbed(impl_->TransportError(code, errbuf, false));
+  curl_off_t micros = 0;
+  const bool tls = impl_->protocols == "https";
+  curl_easy_getinfo(h.get(), tls ? CURLINFO_APPCONNECT_TIME_T : CURLINFO_CONNECT_TIME_T, &micros);
+  return json{{"endpoint", impl_->base},
+              {"checked", tls ? "tls_handshake" : "tcp_connect"},
+              {"connect_ms", static_cast<int64_t>(micros / 1000)}};
+}
+
+}  // namespace tmcra::api

@@ -1,0 +1,230 @@
+#include "src/api/http_wire.h"
+
+#include <unordered_set>
+
+#include "src/common/utf8.h"
+
+namespace tmcra::api::wire {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string WithRequestId(std::string message, std::string_view request_id) {
+  if (!request_id.empty()) {
+    message += " (request id ";
+    message += SafeText(request_id, 128);
+    message += ")";
+  }
+  return message;
+}
+
+Error InvalidJson(std::string message, int status, std::string_view request_id) {
+  Error error = Error::Protocol(WithRequestId(std::move(message), request_id));
+  error.http_status = status;
+  error.api_code = "invalid_json_response";
+  return error;
+}
+
+// Strict parse without exceptions: nullopt-like discarded value on any failure; `duplicate`
+// tells a duplicate key apart from a syntax error.
+json StrictParse(std::string_view body, bool* duplicate) {
+  std::vector<std::unordered_set<std::string>> keys;
+  *duplicate = false;
+  json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: keys.emplace_back(); break;
+      case json::parse_event_t::key:
+        if (!keys.empty() && parsed.is_string() &&
+            !keys.back().insert(parsed.get_ref<const std::string&>()).second) {
+          *duplicate = true;
+        }
+        break;
+      case json::parse_event_t::object_end:
+        if (!keys.empty()) keys.pop_back();
+        break;
+      default: break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(body.begin(), body.end(), callback, /*allow_exceptions=*/false);
+  } catch (...) {  // the callback path may still throw (e.g. allocation); never leak it
+    return json(json::value_t::discarded);
+  }
+}
+
+}  // namespace
+
+Status CheckPathSegment(std::string_view value, std::string_view field) {
+  const std::string name(field);
+  if (value.empty()) return Error::Invalid(name + ": must not be empty");
+  if (value == "." || value == "..") return Error::Invalid(name + ": must not be '.' or '..'");
+  if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos) {
+    return Error::Invalid(name + ": must not contain CR, LF or NUL");
+  }
+  if (value.size() > kMaxSegmentBytes) {
+    return Error::Invalid(name + ": longer than " + std::to_string(kMaxSegmentBytes) + " bytes");
+  }
+  return Ok();
+}
+
+Status CheckHeaderValue(std::string_view value, std::string_view field) {
+  const std::string name(field);
+  for (char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      return Error::Invalid(name + ": must not contain control characters (CR, LF, NUL, ...)");
+    }
+  }
+  if (!value.empty() && (value.front() == ' ' || value.back() == ' ')) {
+    return Error::Invalid(name + ": must not start or end with a space");
+  }
+  return Ok();
+}
+
+int NestingDepth(std::string_view text, int limit) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': in_string = true; break;
+      case '[':
+      case '{':
+        if (++depth > deepest) {
+          deepest = depth;
+          if (deepest > limit) return limit + 1;
+        }
+        break;
+      case ']':
+      case '}':
+        if (depth > 0) --depth;
+        break;
+      default: break;
+    }
+  }
+  return deepest;
+}
+
+Result<json> ParseResponseObject(std::string_view body, int status, std::string_view request_id) {
+  const std::string what = "TMCRA returned ";
+  const std::string with_status = " with HTTP " + std::to_string(status);
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return InvalidJson(what + "an empty body" + with_status, status, request_id);
+  }
+  if (body.size() >= 3 && body.substr(0, 3) == "\xEF\xBB\xBF") {
+    return InvalidJson(what + "a body starting with a byte order mark" + with_status, status,
+                       request_id);
+  }
+  if (body.find('\0') != std::string_view::npos) {
+    // Never valid JSON, and nlohmann's lexer would take it for the end of the input, ignoring
+    // whatever follows.
+    return InvalidJson(what + "a body with a NUL byte" + with_status, status, request_id);
+  }
+  if (NestingDepth(body, kMaxResponseDepth) > kMaxResponseDepth) {
+    return InvalidJson(what + "JSON nested deeper than " + std::to_string(kMaxResponseDepth) +
+                           " levels" + with_status,
+                       status, request_id);
+  }
+  bool duplicate = false;
+  json value = StrictParse(body, &duplicate);
+  if (value.is_discarded()) {
+    return InvalidJson(what + "invalid JSON" + with_status, status, request_id);
+  }
+  if (duplicate) {
+    return InvalidJson(what + "JSON with a duplicate object key" + with_status, status,
+                       request_id);
+  }
+  if (!value.is_object()) {
+    return InvalidJson(what + "a non-object JSON response" + with_status, status, request_id);
+  }
+  return value;
+}
+
+Error ApiError(int status, std::string_view body, std::string_view request_id_header) {
+  json payload;
+  if (!body.empty() && body.substr(0, 3) != "\xEF\xBB\xBF" &&
+      body.find('\0') == std::string_view::npos &&
+      NestingDepth(body, kMaxResponseDepth) <= kMaxResponseDepth) {
+    bool duplicate = false;
+    payload = StrictParse(body, &duplicate);
+    if (duplicate) payload = json();  // ambiguous: as if there were no envelope
+  }
+  json envelope = json::object();
+  if (payload.is_object()) {
+    auto it = payload.find("error");
+    if (it != payload.end() && it->is_object()) envelope = *it;
+  }
+  const auto text_field = [&](const char* key) -> std::string {
+    auto it = envelope.find(key);
+    if (it == envelope.end() || !it->is_string()) return {};
+    return it->get<std::string>();
+  };
+  std::string code = SafeText(text_field("code"), 100);
+  if (code.empty()) code = "http_error";
+  std::string message = SafeText(text_field("message"), kMaxErrorMessageBytes);
+  if (message.empty()) message = "TMCRA returned HTTP " + std::to_string(status);
+  if (status >= 300 && status < 400) {
+    message += "; redirects are not followed (check the Memory API base URL)";
+  }
+  std::string request_id = text_field("request_id");
+  if (request_id.empty()) request_id = std::string(request_id_header);
+  std::string details;
+  if (auto it = envelope.find("details"); it != envelope.end() && !it->is_null()) {
+    details = it->dump(-1, ' ', false, json::error_handler_t::replace);
+    if (details.size() > kMaxErrorDetailsBytes) details.clear();
+  }
+  return Error::Api(status, std::move(code), WithRequestId(std::move(message), request_id),
+                    std::move(details));
+}
+
+std::string SafeText(std::string_view text, size_t max_bytes) {
+  std::string clean = SanitizeUtf8(text);
+  for (char& c : clean) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) c = ' ';
+  }
+  if (clean.size() <= max_bytes) return clean;
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(clean[cut]) & 0xC0) == 0x80) --cut;
+  clean.resize(cut);
+  clean += "...";
+  return clean;
+}
+
+std::string Redact(std::string text, const std::vector<std::string>& secrets) {
+  static constexpr std::string_view kMark = "[REDACTED]";
+  for (const auto& secret : secrets) {
+    if (secret.empty()) continue;
+    for (size_t at = text.find(secret); at != std::string::npos;
+         at = text.find(secret, at + kMark.size())) {
+      text.replace(at, secret.size(), kMark);
+    }
+  }
+  return text;
+}
+
+std::vector<std::string> SecretsOf(std::string_view api_key) {
+  std::vector<std::string> out;
+  if (api_key.empty()) return out;
+  out.emplace_back(api_key);
+  const size_t dot = api_key.rfind('.');
+  if (dot != std::string_view::npos && api_key.size() - dot - 1 >= 8) {
+    out.emplace_back(api_key.substr(dot + 1));
+  }
+  return out;
+}
+
+}  // namespace tmcra::api::wire

@@ -1,0 +1,65 @@
+// The wire rules of the Memory API client that need no network: what may go into a URL path
+// segment or a header (escaping and the id grammars are src/config's), the strict parse of an answer, the error envelope (tmcra-contract.md
+// §1.3) and the scrubbing of text that reaches an error message. Pure functions, used by
+// HttpMemoryApi and tested on their own.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/common/result.h"
+
+namespace tmcra::api::wire {
+
+// Answers nested deeper than this are refused before they are parsed (as on stdin).
+inline constexpr int kMaxResponseDepth = 64;
+// A path parameter longer than this is refused: no valid scope, job or memory id comes close.
+inline constexpr size_t kMaxSegmentBytes = 1024;
+// Caps on what of the service's error envelope reaches an Error.
+inline constexpr size_t kMaxErrorMessageBytes = 1000;
+inline constexpr size_t kMaxErrorDetailsBytes = 16 * 1024;
+
+// A path parameter we are willing to send (after config::QuoteSegment): not empty, not "." or ".."
+// (which URL normalisation would turn into a different path), no CR, LF or NUL, at most
+// kMaxSegmentBytes. The error names `field`, never the value.
+Status CheckPathSegment(std::string_view value, std::string_view field);
+
+// A header value we are willing to send: no control characters (so no CR/LF injection) and no
+// leading or trailing space. The error names `field`, never the value.
+Status CheckHeaderValue(std::string_view value, std::string_view field);
+
+// Deepest nesting of arrays and objects in `text` (brackets outside strings), stopping at
+// limit + 1.
+int NestingDepth(std::string_view text, int limit);
+
+// The body of an answer with the expected status, as a JSON object. Refused (Errc::kProtocol,
+// api_code "invalid_json_response", http_status = `status`, not retryable): an empty body, a
+// UTF-8 byte order mark, nesting deeper than kMaxResponseDepth, anything that is not strict
+// JSON (invalid UTF-8, lone surrogates, NaN, trailing bytes, ...), a duplicate key in any
+// object, and a top-level value other than an object. `request_id` (the x-request-id header,
+// may be empty) is named in the message.
+Result<nlohmann::json> ParseResponseObject(std::string_view body, int status,
+                                           std::string_view request_id);
+
+// The Error for an answer whose status is not the expected one (tmcra-contract.md §1.3):
+// code = error.code or "http_error", message = error.message or "TMCRA returned HTTP <status>",
+// the request id from error.request_id or the x-request-id header, details as JSON text.
+// Retryable exactly for the retry set (Error::Api). Never throws, whatever the body holds.
+Error ApiError(int status, std::string_view body, std::string_view request_id_header);
+
+// Text from the network made safe for an error message: valid UTF-8, control characters
+// replaced by spaces, at most `max_bytes` (cut on a character boundary, "..." appended).
+std::string SafeText(std::string_view text, size_t max_bytes);
+
+// `text` with every occurrence of each non-empty secret replaced by "[REDACTED]".
+std::string Redact(std::string text, const std::vector<std::string>& secrets);
+
+// The strings to scrub for an API key: the key itself and, for keys shaped like
+// "tmcra_<id>.<secret>", the secret part (when at least 8 bytes long).
+std::vector<std::string> SecretsOf(std::string_view api_key);
+
+}  // namespace tmcra::api::wire

@@ -1,0 +1,503 @@
+#include "src/config/settings.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <initializer_list>
+#include <vector>
+
+#include "src/common/clock.h"
+#include "src/common/utf8.h"
+#include "src/config/identifiers.h"
+#include "src/config/private_file.h"
+#include "src/config/url.h"
+
+namespace tmcra::config {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::system_clock;
+
+constexpr double kMaxTimeoutSeconds = 86400;
+constexpr long kMaxAttempts = 100;
+
+std::string NonBlank(const EnvLookup& env, const char* name) {
+  auto value = env(name);
+  return value ? Trim(*value) : std::string();
+}
+
+std::string ExpandHome(const std::string& path, const std::string& home) {
+  if (path == "~") return home;
+  if (path.rfind("~/", 0) == 0) return home + path.substr(1);
+  return path;
+}
+
+std::string Home(const EnvLookup& env) {
+  std::string home = NonBlank(env, "HOME");
+  if (home.empty()) {
+    char cwd[4096];
+    home = getcwd(cwd, sizeof cwd) != nullptr ? cwd : ".";
+  }
+  return home;
+}
+
+// A string field, trimmed; empty when absent or not a string.
+std::string StringField(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? Trim(it->get<std::string>()) : std::string();
+}
+
+bool IsLocal(const json& config) {
+  auto it = config.find("deploymentMode");
+  return it != config.end() && it->is_string() && it->get<std::string>() == "local";
+}
+
+// Python truthiness of a JSON value.
+bool Truthy(const json& value) {
+  if (value.is_null()) return false;
+  if (value.is_boolean()) return value.get<bool>();
+  if (value.is_number()) return value.get<double>() != 0;
+  if (value.is_string()) return !value.get<std::string>().empty();
+  return !value.empty();
+}
+
+Result<json> ParseConfig(const std::string& text, const std::string& path) {
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    return Error::Invalid("TMCRA config is unreadable: " + path + " (not valid JSON)");
+  }
+  if (!parsed.is_object()) {
+    return Error::Invalid("TMCRA config must contain a JSON object: " + path);
+  }
+  return parsed;
+}
+
+// What config-file discovery (§5.2) selected, with the selected file's content.
+struct Discovery {
+  std::string config_path;
+  bool config_explicit = false;
+  bool config_present = false;
+  json config = json::object();
+  std::string binding_path;
+  bool binding_present = false;
+};
+
+// The identity file a local binding selects, or why the binding is invalid.
+Result<std::string> IdentityPath(const std::string& binding_path, const std::string& text) {
+  const auto invalid = [&](std::string_view why) {
+    return Error::Invalid("Invalid local memory selection in " + binding_path + " (" +
+                          std::string(why) + "); cloud fallback is disabled");
+  };
+  const json binding = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!binding.is_object()) return invalid("it is not a JSON object");
+  const auto version = binding.find("schemaVersion");
+  if (version == binding.end() || !version->is_number() || version->get<double>() != 1) {
+    return invalid("schemaVersion must be 1");
+  }
+  const auto mode = binding.find("mode");
+  if (mode == binding.end() || !mode->is_string() || mode->get<std::string>() != "local") {
+    return invalid("mode must be \"local\"");
+  }
+  const auto root = binding.find("dataRoot");
+  if (root == binding.end() || !root->is_string() || root->get<std::string>().empty() ||
+      root->get<std::string>().front() != '/') {
+    return invalid("dataRoot must be an absolute path");
+  }
+  const auto profile = binding.find("profile");
+  if (profile == binding.end() || !profile->is_string() ||
+      (profile->get<std::string>() != "lite-cpu" &&
+       profile->get<std::string>() != "balanced-bge" &&
+       profile->get<std::string>() != "quality-qwen")) {
+    return invalid("profile must be lite-cpu, balanced-bge or quality-qwen");
+  }
+  std::string data_root = root->get<std::string>();
+  while (data_root.size() > 1 && data_root.back() == '/') data_root.pop_back();
+  if (data_root == "/") data_root.clear();
+  return data_root + "/state/" + profile->get<std::string>() + "/secrets/client-plugin.json";
+}
+
+Result<Discovery> Discover(const EnvLookup& env) {
+  Discovery d;
+  const std::string home = Home(env);
+  const std::string explicit_file = NonBlank(env, "TMCRA_CONFIG_FILE");
+  if (!explicit_file.empty()) {
+    d.config_path = ExpandHome(explicit_file, home);
+    d.config_explicit = true;
+  } else {
+    const std::string binding = NonBlank(env, "TMCRA_LOCAL_BINDING_FILE");
+    d.binding_path = binding.empty() ? home + "/.config/tmcra/local-memory.json"
+                                     : ExpandHome(binding, home);
+    auto binding_text = ReadPrivateFile(d.binding_path, FileSecrecy::kIntegrity);
+    if (!binding_text) return binding_text.error();
+    if (*binding_text) {
+      d.binding_present = true;
+      auto identity = IdentityPath(d.binding_path, **binding_text);
+      if (!identity) return identity.error();
+      const std::string not_ready =
+          "Selected local memory installation is not configured yet; cloud fallback is "
+          "disabled (" + *identity;
+      auto identity_text = ReadPrivateFile(*identity, FileSecrecy::kSecret);
+      if (!identity_text) return identity_text.error();
+      if (!*identity_text) return Error::Invalid(not_ready + " does not exist)");
+      auto config = ParseConfig(**identity_text, *identity);
+      if (!config) return config.error();
+      if (!IsLocal(*config)) {
+        return Error::Invalid(not_ready + " does not say \"deploymentMode\": \"local\")");
+      }
+      d.config_path = *identity;
+      d.config_present = true;
+      d.config = std::move(*config);
+      return d;
+    }
+    d.config_path = home + "/.config/tmcra/config.json";
+  }
+  auto text = ReadPrivateFile(d.config_path, FileSecrecy::kSecret);
+  if (!text) return text.error();
+  if (*text) {
+    auto config = ParseConfig(**text, d.config_path);
+    if (!config) return config.error();
+    d.config_present = true;
+    d.config = std::move(*config);
+  }
+  return d;
+}
+
+// Python's float() for the values we accept: optional sign, decimal or exponent notation.
+std::optional<double> ParseDouble(std::string_view text) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (text.empty() || text.front() == '+') return std::nullopt;
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// Python's int() for the values we accept: optional sign and decimal digits.
+std::optional<long> ParseInteger(std::string_view text) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (text.empty()) return std::nullopt;
+  long value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (end != text.data() + text.size()) return std::nullopt;
+  if (ec == std::errc::result_out_of_range) return text.front() == '-' ? -1 : kMaxAttempts + 1;
+  if (ec != std::errc()) return std::nullopt;
+  return value;
+}
+
+Status CheckTimeout(double seconds, const std::string& setting) {
+  if (!std::isfinite(seconds)) return Error::Invalid(setting + " must be a number");
+  if (seconds <= 0) return Error::Invalid(setting + " must be positive");
+  if (seconds > kMaxTimeoutSeconds) {
+    return Error::Invalid(setting + " must be at most 86400 seconds");
+  }
+  return Ok();
+}
+
+Result<double> ResolveTimeout(const EnvLookup& env, const json& config,
+                              const std::string& in_file) {
+  if (const std::string text = NonBlank(env, "TMCRA_REQUEST_TIMEOUT_SECONDS"); !text.empty()) {
+    const auto seconds = ParseDouble(text);
+    if (!seconds) return Error::Invalid("TMCRA_REQUEST_TIMEOUT_SECONDS must be a number");
+    if (auto ok = CheckTimeout(*seconds, "TMCRA_REQUEST_TIMEOUT_SECONDS"); !ok) return ok.error();
+    return *seconds;
+  }
+  const auto it = config.find("timeoutMs");
+  if (it == config.end() || it->is_null()) return 60.0;
+  const std::string setting = "timeoutMs " + in_file;
+  std::optional<double> ms;
+  if (it->is_number()) ms = it->get<double>();
+  if (it->is_string()) ms = ParseDouble(Trim(it->get<std::string>()));
+  if (!ms) return Error::Invalid(setting + " must be a number");
+  if (auto ok = CheckTimeout(*ms / 1000, setting); !ok) return ok.error();
+  return *ms / 1000;
+}
+
+Result<int> ResolveAttempts(const EnvLookup& env) {
+  const std::string text = NonBlank(env, "TMCRA_MAX_ATTEMPTS");
+  if (text.empty()) return 3;
+  const auto value = ParseInteger(text);
+  if (!value) return Error::Invalid("TMCRA_MAX_ATTEMPTS must be an integer");
+  if (*value <= 0) return Error::Invalid("TMCRA_MAX_ATTEMPTS must be positive");
+  if (*value > kMaxAttempts) return Error::Invalid("TMCRA_MAX_ATTEMPTS must be at most 100");
+  return static_cast<int>(*value);
+}
+
+// The first non-empty value of the environment variable, then the config keys, with the name
+// of where it came from.
+struct Sourced {
+  std::string value;
+  std::string source;
+};
+
+Sourced FirstKey(const json& config, std::initializer_list<const char*> keys,
+                 const std::string& in_file) {
+  for (const char* key : keys) {
+    if (std::string value = StringField(config, key); !value.empty()) {
+      return {value, std::string(key) + " " + in_file};
+    }
+  }
+  return {};
+}
+
+Sourced FirstOf(const EnvLookup& env, const char* variable, const json& config,
+                std::initializer_list<const char*> keys, const std::string& in_file) {
+  if (std::string value = NonBlank(env, variable); !value.empty()) return {value, variable};
+  return FirstKey(config, keys, in_file);
+}
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& part : parts) {
+    if (!out.empty()) out += "; ";
+    out += part;
+  }
+  return out;
+}
+
+}  // namespace
+
+EnvLookup ProcessEnv() {
+  return [](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
+  auto discovered = Discover(env);
+  if (!discovered) return discovered.error();
+  const Discovery& d = *discovered;
+  const json& config = d.config;
+  const std::string in_file = "in " + d.config_path;
+  std::vector<std::string> problems;
+
+  Settings s;
+  s.config_path = d.config_path;
+  s.config_file_present = d.config_present;
+  s.config_file_explicit = d.config_explicit;
+  s.binding_path = d.binding_path;
+  s.binding_file_present = d.binding_present;
+
+  const std::string home = Home(env);
+  const std::string data_dir = NonBlank(env, "TMCRA_DATA_DIR");
+  s.data_dir = data_dir.empty() ? home + "/.local/share/tmcra" : ExpandHome(data_dir, home);
+  s.database_path = s.data_dir + "/memory.db";
+
+  // The memory mode and the credential (§5.3: in local mode only the identity file counts).
+  const bool local = IsLocal(config);
+  if (local) {
+    s.mode = kModeLocal;
+    s.api_key = StringField(config, "apiKey");
+    s.credential_source = "config:apiKey";
+    if (!NonBlank(env, "TMCRA_BASE_URL").empty() || !NonBlank(env, "TMCRA_API_KEY").empty()) {
+      problems.push_back("TMCRA_BASE_URL and TMCRA_API_KEY are ignored: the local memory "
+                         "identity " + d.config_path + " is used");
+    }
+  } else if (std::string key = NonBlank(env, "TMCRA_API_KEY"); !key.empty()) {
+    s.mode = kModeService;
+    s.api_key = std::move(key);
+    s.credential_source = "TMCRA_API_KEY";
+  } else if (std::string token = StringField(config, "accessToken"); !token.empty()) {
+    s.mode = kModeService;
+    s.api_key = std::move(token);
+    s.credential_source = "config:accessToken";
+  } else if (std::string api_key = StringField(config, "apiKey"); !api_key.empty()) {
+    s.mode = kModeService;
+    s.api_key = std::move(api_key);
+    s.credential_source = "config:apiKey";
+  } else {
+    s.mode = kModeEmbedded;
+    s.credential_source = "none";
+    if (!NonBlank(env, "TMCRA_BASE_URL").empty()) {
+      problems.push_back("TMCRA_BASE_URL is set but no credential is configured (TMCRA_API_KEY, "
+                         "or accessToken/apiKey " + in_file + "): it is ignored and the "
+                         "embedded memory is used");
+    }
+  }
+
+  if (s.remote()) {
+    const std::string queue = NonBlank(env, "TMCRA_MCP_QUEUE_FILE");
+    s.queue_path = queue.empty() ? home + "/.config/tmcra/mcp-queue.sqlite3"
+                                 : ExpandHome(queue, home);
+
+    // 1. The base URL (§5.4).
+    Sourced url;
+    if (local) {
+      url = {StringField(config, "baseUrl"), "baseUrl " + in_file};
+    } else {
+      url = FirstOf(env, "TMCRA_BASE_URL", config, {"baseUrl"}, in_file);
+      if (url.value.empty()) url = {std::string(kDefaultBaseUrl), "the default base URL"};
+    }
+    auto base = ValidateBaseUrl(url.value, local, url.source);
+    if (!base) return base.error();
+    s.base_url = base->url;
+
+    // 2. The credential.
+    if (s.api_key.empty()) {
+      return Error::Invalid("TMCRA credential is missing: the local memory identity " +
+                            d.config_path + " has no apiKey; cloud fallback is disabled");
+    }
+
+    // 3. Its expiry, when it came from the config file (expiresAt describes that credential).
+    if (s.credential_source.rfind("config:", 0) == 0) {
+      const auto it = config.find("expiresAt");
+      if (it != config.end() && Truthy(*it)) {
+        std::optional<double> epoch;
+        if (it->is_string()) {
+          epoch = ParseIsoTimestamp(Trim(it->get<std::string>()));
+        }
+        if (!epoch) {
+          return Error::Invalid("TMCRA credential expiry is invalid (expiresAt " + in_file +
+                                "); sign in with the TMCRA app again");
+        }
+        const auto expires = Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(*epoch)));
+        if (expires <= now) {
+          return Error::Invalid("TMCRA credential expired (expiresAt " + in_file +
+                                "); sign in with the TMCRA app again");
+        }
+        s.expires_at = expires;
+      }
+    }
+  } else {
+    s.queue_path = s.data_dir + "/outbox.sqlite3";
+  }
+
+  // 4. and 5. Timeout and attempts.
+  auto timeout = ResolveTimeout(env, config, in_file);
+  if (!timeout) return timeout.error();
+  s.request_timeout_seconds = *timeout;
+  auto attempts = ResolveAttempts(env);
+  if (!attempts) return attempts.error();
+  s.max_attempts = *attempts;
+
+  // 6. The agent id, checked against the service's header grammar (it becomes a header).
+  const Sourced agent = FirstOf(env, "TMCRA_AGENT_ID", config, {"mcpAgentId", "defaultAgentId"},
+                                in_file);
+  if (!agent.value.empty()) {
+    if (CodePointLength(agent.value) > 200) {
+      return Error::Invalid(agent.source + " must be at most 200 characters");
+    }
+    if (!IsValidAgentId(agent.value)) {
+      return Error::Invalid(agent.source +
+                            " has an invalid format (letters, digits and _ . : @ / -, starting "
+                            "with a letter or digit)");
+    }
+    s.default_agent_id = agent.value;
+  }
+
+  // 7. The integration id.
+  Sourced integration;
+  if (std::string value = NonBlank(env, "TMCRA_INTEGRATION_ID"); !value.empty()) {
+    integration = {value, "TMCRA_INTEGRATION_ID"};
+  } else if (auto ids = config.find("integrationIds");
+             ids != config.end() && ids->is_object() && !StringField(*ids, "mcp").empty()) {
+    integration = {StringField(*ids, "mcp"), "integrationIds.mcp " + in_file};
+  } else {
+    integration = FirstKey(config, {"integrationId"}, in_file);
+  }
+  if (!integration.value.empty()) {
+    if (!IsValidIntegrationId(integration.value)) {
+      return Error::Invalid(integration.source +
+                            " has an invalid format (letters, digits and _ . : -, starting with "
+                            "a letter or digit, at most 128 characters)");
+    }
+    s.integration_id = integration.value;
+  }
+
+  // The default scope (never globalScope or projectScopePrefix). The service refuses a name
+  // outside its grammar on each call; that is reported, not fatal, as TMCRA's client does.
+  const Sourced scope = FirstOf(env, "TMCRA_DEFAULT_SCOPE", config, {"defaultScope"}, in_file);
+  if (!scope.value.empty()) {
+    s.default_scope = scope.value;
+    if (!IsValidScope(scope.value)) {
+      problems.push_back(scope.source +
+                         " is not a valid scope name (letters, digits and _ . -, at most 128): "
+                         "calls that rely on the default scope will be refused");
+    }
+  }
+
+  // TLS trust and the key log, which only matter for https (service mode).
+  s.allow_keylog = NonBlank(env, "TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE") == "1";
+  if (s.mode == kModeService) {
+    if (std::string ca = NonBlank(env, "TMCRA_CA_FILE"); !ca.empty()) {
+      ca = ExpandHome(ca, home);
+      struct stat st {};
+      if (stat(ca.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(ca.c_str(), R_OK) != 0) {
+        return Error::Invalid("TMCRA_CA_FILE is not a readable file: " + ca);
+      }
+      s.ca_file = ca;
+    } else {
+      s.ca_file = NonBlank(env, "SSL_CERT_FILE");
+    }
+    s.ca_dir = NonBlank(env, "SSL_CERT_DIR");
+    if (!NonBlank(env, "SSLKEYLOGFILE").empty()) {
+      if (!s.allow_keylog) {
+        return Error::Invalid(
+            "SSLKEYLOGFILE is set: refusing to start, TLS session keys would be written to "
+            "disk (set TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1 to allow it while debugging)");
+      }
+      problems.push_back("SSLKEYLOGFILE is set and allowed by TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1: "
+                         "TLS session keys are written to disk (debugging only)");
+    }
+  }
+
+  s.problem = Join(problems);
+  return s;
+}
+
+Status CheckActiveConnection(const Settings& settings, const EnvLookup& env) {
+  if (settings.config_file_explicit || !NonBlank(env, "TMCRA_CONFIG_FILE").empty()) return Ok();
+  auto discovered = Discover(env);
+  if (!discovered) return discovered.error();
+  const json& config = discovered->config;
+  if (!IsLocal(config)) return Ok();
+  // Compared as LoadSettings derives them (trimmed, trailing '/' removed), so a process that
+  // uses this very identity passes.
+  std::string base_url = StringField(config, "baseUrl");
+  while (!base_url.empty() && base_url.back() == '/') base_url.pop_back();
+  if (settings.base_url != base_url || settings.api_key != StringField(config, "apiKey")) {
+    return Error::Invalid(
+        "Memory switched to local; restart the MCP host. Previous cloud requests are blocked");
+  }
+  return Ok();
+}
+
+json Settings::ToJson() const {
+  json out{{"mode", mode},
+           {"credential", credential_source},
+           {"config_file", config_path},
+           {"config_file_present", config_file_present},
+           {"config_file_explicit", config_file_explicit}};
+  if (!binding_path.empty()) {
+    out["binding_file"] = binding_path;
+    out["binding_file_present"] = binding_file_present;
+  }
+  if (remote()) {
+    out["endpoint"] = base_url;
+    out["request_timeout_seconds"] = request_timeout_seconds;
+    out["max_attempts"] = max_attempts;
+    if (expires_at) {
+      out["expires_at"] = FormatIsoUtc(
+          std::chrono::duration<double>(expires_at->time_since_epoch()).count());
+    }
+    if (!ca_file.empty()) out["ca_file"] = ca_file;
+    if (!ca_dir.empty()) out["ca_dir"] = ca_dir;
+  } else {
+    out["data_dir"] = data_dir;
+    out["database_path"] = database_path;
+  }
+  out["queue_path"] = queue_path;
+  if (default_scope) out["default_scope"] = *default_scope;
+  if (default_agent_id) out["default_agent_id"] = *default_agent_id;
+  if (integration_id) out["integration_id"] = *integration_id;
+  if (!problem.empty()) out["problem"] = problem;
+  return out;
+}
+
+}  // namespace tmcra::config

@@ -1,0 +1,709 @@
+#!/usr/bin/env node
+// memd_https.mjs — tmcra-memd over real HTTPS, from node's own https/tls clients.
+//
+//   node tests/integration/memd_https.mjs <tmcra-memd>
+//
+// A certificate for IP:127.0.0.1 is made at test time with `openssl req -x509`. The script
+// starts the real server (several times: some tests need their own limits or a restart) and
+// covers the validation and auth matrix, ingest -> job -> recall, idempotency, 429 under a
+// concurrency limit of 1, gzip, x-request-id, healthz/readyz, --local's two files, and a
+// SIGTERM that loses no accepted job. Last line: "<N> passed, <M> failed".
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import https from 'node:https';
+import http from 'node:http';
+import path from 'node:path';
+import tls from 'node:tls';
+import zlib from 'node:zlib';
+
+import { Runner, assert, tmpDir, serverEnv, run, sleep } from '../peer/lib.mjs';
+
+const BIN = process.argv[2] ? path.resolve(process.argv[2]) : '';
+if (!BIN || !fs.existsSync(BIN)) {
+  console.error('usage: node memd_https.mjs <tmcra-memd binary>');
+  console.log('0 passed, 1 failed');
+  process.exit(2);
+}
+
+const r = new Runner('memd_https', { budgetMs: 240_000 });
+const TMP = tmpDir('tmcra-memd-');
+const ENV = serverEnv();
+const CERT = path.join(TMP, 'cert.pem');
+const KEY = path.join(TMP, 'key.pem');
+let CA;
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+const servers = [];
+
+/** Starts `tmcra-memd serve ...`; resolves once the readiness line is printed. */
+function startMemd(args, { env = ENV } = {}) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(BIN, ['serve', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const srv = { proc, stderr: '', stdout: '', exit: null };
+    srv.exited = new Promise((res) => proc.on('exit', (code, signal) => {
+      srv.exit = { code, signal };
+      res(srv.exit);
+    }));
+    servers.push(srv);
+    proc.stderr.on('data', (d) => {
+      srv.stderr += d;
+      if (process.env.PEER_VERBOSE === '1') process.stderr.write(d);
+    });
+    let line = '';
+    const timer = setTimeout(() => reject(new Error(`no readiness line in 10 s\n${srv.stderr}`)), 10_000);
+    proc.stdout.on('data', (d) => {
+      srv.stdout += d;
+      line += d;
+      const nl = line.indexOf('\n');
+      if (nl >= 0 && !srv.ready) {
+        clearTimeout(timer);
+        srv.ready = JSON.parse(line.slice(0, nl));
+        srv.url = new URL(srv.ready.listening);
+        srv.port = Number(srv.url.port);
+        resolve(srv);
+      }
+    });
+    srv.exited.then((e) => {
+      clearTimeout(timer);
+      if (!srv.ready) reject(new Error(`tmcra-memd exited ${JSON.stringify(e)} before ready\n${srv.stderr}`));
+    });
+  });
+}
+
+async function stopMemd(srv, signal = 'SIGTERM') {
+  if (srv.exit) return srv.exit;
+  srv.proc.kill(signal);
+  const timeout = sleep(15_000).then(() => null);
+  const exit = await Promise.race([srv.exited, timeout]);
+  if (!exit) {
+    srv.proc.kill('SIGKILL');
+    throw new Error(`tmcra-memd did not exit within 15 s of ${signal}\n${srv.stderr}`);
+  }
+  return exit;
+}
+
+/** Waits for the exit a signal already asked for (a second signal would force an exit 1). */
+async function waitExit(srv, ms = 15_000) {
+  const exit = await Promise.race([srv.exited, sleep(ms).then(() => null)]);
+  if (!exit) throw new Error(`tmcra-memd still running after ${ms} ms\n${srv.stderr}`);
+  return exit;
+}
+
+r.onCleanup(async () => {
+  for (const srv of servers) if (!srv.exit) { srv.proc.kill('SIGKILL'); await srv.exited; }
+});
+
+/**
+ * One request on a fresh connection. Returns {status, headers, raw, text, json}; a gzip body is
+ * decoded (json/text are of the decoded body, raw is what came on the wire).
+ */
+function request(srv, method, urlPath, { headers = {}, body, chunked = false, key } = {}) {
+  return new Promise((resolve, reject) => {
+    const h = { ...headers };
+    if (key) h.Authorization = `Bearer ${key}`;
+    let payload;
+    if (body !== undefined) {
+      payload = Buffer.isBuffer(body) ? body : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+      if (!chunked) h['Content-Length'] = payload.length;
+      if (!Object.keys(h).some((k) => k.toLowerCase() === 'content-type')) h['Content-Type'] = 'application/json';
+    }
+    const mod = srv.url.protocol === 'https:' ? https : http;
+    const req = mod.request({
+      host: '127.0.0.1', port: srv.port, method, path: urlPath, headers: h, agent: false,
+      ...(srv.url.protocol === 'https:' ? { ca: CA } : {}),
+    }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const raw = Buffer.concat(chunks);
+        const decoded = res.headers['content-encoding'] === 'gzip' ? zlib.gunzipSync(raw) : raw;
+        const text = decoded.toString('utf8');
+        let json;
+        try { json = JSON.parse(text); } catch { json = undefined; }
+        resolve({ status: res.statusCode, headers: res.headers, raw, text, json });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+/** Raw bytes over TLS: resolves with what came back, and whether the server closed. */
+function rawTls(srv, text, { waitMs = 3000, onConnect } = {}) {
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    let data = '';
+    let done = false;
+    const finish = (how) => { if (!done) { done = true; resolve({ data, how, ms: Date.now() - t0 }); } };
+    const s = tls.connect({ host: '127.0.0.1', port: srv.port, ca: CA }, () => {
+      s.write(text);
+      if (onConnect) onConnect(s);
+    });
+    s.on('data', (d) => { data += d; });
+    s.on('error', (e) => finish(`error ${e.code}`));
+    s.on('close', () => finish('closed'));
+    setTimeout(() => { finish('open'); s.destroy(); }, waitMs);
+  });
+}
+
+function assertEnvelope(res, status, code) {
+  assert.equal(res.status, status, `status ${res.status}, body ${res.text}`);
+  assert.ok(res.json && typeof res.json.error === 'object', `error envelope expected: ${res.text}`);
+  assert.equal(res.json.error.code, code, res.text);
+  assert.equal(res.headers['content-type'], 'application/json');
+  assert.ok(res.headers['x-request-id'], 'x-request-id header');
+  assert.equal(res.json.error.request_id, res.headers['x-request-id']);
+  if (status === 411 || status === 413) {
+    // The middleware's early rejections: only code and request_id (tmcra-contract.md §1.3).
+    assert.deepEqual(Object.keys(res.json.error).sort(), ['code', 'request_id']);
+  } else {
+    assert.deepEqual(Object.keys(res.json.error).sort(),
+      ['code', 'details', 'message', 'request_id', 'retry_after_seconds']);
+    assert.equal(typeof res.json.error.message, 'string');
+  }
+}
+
+async function keys(dataDir, ...args) {
+  const res = await run(BIN, ['keys', ...args, '--data-dir', dataDir], { env: ENV });
+  return res;
+}
+
+async function createKey(dataDir, ...args) {
+  const res = await keys(dataDir, 'create', ...args);
+  assert.equal(res.code, 0, res.stderr);
+  const token = res.stdout.trim();
+  assert.match(token, /^tmcra_[0-9a-f]{24}\.[0-9a-f]{64}$/);
+  assert.equal(res.stdout, `${token}\n`, 'keys create prints exactly the key');
+  assert.ok(!res.stderr.includes(token.split('.')[1]), 'the secret is never logged');
+  return token;
+}
+
+let seq = 0;
+function ingestBody(content, session = 's1') {
+  seq += 1;
+  return {
+    session_id: session,
+    messages: [{ message_id: `m${seq}`, role: 'user', content, timestamp: '2026-07-15T00:00:00Z' }],
+  };
+}
+
+async function waitJob(srv, key, jobId, ms = 10_000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const res = await request(srv, 'GET', `/v1/jobs/${jobId}`, { key });
+    assert.equal(res.status, 200, res.text);
+    if (['succeeded', 'failed', 'cancelled'].includes(res.json.status)) return res.json;
+    if (Date.now() > deadline) throw new Error(`job ${jobId} still ${res.json.status}`);
+    await sleep(50);
+  }
+}
+
+function mode(p) { return fs.statSync(p).mode & 0o777; }
+
+// ---------------------------------------------------------------------------
+// Setup
+// ---------------------------------------------------------------------------
+const DATA = path.join(TMP, 'data');
+let main;          // the main server: --max-concurrency 1, default body limit
+let FULL;          // all permissions
+let READ_ONLY;     // memory:read
+let REVOKED;
+let SCOPED;        // --scope-prefix team-
+
+await r.test('openssl makes a certificate for IP:127.0.0.1', async () => {
+  const res = await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', KEY,
+    '-out', CERT, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1']);
+  assert.equal(res.code, 0, res.stderr);
+  fs.chmodSync(KEY, 0o600);
+  CA = fs.readFileSync(CERT);
+});
+
+await r.test('keys create / list / revoke; the key store is private', async () => {
+  FULL = await createKey(DATA);
+  READ_ONLY = await createKey(DATA, '--permissions', 'memory:read', '--label', 'reader');
+  REVOKED = await createKey(DATA);
+  SCOPED = await createKey(DATA, '--scope-prefix', 'team-');
+  const revokedId = REVOKED.slice(6, 30);
+  const rev = await keys(DATA, 'revoke', revokedId);
+  assert.equal(rev.code, 0, rev.stderr);
+  const again = await keys(DATA, 'revoke', '0123456789abcdef01234567');
+  assert.equal(again.code, 1, 'revoking an unknown id fails');
+  const list = await keys(DATA, 'list');
+  assert.equal(list.code, 0, list.stderr);
+  const lines = list.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.equal(lines.length, 4);
+  for (const k of [FULL, READ_ONLY, REVOKED, SCOPED]) {
+    assert.ok(!list.stdout.includes(k.split('.')[1]), 'keys list never shows a secret');
+  }
+  const byId = Object.fromEntries(lines.map((l) => [l.key_id, l]));
+  assert.deepEqual(byId[READ_ONLY.slice(6, 30)].permissions, ['memory:read']);
+  assert.equal(byId[READ_ONLY.slice(6, 30)].label, 'reader');
+  assert.ok(byId[revokedId].revoked_at);
+  assert.deepEqual(byId[SCOPED.slice(6, 30)].scope_prefixes, ['team-']);
+  const bad = await keys(DATA, 'create', '--permissions', 'memory:admin');
+  assert.equal(bad.code, 2);
+  assert.equal(bad.stdout, '');
+  assert.equal(mode(DATA), 0o700);
+  assert.equal(mode(path.join(DATA, 'keys.db')), 0o600);
+});
+
+await r.test('serve refuses to start without TLS (unless --local) and --local off loopback', async () => {
+  const a = await run(BIN, ['serve', '--data-dir', DATA], { env: ENV });
+  assert.equal(a.code, 2);
+  assert.match(a.stderr, /--tls-cert and --tls-key are required/);
+  const b = await run(BIN, ['serve', '--data-dir', DATA, '--local', '--listen', '0.0.0.0:0'], { env: ENV });
+  assert.equal(b.code, 2);
+  assert.match(b.stderr, /127\.0\.0\.1 only/);
+  const c = await run(BIN, ['serve', '--data-dir', DATA, '--tls-cert', CERT, '--tls-key', CERT], { env: ENV });
+  assert.equal(c.code, 1, 'a certificate is not a key');
+  assert.match(c.stderr, /TLS key/);
+});
+
+await r.test('starts: one readiness line {"listening":"https://127.0.0.1:PORT"}', async () => {
+  main = await startMemd(['--data-dir', DATA, '--tls-cert', CERT, '--tls-key', KEY,
+    '--max-concurrency', '1']);
+  assert.deepEqual(Object.keys(main.ready), ['listening']);
+  assert.match(main.ready.listening, /^https:\/\/127\.0\.0\.1:\d+$/);
+  assert.ok(main.port > 0);
+  assert.equal(mode(path.join(DATA, 'memory.db')), 0o600);
+});
+
+// ---------------------------------------------------------------------------
+// Anonymous endpoints, request ids
+// ---------------------------------------------------------------------------
+await r.test('healthz and readyz answer without a key', async () => {
+  const h = await request(main, 'GET', '/healthz');
+  assert.equal(h.status, 200);
+  assert.deepEqual(h.json, { status: 'ok' });
+  const rd = await request(main, 'GET', '/readyz');
+  assert.equal(rd.status, 200);
+  assert.deepEqual(rd.json, { status: 'ready' });
+  assert.match(h.headers['x-request-id'], /^[0-9a-f-]{36}$/);
+  assert.notEqual(h.headers['x-request-id'], rd.headers['x-request-id']);
+});
+
+await r.test('x-request-id: a sane client id is echoed, anything else replaced', async () => {
+  const a = await request(main, 'GET', '/healthz', { headers: { 'X-Request-ID': 'trace-42.a:b' } });
+  assert.equal(a.headers['x-request-id'], 'trace-42.a:b');
+  const b = await request(main, 'GET', '/healthz', { headers: { 'X-Request-ID': 'has space' } });
+  assert.match(b.headers['x-request-id'], /^[0-9a-f-]{36}$/);
+  const c = await request(main, 'POST', '/v1/scopes/team/recall', { body: { query: 'x' },
+    headers: { 'X-Request-ID': 'abc-123' } });
+  assertEnvelope(c, 401, 'unauthorized');
+  assert.equal(c.json.error.request_id, 'abc-123');
+});
+
+// ---------------------------------------------------------------------------
+// Authentication and permissions
+// ---------------------------------------------------------------------------
+const RECALL = { query: 'anything', max_windows: 8 };
+
+await r.test('401 unauthorized: missing, malformed, unknown, wrong secret, revoked', async () => {
+  const unknown = `tmcra_${crypto.randomBytes(12).toString('hex')}.${crypto.randomBytes(32).toString('hex')}`;
+  const wrongSecret = `${FULL.slice(0, 31)}${crypto.randomBytes(32).toString('hex')}`;
+  const cases = [
+    ['missing', {}],
+    ['not bearer', { headers: { Authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } }],
+    ['malformed', { key: 'tmcra_abc' }],
+    ['scoped-token shape', { key: `tmcra_st_${crypto.randomBytes(12).toString('hex')}.x` }],
+    ['unknown', { key: unknown }],
+    ['wrong secret', { key: wrongSecret }],
+    ['revoked', { key: REVOKED }],
+  ];
+  for (const [name, opts] of cases) {
+    const res = await request(main, 'POST', '/v1/scopes/team/recall', { body: RECALL, ...opts });
+    assertEnvelope(res, 401, 'unauthorized');
+    assert.equal(res.headers['www-authenticate'], 'Bearer', name);
+  }
+  assert.ok(!main.stderr.includes(wrongSecret.split('.')[1]), 'a presented secret is never logged');
+});
+
+await r.test('a key revoked while the server runs stops working at once', async () => {
+  const k = await createKey(DATA);
+  const ok = await request(main, 'POST', '/v1/scopes/team/recall', { body: RECALL, key: k });
+  assert.equal(ok.status, 200, ok.text);
+  assert.notEqual((await keys(DATA, 'revoke', k)).code, 0, 'revoke refuses a whole key (argv is visible)');
+  assert.equal((await keys(DATA, 'revoke', k.slice(0, k.indexOf('.')))).code, 0, 'revoke by tmcra_<id>');
+  const gone = await request(main, 'POST', '/v1/scopes/team/recall', { body: RECALL, key: k });
+  assertEnvelope(gone, 401, 'unauthorized');
+});
+
+await r.test('403 forbidden: a read-only key cannot ingest or give feedback', async () => {
+  const ing = await request(main, 'POST', '/v1/scopes/team/ingest', {
+    key: READ_ONLY, body: ingestBody('x'), headers: { 'Idempotency-Key': 'ro-key-0001' } });
+  assertEnvelope(ing, 403, 'forbidden');
+  assert.match(ing.json.error.message, /memory:write/);
+  const batch = await request(main, 'POST', '/v1/scopes/team/ingest/batch', {
+    key: READ_ONLY, body: { items: [{ ...ingestBody('x'), idempotency_key: 'ro-key-0002' }] } });
+  assertEnvelope(batch, 403, 'forbidden');
+  const fb = await request(main, 'POST', '/v1/scopes/team/feedback', {
+    key: READ_ONLY, body: { rating: 'helpful' } });
+  assertEnvelope(fb, 403, 'forbidden');
+  const rec = await request(main, 'POST', '/v1/scopes/team/recall', { key: READ_ONLY, body: RECALL });
+  assert.equal(rec.status, 200, rec.text);
+});
+
+await r.test('403 forbidden: a key limited to team-* scopes', async () => {
+  const inScope = await request(main, 'POST', '/v1/scopes/team-a/recall', { key: SCOPED, body: RECALL });
+  assert.equal(inScope.status, 200, inScope.text);
+  const outScope = await request(main, 'POST', '/v1/scopes/other/recall', { key: SCOPED, body: RECALL });
+  assertEnvelope(outScope, 403, 'forbidden');
+});
+
+// ---------------------------------------------------------------------------
+// Validation
+// ---------------------------------------------------------------------------
+await r.test('422 validation_error for a bad scope name', async () => {
+  for (const scope of ['-lead', 'a%20b', 'a%2Fb', 'x'.repeat(129), '%C3%A9']) {
+    const res = await request(main, 'POST', `/v1/scopes/${scope}/recall`, { key: FULL, body: RECALL });
+    assertEnvelope(res, 422, 'validation_error');
+    assert.ok(Array.isArray(res.json.error.details), res.text);
+  }
+});
+
+await r.test('422 invalid_usage_attribution for bad attribution headers', async () => {
+  const bad = [
+    { 'X-TMCRA-Client-Platform': 'bogus' },
+    { 'X-TMCRA-Integration-ID': '-starts-with-dash' },
+    { 'X-TMCRA-Agent-ID': 'has space' },
+    { 'X-TMCRA-Agent-ID': 'a'.repeat(201) },
+  ];
+  for (const headers of bad) {
+    const res = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body: RECALL, headers });
+    assertEnvelope(res, 422, 'invalid_usage_attribution');
+  }
+  const good = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body: RECALL, headers: {
+    'X-TMCRA-Client-Platform': 'mcp', 'X-TMCRA-Integration-ID': 'int.1:x', 'X-TMCRA-Agent-ID': 'agent@host/1' } });
+  assert.equal(good.status, 200, good.text);
+});
+
+await r.test('422 for invalid JSON, a non-object, nesting over 64, wrong media type, no body', async () => {
+  const cases = [
+    ['{"query": ', 'json_invalid'],
+    ['[1, 2]', 'model_attributes_type'],
+    ['"text"', 'model_attributes_type'],
+    ['{"query": NaN, "max_windows": 8}', 'json_invalid'],
+    [`{"query": "x", "metadata": ${'['.repeat(70)}${']'.repeat(70)}}`, 'json_invalid'],
+    [Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d]), 'json_invalid'],
+    ['', 'missing'],
+  ];
+  for (const [body, type] of cases) {
+    const res = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body });
+    assertEnvelope(res, 422, 'validation_error');
+    assert.equal(res.json.error.details[0].type, type, res.text);
+  }
+  const form = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body: 'query=x',
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+  assertEnvelope(form, 422, 'validation_error');
+  const extra = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL,
+    body: { ...RECALL, surprise: 1 } });
+  assertEnvelope(extra, 422, 'validation_error');
+});
+
+await r.test('413 request_too_large over 2 MiB (drained, then answered)', async () => {
+  const body = Buffer.alloc(2 * 1024 * 1024 + 1, 0x20);
+  const res = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body });
+  assertEnvelope(res, 413, 'request_too_large');
+  const after = await request(main, 'GET', '/healthz');
+  assert.equal(after.status, 200);
+});
+
+await r.test('413 at once, connection closed, for a huge declared Content-Length', async () => {
+  const res = await rawTls(main, 'POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\n' +
+    'Content-Length: 100000000\r\nContent-Type: application/json\r\n\r\n{"q', { waitMs: 4000 });
+  assert.match(res.data, /^HTTP\/1\.1 413 /);
+  assert.match(res.data, /"code":"request_too_large"/);
+  assert.match(res.data, /\r\nConnection: close\r\n/i);
+  assert.equal(res.how, 'closed');
+  assert.ok(res.ms < 3000, `closed after ${res.ms} ms`);
+});
+
+await r.test('411 content_length_required: chunked body, and POST without Content-Length', async () => {
+  const chunked = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body: RECALL, chunked: true });
+  assertEnvelope(chunked, 411, 'content_length_required');
+  const raw = await rawTls(main, 'POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\n' +
+    `Authorization: Bearer ${FULL}\r\nConnection: close\r\n\r\n`, { waitMs: 3000 });
+  assert.equal(raw.how, 'closed');
+  assert.match(raw.data, /^HTTP\/1\.1 411 /);
+  assert.match(raw.data, /"code":"content_length_required"/);
+});
+
+await r.test('404 not_found for unknown routes and jobs, 405 for a wrong method', async () => {
+  assertEnvelope(await request(main, 'GET', '/v1/nothing', { key: FULL }), 404, 'not_found');
+  assertEnvelope(await request(main, 'GET', '/v1/jobs/job_unknown', { key: FULL }), 404, 'not_found');
+  const wrong = await request(main, 'GET', '/v1/scopes/team/recall', { key: FULL });
+  assertEnvelope(wrong, 405, 'method_not_allowed');
+  assert.equal(wrong.headers.allow, 'POST');
+});
+
+// ---------------------------------------------------------------------------
+// Ingest, jobs, recall, idempotency, evidence, feedback, gzip
+// ---------------------------------------------------------------------------
+let firstJob;
+const NEEDLE = 'The staging database migrates every Thursday at noon';
+
+await r.test('ingest -> 202 -> job succeeds -> recall finds it', async () => {
+  const res = await request(main, 'POST', '/v1/scopes/team/ingest', { key: FULL,
+    body: ingestBody(NEEDLE), headers: { 'Idempotency-Key': 'ingest-key-0001', 'X-TMCRA-Client-Platform': 'mcp' } });
+  assert.equal(res.status, 202, res.text);
+  assert.equal(res.json.scope_name, 'team');
+  assert.equal(res.json.idempotent_replay, false);
+  assert.equal(res.json.status_url, `${main.ready.listening}/v1/jobs/${res.json.job_id}`);
+  firstJob = res.json;
+  const job = await waitJob(main, FULL, res.json.job_id);
+  assert.equal(job.status, 'succeeded');
+  const rec = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL,
+    body: { query: 'staging database Thursday', max_windows: 8, wait_for_job_id: job.job_id } });
+  assert.equal(rec.status, 200, rec.text);
+  assert.ok(rec.json.prompt_evidence.content.includes(NEEDLE), rec.json.prompt_evidence.content);
+  const sha = crypto.createHash('sha256').update(rec.json.prompt_evidence.content, 'utf8').digest('hex');
+  assert.equal(rec.json.prompt_evidence.content_sha256, sha);
+});
+
+await r.test('idempotency: same key + body replays the job; another body is 409', async () => {
+  seq -= 1;  // the same message id as the first ingest
+  const body = ingestBody(NEEDLE);
+  const again = await request(main, 'POST', '/v1/scopes/team/ingest', { key: FULL, body,
+    headers: { 'Idempotency-Key': 'ingest-key-0001', 'X-TMCRA-Client-Platform': 'mcp' } });
+  assert.equal(again.status, 202, again.text);
+  assert.equal(again.json.job_id, firstJob.job_id);
+  assert.equal(again.json.idempotent_replay, true);
+  const other = await request(main, 'POST', '/v1/scopes/team/ingest', { key: FULL,
+    body: ingestBody('something else'), headers: { 'Idempotency-Key': 'ingest-key-0001', 'X-TMCRA-Client-Platform': 'mcp' } });
+  assertEnvelope(other, 409, 'idempotency_conflict');
+  // The attribution headers are part of the request: another platform is another request.
+  seq -= 1;
+  const platform = await request(main, 'POST', '/v1/scopes/team/ingest', { key: FULL,
+    body: ingestBody(NEEDLE), headers: { 'Idempotency-Key': 'ingest-key-0001', 'X-TMCRA-Client-Platform': 'codex' } });
+  assertEnvelope(platform, 409, 'idempotency_conflict');
+  const noKey = await request(main, 'POST', '/v1/scopes/team/ingest', { key: FULL, body: ingestBody('x') });
+  assertEnvelope(noKey, 422, 'validation_error');
+});
+
+await r.test('ingest/batch -> 202 with one job per item', async () => {
+  const res = await request(main, 'POST', '/v1/scopes/team/ingest/batch', { key: FULL, body: {
+    items: [{ ...ingestBody('batch one about kiwis'), idempotency_key: 'batch-key-0001' },
+      { ...ingestBody('batch two about mangos'), idempotency_key: 'batch-key-0002' }] } });
+  assert.equal(res.status, 202, res.text);
+  assert.equal(res.json.scope_name, 'team');
+  assert.equal(res.json.jobs.length, 2);
+  for (const j of res.json.jobs) assert.equal((await waitJob(main, FULL, j.job_id)).status, 'succeeded');
+});
+
+await r.test('gzip: bodies of 1024 bytes or more when accepted; never below, never unasked', async () => {
+  const body = { query: 'staging database Thursday', max_windows: 8 };
+  const gz = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body,
+    headers: { 'Accept-Encoding': 'gzip, deflate, br' } });
+  assert.equal(gz.status, 200);
+  assert.equal(gz.headers['content-encoding'], 'gzip');
+  assert.equal(gz.headers.vary, 'Accept-Encoding');
+  assert.ok(gz.text.length >= 1024);
+  assert.equal(Number(gz.headers['content-length']), gz.raw.length);
+  assert.ok(gz.json.prompt_evidence.content.includes(NEEDLE), 'the decoded body is the answer');
+  const plain = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body });
+  assert.equal(plain.headers['content-encoding'], undefined);
+  assert.deepEqual({ ...plain.json, query_id: '' }, { ...gz.json, query_id: '' });
+  const refused = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body,
+    headers: { 'Accept-Encoding': 'gzip;q=0' } });
+  assert.equal(refused.headers['content-encoding'], undefined);
+  const small = await request(main, 'GET', '/healthz', { headers: { 'Accept-Encoding': 'gzip' } });
+  assert.equal(small.headers['content-encoding'], undefined);
+});
+
+await r.test('evidence (limit) and feedback (201, idempotent)', async () => {
+  const rec = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL,
+    body: { query: 'staging database', max_windows: 8 } });
+  const ids = JSON.stringify(rec.json.evidence).match(/rec_[0-9a-f]{32}/);
+  assert.ok(ids, `a record id in ${rec.text.slice(0, 400)}`);
+  const ev = await request(main, 'GET', `/v1/scopes/team/memory-graph/nodes/${ids[0]}/evidence?limit=25`, { key: READ_ONLY });
+  assert.equal(ev.status, 200, ev.text);
+  assert.equal(ev.json.memory_id, ids[0]);
+  assert.ok(ev.json.items.length >= 1);
+  const badLimit = await request(main, 'GET', `/v1/scopes/team/memory-graph/nodes/${ids[0]}/evidence?limit=abc`, { key: FULL });
+  assertEnvelope(badLimit, 422, 'validation_error');
+  const tooBig = await request(main, 'GET', `/v1/scopes/team/memory-graph/nodes/${ids[0]}/evidence?limit=26`, { key: FULL });
+  assertEnvelope(tooBig, 422, 'validation_error');
+  const other = await request(main, 'GET', `/v1/scopes/team-b/memory-graph/nodes/${ids[0]}/evidence`, { key: FULL });
+  assertEnvelope(other, 404, 'not_found');
+  const body = { rating: 'incorrect', action: 'ignore', memory_ids: [ids[0]], query_id: null };
+  const fb = await request(main, 'POST', '/v1/scopes/team/feedback', { key: FULL, body,
+    headers: { 'Idempotency-Key': 'feedback-key-01' } });
+  assert.equal(fb.status, 201, fb.text);
+  const fb2 = await request(main, 'POST', '/v1/scopes/team/feedback', { key: FULL, body,
+    headers: { 'Idempotency-Key': 'feedback-key-01' } });
+  assert.equal(fb2.status, 201);
+  assert.equal(fb2.json.feedback_id, fb.json.feedback_id);
+  const restore = await request(main, 'POST', '/v1/scopes/team/feedback', { key: FULL,
+    body: { ...body, rating: 'helpful', action: 'restore' }, headers: { 'Idempotency-Key': 'feedback-key-01' } });
+  assertEnvelope(restore, 409, 'idempotency_conflict');
+});
+
+await r.test('feedback "correct" needs memory:write as well', async () => {
+  const fbOnly = await createKey(DATA, '--permissions', 'memory:feedback,memory:read');
+  const res = await request(main, 'POST', '/v1/scopes/team/feedback', { key: fbOnly,
+    body: { rating: 'incorrect', action: 'correct', memory_ids: ['rec_x'], replacement: 'fixed' },
+    headers: { 'Idempotency-Key': 'feedback-key-02' } });
+  assertEnvelope(res, 403, 'forbidden');
+  assert.match(res.json.error.message, /memory:write is required to save a correction/);
+});
+
+await r.test('429 rate_limited with Retry-After: 1 under --max-concurrency 1', async () => {
+  // A request whose body is still coming holds the only slot.
+  let held;
+  const slow = rawTls(main, 'POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\n' +
+    `Authorization: Bearer ${FULL}\r\nContent-Type: application/json\r\nConnection: close\r\n` +
+    `Content-Length: ${JSON.stringify(RECALL).length}\r\n\r\n{`, { waitMs: 8000, onConnect: (s) => { held = s; } });
+  let limited;
+  const deadline = Date.now() + 4000;
+  while (!limited && Date.now() < deadline) {
+    const res = await request(main, 'GET', `/v1/jobs/${firstJob.job_id}`, { key: FULL });
+    if (res.status === 429) limited = res; else await sleep(20);
+  }
+  assert.ok(limited, 'a second request was answered 429');
+  assertEnvelope(limited, 429, 'rate_limited');
+  assert.equal(limited.headers['retry-after'], '1');
+  assert.equal(limited.json.error.retry_after_seconds, 1);
+  const health = await request(main, 'GET', '/healthz');
+  assert.equal(health.status, 200, 'health checks are not limited');
+  held.write(JSON.stringify(RECALL).slice(1));
+  const done = await slow;
+  assert.match(done.data, /^HTTP\/1\.1 200 /, done.data.slice(0, 200));
+  const after = await request(main, 'GET', `/v1/jobs/${firstJob.job_id}`, { key: FULL });
+  assert.equal(after.status, 200, 'the slot is free again');
+});
+
+await r.test('SIGTERM: exits 0', async () => {
+  const exit = await stopMemd(main);
+  assert.deepEqual(exit, { code: 0, signal: null });
+  assert.match(main.stderr, /stopped: every request in progress was answered/);
+});
+
+// ---------------------------------------------------------------------------
+// Shutdown without losing anything
+// ---------------------------------------------------------------------------
+const TLS_ARGS = ['--data-dir', DATA, '--tls-cert', CERT, '--tls-key', KEY];
+
+await r.test('SIGTERM finishes a request in progress before exiting 0', async () => {
+  const srv = await startMemd(TLS_ARGS);
+  let held;
+  const slow = rawTls(srv, 'POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\n' +
+    `Authorization: Bearer ${FULL}\r\nContent-Type: application/json\r\nConnection: close\r\n` +
+    `Content-Length: ${JSON.stringify(RECALL).length}\r\n\r\n{`, { waitMs: 8000, onConnect: (s) => { held = s; } });
+  await sleep(300);
+  srv.proc.kill('SIGTERM');
+  await sleep(300);
+  assert.equal(srv.exit, null, 'still running while a request is in progress');
+  held.write(JSON.stringify(RECALL).slice(1));
+  const done = await slow;
+  assert.match(done.data, /^HTTP\/1\.1 200 /, done.data.slice(0, 200));
+  const t0 = Date.now();
+  const exit = await waitExit(srv);
+  assert.deepEqual(exit, { code: 0, signal: null });
+  assert.ok(Date.now() - t0 < 2000, `exited ${Date.now() - t0} ms after the last answer`);
+});
+
+await r.test('an accepted job left queued at SIGTERM runs at the next start', async () => {
+  const srv = await startMemd([...TLS_ARGS, '--no-job-worker']);
+  const content = 'Queued before shutdown: the cafeteria closes at three';
+  const res = await request(srv, 'POST', '/v1/scopes/team/ingest', { key: FULL,
+    body: ingestBody(content), headers: { 'Idempotency-Key': 'queued-key-0001' } });
+  assert.equal(res.status, 202, res.text);
+  const pending = await request(srv, 'GET', `/v1/jobs/${res.json.job_id}`, { key: FULL });
+  assert.equal(pending.json.status, 'pending');
+  assert.deepEqual(await stopMemd(srv), { code: 0, signal: null });
+  const next = await startMemd(TLS_ARGS);
+  const job = await waitJob(next, FULL, res.json.job_id);
+  assert.equal(job.status, 'succeeded');
+  const rec = await request(next, 'POST', '/v1/scopes/team/recall', { key: FULL,
+    body: { query: 'cafeteria closes', max_windows: 8 } });
+  assert.ok(rec.json.prompt_evidence.content.includes(content));
+  assert.deepEqual(await stopMemd(next), { code: 0, signal: null });
+});
+
+await r.test('ingest then SIGTERM at once: exit 0, the job completes after a restart', async () => {
+  const srv = await startMemd(TLS_ARGS);
+  const content = 'Written just before a stop: the lab key is in drawer nine';
+  const res = await request(srv, 'POST', '/v1/scopes/team/ingest', { key: FULL,
+    body: ingestBody(content), headers: { 'Idempotency-Key': 'stop-key-00001' } });
+  assert.equal(res.status, 202, res.text);
+  assert.deepEqual(await stopMemd(srv), { code: 0, signal: null });
+  const next = await startMemd(TLS_ARGS);
+  assert.equal((await waitJob(next, FULL, res.json.job_id)).status, 'succeeded');
+  const rec = await request(next, 'POST', '/v1/scopes/team/recall', { key: FULL,
+    body: { query: 'lab key drawer', max_windows: 8 } });
+  assert.ok(rec.json.prompt_evidence.content.includes(content));
+  assert.deepEqual(await stopMemd(next), { code: 0, signal: null });
+});
+
+// ---------------------------------------------------------------------------
+// --local
+// ---------------------------------------------------------------------------
+await r.test('--local: plain HTTP on 127.0.0.1, binding and identity files (0600 in 0700)', async () => {
+  const root = path.join(TMP, 'local-root');
+  const home = ENV.HOME;
+  const srv = await startMemd(['--data-dir', root, '--local']);
+  assert.match(srv.ready.listening, /^http:\/\/127\.0\.0\.1:\d+$/);
+  const bindingPath = path.join(home, '.config', 'tmcra', 'local-memory.json');
+  const identityPath = path.join(root, 'state', 'lite-cpu', 'secrets', 'client-plugin.json');
+  assert.equal(srv.ready.binding, bindingPath);
+  assert.equal(srv.ready.identity, identityPath);
+  const bindingText = fs.readFileSync(bindingPath, 'utf8');
+  assert.deepEqual(JSON.parse(bindingText), { schemaVersion: 1, mode: 'local', dataRoot: root, profile: 'lite-cpu' });
+  const identity = JSON.parse(fs.readFileSync(identityPath, 'utf8'));
+  assert.deepEqual(Object.keys(identity), ['schemaVersion', 'authMode', 'baseUrl', 'apiKey', 'tokenType',
+    'scopeNamespace', 'globalScope', 'projectScopePrefix', 'timeoutMs', 'defaultScope', 'deploymentMode',
+    'integrationIds']);
+  assert.deepEqual({ ...identity, apiKey: '*' }, {
+    schemaVersion: 2, authMode: 'api-key', baseUrl: `http://127.0.0.1:${srv.port}`, apiKey: '*',
+    tokenType: 'Bearer', scopeNamespace: 'local', globalScope: 'local-global',
+    projectScopePrefix: 'local-project', timeoutMs: 180000, defaultScope: 'personal',
+    deploymentMode: 'local', integrationIds: {} });
+  assert.match(identity.apiKey, /^tmcra_[0-9a-f]{24}\.[0-9a-f]{64}$/);
+  assert.ok(!srv.stderr.includes(identity.apiKey.split('.')[1]), 'the key is never logged');
+  assert.equal(mode(bindingPath), 0o600);
+  assert.equal(mode(identityPath), 0o600);
+  assert.equal(mode(path.dirname(identityPath)), 0o700);
+  assert.equal(mode(path.join(home, '.config', 'tmcra')), 0o700);
+  assert.equal(mode(root), 0o700);
+  for (const dir of [path.dirname(identityPath), path.dirname(bindingPath)]) {
+    assert.deepEqual(fs.readdirSync(dir).filter((f) => f.includes('.tmp')), [], 'no temporary file left');
+  }
+  const rec = await request(srv, 'POST', '/v1/scopes/personal/recall', { key: identity.apiKey, body: RECALL,
+    headers: { 'X-TMCRA-Client-Platform': 'mcp' } });
+  assert.equal(rec.status, 200, rec.text);
+  assert.deepEqual(await stopMemd(srv), { code: 0, signal: null });
+
+  // A restart keeps the key and, when it is free, the port: running MCP hosts keep working.
+  const again = await startMemd(['--data-dir', root, '--local']);
+  const identity2 = JSON.parse(fs.readFileSync(identityPath, 'utf8'));
+  assert.equal(identity2.apiKey, identity.apiKey);
+  assert.equal(again.port, srv.port);
+  assert.deepEqual(await stopMemd(again), { code: 0, signal: null });
+
+  // A revoked identity key is replaced.
+  assert.equal((await keys(root, 'revoke', identity.apiKey.slice(6, identity.apiKey.indexOf('.')))).code, 0);
+  const third = await startMemd(['--data-dir', root, '--local']);
+  const identity3 = JSON.parse(fs.readFileSync(identityPath, 'utf8'));
+  assert.notEqual(identity3.apiKey, identity.apiKey);
+  const ok = await request(third, 'POST', '/v1/scopes/personal/recall', { key: identity3.apiKey, body: RECALL });
+  assert.equal(ok.status, 200, ok.text);
+  assert.deepEqual(await stopMemd(third), { code: 0, signal: null });
+});
+
+await r.test('--local honours TMCRA_LOCAL_BINDING_FILE', async () => {
+  const root = path.join(TMP, 'local-root-2');
+  const binding = path.join(TMP, 'elsewhere', 'binding.json');
+  const srv = await startMemd(['--data-dir', root, '--local', '--listen', '127.0.0.1:0'],
+    { env: { ...ENV, TMCRA_LOCAL_BINDING_FILE: binding } });
+  assert.equal(JSON.parse(fs.readFileSync(binding, 'utf8')).dataRoot, root);
+  assert.equal(mode(binding), 0o600);
+  assert.equal(mode(path.dirname(binding)), 0o700);
+  assert.deepEqual(await stopMemd(srv), { code: 0, signal: null });
+});
+
+await r.finish();

@@ -1,0 +1,210 @@
+// The network-free rules of the HTTP client: path segments and header values that may be sent
+// (S5), the strict parse of an answer (H8, ≥ 40 invalid bodies), the error envelope (§1.3) and
+// the scrubbing of secrets and hostile text (S1).
+#include "src/api/http_wire.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "src/config/url.h"
+
+using json = nlohmann::json;
+using namespace std::string_literals;
+using tmcra::Errc;
+namespace wire = tmcra::api::wire;
+
+namespace {
+
+const std::string kKey =
+    "tmcra_CANARYID.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+}  // namespace
+
+TEST_CASE("path segments: dot segments, CR/LF/NUL and huge values are refused by name",
+          "[wire]") {
+  for (const std::string& bad : std::vector<std::string>{std::string(""), std::string("."), std::string(".."),
+                                std::string("a\r\nX-Injected: 1"), std::string("a\nb"),
+                                std::string("a\rb"), std::string("a\0b", 3),
+                                std::string(1025, 'a')}) {
+    auto status = wire::CheckPathSegment(bad, "scope");
+    REQUIRE_FALSE(status);
+    CHECK(status.error().code == Errc::kInvalidArgument);
+    CHECK(status.error().message.rfind("scope: ", 0) == 0);
+    if (bad.size() > 3) CHECK(status.error().message.find(bad) == std::string::npos);
+  }
+  for (const std::string& ok : std::vector<std::string>{"p", "../x", "a/b", "a?b", "a#b", "%2e%2e", "a b", "...",
+                               "caf\xc3\xa9", std::string(1024, 'a')}) {
+    CHECK(wire::CheckPathSegment(ok, "job_id"));
+  }
+  // What they become on the wire: never a '/', '?', '#', '%' or space of their own.
+  CHECK(tmcra::config::QuoteSegment("../x") == "..%2Fx");
+  CHECK(tmcra::config::QuoteSegment("%2e%2e") == "%252e%252e");
+  CHECK(tmcra::config::QuoteSegment("a?b#c d") == "a%3Fb%23c%20d");
+  CHECK(tmcra::config::QuoteSegment("...") == "...");
+}
+
+TEST_CASE("header values: no control characters, no edge spaces", "[wire]") {
+  CHECK(wire::CheckHeaderValue("key-12345678", "idempotency_key"));
+  CHECK(wire::CheckHeaderValue("", "x"));
+  for (const std::string& bad : std::vector<std::string>{std::string("a\r\nX-Injected: 1"), std::string("a\nb"),
+                                std::string("a\0b", 3), std::string("a\tb"),
+                                std::string("a\x7f"), std::string(" a"), std::string("a ")}) {
+    auto status = wire::CheckHeaderValue(bad, "idempotency_key");
+    REQUIRE_FALSE(status);
+    CHECK(status.error().message.rfind("idempotency_key: ", 0) == 0);
+  }
+}
+
+TEST_CASE("an answer must be one strict JSON object", "[wire][h8]") {
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "[";
+  std::string deep65 = "{\"a\":";
+  for (int i = 0; i < 64; ++i) deep65 += "[";
+  for (int i = 0; i < 64; ++i) deep65 += "]";
+  deep65 += "}";
+  const std::vector<std::string> invalid{
+      "",
+      " ",
+      "\r\n",
+      "{",
+      "}",
+      "{\"a\":1",
+      "{\"a\":1}}",
+      "{\"a\":1} x",
+      "{\"a\":1}{\"b\":2}",
+      "{\"a\":1}\x00"s,
+      "{\"a\":1}\x00garbage"s,
+      "{\"a\":\"x\x00y\"}"s,
+      "{'a':1}",
+      "{a:1}",
+      "{\"a\":1,}",
+      "{\"a\":[1,]}",
+      "{\"a\":01}",
+      "{\"a\":NaN}",
+      "{\"a\":Infinity}",
+      "{\"a\":-Infinity}",
+      "{\"a\":1e400}",
+      "{\"a\":.5}",
+      "{\"a\":+1}",
+      "{\"a\":\"\x01\"}",
+      "{\"a\":\"tab\there\"}",
+      "{\"a\":\"\xff\"}",
+      "{\"a\":\"\xc3\x28\"}",
+      "{\"a\":\"\xed\xa0\x80\"}",           // an encoded surrogate
+      "{\"a\":\"\xc0\xaf\"}",               // overlong
+      "{\"a\":\"\\ud800\"}",                // lone surrogate escape
+      "{\"a\":\"\\udc00x\"}",
+      "{\"a\":\"\\x41\"}",
+      "{\"a\":\"unterminated}",
+      "\xef\xbb\xbf{\"a\":1}",              // BOM
+      "{\"a\":1,\"a\":2}",                  // duplicate key
+      "{\"a\":{\"b\":1,\"b\":1}}",          // duplicate key, nested
+      "[]",
+      "[{\"a\":1}]",
+      "\"text\"",
+      "42",
+      "null",
+      "true",
+      "false",
+      "<html><body>OK</body></html>",
+      "OK",
+      deep,
+      deep65,
+      "{\"a\":1}\n\x1e",
+      "\x1f\x8b\x08\x00\x00\x00\x00\x00"s,  // gzip magic, undecoded
+  };
+  CHECK(invalid.size() >= 40);
+  for (const auto& body : invalid) {
+    INFO(body.substr(0, 40));
+    auto parsed = wire::ParseResponseObject(body, 202, "req_1");
+    REQUIRE_FALSE(parsed);
+    CHECK(parsed.error().code == Errc::kProtocol);
+    CHECK(parsed.error().api_code == "invalid_json_response");
+    CHECK(parsed.error().http_status == 202);
+    CHECK_FALSE(parsed.error().retryable);
+    CHECK(parsed.error().message.find("req_1") != std::string::npos);
+  }
+  // The depth limit is 64: exactly 64 levels pass.
+  std::string deep64 = "{\"a\":";
+  for (int i = 0; i < 63; ++i) deep64 += "[";
+  for (int i = 0; i < 63; ++i) deep64 += "]";
+  deep64 += "}";
+  CHECK(wire::ParseResponseObject(deep64, 200, ""));
+  auto ok = wire::ParseResponseObject(" {\"job_id\":\"j\",\"n\":[1,2.5,null,true],\"s\":\"caf\xc3\xa9 \\u00e9\"}\n", 202, "");
+  REQUIRE(ok);
+  CHECK((*ok)["job_id"] == "j");
+  CHECK(wire::ParseResponseObject("{}", 200, ""));
+  CHECK(wire::ParseResponseObject("{\"a\":{},\"b\":{\"a\":1}}", 200, ""));  // same key, other objects
+}
+
+TEST_CASE("the error envelope maps as the contract's api_error", "[wire]") {
+  auto e = wire::ApiError(
+      422,
+      R"({"error":{"code":"validation_error","message":"bad field","request_id":"req_9",)"
+      R"("details":[{"loc":["body","x"]}]}})",
+      "req_header");
+  CHECK(e.http_status == 422);
+  CHECK(e.api_code == "validation_error");
+  CHECK(e.code == Errc::kInvalidArgument);
+  CHECK_FALSE(e.retryable);
+  CHECK(e.message == "bad field (request id req_9)");
+  CHECK(json::parse(e.details_json) == json::parse(R"([{"loc":["body","x"]}])"));
+
+  e = wire::ApiError(503, R"({"error":{"code":"global_queue_full"}})", "req_h");
+  CHECK(e.api_code == "global_queue_full");
+  CHECK(e.retryable);
+  CHECK(e.message == "TMCRA returned HTTP 503 (request id req_h)");
+  CHECK(e.details_json.empty());
+
+  // Not an envelope: code http_error, the status message.
+  for (const std::string& body : std::vector<std::string>{"", "<html>502</html>", "{\"detail\":\"Not Found\"}",
+                                 "{\"error\":\"text\"}", "{\"error\":{\"code\":5}}", "[1]",
+                                 "\xef\xbb\xbf{}", "{\"error\":{\"code\":\"a\",\"code\":\"b\"}}"}) {
+    INFO(body);
+    e = wire::ApiError(404, body, "");
+    CHECK(e.api_code == "http_error");  // a duplicate key makes the envelope unusable too
+    CHECK(e.message == "TMCRA returned HTTP 404");
+    CHECK(e.code == Errc::kNotFound);
+  }
+  // Deep nesting never reaches the parser's recursion.
+  e = wire::ApiError(500, std::string(100000, '['), "");
+  CHECK(e.api_code == "http_error");
+  CHECK(e.retryable);
+
+  e = wire::ApiError(301, "", "");
+  CHECK(e.message.find("redirects are not followed") != std::string::npos);
+  CHECK_FALSE(e.retryable);
+
+  // Hostile text: control characters neutralised, length capped, huge details dropped.
+  json hostile = {{"error",
+                   {{"code", "x\r\ny"},
+                    {"message", std::string("line1\nline2\x1b[31m") + std::string(5000, 'm')},
+                    {"details", std::string(20000, 'd')}}}};
+  e = wire::ApiError(400, hostile.dump(), "");
+  CHECK(e.api_code == "x  y");
+  CHECK(e.message.find('\n') == std::string::npos);
+  CHECK(e.message.find('\x1b') == std::string::npos);
+  CHECK(e.message.size() <= wire::kMaxErrorMessageBytes + 3);
+  CHECK(e.details_json.empty());
+}
+
+TEST_CASE("secrets are scrubbed from any text", "[wire][s1]") {
+  const auto secrets = wire::SecretsOf(kKey);
+  REQUIRE(secrets.size() == 2);
+  const std::string secret = kKey.substr(kKey.find('.') + 1);
+  CHECK(wire::Redact("Bearer " + kKey + " and " + secret + " and " + kKey, secrets) ==
+        "Bearer [REDACTED] and [REDACTED] and [REDACTED]");
+  CHECK(wire::Redact("nothing here", secrets) == "nothing here");
+  CHECK(wire::SecretsOf("").empty());
+  CHECK(wire::SecretsOf("plainkey").size() == 1);
+  CHECK(wire::SecretsOf("tmcra_x.short").size() == 1);  // a part under 8 bytes is not scrubbed alone
+}
+
+TEST_CASE("SafeText: valid UTF-8, no controls, capped on a character boundary", "[wire]") {
+  CHECK(wire::SafeText("a\r\nb\x7f", 100) == "a  b ");
+  CHECK(wire::SafeText("\xff", 100) == "\xef\xbf\xbd");
+  CHECK(wire::SafeText("\xc3\xa9\xc3\xa9\xc3\xa9", 3) == "\xc3\xa9...");
+  CHECK(wire::SafeText("abcdef", 3) == "abc...");
+}

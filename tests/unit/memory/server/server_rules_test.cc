@@ -1,0 +1,148 @@
+// tmcra-memd's request and response rules that need no socket.
+#include <catch2/catch.hpp>
+
+#include <zlib.h>
+
+#include "memory/server/server_rules.h"
+
+using namespace tmcra::memd;  // NOLINT: test file
+
+namespace {
+
+std::string Gunzip(const std::string& in) {
+  z_stream zs{};
+  REQUIRE(inflateInit2(&zs, 15 + 16) == Z_OK);
+  std::string out(1 << 20, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  const int rc = inflate(&zs, Z_FINISH);
+  out.resize(out.size() - zs.avail_out);
+  inflateEnd(&zs);
+  REQUIRE(rc == Z_STREAM_END);
+  return out;
+}
+
+std::string DetailType(const tmcra::Error& e) {
+  return json::parse(e.details_json)[0]["type"].get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("attribution headers follow the service's rules") {
+  CHECK(ValidateAttribution({}));
+  CHECK(ValidateAttribution({"mcp", "int.1:x", "agent@host/1"}));
+  for (const Attribution& bad :
+       {Attribution{"bogus", {}, {}}, Attribution{{}, "-x", {}}, Attribution{{}, "a b", {}},
+        Attribution{{}, {}, "has space"}, Attribution{{}, {}, std::string(201, 'a')},
+        Attribution{{}, {}, ""}, Attribution{"", {}, {}}}) {
+    auto s = ValidateAttribution(bad);
+    REQUIRE_FALSE(s);
+    CHECK(s.error().http_status == 422);
+    CHECK(s.error().api_code == "invalid_usage_attribution");
+  }
+  CHECK(IsValidAgentId(std::string(200, 'a')));
+  CHECK(IsValidIntegrationId(std::string(128, 'a')));
+  CHECK_FALSE(IsValidIntegrationId(std::string(129, 'a')));
+  CHECK(IsKnownClientPlatform("zcode"));
+}
+
+TEST_CASE("bodies: only a JSON object passes; everything else is 422 with details") {
+  CHECK(ParseBodyObject(R"({"query":"x"})", "application/json"));
+  CHECK(ParseBodyObject(R"({"query":"x"})", ""));
+  CHECK(ParseBodyObject(R"({"query":"x"})", "application/json; charset=utf-8"));
+  CHECK(ParseBodyObject(R"({"query":"x"})", "application/merge-patch+json"));
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "missing"},
+      {"  ", "missing"},
+      {"[1]", "model_attributes_type"},
+      {"null", "model_attributes_type"},
+      {"{\"a\":", "json_invalid"},
+      {"{\"a\":1} x", "json_invalid"},
+      {"{\"a\":NaN}", "json_invalid"},
+      {"{\"a\":\"\xff\"}", "json_invalid"},
+      {"{\"a\":" + std::string(65, '[') + std::string(65, ']') + "}", "json_invalid"},
+  };
+  for (const auto& [body, type] : cases) {
+    auto parsed = ParseBodyObject(body, "application/json");
+    REQUIRE_FALSE(parsed);
+    CHECK(parsed.error().http_status == 422);
+    CHECK(parsed.error().api_code == "validation_error");
+    CHECK(DetailType(parsed.error()) == type);
+  }
+  auto form = ParseBodyObject("a=1", "application/x-www-form-urlencoded");
+  REQUIRE_FALSE(form);
+  CHECK(form.error().http_status == 422);
+  // 64 levels are fine, 65 are not; brackets inside strings do not count.
+  CHECK(ParseBodyObject("{\"a\":" + std::string(63, '[') + std::string(63, ']') + "}", ""));
+  CHECK(NestingDepth("{\"a\":\"[[[[\"}", 64) == 1);
+}
+
+TEST_CASE("target paths are split and percent-decoded") {
+  auto s = SplitTargetPath("/v1/scopes/team%2Da/recall?x=1");
+  REQUIRE(s);
+  CHECK(*s == std::vector<std::string>{"v1", "scopes", "team-a", "recall"});
+  auto slash = SplitTargetPath("/v1/scopes/a%2Fb/recall");
+  REQUIRE(slash);
+  CHECK(slash->size() == 4);
+  CHECK((*slash)[2] == "a/b");
+  CHECK_FALSE(SplitTargetPath("/v1/%zz"));
+  CHECK_FALSE(SplitTargetPath("/v1/%4"));
+  CHECK_FALSE(SplitTargetPath("v1"));
+  CHECK(*SplitTargetPath("/") == std::vector<std::string>{""});
+}
+
+TEST_CASE("the error envelope has the five fields of the service") {
+  const json body = ErrorBody("validation_error", "bad", "rid", R"([{"loc":["body"]}])", -1);
+  CHECK(body == json::parse(R"({"error":{"code":"validation_error","message":"bad",
+      "request_id":"rid","details":[{"loc":["body"]}],"retry_after_seconds":null}})"));
+  CHECK(ErrorBody("rate_limited", "m", "r", "", 1)["error"]["retry_after_seconds"] == 1);
+  CHECK(EarlyErrorBody("request_too_large", "r") ==
+        json::parse(R"({"error":{"code":"request_too_large","request_id":"r"}})"));
+}
+
+TEST_CASE("gzip is offered only when accepted, and round-trips") {
+  CHECK(AcceptsGzip("gzip"));
+  CHECK(AcceptsGzip("gzip, deflate, br"));
+  CHECK(AcceptsGzip("br;q=1.0, GZIP;q=0.5"));
+  CHECK(AcceptsGzip("*"));
+  CHECK_FALSE(AcceptsGzip(""));
+  CHECK_FALSE(AcceptsGzip("br, deflate"));
+  CHECK_FALSE(AcceptsGzip("gzip;q=0"));
+  CHECK_FALSE(AcceptsGzip("gzip; q=0.000"));
+  CHECK_FALSE(AcceptsGzip("x-gzip-not"));
+  const std::string text(5000, 'x');
+  auto gz = Gzip(text);
+  REQUIRE(gz);
+  CHECK(gz->size() < text.size());
+  CHECK(Gunzip(*gz) == text);
+}
+
+TEST_CASE("request ids and listen addresses") {
+  CHECK(IsSaneRequestId("abc-123.x:y_z"));
+  CHECK_FALSE(IsSaneRequestId(""));
+  CHECK_FALSE(IsSaneRequestId("a b"));
+  CHECK_FALSE(IsSaneRequestId("a\r\nx"));
+  CHECK_FALSE(IsSaneRequestId(std::string(129, 'a')));
+
+  auto a = ParseListen("127.0.0.1:8443");
+  REQUIRE(a);
+  CHECK(a->host == "127.0.0.1");
+  CHECK(a->port == 8443);
+  CHECK(a->Origin("https", 8443) == "https://127.0.0.1:8443");
+  auto b = ParseListen("[::1]:0");
+  REQUIRE(b);
+  CHECK(b->host == "::1");
+  CHECK(b->Origin("https", 9) == "https://[::1]:9");
+  auto c = ParseListen(":9000");
+  REQUIRE(c);
+  CHECK(c->host == "127.0.0.1");
+  auto d = ParseListen("9000");
+  REQUIRE(d);
+  CHECK(d->port == 9000);
+  CHECK_FALSE(ParseListen("127.0.0.1:65536"));
+  CHECK_FALSE(ParseListen("127.0.0.1:x"));
+  CHECK_FALSE(ParseListen("[::1]"));
+  CHECK_FALSE(ParseListen("host:"));
+}
