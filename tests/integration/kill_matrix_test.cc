@@ -27,19 +27,26 @@ using tmcra::testing::TempDir;
 
 namespace {
 
+std::map<std::string, std::string> ServerEnv(const TempDir& home, const std::string& failpoints) {
+  return {{"HOME", home.path()},
+          {"TMCRA_DATA_DIR", home.File("data")},
+          {"TMCRA_MEMORY_STATE_DIR", home.File("controls")},
+          {"TMCRA_LOG_LEVEL", "warn"},
+          {"TMCRA_FAILPOINTS", failpoints}};
+}
+
+json InitializeParams() {
+  return {{"protocolVersion", "2025-11-25"},
+          {"capabilities", json::object()},
+          {"clientInfo", {{"name", "kill-matrix"}, {"version", "0"}}}};
+}
+
 class Client {
  public:
   Client(const TempDir& home, const std::string& failpoints) {
-    std::map<std::string, std::string> env = {
-        {"HOME", home.path()},
-        {"TMCRA_DATA_DIR", home.File("data")},
-        {"TMCRA_MEMORY_STATE_DIR", home.File("controls")},
-        {"TMCRA_LOG_LEVEL", "warn"},
-        {"TMCRA_FAILPOINTS", failpoints}};
-    process_ = std::make_unique<Subprocess>(std::vector<std::string>{TMCRA_MCP_BIN}, env);
-    auto init = Request("initialize", {{"protocolVersion", "2025-11-25"},
-                                       {"capabilities", json::object()},
-                                       {"clientInfo", {{"name", "kill-matrix"}, {"version", "0"}}}});
+    process_ = std::make_unique<Subprocess>(std::vector<std::string>{TMCRA_MCP_BIN},
+                                            ServerEnv(home, failpoints));
+    auto init = Request("initialize", InitializeParams());
     REQUIRE(init.is_object());
     process_->WriteLine(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
   }
@@ -116,6 +123,34 @@ std::string Text(tmcra::db::Database& db, const std::string& sql) {
   REQUIRE(row);
   REQUIRE(*row);
   return st->Text(0);
+}
+
+// A server restarted over what a first crash left pending, to be SIGKILLed again at
+// `failpoint` while it delivers it. Background delivery starts with the process (the outbox
+// exists), so the failpoint can be reached before the server has answered anything, even the
+// initialize request: nothing is asked of it but to die there, by that failpoint. A reconcile is
+// requested as well, so the failpoint is reached whichever of the two gets to the item first.
+void CrashWhileReconciling(const TempDir& home, const std::string& failpoint) {
+  // Writing to a server that already died must fail with EPIPE, not kill the test.
+  signal(SIGPIPE, SIG_IGN);
+  Subprocess server({TMCRA_MCP_BIN}, ServerEnv(home, failpoint));
+  try {
+    server.WriteLine(json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
+                          {"params", InitializeParams()}}.dump());
+    server.WriteLine(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+    server.WriteLine(json{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+                          {"params", {{"name", "tmcra_reconcile"}, {"arguments", json::object()}}}}
+                         .dump());
+  } catch (const std::exception&) {
+    // stdin closed: the server is gone already
+  }
+  // A server that survives waits for more requests: the wait times out and the test fails.
+  auto status = server.Wait(30s);
+  REQUIRE(status);
+  CHECK((WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL));
+  const std::string name = failpoint.substr(0, failpoint.find(':'));
+  INFO("stderr: " << server.Stderr());
+  CHECK(server.Stderr().find("failpoint " + name + ": SIGKILL") != std::string::npos);
 }
 
 constexpr int kTurns = 3;
@@ -207,7 +242,13 @@ TEST_CASE("kill matrix: SIGKILL at every step of a write loses and duplicates no
       {"ingest.after_enqueue_before_deliver:2", true, nullptr},
       // Killed again while reconciling what the first crash left pending.
       {"commit.after_commit_before_reply:2", false, "deliver.after_accept_before_mark:1"},
-      {"deliver.after_accept_before_mark:2", false, "engine.job.before_commit:1"},
+      // The memory runs an accepted ingest's job on its own worker thread, which can finish
+      // turn 2's job before the delivering thread reaches deliver.after_accept_before_mark;
+      // the recovery would then have no job to die in. The job's own commit is armed too, so
+      // the first crash (whichever of the two comes first) always leaves turn 2 accepted by
+      // the memory, unmarked in the outbox and its job unfinished (checked below).
+      {"deliver.after_accept_before_mark:2,engine.job.before_commit:2", false,
+       "engine.job.before_commit:1"},
   };
   for (const auto& p : points) {
     const std::string name = std::string(p.failpoint) +
@@ -221,10 +262,24 @@ TEST_CASE("kill matrix: SIGKILL at every step of a write loses and duplicates no
         CHECK(client.Killed());  // the failpoint was really reached
       }
       if (p.recovery_failpoint != nullptr) {
+        const std::string recovery = p.recovery_failpoint;
+        {
+          // What the second crash is to interrupt is there: turn 2's write, still pending in
+          // the outbox and, for a crash in the job, its job unfinished in the memory.
+          auto memory =
+              tmcra::db::Database::Open({.path = home.File("data/memory.db"), .read_only = true});
+          auto outbox = tmcra::db::Database::Open(
+              {.path = home.File("data/outbox.sqlite3"), .read_only = true});
+          REQUIRE(memory);
+          REQUIRE(outbox);
+          CHECK(Count(**outbox, "SELECT COUNT(*) FROM ingest_queue WHERE state <> 'succeeded'") ==
+                1);
+          if (recovery.rfind("engine.job.", 0) == 0) {
+            CHECK(Count(**memory, "SELECT COUNT(*) FROM jobs WHERE status <> 'succeeded'") == 1);
+          }
+        }
         // The restarted process delivers the pending write at startup and dies doing it.
-        Client client(home, p.recovery_failpoint);
-        (void)client.Request("tools/call", {{"name", "tmcra_reconcile"}, {"arguments", json::object()}});
-        CHECK(client.Killed());
+        CrashWhileReconciling(home, recovery);
       }
       Recover(home, acknowledged, p.use_ingest);
     }
