@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -619,7 +620,23 @@ Result<int> Server::Bind() {
 Status Server::Serve(api::MemoryApi& memory) {
   if (!impl_->http) return Error::Internal("Serve before Bind");
   impl_->memory = &memory;
-  if (!impl_->http->listen_after_bind()) return Error::Unavailable("the listener failed");
+  if (impl_->stopping.load()) return Ok();  // stopped before it started: nothing to finish
+  // httplib's stop() does nothing until its accept loop runs (is_running()), which starts only
+  // inside listen_after_bind: a Stop() in between (a SIGTERM right after the readiness line)
+  // would be lost and the server would serve on. This thread repeats the stop once the loop
+  // runs. Both sides are sequentially consistent atomics: either Stop() sees the loop running,
+  // or this thread sees `stopping`.
+  std::atomic<bool> listen_returned{false};
+  std::thread late_stop([this, &listen_returned] {
+    while (!impl_->http->is_running() && !listen_returned.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (impl_->stopping.load()) impl_->http->stop();
+  });
+  const bool listened = impl_->http->listen_after_bind();
+  listen_returned = true;
+  late_stop.join();
+  if (!listened) return Error::Unavailable("the listener failed");
   return Ok();
 }
 

@@ -33,7 +33,7 @@ import {
 const NAME = 'remote_faults.mjs';
 requireNodeModules(NAME, ['@modelcontextprotocol/sdk']);
 const bins = parseBins(NAME);
-const r = new Runner(NAME, { budgetMs: 420_000 });
+const r = new Runner(NAME, { budgetMs: 560_000 });
 const logs = [];
 const sessions = [];
 const cleanups = [];
@@ -122,7 +122,7 @@ await r.test(`lost acknowledgement: ${TURNS} turns, each write applied then its 
   const conflicts = proxy.ledger.filter((e) => e.upstreamCode === 'idempotency_conflict');
   assert.equal(conflicts.length, 0, 'memd answered no idempotency_conflict');
   assert.ok(proxy.ledger.filter((e) => e.action === 'drop-after').length >= 1, 'answers were dropped');
-});
+}, { timeoutMs: 400_000 });  // ~30 s in a Debug build; several times that under ASan
 
 // --- 2: status matrix on recall ------------------------------------------------------------------
 const RETRYABLE = new Set([408, 425, 429, 500, 502, 503, 504]);
@@ -294,7 +294,7 @@ await r.test(`writes under ${WRITE_FAULTS.length} faults, then the drain: 0 lost
   const twice = ids.filter((id) => counts[id] > 1);
   assert.deepEqual(lost, [], 'lost writes');
   assert.deepEqual(twice, [], 'writes stored twice');
-});
+}, { timeoutMs: 120_000 });
 
 await r.test('stdout carried only JSON-RPC; tmcra-memd exits 0 on SIGTERM', async () => {
   await s.closeAndCheckExit();
