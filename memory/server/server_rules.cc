@@ -97,34 +97,6 @@ Error InvalidScopeError() {
   return Error::Api(422, "validation_error", "scope: invalid scope name", details.dump());
 }
 
-int NestingDepth(std::string_view text, int limit) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if (c == ']' || c == '}') {
-      if (depth > 0) --depth;
-    }
-  }
-  return deepest;
-}
-
 Result<json> ParseBodyObject(std::string_view body, std::string_view content_type) {
   // FastAPI reads a body without Content-Type as JSON, and refuses other media types.
   std::string media = Lower(TrimView(content_type.substr(0, content_type.find(';'))));

@@ -6,6 +6,8 @@
 // client side keeps its own in src/config/identifiers.h.
 #pragma once
 
+#include "src/common/json_depth.h"
+
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -50,7 +52,7 @@ Result<json> ParseBodyObject(std::string_view body, std::string_view content_typ
 
 // Deepest nesting of arrays and objects in `text` (brackets outside strings), stopping at
 // limit + 1.
-int NestingDepth(std::string_view text, int limit);
+inline int NestingDepth(std::string_view text, int limit) { return JsonNestingDepth(text, limit); }
 
 // The raw path of a request target split at '/', each segment percent-decoded; std::nullopt
 // when a %-escape is malformed. "/v1/jobs/x?limit=1" -> {"v1", "jobs", "x"}.

@@ -83,41 +83,6 @@ Status CheckHeaderValue(std::string_view value, std::string_view field) {
   return Ok();
 }
 
-int NestingDepth(std::string_view text, int limit) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"': in_string = true; break;
-      case '[':
-      case '{':
-        if (++depth > deepest) {
-          deepest = depth;
-          if (deepest > limit) return limit + 1;
-        }
-        break;
-      case ']':
-      case '}':
-        if (depth > 0) --depth;
-        break;
-      default: break;
-    }
-  }
-  return deepest;
-}
-
 Result<json> ParseResponseObject(std::string_view body, int status, std::string_view request_id) {
   const std::string what = "TMCRA returned ";
   const std::string with_status = " with HTTP " + std::to_string(status);

@@ -4,6 +4,8 @@
 // HttpMemoryApi and tested on their own.
 #pragma once
 
+#include "src/common/json_depth.h"
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -34,7 +36,7 @@ Status CheckHeaderValue(std::string_view value, std::string_view field);
 
 // Deepest nesting of arrays and objects in `text` (brackets outside strings), stopping at
 // limit + 1.
-int NestingDepth(std::string_view text, int limit);
+inline int NestingDepth(std::string_view text, int limit) { return JsonNestingDepth(text, limit); }
 
 // The body of an answer with the expected status, as a JSON object. Refused (Errc::kProtocol,
 // api_code "invalid_json_response", http_status = `status`, not retryable): an empty body, a

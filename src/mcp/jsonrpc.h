@@ -4,6 +4,8 @@
 // Knows nothing of tools or memory.
 #pragma once
 
+#include "src/common/json_depth.h"
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -38,7 +40,7 @@ bool IsValidRequestId(const json& id);
 
 // Deepest nesting of arrays and objects in `text`, counting only brackets outside strings.
 // Stops counting once `limit` is exceeded and returns limit + 1.
-int NestingDepth(std::string_view text, int limit);
+inline int NestingDepth(std::string_view text, int limit) { return JsonNestingDepth(text, limit); }
 
 struct ParsedLine {
   json value;             // the message, when error_code == 0
