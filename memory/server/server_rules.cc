@@ -65,12 +65,6 @@ bool IsKnownClientPlatform(std::string_view platform) {
   return std::find(kPlatforms.begin(), kPlatforms.end(), platform) != kPlatforms.end();
 }
 
-bool IsValidAgentId(std::string_view agent_id) { return Matches(agent_id, "_.:@/-", 200); }
-
-bool IsValidIntegrationId(std::string_view integration_id) {
-  return Matches(integration_id, "_.:-", 128);
-}
-
 Status ValidateAttribution(const Attribution& a) {
   if (a.client_platform && !IsKnownClientPlatform(*a.client_platform)) {
     return AttributionError("X-TMCRA-Client-Platform",

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "src/common/json_depth.h"
+#include "src/config/identifiers.h"
 
 #include <cstddef>
 #include <optional>
@@ -27,10 +28,10 @@ inline constexpr int kMaxJsonDepth = 64;
 
 // X-TMCRA-Client-Platform values the service accepts.
 bool IsKnownClientPlatform(std::string_view platform);
-// ^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$
-bool IsValidAgentId(std::string_view agent_id);
-// ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$
-bool IsValidIntegrationId(std::string_view integration_id);
+// The service's grammars for X-TMCRA-Agent-ID and X-TMCRA-Integration-ID, shared with the
+// client (src/config/identifiers.h).
+using config::IsValidAgentId;
+using config::IsValidIntegrationId;
 
 // The attribution headers of one request, std::nullopt when absent.
 struct Attribution {
