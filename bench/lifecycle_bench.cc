@@ -3,6 +3,7 @@
 //
 //   lifecycle_bench floor    --file PATH [--iterations N] [--warmup W] [--payload BYTES]
 //   lifecycle_bench delivery --dir DIR [--items N] [--recall-bytes B] [--timeout SECONDS]
+//                            [--remote URL --key-file F --ca CA [--verify-store MEMORY_DB]]
 //
 // floor: the physical floor of a durable write on this disk. A fresh SQLite file opened through
 //   src/db (WAL, synchronous=FULL, as memory.db and outbox.sqlite3 are), then N times
@@ -15,14 +16,26 @@
 //   succeeded (or dead-lettered). Checks afterwards that the store holds every message once.
 //   --recall-bytes stores a prepared recall of about B bytes with each item, as a turn committed
 //   after tmcra_turn_prepare has (the default 0 is an item as tmcra_ingest enqueues it).
+//   --remote: the memory is a tmcra-memd (or any Memory API) over HTTPS instead: an
+//   api::HttpMemoryApi with the options src/app/server_setup.cc gives it in remote mode (service
+//   mode, the default timeout and attempts, CA = --ca, the key read from --key-file, which must
+//   not be readable by group or others; never from argv; no connection guard, which checks
+//   settings this driver does not have). DIR then holds only the outbox. The store check reads
+//   --verify-store (the server's memory.db, opened through the engine without its worker) when
+//   given; without it only the outbox's counts are checked.
 //
 // Each prints one JSON object on stdout. Nothing here asserts a figure; see docs/benchmarks.md.
+#include <sys/resource.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +46,7 @@
 #include "queue/delivery.h"
 #include "queue/outbox.h"
 #include "src/api/embedded_memory_api.h"
+#include "src/api/http_memory_api.h"
 #include "src/common/canonical_json.h"
 #include "src/common/process_owner.h"
 #include "src/db/sqlite_db.h"
@@ -44,6 +58,16 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// CPU seconds (user + system) this process has used so far, all threads.
+double CpuSeconds() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 // Nearest rank, as the Node scripts do: p99 of 300 samples is the 297th smallest.
 double Rank(std::vector<double> v, double p) {
@@ -129,6 +153,25 @@ int Floor(const std::map<std::string, std::string>& args) {
 }
 
 // ---- delivery ------------------------------------------------------------------------------
+
+// The API key of --remote, from a file only its owner can read (never from argv, where every
+// user of the machine could see it).
+bool ReadKeyFile(const std::string& path, std::string* key) {
+  struct stat st {};
+  if (path.empty() || stat(path.c_str(), &st) != 0) {
+    std::cerr << "delivery: --remote needs --key-file (cannot read '" << path << "')\n";
+    return false;
+  }
+  if ((st.st_mode & 077) != 0) {
+    std::cerr << "delivery: --key-file " << path << " is readable by group or others\n";
+    return false;
+  }
+  std::ifstream in(path);
+  std::getline(in, *key);
+  while (!key->empty() && (key->back() == '\r' || key->back() == ' ')) key->pop_back();
+  if (key->empty()) std::cerr << "delivery: --key-file " << path << " is empty\n";
+  return !key->empty();
+}
 
 std::string Filler(size_t i, size_t words) {
   static const char* kWords[] = {"the", "backup", "window", "cluster", "deploy", "region",
@@ -226,11 +269,28 @@ int Delivery(const std::map<std::string, std::string>& args) {
   }
   const double fill_ms = Ms(Clock::now() - fill_start);
 
-  // As src/app/server_setup.cc wires them (embedded mode).
-  tmcra::memory::EngineOptions engine;
-  engine.path = dir + "/memory.db";
-  tmcra::api::EmbeddedMemoryApi memory(std::move(engine));
-  if (auto stats = memory.Stats(); !stats) return Fail("open the store", stats.error());
+  // As src/app/server_setup.cc wires them: embedded, or remote (HttpMemoryApi).
+  const std::string remote = Get(args, "--remote", "");
+  std::unique_ptr<tmcra::api::MemoryApi> memory_owner;
+  if (remote.empty()) {
+    tmcra::memory::EngineOptions engine;
+    engine.path = dir + "/memory.db";
+    memory_owner = std::make_unique<tmcra::api::EmbeddedMemoryApi>(std::move(engine));
+  } else {
+    std::string key;
+    if (!ReadKeyFile(Get(args, "--key-file", ""), &key)) return 2;
+    tmcra::api::HttpOptions http;  // the defaults are src/config's (timeout 60 s, 3 attempts)
+    http.base_url = remote;
+    http.api_key = std::move(key);
+    http.local_mode = false;  // an https:// URL is service mode, as src/config decides
+    http.ca_file = Get(args, "--ca", "");
+    auto client = tmcra::api::HttpMemoryApi::Create(std::move(http));
+    if (!client) return Fail("create the HTTPS client", client.error());
+    memory_owner = std::move(*client);
+  }
+  tmcra::api::MemoryApi& memory = *memory_owner;
+  // Embedded: opens the store. Remote: a TLS handshake with full verification (no request).
+  if (auto stats = memory.Stats(); !stats) return Fail("open the memory", stats.error());
   tmcra::tools::MemoryApiSender sender(memory);
   tmcra::queue::DeliveryOptions options;
   options.path = outbox_path;
@@ -264,6 +324,7 @@ int Delivery(const std::map<std::string, std::string>& args) {
   };
 
   const auto start = Clock::now();
+  const double cpu_start = CpuSeconds();
   service.Start();
   double accepted_ms = -1;  // every item submitted (accepted by the memory)
   double done_ms = -1;      // every item succeeded or dead-lettered
@@ -282,17 +343,30 @@ int Delivery(const std::map<std::string, std::string>& args) {
     if (now > timeout * 1000) break;
   }
   service.Stop();
+  const double cpu_seconds = CpuSeconds() - cpu_start;  // delivery, plus the 20 ms polls
   if (auto full = tmcra::queue::Outbox::Open(outbox_path); full) {
     if (auto c = (*full)->GetCounts(); c) counts = *c;  // with the last error, if any
   }
-  auto stats = memory.Stats();
+  // The store's figures: the embedded store itself, or the server's file when it is given.
+  tmcra::Result<json> stats = json(nullptr);
+  if (remote.empty()) {
+    stats = memory.Stats();
+  } else if (const std::string verify = Get(args, "--verify-store", ""); !verify.empty()) {
+    tmcra::memory::EngineOptions engine;
+    engine.path = verify;
+    engine.start_worker = false;
+    tmcra::api::EmbeddedMemoryApi server_store(std::move(engine));
+    stats = server_store.Stats();
+  }
   if (!stats) return Fail("stats", stats.error());
   const json report{
       {"kind", "delivery"},
+      {"memory", remote.empty() ? json("embedded") : json(memory.Describe())},
       {"items", items},
       {"messages_per_item", 2},
       {"recall_bytes_per_item", recall_bytes},
       {"fill_ms", fill_ms},
+      {"cpu_seconds", cpu_seconds},
       {"timed_out", done_ms < 0},
       {"accepted_seconds", accepted_ms / 1000},
       {"delivered_seconds", done_ms / 1000},
@@ -305,7 +379,7 @@ int Delivery(const std::map<std::string, std::string>& args) {
   };
   std::cout << report.dump() << std::endl;
   const bool complete = done_ms >= 0 && counts.succeeded == items &&
-                        (*stats)["records"] == 2 * items;
+                        (stats->is_null() || (*stats)["records"] == 2 * items);
   if (!complete) std::cerr << "delivery: not every item was delivered exactly once\n";
   return complete ? 0 : 1;
 }
@@ -321,6 +395,8 @@ int main(int argc, char** argv) {
   std::cerr << "usage: lifecycle_bench floor --file PATH [--iterations N] [--warmup W] "
                "[--payload BYTES]\n"
                "       lifecycle_bench delivery --dir DIR [--items N] [--recall-bytes B] "
-               "[--timeout SECONDS]\n";
+               "[--timeout SECONDS]\n"
+               "                                [--remote URL --key-file F --ca CA "
+               "[--verify-store MEMORY_DB]]\n";
   return 2;
 }

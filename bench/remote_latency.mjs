@@ -1,0 +1,846 @@
+#!/usr/bin/env node
+// remote_latency.mjs — the remote-memory benchmark (bench/run_remote.sh runs it).
+//
+// In one run, against a real tmcra-memd over HTTPS on 127.0.0.1 (TLS verified against a test
+// CA made by run_remote.sh), serving the store memory_bench built (scope "bench"):
+//   * body check   — a tmcra-mcp behind a logging TLS proxy sends one tmcra_recall; the recall
+//                    body it sends must equal, byte for byte, the one the floor sends
+//                    (remote_bench body), so floor and tool ask the same thing;
+//   * the floor    — remote_bench floor: one libcurl easy handle, keep-alive, HTTP/1.1, the
+//                    same headers and body as HttpMemoryApi; p50/p99 of POST .../recall;
+//   * tmcra_recall — the same questions through tmcra-mcp (TMCRA_BASE_URL=https://127.0.0.1:P,
+//                    SSL_CERT_FILE=ca.pem, TMCRA_DEFAULT_SCOPE=bench), raw pipe (newline JSON-RPC,
+//                    no SDK) and the official SDK client, in rounds interleaved with the floor;
+//                    the client's overhead = tmcra_recall p50 (raw pipe) − floor p50;
+//   * throughput   — remote_bench throughput: C clients (default 16), each its own keep-alive
+//                    handle, for T seconds (and 1 client for reference); recalls/s, p50/p99,
+//                    and the CPU tmcra-memd and the machine used meanwhile; then, as a
+//                    diagnostic, the same C clients split over two tmcra-memd processes serving
+//                    the same file (what recalls running in parallel would give here);
+//   * commit       — tmcra_turn_prepare then tmcra_turn_commit (timed), eventual and
+//                    read_your_writes, raw pipe and SDK client, on the same tmcra-memd;
+//   * delivery     — lifecycle_bench delivery --remote: 10,000 pending outbox items drained
+//                    over HTTPS into a second tmcra-memd on an empty store (ingest/batch), and
+//                    the same into an embedded store for reference.
+// Prints a Markdown summary on stdout, progress on stderr, and writes every sample and a
+// description of the machine to bench/results/remote-<timestamp>.json. Never fails on a figure;
+// exits non-zero only when a server or driver fails or answers with an error.
+//
+// Usage: node remote_latency.mjs --bin TMCRA_MCP --memd TMCRA_MEMD --remote-driver REMOTE_BENCH
+//          --lifecycle-driver LIFECYCLE_BENCH --work DIR --certs DIR --store DIR --questions FILE
+//          [--store-report FILE] [--rounds R] [--calls N] [--warmup N] [--turns N] [--gap-ms MS]
+//          [--clients C] [--seconds T] [--memd-threads N] [--memd-concurrency N]
+//          [--delivery-items N] [--skip recall,throughput,commit,delivery] [--out DIR]
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, '..');
+
+const CONNECT_TIMEOUT_MS = 30_000;
+const CALL_TIMEOUT_MS = 60_000;  // a read_your_writes commit may wait up to 30 s by design
+const CLOSE_TIMEOUT_MS = 10_000;
+const SCOPE = 'bench';
+
+const TARGETS = { recall_overhead_ms: 0.3, delivery_items_per_second: 2000, recalls_per_second: 2000 };
+
+function parseArgs(argv) {
+  const o = {
+    bin: null, memd: null, remoteDriver: null, lifecycleDriver: null, work: null, certs: null,
+    store: null, questions: null, storeReport: null, rounds: 4, calls: 400, warmup: 30, turns: 200,
+    gapMs: 100, clients: 16, seconds: 10, memdThreads: 32, memdConcurrency: 32,
+    deliveryItems: 10000, skip: new Set(), out: path.join(HERE, 'results'),
+  };
+  for (let i = 0; i < argv.length; i += 1) {
+    const a = argv[i];
+    const next = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      i += 1;
+      return argv[i];
+    };
+    const count = () => {
+      const v = next();
+      const n = Number.parseInt(v, 10);
+      if (!Number.isInteger(n) || n < 0 || n > 1_000_000) throw new Error(`${a}: bad count '${v}'`);
+      return n;
+    };
+    switch (a) {
+      case '--bin': o.bin = path.resolve(next()); break;
+      case '--memd': o.memd = path.resolve(next()); break;
+      case '--remote-driver': o.remoteDriver = path.resolve(next()); break;
+      case '--lifecycle-driver': o.lifecycleDriver = path.resolve(next()); break;
+      case '--work': o.work = path.resolve(next()); break;
+      case '--certs': o.certs = path.resolve(next()); break;
+      case '--store': o.store = path.resolve(next()); break;
+      case '--questions': o.questions = path.resolve(next()); break;
+      case '--store-report': o.storeReport = path.resolve(next()); break;
+      case '--rounds': o.rounds = Math.max(1, count()); break;
+      case '--calls': o.calls = Math.max(1, count()); break;
+      case '--warmup': o.warmup = count(); break;
+      case '--turns': o.turns = Math.max(1, count()); break;
+      case '--gap-ms': o.gapMs = count(); break;
+      case '--clients': o.clients = Math.max(1, count()); break;
+      case '--seconds': o.seconds = Math.max(1, count()); break;
+      case '--memd-threads': o.memdThreads = Math.max(1, count()); break;
+      case '--memd-concurrency': o.memdConcurrency = Math.max(1, count()); break;
+      case '--delivery-items': o.deliveryItems = Math.max(1, count()); break;
+      case '--skip': for (const s of next().split(',')) o.skip.add(s.trim()); break;
+      case '--out': o.out = path.resolve(next()); break;
+      default: throw new Error(`unknown argument '${a}'`);
+    }
+  }
+  for (const k of ['bin', 'memd', 'remoteDriver', 'lifecycleDriver', 'work', 'certs', 'store', 'questions']) {
+    if (!o[k]) throw new Error(`--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} is required`);
+  }
+  return o;
+}
+
+const log = (...a) => console.error('[remote]', ...a);
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Median (mean of the two middle values for even n) and nearest-rank percentiles. */
+function summarize(samples) {
+  const s = [...samples].sort((a, b) => a - b);
+  const n = s.length;
+  if (n === 0) return { n: 0 };
+  const rank = (p) => s[Math.min(n - 1, Math.max(0, Math.ceil((p / 100) * n) - 1))];
+  const median = n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+  const mean = s.reduce((acc, v) => acc + v, 0) / n;
+  return { n, p50: median, p90: rank(90), p99: rank(99), min: s[0], max: s[n - 1], mean };
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function runOr(cmd, args, fallback = null) {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 10_000 }).trim();
+  } catch {
+    return fallback;
+  }
+}
+
+function readFileOr(p, fallback = '') {
+  try { return fs.readFileSync(p, 'utf8'); } catch { return fallback; }
+}
+
+/** Runs a C++ driver; its stdout's last line is one JSON object. */
+function driver(bin, args, timeoutMs) {
+  const r = spawnSync(bin, args, { encoding: 'utf8', timeout: timeoutMs, maxBuffer: 256 << 20 });
+  if (r.status !== 0) {
+    throw new Error(`${path.basename(bin)} ${args.join(' ')} failed (status ${r.status}, `
+      + `signal ${r.signal}): ${r.stderr.slice(-2000)} ${r.stdout.slice(-2000)}`);
+  }
+  return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+
+/** The same, without blocking this process (two drivers at once). */
+function driverAsync(bin, args, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { err = (err + d).slice(-4000); });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code !== 0) reject(new Error(`${path.basename(bin)} ${args.join(' ')} failed (${code}, ${signal}): ${err}`));
+      else resolve(JSON.parse(out.trim().split('\n').pop()));
+    });
+  });
+}
+
+/** Busy and total jiffies of the whole machine (/proc/stat), and of one process. */
+function cpuJiffies() {
+  const f = readFileOr('/proc/stat').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const idle = f[3] + (f[4] || 0);
+  const total = f.reduce((a, b) => a + b, 0);
+  return { busy: total - idle, total };
+}
+function processJiffies(pid) {
+  const stat = readFileOr(`/proc/${pid}/stat`);
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(rest[11]) + Number(rest[12]);  // utime + stime (fields 14 and 15)
+}
+const HZ = Number(runOr('getconf', ['CLK_TCK'], '100')) || 100;
+
+/** Other processes using CPU right now (not ours): what ran concurrently. */
+function busyProcesses() {
+  const out = runOr('ps', ['-eo', 'pid,ppid,pcpu,etimes,comm', '--sort=-pcpu', '--no-headers']) || '';
+  const mine = new Set([String(process.pid)]);
+  return out.split('\n').map((l) => l.trim().split(/\s+/)).filter((f) => f.length >= 5)
+    .filter((f) => Number(f[2]) >= 5 && !mine.has(f[0]) && !mine.has(f[1]))
+    .slice(0, 8).map((f) => `${f[4]} (pid ${f[0]}, ${f[2]} % CPU over its ${f[3]} s)`);
+}
+
+function describeMachine(opts) {
+  const lscpu = runOr('lscpu', []) || '';
+  const field = (name) => lscpu.match(new RegExp(`^${name}:\\s*(.+)$`, 'm'))?.[1]?.trim() ?? null;
+  const memKb = Number(readFileOr('/proc/meminfo').match(/^MemTotal:\s+(\d+)/m)?.[1] ?? 0);
+  const buildDir = path.resolve(path.dirname(opts.bin), '..', '..');
+  const cache = readFileOr(path.join(buildDir, 'CMakeCache.txt'));
+  const cacheVar = (name) => cache.match(new RegExp(`^${name}:[A-Z]+=(.*)$`, 'm'))?.[1]?.trim() || null;
+  const cxx = cacheVar('CMAKE_CXX_COMPILER');
+  const gitHead = runOr('git', ['-C', REPO, 'rev-parse', '--short=12', 'HEAD']);
+  const gitDirty = runOr('git', ['-C', REPO, 'status', '--porcelain']);
+  const curl = (runOr('curl-config', ['--version']) || '').trim() || null;
+  return {
+    nproc: os.availableParallelism ? os.availableParallelism() : os.cpus().length,
+    cpu_model: field('Model name') ?? os.cpus()[0]?.model,
+    hypervisor: field('Hypervisor vendor'),
+    mem_total_gib: Number((memKb / 1024 / 1024).toFixed(1)),
+    kernel: `${os.type()} ${os.release()}`,
+    distro: readFileOr('/etc/os-release').match(/^PRETTY_NAME="?([^"\n]*)"?$/m)?.[1] ?? null,
+    node: process.version,
+    compiler: cxx ? (runOr(cxx, ['--version']) || '').split('\n')[0] : null,
+    build_type: cacheVar('CMAKE_BUILD_TYPE'),
+    libcurl: curl,
+    openssl: runOr('openssl', ['version']),
+    git_head: gitHead ? `${gitHead}${gitDirty ? ' (+uncommitted changes)' : ''}` : null,
+    load_avg_at_start: os.loadavg().map((v) => Number(v.toFixed(2))),
+    busy_at_start: busyProcesses(),
+  };
+}
+
+// ---- tmcra-memd -----------------------------------------------------------------------------
+
+function createKey(opts, dataDir, file) {
+  const out = spawnSync(opts.memd, ['keys', 'create', '--data-dir', dataDir, '--label', 'remote bench'],
+    { encoding: 'utf8', env: { PATH: process.env.PATH, TMCRA_LOG_LEVEL: 'warn' } });
+  if (out.status !== 0) throw new Error(`tmcra-memd keys create failed: ${out.stderr}`);
+  const key = out.stdout.trim().split('\n').pop().trim();
+  if (!/^tmcra_[A-Za-z0-9]+\.[A-Za-z0-9_-]+$/.test(key)) throw new Error('keys create printed no key');
+  fs.writeFileSync(file, `${key}\n`, { mode: 0o600 });
+  fs.chmodSync(file, 0o600);
+  return key;
+}
+
+async function startMemd(opts, dataDir, label, extra = []) {
+  const certs = { cert: path.join(opts.certs, 'leaf.pem'), key: path.join(opts.certs, 'leaf.key') };
+  const args = ['serve', '--data-dir', dataDir, '--listen', '127.0.0.1:0', '--tls-cert', certs.cert,
+    '--tls-key', certs.key, '--threads', String(opts.memdThreads),
+    '--max-concurrency', String(opts.memdConcurrency), ...extra];
+  // warn: no access line per request (they would go through a pipe to this process).
+  const proc = spawn(opts.memd, args, {
+    env: { PATH: process.env.PATH, TMCRA_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  proc.stderr.on('data', (d) => { err = (err + d).slice(-20_000); });
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${label}: tmcra-memd not ready in 60 s:\n${err}`)), 60_000);
+    const rl = readline.createInterface({ input: proc.stdout });
+    rl.on('line', (line) => {
+      try {
+        const m = JSON.parse(line);
+        if (m.listening) { clearTimeout(timer); resolve(m.listening); }
+      } catch { /* not the readiness line */ }
+    });
+    exited.then((x) => { clearTimeout(timer); reject(new Error(`${label}: tmcra-memd exited ${JSON.stringify(x)}:\n${err}`)); });
+  });
+  log(`${label}: tmcra-memd ${url} (pid ${proc.pid}, ${args.slice(args.indexOf('--threads')).join(' ')})`);
+  return {
+    url, pid: proc.pid, args, stderr: () => err,
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      const r = await Promise.race([exited, sleep(15_000).then(() => null)]);
+      if (!r) { proc.kill('SIGKILL'); return exited; }
+      return r;
+    },
+  };
+}
+
+// ---- MCP sessions ---------------------------------------------------------------------------
+
+function remoteEnv(opts, memd, key, label) {
+  const home = path.join(opts.work, `home-${label}`);
+  fs.mkdirSync(home, { recursive: true });
+  return {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    TMCRA_LOG_LEVEL: 'warn',
+    HOME: home,
+    XDG_CONFIG_HOME: path.join(home, '.config'),
+    XDG_DATA_HOME: path.join(home, '.local', 'share'),
+    XDG_STATE_HOME: path.join(home, '.local', 'state'),
+    XDG_CACHE_HOME: path.join(home, '.cache'),
+    TMCRA_DATA_DIR: path.join(home, 'tmcra-data'),  // the outbox and controls
+    TMCRA_API_KEY: key,
+    TMCRA_BASE_URL: memd.url,
+    SSL_CERT_FILE: path.join(opts.certs, 'ca.pem'),
+    TMCRA_DEFAULT_SCOPE: SCOPE,
+  };
+}
+
+/** Newline-delimited JSON-RPC without the SDK: server time plus pipe. */
+async function connectRaw(opts, env, label) {
+  const child = spawn(opts.bin, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c) => { stderr = (stderr + c.toString('utf8')).slice(-4096); });
+  const pending = new Map();
+  let buf = '';
+  let nextId = 1;
+  const exited = new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+  exited.then(({ code, signal }) => {
+    for (const p of pending.values()) p.reject(new Error(`${label}: exited (${code}, ${signal})\n${stderr}`));
+    pending.clear();
+  });
+  child.stdin.on('error', () => {});
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk) => {
+    buf += chunk;
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (!line.trim()) continue;
+      const msg = JSON.parse(line);
+      const p = msg.id !== undefined ? pending.get(msg.id) : undefined;
+      if (p) {
+        pending.delete(msg.id);
+        if (msg.error) p.reject(new Error(`${label}: JSON-RPC error ${JSON.stringify(msg.error)}`));
+        else p.resolve({ result: msg.result, bytes: Buffer.byteLength(line) });
+      }
+    }
+  });
+  const request = (method, params) => {
+    const id = nextId++;
+    const done = new Promise((resolve, reject) => pending.set(id, { resolve, reject }));
+    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
+    return withTimeout(done, CALL_TIMEOUT_MS, `${label}: ${method}`);
+  };
+  await withTimeout(request('initialize', {
+    protocolVersion: '2025-11-25', capabilities: {},
+    clientInfo: { name: 'tmcra-remote-bench-raw', version: '0.0.0' },
+  }), CONNECT_TIMEOUT_MS, `${label}: initialize`);
+  child.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
+  await request('tools/list', {});
+  const call = async (name, args) => {
+    const { result: r, bytes } = await request('tools/call', { name, arguments: args });
+    if (r.isError) {
+      throw new Error(`${label}: ${name} returned an error: ${JSON.stringify(r.content).slice(0, 500)}\n${stderr}`);
+    }
+    return { value: r.structuredContent ?? {}, bytes };
+  };
+  const close = async () => {
+    child.stdin.end();
+    const ok = await Promise.race([exited, sleep(CLOSE_TIMEOUT_MS).then(() => null)]);
+    if (!ok) child.kill('SIGKILL');
+  };
+  return { call, close, pid: child.pid, stderr: () => stderr };
+}
+
+/** The official SDK client over stdio, as a host runs it. */
+async function connectSdk(opts, env, label) {
+  const transport = new StdioClientTransport({ command: opts.bin, args: [], env, stderr: 'pipe' });
+  let stderr = '';
+  transport.stderr?.on('data', (c) => { stderr = (stderr + c.toString('utf8')).slice(-4096); });
+  const client = new Client({ name: 'tmcra-remote-bench', version: '0.0.0' });
+  try {
+    await withTimeout(client.connect(transport), CONNECT_TIMEOUT_MS, `${label}: connect`);
+    await withTimeout(client.listTools(), CALL_TIMEOUT_MS, `${label}: tools/list`);
+  } catch (err) {
+    await transport.close().catch(() => {});
+    throw new Error(`${err.message}\n--- stderr tail ---\n${stderr}`);
+  }
+  const call = async (name, args) => {
+    const r = await withTimeout(client.callTool({ name, arguments: args }), CALL_TIMEOUT_MS, `${label}: ${name}`);
+    if (r.isError) {
+      throw new Error(`${label}: ${name} returned an error: ${JSON.stringify(r.content).slice(0, 500)}`
+        + `\n--- stderr tail ---\n${stderr}`);
+    }
+    return { value: r.structuredContent ?? {}, bytes: null };
+  };
+  const close = () => withTimeout(client.close(), CLOSE_TIMEOUT_MS, `${label}: close`).catch(() => {});
+  return { call, close, pid: transport.pid, stderr: () => stderr };
+}
+
+const connect = (kind, opts, env, label) => (kind === 'sdk' ? connectSdk(opts, env, label) : connectRaw(opts, env, label));
+
+// ---- body check: what tmcra_recall really sends ----------------------------------------------
+
+/** A TLS proxy in front of tmcra-memd that records every request (method, path, headers, body). */
+async function loggingProxy(opts, upstream) {
+  const ca = fs.readFileSync(path.join(opts.certs, 'ca.pem'));
+  const agent = new https.Agent({ keepAlive: true, ca });
+  const seen = [];
+  const up = new URL(upstream);
+  const server = https.createServer({
+    cert: fs.readFileSync(path.join(opts.certs, 'leaf.pem')),
+    key: fs.readFileSync(path.join(opts.certs, 'leaf.key')),
+  }, async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = Buffer.concat(chunks);
+    const headers = { ...req.headers };
+    seen.push({ method: req.method, path: req.url, headers: Object.keys(headers).sort(), body: body.toString('utf8') });
+    const r = https.request({ host: up.hostname, port: up.port, method: req.method, path: req.url,
+      headers: { ...headers, host: up.host }, agent }, (answer) => {
+      res.writeHead(answer.statusCode, answer.headers);
+      answer.pipe(res);
+    });
+    r.on('error', (e) => { res.writeHead(502); res.end(String(e)); });
+    r.end(body);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `https://127.0.0.1:${server.address().port}`,
+    seen,
+    close: async () => { server.closeAllConnections?.(); await new Promise((r) => server.close(r)); agent.destroy(); },
+  };
+}
+
+async function bodyCheck(opts, memd, key, question) {
+  const proxy = await loggingProxy(opts, memd.url);
+  const session = await connectRaw(opts, remoteEnv(opts, { url: proxy.url }, key, 'bodycheck'), 'body check');
+  try {
+    await session.call('tmcra_recall', { query: question });
+  } finally {
+    await session.close();
+    await proxy.close();
+  }
+  const recalls = proxy.seen.filter((s) => s.method === 'POST' && s.path === `/v1/scopes/${SCOPE}/recall`);
+  if (recalls.length !== 1) throw new Error(`body check: expected one recall, saw ${JSON.stringify(proxy.seen)}`);
+  const floorBody = execFileSync(opts.remoteDriver, ['body', '--query', question], { encoding: 'utf8' }).replace(/\n$/, '');
+  const sent = recalls[0];
+  const same = sent.body === floorBody;
+  log(`body check: tmcra_recall sent ${sent.body.length} bytes, the floor sends ${floorBody.length}: `
+    + `${same ? 'identical' : 'DIFFERENT'}`);
+  if (!same) throw new Error(`the floor's recall body differs from tmcra_recall's:\n tool:  ${sent.body}\n floor: ${floorBody}`);
+  return { identical: same, tool_body: sent.body, tool_headers: sent.headers, requests_seen: proxy.seen.length };
+}
+
+// ---- the floor and tmcra_recall --------------------------------------------------------------
+
+async function recallOverhead(opts, memd, key, keyFile, questions) {
+  const Q = questions.length;
+  const perRound = Math.ceil(opts.calls / opts.rounds);
+  const floorArgs = ['floor', '--url', memd.url, '--key-file', keyFile, '--ca', path.join(opts.certs, 'ca.pem'),
+    '--scope', SCOPE, '--questions', opts.questions];
+  const sessions = {};
+  const samples = { floor: [], raw: [], sdk: [] };
+  const asked = { floor: [], raw: [], sdk: [] };
+  const bytes = { raw: 0 };
+  const cpu = { raw: 0, sdk: 0 };  // tmcra-mcp's CPU (jiffies) during the timed calls
+  let floorInfo = null;
+  try {
+    for (const kind of ['raw', 'sdk']) {
+      sessions[kind] = await connect(kind, opts, remoteEnv(opts, memd, key, `recall-${kind}`), `recall (${kind})`);
+      log(`recall (${kind}): ${opts.warmup} warm-up calls`);
+      for (let i = 0; i < opts.warmup; i += 1) {
+        await sessions[kind].call('tmcra_recall', { query: questions[(Q - 1 - i + Q * 8) % Q].question });
+      }
+    }
+    for (let round = 0; round < opts.rounds; round += 1) {
+      const offset = (round * perRound) % Q;
+      const order = round % 2 ? ['sdk', 'raw', 'floor'] : ['floor', 'raw', 'sdk'];
+      log(`round ${round + 1}/${opts.rounds}: ${order.join(', ')} ×${perRound} (questions from #${offset})`);
+      for (const kind of order) {
+        if (kind === 'floor') {
+          const f = driver(opts.remoteDriver, [...floorArgs, '--iterations', String(perRound), '--warmup', '10',
+            '--offset', String(offset)], 600_000);
+          samples.floor.push(...f.samples_ms);
+          asked.floor.push(...f.questions);
+          floorInfo = { connections: (floorInfo?.connections ?? 0) + f.connections,
+            mean_answer_bytes: f.mean_answer_bytes, mean_wire_bytes: f.mean_wire_bytes };
+          continue;
+        }
+        const cpu0 = processJiffies(sessions[kind].pid);
+        for (let i = 0; i < perRound; i += 1) {
+          const q = (offset + i) % Q;
+          const t0 = performance.now();
+          const r = await sessions[kind].call('tmcra_recall', { query: questions[q].question });
+          const ms = performance.now() - t0;
+          if (typeof r.value.injectable_context?.content !== 'string') throw new Error('tmcra_recall: no injectable_context');
+          samples[kind].push(ms);
+          asked[kind].push(q);
+          if (r.bytes) bytes.raw += r.bytes;
+        }
+        cpu[kind] += processJiffies(sessions[kind].pid) - cpu0;
+      }
+    }
+  } finally {
+    for (const s of Object.values(sessions)) await s.close();
+  }
+  // Paired: the same question in the same round, tool minus floor.
+  const paired = (kind) => {
+    const diffs = [];
+    for (let i = 0; i < samples[kind].length && i < samples.floor.length; i += 1) {
+      if (asked[kind][i] === asked.floor[i]) diffs.push(samples[kind][i] - samples.floor[i]);
+    }
+    return summarize(diffs);
+  };
+  const floor = summarize(samples.floor);
+  const out = { per_round: perRound, floor: { ...floor, ...floorInfo, samples_ms: samples.floor, questions: asked.floor } };
+  for (const kind of ['raw', 'sdk']) {
+    const s = summarize(samples[kind]);
+    out[kind] = {
+      ...s,
+      overhead_p50_ms: s.p50 - floor.p50,
+      overhead_p99_ms: s.p99 - floor.p99,
+      paired_overhead: paired(kind),
+      mean_answer_bytes: kind === 'raw' ? Math.round(bytes.raw / samples.raw.length) : null,
+      server_cpu_ms_per_call: ((cpu[kind] / HZ) * 1000) / Math.max(1, samples[kind].length),
+      samples_ms: samples[kind],
+      questions: asked[kind],
+    };
+  }
+  return out;
+}
+
+// ---- throughput ----------------------------------------------------------------------------
+
+function throughput(opts, memd, keyFile, clients, seconds) {
+  const args = ['throughput', '--url', memd.url, '--key-file', keyFile, '--ca', path.join(opts.certs, 'ca.pem'),
+    '--scope', SCOPE, '--questions', opts.questions, '--clients', String(clients), '--seconds', String(seconds)];
+  const m0 = cpuJiffies();
+  const p0 = processJiffies(memd.pid);
+  const r = driver(opts.remoteDriver, args, (seconds + 120) * 1000);
+  const m1 = cpuJiffies();
+  const p1 = processJiffies(memd.pid);
+  // Includes the warm-up and connection set-up (a fraction of a second).
+  r.memd_cpu_seconds = (p1 - p0) / HZ;
+  r.memd_cpu_ms_per_recall = r.recalls > 0 ? ((p1 - p0) / HZ / r.recalls) * 1000 : null;
+  r.machine_busy_fraction = (m1.busy - m0.busy) / Math.max(1, m1.total - m0.total);
+  r.memd_cpus_used = (p1 - p0) / HZ / r.seconds;
+  return r;
+}
+
+/**
+ * What parallel recall would give on this machine: the same clients split over two tmcra-memd
+ * processes serving the same file (each process has its own engine and connection, so recalls
+ * run in parallel; the engine serialises them within one process).
+ */
+async function throughputTwoProcesses(opts, memd, keyFile, clients, seconds) {
+  const second = await startMemd(opts, opts.store, 'second process', ['--no-job-worker']);
+  try {
+    const half = Math.max(1, Math.floor(clients / 2));
+    const args = (url, n) => ['throughput', '--url', url, '--key-file', keyFile, '--ca', path.join(opts.certs, 'ca.pem'),
+      '--scope', SCOPE, '--questions', opts.questions, '--clients', String(n), '--seconds', String(seconds)];
+    const m0 = cpuJiffies();
+    const p0 = processJiffies(memd.pid) + processJiffies(second.pid);
+    const [a, b] = await Promise.all([
+      driverAsync(opts.remoteDriver, args(memd.url, half), (seconds + 120) * 1000),
+      driverAsync(opts.remoteDriver, args(second.url, clients - half), (seconds + 120) * 1000),
+    ]);
+    const m1 = cpuJiffies();
+    const p1 = processJiffies(memd.pid) + processJiffies(second.pid);
+    const all = [a, b];
+    const recalls = a.recalls + b.recalls;
+    const window = Math.max(a.seconds, b.seconds);
+    return {
+      clients, processes: 2, seconds: window, recalls,
+      recalls_per_second: a.recalls_per_second + b.recalls_per_second,
+      // The halves' percentiles weighted by their counts would need the samples: report both.
+      p50_ms: Math.max(a.p50_ms, b.p50_ms), p99_ms: Math.max(a.p99_ms, b.p99_ms),
+      halves: all.map((x) => ({ clients: x.clients, recalls_per_second: x.recalls_per_second, p50_ms: x.p50_ms, p99_ms: x.p99_ms })),
+      failures: Object.assign({}, a.failures, b.failures),
+      connections: a.connections + b.connections,
+      client_cpu_seconds: a.client_cpu_seconds + b.client_cpu_seconds,
+      memd_cpu_seconds: (p1 - p0) / HZ,
+      memd_cpu_ms_per_recall: recalls > 0 ? ((p1 - p0) / HZ / recalls) * 1000 : null,
+      memd_cpus_used: (p1 - p0) / HZ / window,
+      machine_busy_fraction: (m1.busy - m0.busy) / Math.max(1, m1.total - m0.total),
+    };
+  } finally {
+    await second.stop();
+  }
+}
+
+// ---- commit --------------------------------------------------------------------------------
+
+const SYLLABLES = ['ka', 'lo', 'mi', 'ren', 'ta', 'vo', 'shi', 'pa', 'dor', 'el', 'qu', 'ni', 'zan', 'bu'];
+const TOPICS = ['deploy region', 'retention period', 'on-call owner', 'backup window', 'budget limit',
+  'release codename', 'database port', 'api rate limit'];
+function word(i, n) {
+  let w = '';
+  for (let k = 0; k < n; k += 1) w += SYLLABLES[(i * 7 + k * 11 + (i >> 3)) % SYLLABLES.length];
+  return w;
+}
+// The turns of lifecycle_latency.mjs (realistic: recurring topic words, a made-up entity each).
+function userText(i) {
+  const topic = TOPICS[i % TOPICS.length];
+  return `Can you remind me what the ${topic} of the ${word(i, 3)}-${100 + (i % 900)} service is, `
+    + `and whether it changed after the ${word(i + 1, 2)} review last week?`;
+}
+function assistantText(i) {
+  const topic = TOPICS[i % TOPICS.length];
+  return `The ${topic} of the ${word(i, 3)}-${100 + (i % 900)} service is ${word(i + 2, 3)}-${i % 97}. `
+    + `It changed after the ${word(i + 1, 2)} review: the runbook has the new value and the on-call `
+    + 'owner signed it off, so nothing else needs to be done before the next release.';
+}
+
+async function commitLatency(opts, memd, key) {
+  const sessions = [];
+  const runId = Date.now().toString(36);
+  try {
+    for (const kind of ['raw', 'sdk']) {
+      const server = await connect(kind, opts, remoteEnv(opts, memd, key, `commit-${kind}`), `commit (${kind})`);
+      let turn = 0;
+      const s = { kind, server, samples: { eventual: [], read_your_writes: [] },
+        statuses: { eventual: {}, read_your_writes: {} }, bytes: { eventual: 0, read_your_writes: 0 } };
+      s.oneTurn = async (consistency, timed) => {
+        turn += 1;
+        const id = `remote-${runId}-${kind}-${turn}`;
+        await server.call('tmcra_turn_prepare', {
+          turn_id: id, session_id: `remote-bench-${kind}-${Math.floor(turn / 20)}`,
+          user_message_id: `u${turn}`, user_content: userText(turn),
+        });
+        const t0 = performance.now();
+        const r = await server.call('tmcra_turn_commit', {
+          turn_id: id, assistant_message_id: `a${turn}`, assistant_content: assistantText(turn), consistency,
+        });
+        const ms = performance.now() - t0;
+        if (timed) {
+          s.samples[consistency].push(ms);
+          s.statuses[consistency][r.value.status] = (s.statuses[consistency][r.value.status] ?? 0) + 1;
+          s.bytes[consistency] += Buffer.byteLength(JSON.stringify(r.value));
+        }
+        if (opts.gapMs > 0) await sleep(opts.gapMs);
+      };
+      sessions.push(s);
+    }
+    const warm = Math.min(opts.warmup, 10);
+    log(`commit: ${warm} warm-up turns per mode and client`);
+    for (const s of sessions) {
+      for (let i = 0; i < warm; i += 1) {
+        await s.oneTurn('eventual', false);
+        await s.oneTurn('read_your_writes', false);
+      }
+    }
+    const perRound = Math.ceil(opts.turns / opts.rounds);
+    for (let round = 0; round < opts.rounds; round += 1) {
+      log(`commit round ${round + 1}/${opts.rounds}: per client eventual ×${perRound}, read_your_writes ×${perRound}`);
+      const modes = round % 2 ? ['read_your_writes', 'eventual'] : ['eventual', 'read_your_writes'];
+      const order = round % 2 ? [...sessions].reverse() : sessions;
+      for (const s of order) {
+        for (const mode of modes) {
+          for (let i = 0; i < perRound && s.samples[mode].length < opts.turns; i += 1) await s.oneTurn(mode, true);
+        }
+      }
+    }
+  } finally {
+    for (const s of sessions) await s.server.close();
+  }
+  const out = {};
+  for (const s of sessions) {
+    out[s.kind] = {};
+    for (const [mode, values] of Object.entries(s.samples)) {
+      out[s.kind][mode] = { ...summarize(values), statuses: s.statuses[mode],
+        mean_result_bytes: Math.round(s.bytes[mode] / Math.max(1, values.length)), samples_ms: values };
+    }
+  }
+  return out;
+}
+
+// ---- delivery ------------------------------------------------------------------------------
+
+async function delivery(opts) {
+  const dataDir = path.join(opts.work, 'memd-delivery');
+  const keyFile = path.join(opts.work, 'delivery.key');
+  createKey(opts, dataDir, keyFile);
+  const memd = await startMemd(opts, dataDir, 'delivery');
+  let remote;
+  try {
+    log(`delivery over HTTPS: ${opts.deliveryItems} pending items → ${memd.url} (empty store)`);
+    const p0 = processJiffies(memd.pid);
+    remote = driver(opts.lifecycleDriver, ['delivery', '--dir', path.join(opts.work, 'delivery-remote'),
+      '--items', String(opts.deliveryItems), '--remote', memd.url, '--key-file', keyFile,
+      '--ca', path.join(opts.certs, 'ca.pem'), '--verify-store', path.join(dataDir, 'memory.db')], 3_600_000);
+    remote.memd_cpu_seconds = (processJiffies(memd.pid) - p0) / HZ;
+  } finally {
+    await memd.stop();
+  }
+  log(`delivery, embedded (reference): ${opts.deliveryItems} pending items`);
+  const embedded = driver(opts.lifecycleDriver, ['delivery', '--dir', path.join(opts.work, 'delivery-embedded'),
+    '--items', String(opts.deliveryItems)], 3_600_000);
+  for (const d of ['delivery-remote', 'delivery-embedded', 'memd-delivery']) {
+    fs.rmSync(path.join(opts.work, d), { recursive: true, force: true });
+  }
+  return { remote, embedded };
+}
+
+// ---- report --------------------------------------------------------------------------------
+
+const f = (v, d = 2) => (v == null || Number.isNaN(v) ? 'n/a' : v.toFixed(d));
+
+function verdict(value, target, lowerIsBetter = true) {
+  if (value == null || Number.isNaN(value)) return 'n/a';
+  const met = lowerIsBetter ? value <= target : value >= target;
+  if (met) return 'met';
+  return lowerIsBetter ? `MISSED: ${f(value / target)}× the target`
+    : `MISSED: ${f((value / target) * 100, 0)} % of the target`;
+}
+
+function render(result) {
+  const lines = [];
+  const r = result.recall;
+  const store = result.store_report;
+  if (r) {
+    lines.push(`Recall on the ${store?.messages ?? '?'}-message store, scope "bench", the same body and `
+      + `questions (body check: ${result.body_check?.identical ? 'identical bytes' : 'n/a'}):`);
+    lines.push('');
+    lines.push('| figure | p50 ms | p99 ms | p50 − floor p50 | paired median (same question) | tmcra-mcp CPU ms/call | answer bytes |');
+    lines.push('|---|---:|---:|---:|---:|---:|---:|');
+    lines.push(`| floor: libcurl keep-alive POST …/recall (${r.floor.n}; ${r.floor.connections} connections) | `
+      + `${f(r.floor.p50, 3)} | ${f(r.floor.p99, 3)} | 0 | 0 | | ${r.floor.mean_answer_bytes} (${r.floor.mean_wire_bytes} gzipped) |`);
+    for (const kind of ['raw', 'sdk']) {
+      const k = r[kind];
+      lines.push(`| \`tmcra_recall\`, ${kind === 'sdk' ? 'SDK client' : 'raw pipe'} (${k.n}) | ${f(k.p50, 3)} | `
+        + `${f(k.p99, 3)} | ${f(k.overhead_p50_ms, 3)} | ${f(k.paired_overhead.p50, 3)} | ${f(k.server_cpu_ms_per_call)} | ${k.mean_answer_bytes ?? ''} |`);
+    }
+    if (store) {
+      lines.push(`| engine recall alone (memory_bench, in-process) | ${f(store.recall_p50_ms, 3)} | ${f(store.recall_p99_ms, 3)} | | | | |`);
+    }
+    lines.push('');
+  }
+  const t = result.throughput;
+  if (t) {
+    lines.push('| tmcra-memd recall throughput | recalls/s | p50 ms | p99 ms | tmcra-memd CPUs used | clients\' CPUs | machine busy | non-200 |');
+    lines.push('|---|---:|---:|---:|---:|---:|---:|---|');
+    for (const x of t.runs) {
+      lines.push(`| ${x.clients} client${x.clients > 1 ? 's' : ''}${x.processes ? `, split over ${x.processes} tmcra-memd processes on the same file (p50/p99: the slower half's)` : ''}, ${f(x.seconds, 1)} s, ${x.recalls} recalls `
+        + `(${x.connections} connections) | **${f(x.recalls_per_second, 0)}** | ${f(x.p50_ms)} | ${f(x.p99_ms)} | `
+        + `${f(x.memd_cpus_used)} (${f(x.memd_cpu_ms_per_recall)} ms CPU/recall) | ${f(x.client_cpu_seconds / x.seconds)} | `
+        + `${f(x.machine_busy_fraction * 100, 0)} % | `
+        + `${Object.keys(x.failures).length ? JSON.stringify(x.failures) : 'none'} |`);
+    }
+    lines.push(`tmcra-memd: ${t.memd_args}`);
+    lines.push('');
+  }
+  const c = result.commit;
+  if (c) {
+    lines.push('| `tmcra_turn_commit` over HTTPS | p50 ms | p99 ms | statuses | answer bytes |');
+    lines.push('|---|---:|---:|---|---:|');
+    for (const kind of ['raw', 'sdk']) {
+      for (const [mode, m] of Object.entries(c[kind])) {
+        lines.push(`| ${mode}, ${kind === 'sdk' ? 'SDK client' : 'raw pipe'} (${m.n}) | ${f(m.p50)} | ${f(m.p99)} | `
+          + `${Object.entries(m.statuses).map(([k, v]) => `${k} ×${v}`).join(', ')} | ${m.mean_result_bytes} |`);
+      }
+    }
+    lines.push('');
+  }
+  const d = result.delivery;
+  if (d) {
+    for (const [label, x] of [['over HTTPS to tmcra-memd', d.remote], ['embedded (reference)', d.embedded]]) {
+      lines.push(`Delivery ${label}: ${x.items} items drained in ${f(x.delivered_seconds)} s = `
+        + `**${f(x.delivered_items_per_second, 0)} items/s** (all accepted after ${f(x.accepted_seconds)} s = `
+        + `${f(x.accepted_items_per_second, 0)} items/s; ${x.succeeded} succeeded, ${x.dead_letter} dead-lettered; `
+        + `store records ${x.store?.records ?? 'n/a'}; delivering process CPU ${f(x.cpu_seconds)} s`
+        + `${x.memd_cpu_seconds != null ? `, tmcra-memd CPU ${f(x.memd_cpu_seconds)} s` : ''})`);
+      lines.push('');
+    }
+  }
+  lines.push('| target | measured | verdict |');
+  lines.push('|---|---:|---|');
+  if (r) {
+    lines.push(`| client overhead: \`tmcra_recall\` p50 (raw pipe) − floor p50 ≤ ${TARGETS.recall_overhead_ms} ms | `
+      + `${f(r.raw.overhead_p50_ms, 3)} ms (paired ${f(r.raw.paired_overhead.p50, 3)} ms) | ${verdict(r.raw.overhead_p50_ms, TARGETS.recall_overhead_ms)} |`);
+  }
+  if (d) {
+    lines.push(`| delivery over HTTPS ≥ ${TARGETS.delivery_items_per_second} items/s | `
+      + `${f(d.remote.delivered_items_per_second, 0)} items/s | `
+      + `${verdict(d.remote.delivered_items_per_second, TARGETS.delivery_items_per_second, false)} |`);
+  }
+  if (t) {
+    const x = t.runs.find((y) => y.clients === t.clients && !y.processes) ?? t.runs[0];
+    lines.push(`| tmcra-memd ≥ ${TARGETS.recalls_per_second} recalls/s, ${x.clients} clients, ${store?.messages ?? '?'} messages | `
+      + `${f(x.recalls_per_second, 0)} recalls/s | ${verdict(x.recalls_per_second, TARGETS.recalls_per_second, false)} |`);
+  }
+  return lines.join('\n');
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  for (const p of [opts.bin, opts.memd, opts.remoteDriver, opts.lifecycleDriver]) {
+    if (!fs.existsSync(p)) throw new Error(`missing ${p}; build with: cmake --preset bench && cmake --build --preset bench`);
+  }
+  fs.mkdirSync(opts.work, { recursive: true, mode: 0o700 });
+  const machine = describeMachine(opts);
+  if (machine.load_avg_at_start[0] > 0.5) {
+    log(`warning: 1-minute load average is ${machine.load_avg_at_start[0]} on ${machine.nproc} CPUs; `
+      + 'other work on the machine shows in these figures (p99 and throughput first)');
+  }
+  const questions = fs.readFileSync(opts.questions, 'utf8').split('\n').filter(Boolean)
+    .map((l) => JSON.parse(l)).filter((o) => o.question);
+  if (questions.length === 0) throw new Error(`no questions in ${opts.questions}`);
+  const started = new Date();
+  const result = { params: { ...opts, skip: [...opts.skip] }, machine, started: started.toISOString(), phases: {} };
+  result.store_report = opts.storeReport ? JSON.parse(fs.readFileSync(opts.storeReport, 'utf8').trim()) : null;
+  const phase = (name) => {
+    result.phases[name] = { load_avg: os.loadavg().map((v) => Number(v.toFixed(2))), busy: busyProcesses(),
+      at: new Date().toISOString() };
+  };
+
+  const needMain = ['recall', 'throughput', 'commit'].some((s) => !opts.skip.has(s));
+  if (needMain) {
+    const keyFile = path.join(opts.work, 'store.key');
+    const key = createKey(opts, opts.store, keyFile);
+    const memd = await startMemd(opts, opts.store, 'store');
+    try {
+      if (!opts.skip.has('recall')) {
+        phase('recall');
+        result.body_check = await bodyCheck(opts, memd, key, questions[0].question);
+        result.recall = await recallOverhead(opts, memd, key, keyFile, questions);
+      }
+      if (!opts.skip.has('throughput')) {
+        phase('throughput');
+        const runs = [];
+        log(`throughput: 1 client, ${Math.max(3, Math.round(opts.seconds / 2))} s (reference)`);
+        runs.push(throughput(opts, memd, keyFile, 1, Math.max(3, Math.round(opts.seconds / 2))));
+        log(`throughput: ${opts.clients} clients, ${opts.seconds} s`);
+        runs.push(throughput(opts, memd, keyFile, opts.clients, opts.seconds));
+        log(`throughput: ${opts.clients} clients over two tmcra-memd processes on the same file, ${opts.seconds} s (diagnostic)`);
+        runs.push(await throughputTwoProcesses(opts, memd, keyFile, opts.clients, opts.seconds));
+        result.throughput = { clients: opts.clients, memd_args: memd.args.slice(memd.args.indexOf('--threads')).join(' '), runs };
+      }
+      if (!opts.skip.has('commit')) {
+        phase('commit');
+        result.commit = await commitLatency(opts, memd, key);
+      }
+    } finally {
+      const x = await memd.stop();
+      if (x && x.code !== 0) log(`tmcra-memd exited ${JSON.stringify(x)}: ${memd.stderr().slice(-2000)}`);
+    }
+  }
+  if (!opts.skip.has('delivery')) {
+    phase('delivery');
+    result.delivery = await delivery(opts);
+  }
+  phase('end');
+  result.finished = new Date().toISOString();
+  result.machine.load_avg_at_end = os.loadavg().map((v) => Number(v.toFixed(2)));
+  fs.mkdirSync(opts.out, { recursive: true });
+  const file = path.join(opts.out, `remote-${started.toISOString().replace(/[:.]/g, '-')}.json`);
+  fs.writeFileSync(file, `${JSON.stringify(result, null, 1)}\n`);
+  const m = machine;
+  console.log(`Machine: ${m.nproc} CPUs (${m.cpu_model}${m.hypervisor ? `, ${m.hypervisor} guest` : ''}), `
+    + `${m.mem_total_gib} GiB RAM, ${m.kernel}, ${m.distro}, ${m.compiler}, ${m.build_type}, ${m.libcurl}, ${m.openssl}; `
+    + `tree ${m.git_head}`);
+  console.log(`Load average: ${m.load_avg_at_start.join(' ')} at start → ${result.machine.load_avg_at_end.join(' ')} at end`);
+  const busy = [...new Set(Object.values(result.phases).flatMap((p) => p.busy).map((b) => b.replace(/ \(pid.*/, '')))];
+  console.log(`Other processes seen using CPU during the run: ${busy.length ? busy.join(', ') : 'none'}`);
+  console.log('');
+  console.log(render(result));
+  log(`samples: ${path.relative(process.cwd(), file)}`);
+}
+
+main().catch((err) => {
+  console.error(`[remote] FAILED: ${err.stack || err.message}`);
+  process.exit(1);
+});
