@@ -41,33 +41,4 @@ class EmbeddedMemoryApi final : public MemoryApi {
   std::unique_ptr<memory::Engine> engine_;  // guarded by open_mu_ until set
 };
 
-// A MemoryApi that answers every call with one error: for a configuration this build cannot
-// serve (e.g. a remote Memory API before the HTTPS client exists).
-class UnavailableMemoryApi final : public MemoryApi {
- public:
-  UnavailableMemoryApi(json description, std::string reason)
-      : description_(std::move(description)), reason_(std::move(reason)) {}
-  Result<json> Recall(std::string_view, const json&, const RecallOptions&) override {
-    return Fail();
-  }
-  Result<json> Ingest(std::string_view, const json&, const IngestOptions&) override {
-    return Fail();
-  }
-  Result<json> IngestBatch(std::string_view, const json&, const IngestOptions&) override {
-    return Fail();
-  }
-  Result<json> GetJob(std::string_view) override { return Fail(); }
-  Result<json> Evidence(std::string_view, std::string_view, int) override { return Fail(); }
-  Result<json> Feedback(std::string_view, const json&, const FeedbackOptions&) override {
-    return Fail();
-  }
-  json Describe() const override { return description_; }
-  Result<json> Stats() override { return Fail(); }
-
- private:
-  Error Fail() const { return Error::Unavailable(reason_); }
-  json description_;
-  std::string reason_;
-};
-
 }  // namespace tmcra::api

@@ -1,8 +1,9 @@
 // MemoryApi: the Memory API as the tools see it, returning the service's wire JSON.
 //
 // Two implementations are interchangeable: EmbeddedMemoryApi runs the memory engine in-process
-// on a local SQLite file; HttpMemoryApi (a later issue) talks HTTPS to TMCRA's hosted service or
-// tmcra-memd. Tools validate every answer as a receipt (receipts/) the same way for both.
+// on a local SQLite file; HttpMemoryApi (http_memory_api.h) talks HTTPS to TMCRA's hosted
+// service or a tmcra-memd. Tools validate every answer as a receipt (receipts/) the same way
+// for both.
 //
 // Errors: Error::Api(status, code, message) for answers the service would give (422, 404, 409,
 // ...), retryable exactly when the HTTP client would retry; other Errors for local failures.

@@ -145,7 +145,7 @@ TEST_CASE("Retry-After wins over backoff when it parses and 429 without it backs
   CHECK(step.reason == Reason::kBackoff);
 }
 
-TEST_CASE("transport failures back off with [0, 50 ms) jitter", "[retry]") {
+TEST_CASE("transport failures back off with 0 to 50 ms of jitter", "[retry]") {
   for (auto kind : {AttemptKind::kNotSent, AttemptKind::kInDoubt}) {
     CHECK(NextStep(Failed(kind), 1, 3, 0.0).delay == 200ms);
     CHECK(NextStep(Failed(kind), 1, 3, 0.999999).delay == 249ms);
