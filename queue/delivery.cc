@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -454,6 +455,40 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
     if (!group.ids.empty()) changed += SubmitGroup(ob, group.ids);
     group = Group{};
   };
+  // Submitted items are polled in chunks, up to poll_parallelism polls at once (reads only;
+  // the outcomes are recorded under claims by FinishGroup, in the items' order).
+  std::vector<Item> to_poll;
+  const size_t parallel = static_cast<size_t>(std::max(1, options_.poll_parallelism));
+  const size_t chunk = parallel == 1 ? 1 : parallel * 8;
+  const auto poll = [&] {
+    std::vector<std::optional<Decision>> decisions(to_poll.size());
+    if (parallel == 1 || to_poll.size() == 1) {
+      for (size_t i = 0; i < to_poll.size(); ++i) decisions[i] = PollOutcome(to_poll[i], nullptr);
+    } else {
+      std::vector<std::thread> workers;
+      const size_t n = std::min(parallel, to_poll.size());
+      for (size_t w = 0; w < n; ++w) {
+        workers.emplace_back([&, w] {
+          try {
+            for (size_t i = w; i < to_poll.size(); i += n) {
+              decisions[i] = PollOutcome(to_poll[i], nullptr);
+            }
+          } catch (const std::exception& e) {  // an unpolled item is looked at next round
+            spdlog::warn("delivery: polling jobs: {}", e.what());
+          }
+        });
+      }
+      for (auto& t : workers) t.join();
+    }
+    for (size_t i = 0; i < to_poll.size(); ++i) {
+      if (!decisions[i]) continue;  // its jobs are still running
+      const std::string id = to_poll[i].item_id;
+      looked.emplace(id, Looked{std::move(*decisions[i]), std::move(to_poll[i].receipt)});
+      finishing.push_back(id);
+      if (finishing.size() >= kMaxBatchItems) finish();
+    }
+    to_poll.clear();
+  };
   for (const auto& id : item_ids) {
     if (stop()) return changed;
     auto peek = ob.GetForDelivery(id);
@@ -464,11 +499,8 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
       continue;
     }
     if (peek->state == kSubmitted) {
-      auto decision = PollOutcome(*peek, nullptr);
-      if (!decision) continue;  // its jobs are still running
-      looked.emplace(id, Looked{std::move(*decision), std::move(peek->receipt)});
-      finishing.push_back(id);
-      if (finishing.size() >= kMaxBatchItems) finish();
+      to_poll.push_back(std::move(*peek));
+      if (to_poll.size() >= chunk) poll();
       continue;
     }
     if (peek->state != kPending) continue;  // finished
@@ -481,6 +513,7 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
     if (group.ids.size() >= kMaxBatchItems) submit(group);
   }
   if (stop()) return changed;
+  poll();
   finish();
   for (auto& [key, group] : groups) {
     if (stop()) break;

@@ -86,6 +86,11 @@ struct DeliveryOptions {
   double base_backoff_seconds = 0.5;
   double max_backoff_seconds = 300;
   std::chrono::milliseconds idle_poll{2000};
+  // How many job polls a delivery round runs at once. 1 polls one after the other (right for
+  // an in-process memory, which answers in microseconds); a remote memory answers each poll
+  // after a round trip, so a few in flight keep both ends busy. The Sender must be thread-safe
+  // when this is above 1.
+  int poll_parallelism = 1;
 };
 
 class DeliveryService {

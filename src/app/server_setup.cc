@@ -89,6 +89,9 @@ Result<App> BuildApp() {
   queue::DeliveryOptions delivery;
   delivery.path = outbox_path;
   delivery.owner = NewProcessOwnerId();
+  // A remote memory answers each job poll after a round trip: a few in flight (the HTTP client
+  // is thread-safe, with a pool of kept-alive connections) keep delivery from idling on them.
+  delivery.poll_parallelism = settings.remote() ? 4 : 1;
   app.delivery = std::make_unique<queue::DeliveryService>(
       delivery, *app.sender, [store](const queue::Item& item) {
         // The memory controls at capture time must still allow the write (no backfill).

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <cstring>
 
 namespace tmcra::db {
@@ -60,22 +61,38 @@ Status MakePrivateDirs(const std::string& dir) {
 }
 
 Statement::Statement(Statement&& other) noexcept
-    : stmt_(other.stmt_), db_(other.db_), bind_error_(std::move(other.bind_error_)) {
+    : stmt_(other.stmt_),
+      db_(other.db_),
+      owner_(other.owner_),
+      sql_(std::move(other.sql_)),
+      bind_error_(std::move(other.bind_error_)) {
   other.stmt_ = nullptr;
 }
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
-    sqlite3_finalize(stmt_);
+    Release();
     stmt_ = other.stmt_;
     db_ = other.db_;
+    owner_ = other.owner_;
+    sql_ = std::move(other.sql_);
     bind_error_ = std::move(other.bind_error_);
     other.stmt_ = nullptr;
   }
   return *this;
 }
 
-Statement::~Statement() { sqlite3_finalize(stmt_); }
+Statement::~Statement() { Release(); }
+
+void Statement::Release() {
+  if (stmt_ == nullptr) return;
+  if (owner_ != nullptr) {
+    owner_->ReturnStatement(std::move(sql_), stmt_);
+  } else {
+    sqlite3_finalize(stmt_);
+  }
+  stmt_ = nullptr;
+}
 
 Statement& Statement::Bind(int index, int64_t value) {
   const int rc = sqlite3_bind_int64(stmt_, index, value);
@@ -205,7 +222,31 @@ Result<std::unique_ptr<Database>> Database::Open(const Options& options) {
   return db;
 }
 
-Database::~Database() { sqlite3_close_v2(db_); }
+struct Database::StatementCache {
+  std::mutex mu;
+  std::unordered_map<std::string, sqlite3_stmt*> idle;
+};
+
+Database::Database(sqlite3* db, std::string path)
+    : db_(db), path_(std::move(path)), cache_(std::make_unique<StatementCache>()) {}
+
+Database::~Database() {
+  for (auto& [sql, stmt] : cache_->idle) sqlite3_finalize(stmt);
+  sqlite3_close_v2(db_);
+}
+
+void Database::ReturnStatement(std::string sql, sqlite3_stmt* stmt) {
+  // Reset: a statement left mid-way would keep its read transaction open.
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  {
+    std::lock_guard lock(cache_->mu);
+    if (cache_->idle.size() < kCachedStatements) {
+      if (cache_->idle.emplace(std::move(sql), stmt).second) return;
+    }
+  }
+  sqlite3_finalize(stmt);  // the cache is full, or holds this text already
+}
 
 Status Database::Exec(std::string_view sql) {
   const std::string text(sql);
@@ -217,10 +258,20 @@ Status Database::Exec(std::string_view sql) {
 }
 
 Result<Statement> Database::Prepare(std::string_view sql) {
+  std::string text(sql);
+  {
+    std::lock_guard lock(cache_->mu);
+    if (auto it = cache_->idle.find(text); it != cache_->idle.end()) {
+      sqlite3_stmt* stmt = it->second;
+      cache_->idle.erase(it);
+      return Statement(stmt, db_, this, std::move(text));
+    }
+  }
   sqlite3_stmt* stmt = nullptr;
-  const int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  const int rc = sqlite3_prepare_v2(db_, text.data(), static_cast<int>(text.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) return MapError(rc, db_, "prepare");
-  return Statement(stmt, db_);
+  if (stmt == nullptr) return Statement(nullptr, db_, nullptr, {});  // only a comment or blanks
+  return Statement(stmt, db_, this, std::move(text));
 }
 
 int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }

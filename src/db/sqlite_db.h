@@ -24,6 +24,8 @@ struct sqlite3_stmt;
 
 namespace tmcra::db {
 
+class Database;
+
 class Statement {
  public:
   Statement(Statement&& other) noexcept;
@@ -56,10 +58,14 @@ class Statement {
 
  private:
   friend class Database;
-  Statement(sqlite3_stmt* stmt, sqlite3* db) : stmt_(stmt), db_(db) {}
+  Statement(sqlite3_stmt* stmt, sqlite3* db, Database* owner, std::string sql)
+      : stmt_(stmt), db_(db), owner_(owner), sql_(std::move(sql)) {}
+  void Release();  // back to the owner's cache (reset, bindings cleared) or finalized
 
   sqlite3_stmt* stmt_ = nullptr;
   sqlite3* db_ = nullptr;
+  Database* owner_ = nullptr;  // whose cache the statement returns to
+  std::string sql_;
   Status bind_error_;
 };
 
@@ -79,17 +85,25 @@ class Database {
 
   // Runs one or more statements that return no rows.
   [[nodiscard]] Status Exec(std::string_view sql);
+  // A compiled statement. Statements are kept for reuse when destroyed (reset, bindings
+  // cleared; up to kCachedStatements distinct texts per connection), so preparing the same SQL
+  // again costs a lookup. A Statement must not outlive its Database.
   [[nodiscard]] Result<Statement> Prepare(std::string_view sql);
+  static constexpr size_t kCachedStatements = 64;
 
   int64_t LastInsertRowId() const;
   int Changes() const;
   const std::string& path() const { return path_; }
 
  private:
-  Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  friend class Statement;
+  Database(sqlite3* db, std::string path);
+  void ReturnStatement(std::string sql, sqlite3_stmt* stmt);
 
   sqlite3* db_;
   std::string path_;
+  struct StatementCache;
+  std::unique_ptr<StatementCache> cache_;
 };
 
 // Lowers a connection's durability from synchronous=FULL to NORMAL while it lives: its commits

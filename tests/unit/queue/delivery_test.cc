@@ -537,3 +537,54 @@ TEST_CASE("a held failure keeps the item pending for the longest backoff", "[que
     CHECK(item->last_error->find("unauthorized") != std::string::npos);
   }
 }
+
+TEST_CASE("job polls run several at once when asked, each item's outcome its own",
+          "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  std::mutex mu;
+  std::map<std::string, int> polled;
+  std::atomic<int> in_flight{0};
+  std::atomic<int> most_in_flight{0};
+  sender.batch = AcceptAll;
+  sender.poll = [&](const std::string& id) -> Result<json> {
+    const int now = ++in_flight;
+    int seen = most_in_flight.load();
+    while (now > seen && !most_in_flight.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(2ms);  // a round trip
+    {
+      std::lock_guard lock(mu);
+      ++polled[id];
+    }
+    --in_flight;
+    // By the item's last digit: 7 is an error to retry, 0/3/6/9 a failed job, else succeeded.
+    if (id.back() == '7') return Error::Unavailable("transport_error: reset");
+    const bool failed = (id.back() - '0') % 3 == 0;
+    return json{{"job_id", id}, {"status", failed ? "failed" : "succeeded"}};
+  };
+  DeliveryOptions options = Options(dir);
+  options.poll_parallelism = 4;
+  DeliveryService service(options, sender, nullptr);
+  auto& ob = **service.outbox();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 120; ++i) ids.push_back(*ob.Enqueue(NewItem("key-pp-xx-" + std::to_string(i))));
+  REQUIRE(service.DeliverBatch(ids));  // submits
+  REQUIRE(service.DeliverBatch(ids));  // polls
+  CHECK(most_in_flight.load() > 1);
+  CHECK(most_in_flight.load() <= 4);
+  for (const auto& id : ids) {
+    auto item = ob.Get(id);
+    REQUIRE(item);
+    const std::string job = "job-" + item->idempotency_key;
+    INFO(job);
+    CHECK(polled[job] == 1);
+    if (job.back() == '7') {
+      CHECK(item->state == "submitted");  // polled again next round
+    } else if ((job.back() - '0') % 3 == 0) {
+      CHECK(item->state == "dead_letter");
+    } else {
+      CHECK(item->state == "succeeded");
+    }
+  }
+}
