@@ -63,7 +63,7 @@ Status MakePrivateDirs(const std::string& dir) {
 Statement::Statement(Statement&& other) noexcept
     : stmt_(other.stmt_),
       db_(other.db_),
-      owner_(other.owner_),
+      cache_(std::move(other.cache_)),
       sql_(std::move(other.sql_)),
       bind_error_(std::move(other.bind_error_)) {
   other.stmt_ = nullptr;
@@ -74,7 +74,7 @@ Statement& Statement::operator=(Statement&& other) noexcept {
     Release();
     stmt_ = other.stmt_;
     db_ = other.db_;
-    owner_ = other.owner_;
+    cache_ = std::move(other.cache_);
     sql_ = std::move(other.sql_);
     bind_error_ = std::move(other.bind_error_);
     other.stmt_ = nullptr;
@@ -84,10 +84,31 @@ Statement& Statement::operator=(Statement&& other) noexcept {
 
 Statement::~Statement() { Release(); }
 
+struct StatementCache {
+  std::mutex mu;
+  std::unordered_map<std::string, sqlite3_stmt*> idle;
+  bool closed = false;  // set by ~Database under mu: nothing is returned any more
+
+  // Keeps `stmt` for reuse, or finalizes it.
+  void Return(std::string sql, sqlite3_stmt* stmt) {
+    // Reset: a statement left mid-way would keep its read transaction open.
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    {
+      std::lock_guard lock(mu);
+      if (!closed && idle.size() < Database::kCachedStatements &&
+          idle.emplace(std::move(sql), stmt).second) {
+        return;
+      }
+    }
+    sqlite3_finalize(stmt);  // full, closed, or this text is kept already
+  }
+};
+
 void Statement::Release() {
   if (stmt_ == nullptr) return;
-  if (owner_ != nullptr) {
-    owner_->ReturnStatement(std::move(sql_), stmt_);
+  if (auto cache = cache_.lock()) {
+    cache->Return(std::move(sql_), stmt_);
   } else {
     sqlite3_finalize(stmt_);
   }
@@ -222,30 +243,19 @@ Result<std::unique_ptr<Database>> Database::Open(const Options& options) {
   return db;
 }
 
-struct Database::StatementCache {
-  std::mutex mu;
-  std::unordered_map<std::string, sqlite3_stmt*> idle;
-};
-
 Database::Database(sqlite3* db, std::string path)
-    : db_(db), path_(std::move(path)), cache_(std::make_unique<StatementCache>()) {}
+    : db_(db), path_(std::move(path)), cache_(std::make_shared<StatementCache>()) {}
 
 Database::~Database() {
-  for (auto& [sql, stmt] : cache_->idle) sqlite3_finalize(stmt);
-  sqlite3_close_v2(db_);
-}
-
-void Database::ReturnStatement(std::string sql, sqlite3_stmt* stmt) {
-  // Reset: a statement left mid-way would keep its read transaction open.
-  sqlite3_reset(stmt);
-  sqlite3_clear_bindings(stmt);
   {
     std::lock_guard lock(cache_->mu);
-    if (cache_->idle.size() < kCachedStatements) {
-      if (cache_->idle.emplace(std::move(sql), stmt).second) return;
-    }
+    cache_->closed = true;
+    for (auto& [sql, stmt] : cache_->idle) sqlite3_finalize(stmt);
+    cache_->idle.clear();
   }
-  sqlite3_finalize(stmt);  // the cache is full, or holds this text already
+  // Statements still held elsewhere are finalized by their owners; sqlite3_close_v2 keeps the
+  // connection until the last one is.
+  sqlite3_close_v2(db_);
 }
 
 Status Database::Exec(std::string_view sql) {
@@ -264,14 +274,14 @@ Result<Statement> Database::Prepare(std::string_view sql) {
     if (auto it = cache_->idle.find(text); it != cache_->idle.end()) {
       sqlite3_stmt* stmt = it->second;
       cache_->idle.erase(it);
-      return Statement(stmt, db_, this, std::move(text));
+      return Statement(stmt, db_, cache_, std::move(text));
     }
   }
   sqlite3_stmt* stmt = nullptr;
   const int rc = sqlite3_prepare_v2(db_, text.data(), static_cast<int>(text.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) return MapError(rc, db_, "prepare");
-  if (stmt == nullptr) return Statement(nullptr, db_, nullptr, {});  // only a comment or blanks
-  return Statement(stmt, db_, this, std::move(text));
+  if (stmt == nullptr) return Statement(nullptr, db_, {}, {});  // only a comment or blanks
+  return Statement(stmt, db_, cache_, std::move(text));
 }
 
 int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }

@@ -25,6 +25,7 @@ struct sqlite3_stmt;
 namespace tmcra::db {
 
 class Database;
+struct StatementCache;  // a connection's idle statements (sqlite_db.cc)
 
 class Statement {
  public:
@@ -58,13 +59,15 @@ class Statement {
 
  private:
   friend class Database;
-  Statement(sqlite3_stmt* stmt, sqlite3* db, Database* owner, std::string sql)
-      : stmt_(stmt), db_(db), owner_(owner), sql_(std::move(sql)) {}
-  void Release();  // back to the owner's cache (reset, bindings cleared) or finalized
+  Statement(sqlite3_stmt* stmt, sqlite3* db, std::weak_ptr<StatementCache> cache, std::string sql)
+      : stmt_(stmt), db_(db), cache_(std::move(cache)), sql_(std::move(sql)) {}
+  // Back to its connection's cache (reset, bindings cleared), or finalized when the cache is
+  // full or the Database is gone (sqlite3_close_v2 keeps the connection until then).
+  void Release();
 
   sqlite3_stmt* stmt_ = nullptr;
   sqlite3* db_ = nullptr;
-  Database* owner_ = nullptr;  // whose cache the statement returns to
+  std::weak_ptr<StatementCache> cache_;
   std::string sql_;
   Status bind_error_;
 };
@@ -87,7 +90,7 @@ class Database {
   [[nodiscard]] Status Exec(std::string_view sql);
   // A compiled statement. Statements are kept for reuse when destroyed (reset, bindings
   // cleared; up to kCachedStatements distinct texts per connection), so preparing the same SQL
-  // again costs a lookup. A Statement must not outlive its Database.
+  // again costs a lookup. A Statement may outlive its Database (it is then finalized).
   [[nodiscard]] Result<Statement> Prepare(std::string_view sql);
   static constexpr size_t kCachedStatements = 64;
 
@@ -96,14 +99,11 @@ class Database {
   const std::string& path() const { return path_; }
 
  private:
-  friend class Statement;
   Database(sqlite3* db, std::string path);
-  void ReturnStatement(std::string sql, sqlite3_stmt* stmt);
 
   sqlite3* db_;
   std::string path_;
-  struct StatementCache;
-  std::unique_ptr<StatementCache> cache_;
+  std::shared_ptr<StatementCache> cache_;
 };
 
 // Lowers a connection's durability from synchronous=FULL to NORMAL while it lives: its commits

@@ -141,3 +141,40 @@ TEST_CASE("opening a file twice in one process keeps the first connection's lock
   REQUIRE(*check->Step());
   CHECK(check->Text(0) == "ok");
 }
+
+TEST_CASE("prepared statements are reused clean, and may outlive their database", "[db]") {
+  tmcra::testing::TempDir dir;
+  auto db = Database::Open({dir.File("s.db")});
+  REQUIRE(db);
+  REQUIRE((*db)->Exec("CREATE TABLE t(a INTEGER, b TEXT)"));
+  for (int i = 0; i < 3; ++i) {
+    auto insert = (*db)->Prepare("INSERT INTO t(a, b) VALUES(?, ?)");
+    REQUIRE(insert);
+    insert->Bind(1, i);
+    if (i == 0) insert->Bind(2, "first");  // later uses must not see this binding
+    REQUIRE(insert->Run());
+  }
+  {
+    // Left mid-way (a row ready): back in the cache it must hold no read transaction.
+    auto open_read = (*db)->Prepare("SELECT a FROM t ORDER BY a");
+    REQUIRE(*open_read->Step());
+  }
+  auto other = Database::Open({dir.File("s.db")});
+  REQUIRE(other);
+  REQUIRE((*other)->Exec("INSERT INTO t(a, b) VALUES(9, 'x')"));  // a writer is not blocked
+  REQUIRE((*db)->Exec("PRAGMA wal_checkpoint(TRUNCATE)"));
+  auto nulls = (*db)->Prepare("SELECT COUNT(*) FROM t WHERE b IS NULL");
+  REQUIRE(*nulls->Step());
+  CHECK(nulls->Int(0) == 2);
+  // Many distinct texts: the cache stays bounded and every statement still works.
+  for (int i = 0; i < 200; ++i) {
+    auto st = (*db)->Prepare("SELECT " + std::to_string(i));
+    REQUIRE(st);
+    REQUIRE(*st->Step());
+    CHECK(st->Int(0) == i);
+  }
+  auto survivor = (*db)->Prepare("SELECT a FROM t");
+  REQUIRE(survivor);
+  db->reset();  // the statement outlives its Database: finalized later, no use after free
+  survivor->Reset();
+}
