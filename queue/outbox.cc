@@ -67,28 +67,7 @@ CREATE TABLE IF NOT EXISTS delivery_lease (
 )sql",
 };
 
-Status Migrate(db::Database& db) {
-  auto tx = db::Transaction::Immediate(db);
-  if (!tx) return tx.error();
-  auto version = db.Prepare("PRAGMA user_version");
-  if (!version) return version.error();
-  auto row = version->Step();
-  if (!row) return row.error();
-  const int64_t current = version->Int(0);
-  constexpr auto kTarget = static_cast<int64_t>(std::size(kMigrations));
-  if (current > kTarget) {
-    return Error{Errc::kDataLoss, false,
-                 "the outbox was written by a newer version (schema " + std::to_string(current) +
-                     ")"};
-  }
-  for (int64_t v = current; v < kTarget; ++v) {
-    if (auto s = db.Exec(kMigrations[v]); !s) return s;
-  }
-  if (current != kTarget) {
-    if (auto s = db.Exec("PRAGMA user_version=" + std::to_string(kTarget)); !s) return s;
-  }
-  return tx->Commit();
-}
+Status Migrate(db::Database& db) { return db::Migrate(db, kMigrations, "the outbox"); }
 
 json ParseOr(const std::string& text, json fallback) {
   json value = json::parse(text, nullptr, false);

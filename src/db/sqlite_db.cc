@@ -317,4 +317,27 @@ Status Transaction::Commit() {
   return Ok();
 }
 
+Status Migrate(Database& db, std::span<const char* const> steps, std::string_view what) {
+  auto tx = Transaction::Immediate(db);
+  if (!tx) return tx.error();
+  auto version = db.Prepare("PRAGMA user_version");
+  if (!version) return version.error();
+  auto row = version->Step();
+  if (!row) return row.error();
+  const int64_t current = version->Int(0);
+  const auto target = static_cast<int64_t>(steps.size());
+  if (current > target) {
+    return Error{Errc::kDataLoss, false,
+                 std::string(what) + " was written by a newer version (schema " +
+                     std::to_string(current) + ")"};
+  }
+  for (int64_t v = current; v < target; ++v) {
+    if (auto s = db.Exec(steps[static_cast<size_t>(v)]); !s) return s;
+  }
+  if (current != target) {
+    if (auto s = db.Exec("PRAGMA user_version=" + std::to_string(target)); !s) return s;
+  }
+  return tx->Commit();
+}
+
 }  // namespace tmcra::db

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -140,5 +141,12 @@ class Transaction {
 
 // Creates `dir` and its missing parents with mode 0700.
 [[nodiscard]] Status MakePrivateDirs(const std::string& dir);
+
+// Brings the schema to the last of `steps` in one IMMEDIATE transaction: `PRAGMA user_version`
+// counts the steps already applied, each later step runs once, in order. A file whose version is
+// beyond `steps` was written by a newer build and is refused (kDataLoss), naming `what` ("the
+// outbox", ...). Several processes may migrate at once: the transaction serialises them.
+[[nodiscard]] Status Migrate(Database& db, std::span<const char* const> steps,
+                             std::string_view what);
 
 }  // namespace tmcra::db

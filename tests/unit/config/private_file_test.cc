@@ -29,7 +29,7 @@ std::string Octal(mode_t mode) {
 
 }  // namespace
 
-TEST_CASE("a 0600 file of ours is read; a missing one is absent", "[config][permissions]") {
+TEST_CASE("a 0600 file of ours is read and a missing one is absent", "[config][permissions]") {
   TempDir dir;
   const std::string path = dir.File("config.json");
   auto missing = ReadPrivateFile(path, FileSecrecy::kSecret);

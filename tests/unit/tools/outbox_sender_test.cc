@@ -85,7 +85,7 @@ TEST_CASE("a batch item and the same item sent alone are one write", "[tools][ou
   }
 }
 
-TEST_CASE("a batch with an invalid item is refused whole; mixed scopes are refused",
+TEST_CASE("a batch with an invalid item is refused whole, and so are mixed scopes",
           "[tools][outbox][batch]") {
   TempDir dir;
   auto memory = Memory(dir);
@@ -107,7 +107,7 @@ TEST_CASE("a batch with an invalid item is refused whole; mixed scopes are refus
   CHECK_FALSE(mixed.error().retryable);
 }
 
-TEST_CASE("batch delivery to the embedded memory writes every message once; a bad item "
+TEST_CASE("batch delivery to the embedded memory writes every message once and a bad item "
           "dead-letters alone", "[tools][outbox][batch]") {
   TempDir dir;
   auto memory = Memory(dir);

@@ -48,7 +48,7 @@ TEST_CASE("attribution headers follow the service's rules") {
   CHECK(IsKnownClientPlatform("zcode"));
 }
 
-TEST_CASE("bodies: only a JSON object passes; everything else is 422 with details") {
+TEST_CASE("bodies: only a JSON object passes, everything else is 422 with details") {
   CHECK(ParseBodyObject(R"({"query":"x"})", "application/json"));
   CHECK(ParseBodyObject(R"({"query":"x"})", ""));
   CHECK(ParseBodyObject(R"({"query":"x"})", "application/json; charset=utf-8"));
