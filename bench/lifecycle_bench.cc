@@ -25,7 +25,6 @@
 //   given; without it only the outbox's counts are checked.
 //
 // Each prints one JSON object on stdout. Nothing here asserts a figure; see docs/benchmarks.md.
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -43,6 +42,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "bench/bench_stats.h"
 #include "queue/delivery.h"
 #include "queue/outbox.h"
 #include "src/api/embedded_memory_api.h"
@@ -53,37 +53,13 @@
 #include "src/tools/outbox_sender.h"
 
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using tmcra::bench::Clock;
+using tmcra::bench::CpuSeconds;
+using tmcra::bench::Median;
+using tmcra::bench::Ms;
+using tmcra::bench::Rank;
 
 namespace {
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-// CPU seconds (user + system) this process has used so far, all threads.
-double CpuSeconds() {
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto seconds = [](const timeval& tv) {
-    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-// Nearest rank, as the Node scripts do: p99 of 300 samples is the 297th smallest.
-double Rank(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto n = static_cast<double>(v.size());
-  size_t i = static_cast<size_t>(std::max(1.0, std::ceil(p / 100.0 * n))) - 1;
-  return v[std::min(i, v.size() - 1)];
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 int Fail(const std::string& what, const tmcra::Error& e) {
   std::cerr << what << ": " << e.ToString() << "\n";

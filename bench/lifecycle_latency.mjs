@@ -28,7 +28,7 @@
 // pipe (newline-delimited JSON-RPC, no SDK) separates the server's time from the client's
 // parsing and output-schema validation of the answer, which carries the prepared recall.
 
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -37,6 +37,7 @@ import { fileURLToPath } from 'node:url';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { f, readFileOr, runOr, sleep, summarize, verdict, withTimeout } from './bench_lib.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '..');
@@ -99,38 +100,7 @@ function parseArgs(argv) {
 
 const log = (...a) => console.error('[lifecycle]', ...a);
 
-function withTimeout(promise, ms, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
 /** Median (mean of the two middle values for even n) and nearest-rank percentiles. */
-function summarize(samples) {
-  const s = [...samples].sort((a, b) => a - b);
-  const n = s.length;
-  if (n === 0) return { n: 0 };
-  const rank = (p) => s[Math.min(n - 1, Math.max(0, Math.ceil((p / 100) * n) - 1))];
-  const median = n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-  const mean = s.reduce((acc, v) => acc + v, 0) / n;
-  return { n, p50: median, p90: rank(90), p99: rank(99), min: s[0], max: s[n - 1], mean };
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function runOr(cmd, args, fallback = null) {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 10_000 }).trim();
-  } catch {
-    return fallback;
-  }
-}
-
-function readFileOr(p, fallback = '') {
-  try { return fs.readFileSync(p, 'utf8'); } catch { return fallback; }
-}
 
 /** Runs the C++ driver; its stdout is one JSON object. */
 function driver(opts, args, timeoutMs) {
@@ -431,16 +401,6 @@ async function prepareLatency(opts) {
 }
 
 // ---- report ---------------------------------------------------------------------------------
-
-const f = (v, d = 2) => (v == null || Number.isNaN(v) ? 'n/a' : v.toFixed(d));
-
-function verdict(value, target, lowerIsBetter = true) {
-  if (value == null || Number.isNaN(value)) return 'n/a';
-  const met = lowerIsBetter ? value <= target : value >= target;
-  if (met) return 'met';
-  return lowerIsBetter ? `MISSED: ${f(value / target)}× the target`
-    : `MISSED: ${f((value / target) * 100, 0)} % of the target`;
-}
 
 function render(result) {
   const lines = [];

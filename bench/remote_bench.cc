@@ -27,7 +27,6 @@
 // The API key is read from F, which must not be readable by group or others; never from argv.
 // Each mode prints one JSON object on stdout. Nothing here asserts a figure.
 #include <curl/curl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -45,40 +44,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_stats.h"
 #include "src/common/version.h"
 
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using tmcra::bench::Clock;
+using tmcra::bench::CpuSeconds;
+using tmcra::bench::Median;
+using tmcra::bench::Ms;
+using tmcra::bench::Rank;
 
 namespace {
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-// CPU seconds (user + system) this process has used so far, all threads.
-double CpuSeconds() {
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto seconds = [](const timeval& tv) {
-    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-// Nearest rank, as the Node scripts do.
-double Rank(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto n = static_cast<double>(v.size());
-  const size_t i = static_cast<size_t>(std::max(1.0, std::ceil(p / 100.0 * n))) - 1;
-  return v[std::min(i, v.size() - 1)];
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 std::map<std::string, std::string> Args(int argc, char** argv, int first) {
   std::map<std::string, std::string> out;

@@ -303,15 +303,23 @@ Result<std::string> Outbox::CommitTurn(const CommitRequest& request) {
   return item_id;
 }
 
-Result<Item> Outbox::GetLocked(const std::string& item_id) {
-  auto st = db_->Prepare(std::string("SELECT ") + kItemColumns +
-                         " FROM ingest_queue WHERE item_id = ?");
+namespace {
+
+// One item read with `columns` (kItemColumns or kDeliveryColumns).
+Result<Item> SelectItem(db::Database& db, const char* columns, const std::string& item_id) {
+  auto st = db.Prepare(std::string("SELECT ") + columns + " FROM ingest_queue WHERE item_id = ?");
   if (!st) return st.error();
   st->Bind(1, item_id);
   auto row = st->Step();
   if (!row) return row.error();
   if (!*row) return Error::NotFound("no outbox item " + item_id);
   return ReadItem(*st);
+}
+
+}  // namespace
+
+Result<Item> Outbox::GetLocked(const std::string& item_id) {
+  return SelectItem(*db_, kItemColumns, item_id);
 }
 
 Result<Item> Outbox::Get(const std::string& item_id) {
@@ -321,14 +329,7 @@ Result<Item> Outbox::Get(const std::string& item_id) {
 
 Result<Item> Outbox::GetForDelivery(const std::string& item_id) {
   std::lock_guard lock(mu_);
-  auto st = db_->Prepare(std::string("SELECT ") + kDeliveryColumns +
-                         " FROM ingest_queue WHERE item_id = ?");
-  if (!st) return st.error();
-  st->Bind(1, item_id);
-  auto row = st->Step();
-  if (!row) return row.error();
-  if (!*row) return Error::NotFound("no outbox item " + item_id);
-  return ReadItem(*st);
+  return SelectItem(*db_, kDeliveryColumns, item_id);
 }
 
 Result<Counts> Outbox::GetCounts() {

@@ -210,7 +210,7 @@ int KeysCommand(int argc, char** argv) {
       spdlog::critical("cannot create a key: {}", created.error().ToString());
       return 1;
     }
-    std::fprintf(stdout, "%s\n", created->token.c_str());  // the only time it is shown
+    std::fprintf(stdout, "%s\n", created->token.c_str());  // stdout-ok: shown this once
     std::fflush(stdout);
     spdlog::info("created key {} ({}); the key above is shown only once", created->key.key_id,
                  created->key.ToJson()["permissions"].dump());
@@ -225,7 +225,9 @@ int KeysCommand(int argc, char** argv) {
       spdlog::critical("cannot list keys: {}", list.error().ToString());
       return 1;
     }
-    for (const ApiKey& key : *list) std::fprintf(stdout, "%s\n", key.ToJson().dump().c_str());
+    for (const ApiKey& key : *list) {
+      std::fprintf(stdout, "%s\n", key.ToJson().dump().c_str());  // stdout-ok: the listing
+    }
     return 0;
   }
   if (sub == "revoke") {
@@ -431,7 +433,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   spdlog::info("tmcra-memd {} listening on {} ({} threads, {} concurrent requests, {} byte "
                "bodies)", tmcra::kVersion, origin, options.threads, options.max_concurrency,
                options.max_body_bytes);
-  std::fprintf(stdout, "%s\n", ready.dump().c_str());
+  std::fprintf(stdout, "%s\n", ready.dump().c_str());  // stdout-ok: the readiness line
   std::fflush(stdout);
 
   auto served = server->Serve(memory);
@@ -458,11 +460,11 @@ int main(int argc, char** argv) {
   if (argc < 2) return UsageError("a command is required");
   const std::string_view command = argv[1];
   if (command == "--version" || command == "-V") {
-    std::fprintf(stdout, "tmcra-memd %s\n", tmcra::kVersion);
+    std::fprintf(stdout, "tmcra-memd %s\n", tmcra::kVersion);  // stdout-ok
     return 0;
   }
   if (command == "--help" || command == "-h" || command == "help") {
-    std::fputs(kUsage, stdout);
+    std::fputs(kUsage, stdout);  // stdout-ok
     return 0;
   }
   try {
