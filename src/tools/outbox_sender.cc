@@ -1,7 +1,6 @@
 #include "src/tools/outbox_sender.h"
 
 #include "receipts/receipts.h"
-#include "src/api/http_memory_api.h"
 
 namespace tmcra::tools {
 
@@ -41,22 +40,11 @@ Result<std::vector<Result<nlohmann::json>>> MemoryApiSender::SubmitBatch(
     request["idempotency_key"] = item.idempotency_key;
     list.push_back(std::move(request));
   }
-  if (batch_unsupported_.load()) {
-    return Error::Invalid("the memory has no ingest/batch endpoint; items go one by one");
-  }
+  // A memory without the batch endpoint (TMCRA's hosted service) answers a non-retryable
+  // error (the HTTP client remembers it for a while and sends no request), so the delivery
+  // sends these items one by one.
   auto response = memory_.IngestBatch(scope, {{"items", std::move(list)}}, {"", agent_id});
-  if (!response) {
-    // No such route: the service never looked at the items, so nothing landed. Not retryable,
-    // so the delivery sends these items one by one, and so do later batches.
-    if (response.error().api_code == api::kBatchNotSupported ||
-        response.error().http_status == 404 || response.error().http_status == 405) {
-      batch_unsupported_.store(true);
-      Error e = response.error();
-      e.retryable = false;
-      return e;
-    }
-    return response.error();
-  }
+  if (!response) return response.error();
   if (!response->is_object() || !response->contains("jobs") || !(*response)["jobs"].is_array() ||
       (*response)["jobs"].size() != items.size()) {
     return Error::Protocol("ingest batch: the answer does not hold one job per item");

@@ -4,8 +4,6 @@
 // as that item's receipt, exactly as a single submission's answer would be.
 #pragma once
 
-#include <atomic>
-
 #include "queue/delivery.h"
 #include "src/api/memory_api.h"
 
@@ -21,13 +19,8 @@ class MemoryApiSender final : public queue::Sender {
       const std::vector<queue::Item>& items) override;
   Result<nlohmann::json> PollJob(const std::string& job_id) override;
 
-  // Whether the memory answered the batch endpoint with 404 or 405 (TMCRA's hosted service has
-  // no ingest/batch): from then on SubmitBatch refuses at once and items go one by one.
-  bool batch_unsupported() const { return batch_unsupported_.load(); }
-
  private:
   api::MemoryApi& memory_;
-  std::atomic<bool> batch_unsupported_{false};
 };
 
 }  // namespace tmcra::tools
