@@ -192,6 +192,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   auto api_db = db::Database::Open(api_options);
   if (!api_db) return api_db.error();
   if (auto s = Migrate(**api_db); !s) return s.error();
+  engine->row_facts_ = std::make_unique<RowFacts>();
+  if (auto s = RegisterBm25(**api_db, engine->row_facts_.get()); !s) return s.error();
   engine->api_db_ = std::move(*api_db);
   if (engine->options_.start_worker) {
     auto worker_db = db::Database::Open({engine->options_.path});

@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memory/bm25.h"
 #include "src/common/result.h"
 #include "src/db/sqlite_db.h"
 
@@ -125,6 +126,10 @@ class Engine {
 
   EngineOptions options_;
   std::string owner_;  // lease owner id of this process
+
+  // Each record's length and scope, shared by every connection's tmcra_bm25 (memory/bm25.h);
+  // declared before the connections so that it outlives them.
+  std::unique_ptr<RowFacts> row_facts_;
 
   std::mutex api_mu_;
   std::unique_ptr<db::Database> api_db_;  // guarded by api_mu_

@@ -7,6 +7,7 @@
 // whole Japanese sentence is one "word"); OR-ed for the trigram index.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@ namespace tmcra::memory {
 
 struct SearchTerms {
   std::vector<std::string> words;     // distinct, in query order, at most 32
+  // Per word, how many records of the word index hold it (set by the recall's word choice from
+  // the index's vocabulary; -1 where unknown, e.g. a non-ASCII word the tokenizer folds).
+  std::vector<int64_t> word_documents;
   std::vector<std::string> trigrams;  // distinct, at most 96
   std::string WordMatch() const;      // "w1" OR "w2" ..., empty when no words
   std::string TrigramMatch() const;

@@ -65,21 +65,55 @@ Record ReadRecord(const db::Statement& st) {
   return r;
 }
 
-// Top hits of one full-text index within `scope`. The fast path lets FTS5 rank the whole index
-// alone (it keeps only the best kWideHits) and keeps those of the scope; only when other scopes
-// crowd the scope out of that list does it rank with the scope join, which looks up every
-// matching row.
+// Top hits of one full-text index within `scope`, ranked by BM25.
+//
+// With `facts` (the word index, when every word's document count is known) tmcra_bm25 ranks
+// within the scope in one pass: rows of other scopes score after every real score
+// (memory/bm25.h). Otherwise FTS5 ranks the whole index alone (it keeps only the best kWideHits)
+// and the scope's rows are kept; only when other scopes crowd the scope out of that list does it
+// rank with the scope join, which looks up every matching row. The fast path falls back to that
+// when a matching row is not in `facts`.
 Status Search(db::Database& db, const char* table, const std::string& match,
-              std::string_view scope, std::vector<std::pair<int64_t, double>>& out) {
+              const std::string& documents, const RowFacts* facts, std::string_view scope,
+              std::vector<std::pair<int64_t, double>>& out) {
   if (match.empty()) return Ok();
-  constexpr int kWideHits = 4 * kHitsPerIndex;
   const std::string t(table);
-  auto wide = db.Prepare("SELECT rowid, rank FROM " + t + " WHERE " + t +
-                         " MATCH ? ORDER BY rank LIMIT " + std::to_string(kWideHits));
+  if (facts != nullptr && !documents.empty()) {
+    if (auto scope_id = facts->ScopeId(scope)) {
+      auto ranked = db.Prepare("SELECT rowid, tmcra_bm25(" + t + ", ?2, ?3) AS score FROM " + t +
+                               " WHERE " + t + " MATCH ?1 ORDER BY score LIMIT " +
+                               std::to_string(kHitsPerIndex));
+      if (!ranked) return ranked.error();
+      ranked->Bind(1, match).Bind(2, documents).Bind(3, static_cast<int64_t>(*scope_id));
+      bool complete = true;
+      for (;;) {
+        auto row = ranked->Step();
+        if (!row) {
+          if (row.error().message.find("is not in RowFacts") == std::string::npos) {
+            return row.error();
+          }
+          complete = false;
+          break;
+        }
+        if (!*row) break;
+        const double score = ranked->Double(1);
+        if (score >= 0) break;  // the rest are other scopes' rows
+        out.emplace_back(ranked->Int(0), score);
+      }
+      if (complete) return Ok();
+      out.clear();
+    }
+  }
+  constexpr int kWideHits = 4 * kHitsPerIndex;
+  const std::string score_expr =
+      documents.empty() ? "bm25(" + t + ")" : "tmcra_bm25(" + t + ", ?2)";
+  auto wide = db.Prepare("SELECT rowid, " + score_expr + " AS score FROM " + t + " WHERE " + t +
+                         " MATCH ?1 ORDER BY score LIMIT " + std::to_string(kWideHits));
   auto in_scope = db.Prepare("SELECT 1 FROM records WHERE event_seq = ? AND scope_name = ?");
   if (!wide) return wide.error();
   if (!in_scope) return in_scope.error();
   wide->Bind(1, match);
+  if (!documents.empty()) wide->Bind(2, documents);
   int seen = 0;
   for (;;) {
     auto row = wide->Step();
@@ -97,12 +131,13 @@ Status Search(db::Database& db, const char* table, const std::string& match,
   // Other scopes crowded this one out of the wide list: rank within the scope exactly, which
   // looks up every matching row.
   out.clear();
-  auto exact = db.Prepare("SELECT t.rowid, bm25(" + t + ") AS score FROM " + t +
+  auto exact = db.Prepare("SELECT t.rowid, " + score_expr + " AS score FROM " + t +
                           " t JOIN records r ON r.event_seq = t.rowid WHERE " + t +
-                          " MATCH ? AND r.scope_name = ? ORDER BY score LIMIT " +
+                          " MATCH ?1 AND r.scope_name = ?3 ORDER BY score LIMIT " +
                           std::to_string(kHitsPerIndex));
   if (!exact) return exact.error();
-  exact->Bind(1, match).Bind(2, scope);
+  exact->Bind(1, match).Bind(3, scope);
+  if (!documents.empty()) exact->Bind(2, documents);
   for (;;) {
     auto row = exact->Step();
     if (!row) return row.error();
@@ -127,6 +162,7 @@ Status ChooseWords(db::Database& db, SearchTerms& terms) {
   auto st = db.Prepare("SELECT doc FROM temp.records_fts_vocab WHERE term = ?");
   if (!st) return st.error();
   std::vector<std::pair<int64_t, std::string>> by_frequency;
+  std::set<std::string> exact;  // words whose count the vocabulary gave
   for (const auto& word : terms.words) {
     st->Reset();
     st->Bind(1, word);
@@ -137,18 +173,34 @@ Status ChooseWords(db::Database& db, SearchTerms& terms) {
     const bool ascii = std::all_of(word.begin(), word.end(), [](char c) { return (c & 0x80) == 0; });
     const int64_t df = *row ? st->Int(0) : (ascii ? 0 : 1);
     if (df > 0) by_frequency.emplace_back(df, word);
+    if (*row) exact.insert(word);
   }
   std::stable_sort(by_frequency.begin(), by_frequency.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> kept;
+  std::vector<int64_t> documents;
   int64_t postings = 0;
   for (const auto& [df, word] : by_frequency) {
     if (kept.size() >= 2 && postings + df > kPostingsBudget) break;
     kept.push_back(word);
+    documents.push_back(exact.count(word) ? df : -1);
     postings += df;
   }
   terms.words = std::move(kept);
+  terms.word_documents = std::move(documents);
   return Ok();
+}
+
+// The document counts for tmcra_bm25 ("df1,df2,..." in the order of the words), or "" when one
+// is unknown and FTS5's bm25() must count them itself.
+std::string DocumentCounts(const SearchTerms& terms) {
+  std::string out;
+  for (const int64_t df : terms.word_documents) {
+    if (df < 0) return "";
+    if (!out.empty()) out += ',';
+    out += std::to_string(df);
+  }
+  return out;
 }
 
 // The records just before and after a hit in its session, with statements prepared once per
@@ -391,8 +443,14 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   if (auto s = ChooseWords(db, terms); !s) return s.error();
   std::vector<std::pair<int64_t, double>> word_hits;
   std::vector<std::pair<int64_t, double>> trigram_hits;
-  if (auto s = Search(db, "records_fts", terms.WordMatch(), scope, word_hits); !s) return s.error();
-  if (auto s = Search(db, "records_tri", terms.TrigramMatch(), scope, trigram_hits); !s) {
+  if (auto s = row_facts_->CatchUp(db); !s) return s.error();
+  if (auto s = Search(db, "records_fts", terms.WordMatch(), DocumentCounts(terms),
+                      row_facts_.get(), scope, word_hits);
+      !s) {
+    return s.error();
+  }
+  if (auto s = Search(db, "records_tri", terms.TrigramMatch(), "", nullptr, scope, trigram_hits);
+      !s) {
     return s.error();
   }
   std::map<int64_t, double> fused;

@@ -98,6 +98,9 @@ class Database {
   int64_t LastInsertRowId() const;
   int Changes() const;
   const std::string& path() const { return path_; }
+  // The SQLite connection, for registering functions on it (memory/bm25.cc). Not for running
+  // statements around Prepare's cache.
+  sqlite3* handle() const { return db_; }
 
  private:
   Database(sqlite3* db, std::string path);

@@ -414,6 +414,40 @@ TEST_CASE("accented queries find unaccented text and rare words beat common ones
   CHECK(Content(Recall(*e, "p", "café")).find("plain ascii cafe") != std::string::npos);
 }
 
+TEST_CASE("a small scope's matches are found when a larger scope holds many more",
+          "[memory][recall]") {
+  TempDir dir;
+  auto e = OpenEngine(dir);
+  // 400 better-ranked matches in another scope (short texts that repeat the word) than the
+  // small scope's two, more than the 256 a ranking of the whole index keeps.
+  for (int s = 0; s < 4; ++s) {
+    json messages = json::array();
+    for (int i = 0; i < 100; ++i) {
+      messages.push_back(Message("m" + std::to_string(i), "user", "zebra zebra"));
+    }
+    Ingest(*e, "big", Body(messages, "big-" + std::to_string(s)), "key-big-" + std::to_string(s));
+  }
+  Ingest(*e, "small",
+         Body({Message("a", "user", "the zebra crossing on the long main street is repainted"),
+               Message("b", "assistant", "noted")},
+              "small-1"),
+         "key-small-1");
+  REQUIRE(e->RunPendingJobs());
+  json r = Recall(*e, "small", "zebra");
+  REQUIRE(r["evidence"]["windows"].size() == 1);
+  CHECK(r["evidence"]["windows"][0]["session_id"] == "small-1");
+  // Records written after a recall are found by the next one (the in-memory row facts catch up).
+  Ingest(*e, "small", Body({Message("c", "user", "a zebra foal was born")}, "small-2"),
+         "key-small-2");
+  REQUIRE(e->RunPendingJobs());
+  r = Recall(*e, "small", "zebra foal");
+  REQUIRE_FALSE(r["evidence"]["windows"].empty());
+  CHECK(r["evidence"]["windows"][0]["session_id"] == "small-2");
+  r = Recall(*e, "big", "zebra");
+  REQUIRE_FALSE(r["evidence"]["windows"].empty());
+  CHECK(r["evidence"]["windows"][0]["session_id"].get<std::string>().rfind("big-", 0) == 0);
+}
+
 TEST_CASE("no match gives empty content and a reason", "[memory][recall]") {
   TempDir dir;
   auto e = OpenEngine(dir);

@@ -1,0 +1,250 @@
+#include "memory/bm25.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <sqlite3.h>
+
+namespace tmcra::memory {
+
+namespace {
+
+// SQLite's varint (FTS5 stores column sizes with it): big-endian groups of 7 bits, the high bit
+// set on every byte but the last; a ninth byte contributes all 8 bits.
+bool ReadVarint(const unsigned char* p, int n, uint64_t* out) {
+  uint64_t v = 0;
+  for (int i = 0; i < n && i < 9; ++i) {
+    if (i == 8) {
+      *out = (v << 8) | p[i];
+      return true;
+    }
+    v = (v << 7) | (p[i] & 0x7fu);
+    if ((p[i] & 0x80u) == 0) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+struct QueryData {
+  std::vector<double> idf;  // per phrase
+  double avgdl = 0;
+};
+
+void FreeQueryData(void* p) { delete static_cast<QueryData*>(p); }
+
+// Mirrors fts5Bm25GetData: N and the total size from the index, IDF per phrase.
+int LoadQueryData(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_value* counts,
+                  QueryData** out, std::string* error) {
+  sqlite3_int64 rows = 0;
+  sqlite3_int64 tokens = 0;
+  int rc = api->xRowCount(fts, &rows);
+  if (rc == SQLITE_OK) rc = api->xColumnTotalSize(fts, -1, &tokens);
+  if (rc != SQLITE_OK) return rc;
+  auto data = std::make_unique<QueryData>();
+  data->avgdl = static_cast<double>(tokens) / static_cast<double>(rows);
+  const int phrases = api->xPhraseCount(fts);
+  const auto* text = reinterpret_cast<const char*>(sqlite3_value_text(counts));
+  std::string list = text == nullptr ? "" : text;
+  size_t pos = 0;
+  while (pos <= list.size() && !list.empty()) {
+    size_t end = list.find(',', pos);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(pos, end - pos);
+    char* stop = nullptr;
+    const long long hits = std::strtoll(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || hits < 0) {
+      *error = "tmcra_bm25: bad document count '" + item + "'";
+      return SQLITE_ERROR;
+    }
+    double idf = std::log((static_cast<double>(rows) - static_cast<double>(hits) + 0.5) /
+                          (static_cast<double>(hits) + 0.5));
+    if (idf <= 0.0) idf = 1e-6;
+    data->idf.push_back(idf);
+    pos = end + 1;
+  }
+  if (static_cast<int>(data->idf.size()) != phrases) {
+    *error = "tmcra_bm25: " + std::to_string(data->idf.size()) + " document counts for " +
+             std::to_string(phrases) + " phrases";
+    return SQLITE_ERROR;
+  }
+  *out = data.release();
+  rc = api->xSetAuxdata(fts, *out, FreeQueryData);
+  if (rc != SQLITE_OK) *out = nullptr;  // xSetAuxdata freed it
+  return rc;
+}
+
+void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int argc,
+          sqlite3_value** argv) {
+  const auto* facts = static_cast<const RowFacts*>(api->xUserData(fts));
+  if (argc != 1 && argc != 2) {
+    sqlite3_result_error(ctx, "tmcra_bm25: expects the document counts and an optional scope id",
+                         -1);
+    return;
+  }
+  const bool scoped = argc == 2 && sqlite3_value_type(argv[1]) != SQLITE_NULL;
+  const sqlite3_int64 rowid = api->xRowid(fts);
+  const std::optional<RowFacts::Facts> row = facts->Get(rowid);
+  if (scoped) {
+    if (!row) {
+      const std::string error = "tmcra_bm25: row " + std::to_string(rowid) + " is not in RowFacts";
+      sqlite3_result_error(ctx, error.c_str(), -1);
+      return;
+    }
+    if (row->scope != static_cast<uint32_t>(sqlite3_value_int64(argv[1]))) {
+      sqlite3_result_double(ctx, 1.0);  // another scope: after every real score
+      return;
+    }
+  }
+  auto* data = static_cast<QueryData*>(api->xGetAuxdata(fts, 0));
+  if (data == nullptr) {
+    std::string error;
+    const int rc = LoadQueryData(api, fts, argv[0], &data, &error);
+    if (rc != SQLITE_OK) {
+      if (!error.empty()) {
+        sqlite3_result_error(ctx, error.c_str(), -1);
+      } else {
+        sqlite3_result_error_code(ctx, rc);
+      }
+      return;
+    }
+  }
+  constexpr double k1 = 1.2;
+  constexpr double b = 0.75;
+  const size_t phrases = data->idf.size();
+  double freq_small[16] = {};
+  std::vector<double> freq_large;
+  double* freq = freq_small;
+  if (phrases > 16) {
+    freq_large.assign(phrases, 0.0);
+    freq = freq_large.data();
+  }
+  int count = 0;
+  int rc = api->xInstCount(fts, &count);
+  for (int i = 0; rc == SQLITE_OK && i < count; ++i) {
+    int phrase = 0;
+    int column = 0;
+    int offset = 0;
+    rc = api->xInst(fts, i, &phrase, &column, &offset);
+    if (rc == SQLITE_OK) freq[phrase] += 1.0;
+  }
+  double length = 0;
+  if (rc == SQLITE_OK) {
+    if (row) {
+      length = static_cast<double>(row->length);
+    } else {
+      int tokens = 0;
+      rc = api->xColumnSize(fts, -1, &tokens);
+      length = tokens;
+    }
+  }
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  double score = 0.0;
+  for (size_t i = 0; i < phrases; ++i) {
+    score += data->idf[i] * ((freq[i] * (k1 + 1.0)) /
+                             (freq[i] + k1 * (1 - b + b * length / data->avgdl)));
+  }
+  sqlite3_result_double(ctx, -1.0 * score);
+}
+
+}  // namespace
+
+RowFacts::RowFacts() : chunks_(new std::atomic<Facts*>[kChunks]) {
+  for (size_t i = 0; i < kChunks; ++i) chunks_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+RowFacts::~RowFacts() {
+  for (size_t i = 0; i < kChunks; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
+}
+
+std::optional<RowFacts::Facts> RowFacts::Get(int64_t rowid) const {
+  if (rowid <= 0 || rowid > highest()) return std::nullopt;
+  const Facts* chunk = chunks_[static_cast<size_t>(rowid >> kChunkBits)].load(
+      std::memory_order_acquire);
+  if (chunk == nullptr) return std::nullopt;
+  const Facts f = chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
+  if (f.length == kMissing) return std::nullopt;
+  return f;
+}
+
+std::optional<uint32_t> RowFacts::ScopeId(std::string_view scope) const {
+  std::lock_guard lock(scopes_mu_);
+  auto it = scope_ids_.find(scope);
+  if (it == scope_ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+Status RowFacts::CatchUp(db::Database& db) {
+  std::lock_guard lock(write_mu_);
+  const int64_t from = highest_.load(std::memory_order_relaxed);
+  auto st = db.Prepare(
+      "SELECT r.event_seq, r.scope_name, d.sz FROM records r "
+      "JOIN records_fts_docsize d ON d.id = r.event_seq "
+      "WHERE r.event_seq > ? ORDER BY r.event_seq");
+  if (!st) return st.error();
+  st->Bind(1, from);
+  int64_t top = from;
+  std::string last_scope;
+  uint32_t last_scope_id = 0;
+  bool have_scope = false;
+  for (;;) {
+    auto row = st->Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    const int64_t id = st->Int(0);
+    if (id <= 0 || static_cast<uint64_t>(id >> kChunkBits) >= kChunks) continue;
+    const std::string scope = st->Text(1);
+    const std::string blob = st->Text(2);
+    uint64_t size = 0;
+    if (!ReadVarint(reinterpret_cast<const unsigned char*>(blob.data()),
+                    static_cast<int>(blob.size()), &size) ||
+        size >= kMissing) {
+      continue;  // not held: ranked the slow way
+    }
+    if (!have_scope || scope != last_scope) {
+      std::lock_guard scopes(scopes_mu_);
+      auto [it, added] = scope_ids_.try_emplace(scope, static_cast<uint32_t>(scope_ids_.size()));
+      last_scope = scope;
+      last_scope_id = it->second;
+      have_scope = true;
+    }
+    auto& slot = chunks_[static_cast<size_t>(id >> kChunkBits)];
+    Facts* chunk = slot.load(std::memory_order_relaxed);
+    if (chunk == nullptr) {
+      chunk = new Facts[kChunkSize];
+      for (int64_t i = 0; i < kChunkSize; ++i) chunk[i].length = kMissing;
+      slot.store(chunk, std::memory_order_release);
+    }
+    chunk[static_cast<size_t>(id & (kChunkSize - 1))] =
+        Facts{static_cast<uint32_t>(size), last_scope_id};
+    top = id;
+  }
+  if (top > from) highest_.store(top, std::memory_order_release);
+  return Ok();
+}
+
+Status RegisterBm25(db::Database& db, const RowFacts* facts) {
+  sqlite3* handle = db.handle();
+  fts5_api* api = nullptr;
+  sqlite3_stmt* st = nullptr;
+  int rc = sqlite3_prepare_v2(handle, "SELECT fts5(?1)", -1, &st, nullptr);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_pointer(st, 1, static_cast<void*>(&api), "fts5_api_ptr", nullptr);
+    rc = sqlite3_step(st);
+    rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_OK || api == nullptr || api->iVersion < 2) {
+    return Error::Internal("FTS5 is not available to register tmcra_bm25");
+  }
+  rc = api->xCreateFunction(api, "tmcra_bm25", const_cast<RowFacts*>(facts), Bm25, nullptr);
+  if (rc != SQLITE_OK) return Error::Internal("could not register tmcra_bm25");
+  return Ok();
+}
+
+}  // namespace tmcra::memory

@@ -1,0 +1,77 @@
+// Ranking for the word index without a lookup per matching row.
+//
+// FTS5's built-in bm25() reads each matching row's length from the %_docsize table with an SQL
+// lookup, and on its first row scans every phrase's whole doclist to count the documents that
+// hold it; recall then looked up each ranked row's scope in `records`. On a 100k-message store
+// those steps were most of a recall's search. Here
+//   tmcra_bm25(records_fts, 'df1,df2,...' [, scope_id])
+// computes the same score as bm25() (same formula and operation order, k1 = 1.2, b = 0.75) from
+//   * the phrases' document counts, which the caller already read from the fts5vocab table in
+//     the same snapshot and passes in, one per phrase in query order, and
+//   * the row's length from RowFacts, an in-memory copy of each record's length in tokens and
+//     scope, shared by every connection of the process.
+// With a scope id, a row of another scope scores +1 (every real score is below 0), so
+// `ORDER BY score LIMIT n` ranks within the scope in one pass; a row RowFacts does not hold is
+// then an error (the caller ranks the slow way instead). Without one, such a row's length comes
+// from FTS5's own lookup.
+//
+// Records are never deleted or rewritten and event_seq only grows, so the copy is brought up to
+// date by reading the rows above the highest one it holds (RowFacts::CatchUp, inside the
+// caller's read transaction): about 25 ms per 100k records the first time, then only new rows.
+// It costs 8 bytes per record.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "src/common/result.h"
+#include "src/db/sqlite_db.h"
+
+namespace tmcra::memory {
+
+// Readers never lock: entries at or below highest() are written once, before highest() is
+// published, in chunks that never move.
+class RowFacts {
+ public:
+  struct Facts {
+    uint32_t length = 0;  // tokens in the word index
+    uint32_t scope = 0;   // ScopeId of the record's scope
+  };
+
+  RowFacts();
+  ~RowFacts();
+  RowFacts(const RowFacts&) = delete;
+  RowFacts& operator=(const RowFacts&) = delete;
+
+  // Reads the records above highest(), in `db`'s current snapshot.
+  [[nodiscard]] Status CatchUp(db::Database& db);
+
+  // The facts of row `rowid`, or nullopt when this copy does not hold it.
+  std::optional<Facts> Get(int64_t rowid) const;
+  // The id of a scope that has records here, or nullopt.
+  std::optional<uint32_t> ScopeId(std::string_view scope) const;
+  int64_t highest() const { return highest_.load(std::memory_order_acquire); }
+
+  static constexpr int kChunkBits = 16;
+  static constexpr int64_t kChunkSize = int64_t{1} << kChunkBits;
+  static constexpr size_t kChunks = size_t{1} << 15;  // rows up to 2^31
+
+ private:
+  static constexpr uint32_t kMissing = UINT32_MAX;  // in Facts::length: no such row
+  std::mutex write_mu_;
+  std::unique_ptr<std::atomic<Facts*>[]> chunks_;
+  std::atomic<int64_t> highest_{0};
+  mutable std::mutex scopes_mu_;
+  std::map<std::string, uint32_t, std::less<>> scope_ids_;  // guarded by scopes_mu_
+};
+
+// Registers tmcra_bm25 on `db` (an FTS5 auxiliary function); `facts` must outlive `db`.
+[[nodiscard]] Status RegisterBm25(db::Database& db, const RowFacts* facts);
+
+}  // namespace tmcra::memory

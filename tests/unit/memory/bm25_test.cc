@@ -1,0 +1,224 @@
+// tmcra_bm25 against FTS5's own bm25(): the same score for every row of a real store, with the
+// in-memory row facts and without them (FTS5's lookup); ranking within a scope; and a clear
+// error on a bad argument.
+#include "memory/bm25.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "memory/engine.h"
+#include "tests/support/temp_dir.h"
+
+using json = nlohmann::json;
+using tmcra::memory::RowFacts;
+using tmcra::testing::TempDir;
+
+namespace {
+
+const std::vector<std::string> kWords = {"alpha", "bravo", "charlie", "delta", "echo",
+                                         "foxtrot", "golf", "hotel", "india", "juliet",
+                                         "kilo", "lima", "119", "port", "cluster"};
+
+// A store of `sessions` x 10 messages of 1..40 words drawn unevenly from kWords.
+std::string MakeStore(const TempDir& dir, int sessions) {
+  tmcra::memory::EngineOptions options;
+  options.path = dir.File("data/memory.db");
+  options.start_worker = false;
+  auto engine = tmcra::memory::Engine::Open(options);
+  REQUIRE(engine);
+  std::mt19937 rng(7);
+  for (int s = 0; s < sessions; ++s) {
+    json messages = json::array();
+    for (int m = 0; m < 10; ++m) {
+      std::string text;
+      const int n = 1 + static_cast<int>(rng() % 40);
+      for (int w = 0; w < n; ++w) {
+        // Skewed: low indexes are common, high ones rare.
+        const size_t i = std::min(rng() % kWords.size(), rng() % kWords.size());
+        text += (w ? " " : "") + kWords[i];
+      }
+      messages.push_back({{"message_id", "m" + std::to_string(m)},
+                          {"role", m % 2 ? "assistant" : "user"},
+                          {"content", text},
+                          {"timestamp", "2026-07-15T00:00:00Z"}});
+    }
+    tmcra::memory::IngestContext context;
+    context.idempotency_key = "bm25-test-" + std::to_string(s);
+    REQUIRE((*engine)->Ingest(s % 3 ? "a" : "b",
+                              {{"session_id", "s" + std::to_string(s)},
+                               {"messages", messages}},
+                              context));
+  }
+  REQUIRE((*engine)->RunPendingJobs());
+  return options.path;
+}
+
+int64_t DocumentCount(tmcra::db::Database& db, const std::string& word) {
+  REQUIRE(db.Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.v USING "
+                  "fts5vocab(main, records_fts, 'row')"));
+  auto st = db.Prepare("SELECT doc FROM temp.v WHERE term = ?");
+  REQUIRE(st);
+  st->Bind(1, word);
+  auto row = st->Step();
+  REQUIRE(row);
+  return *row ? st->Int(0) : 0;
+}
+
+// Every matching row's (rowid, bm25, tmcra_bm25) for `words` OR-ed.
+void CompareScores(tmcra::db::Database& db, const std::vector<std::string>& words) {
+  std::string match;
+  std::string counts;
+  for (const auto& w : words) {
+    match += (match.empty() ? "\"" : " OR \"") + w + "\"";
+    counts += (counts.empty() ? "" : ",") + std::to_string(DocumentCount(db, w));
+  }
+  auto st = db.Prepare(
+      "SELECT rowid, bm25(records_fts), tmcra_bm25(records_fts, ?2) FROM records_fts "
+      "WHERE records_fts MATCH ?1");
+  REQUIRE(st);
+  st->Bind(1, match).Bind(2, counts);
+  int rows = 0;
+  for (;;) {
+    auto row = st->Step();
+    REQUIRE(row);
+    if (!*row) break;
+    ++rows;
+    const double theirs = st->Double(1);
+    const double ours = st->Double(2);
+    INFO("query " << match << " row " << st->Int(0));
+    CHECK(std::fabs(theirs - ours) <= 1e-12 * std::max(1.0, std::fabs(theirs)));
+  }
+  CHECK(rows > 0);
+}
+
+}  // namespace
+
+TEST_CASE("tmcra_bm25 scores every row as FTS5's bm25 does", "[memory][bm25]") {
+  TempDir dir;
+  const std::string path = MakeStore(dir, 60);
+  auto db = tmcra::db::Database::Open({path});
+  REQUIRE(db);
+  RowFacts lengths;
+  REQUIRE(tmcra::memory::RegisterBm25(**db, &lengths));
+
+  const std::vector<std::vector<std::string>> queries = {
+      {"alpha"}, {"lima"}, {"119", "port"}, {"cluster", "alpha", "kilo"},
+      {"juliet", "india", "hotel", "golf", "foxtrot", "echo", "delta"}};
+  SECTION("with FTS5's own length lookup (nothing read into memory yet)") {
+    CHECK(lengths.highest() == 0);
+    for (const auto& q : queries) CompareScores(**db, q);
+  }
+  SECTION("with the in-memory lengths") {
+    auto tx = tmcra::db::Transaction::Deferred(**db);
+    REQUIRE(tx);
+    REQUIRE(lengths.CatchUp(**db));
+    CHECK(lengths.highest() == 600);
+    CHECK(lengths.Get(1)->length > 0);
+    CHECK_FALSE(lengths.Get(601));
+    CHECK(lengths.ScopeId("a"));
+    CHECK(lengths.ScopeId("b"));
+    CHECK_FALSE(lengths.ScopeId("c"));
+    for (const auto& q : queries) CompareScores(**db, q);
+  }
+}
+
+TEST_CASE("with a scope id, other scopes' rows score +1 and unknown rows are an error",
+          "[memory][bm25]") {
+  TempDir dir;
+  const std::string path = MakeStore(dir, 30);
+  auto db = tmcra::db::Database::Open({path});
+  REQUIRE(db);
+  RowFacts facts;
+  REQUIRE(tmcra::memory::RegisterBm25(**db, &facts));
+  const std::string counts = std::to_string(DocumentCount(**db, "kilo"));
+  auto query = [&](int64_t scope_id) {
+    auto st = db.value()->Prepare(
+        "SELECT f.rowid, bm25(records_fts), tmcra_bm25(records_fts, ?2, ?3), r.scope_name "
+        "FROM records_fts f JOIN records r ON r.event_seq = f.rowid "
+        "WHERE records_fts MATCH ?1");
+    REQUIRE(st);
+    st->Bind(1, "\"kilo\"").Bind(2, counts).Bind(3, scope_id);
+    return std::move(*st);
+  };
+  {
+    auto st = query(0);
+    auto row = st.Step();
+    REQUIRE_FALSE(row);  // nothing read into RowFacts yet
+    CHECK(row.error().message.find("is not in RowFacts") != std::string::npos);
+  }
+  auto tx = tmcra::db::Transaction::Deferred(**db);
+  REQUIRE(tx);
+  REQUIRE(facts.CatchUp(**db));
+  const uint32_t a = *facts.ScopeId("a");
+  auto st = query(a);
+  int inside = 0;
+  int outside = 0;
+  for (;;) {
+    auto row = st.Step();
+    REQUIRE(row);
+    if (!*row) break;
+    if (st.Text(3) == "a") {
+      ++inside;
+      CHECK(std::fabs(st.Double(1) - st.Double(2)) <= 1e-12 * std::fabs(st.Double(1)));
+      CHECK(st.Double(2) < 0);
+    } else {
+      ++outside;
+      CHECK(st.Double(2) == 1.0);
+    }
+  }
+  CHECK(inside > 0);
+  CHECK(outside > 0);
+}
+
+TEST_CASE("RowFacts catches up with rows written after it was filled", "[memory][bm25]") {
+  TempDir dir;
+  const std::string path = MakeStore(dir, 5);
+  auto db = tmcra::db::Database::Open({path});
+  REQUIRE(db);
+  RowFacts lengths;
+  REQUIRE(lengths.CatchUp(*db.value()));
+  CHECK(lengths.highest() == 50);
+  {
+    tmcra::memory::EngineOptions options;
+    options.path = path;
+    options.start_worker = false;
+    auto engine = tmcra::memory::Engine::Open(options);
+    REQUIRE(engine);
+    tmcra::memory::IngestContext context;
+    context.idempotency_key = "bm25-test-late";
+    REQUIRE((*engine)->Ingest("a", {{"session_id", "late"},
+                                    {"messages", json::array({{{"message_id", "x"},
+                                                               {"role", "user"},
+                                                               {"content", "one two three"},
+                                                               {"timestamp", "2026-07-16T00:00:00Z"}}})}},
+                              context));
+    REQUIRE((*engine)->RunPendingJobs());
+  }
+  REQUIRE(lengths.CatchUp(**db));
+  CHECK(lengths.highest() == 51);
+  CHECK(lengths.Get(51)->length == 3);
+  CHECK(lengths.Get(51)->scope == *lengths.ScopeId("a"));
+}
+
+TEST_CASE("tmcra_bm25 refuses document counts that do not fit the query", "[memory][bm25]") {
+  TempDir dir;
+  const std::string path = MakeStore(dir, 2);
+  auto db = tmcra::db::Database::Open({path});
+  REQUIRE(db);
+  RowFacts lengths;
+  REQUIRE(tmcra::memory::RegisterBm25(**db, &lengths));
+  for (const char* counts : {"3", "3,x", "", "-1,2"}) {
+    auto st = db.value()->Prepare(
+        "SELECT tmcra_bm25(records_fts, ?2) FROM records_fts WHERE records_fts MATCH ?1");
+    REQUIRE(st);
+    st->Bind(1, "\"alpha\" OR \"bravo\"").Bind(2, counts);
+    auto row = st->Step();
+    INFO(counts);
+    REQUIRE_FALSE(row);
+    CHECK(row.error().message.find("tmcra_bm25") != std::string::npos);
+  }
+}
