@@ -216,7 +216,8 @@ int main(int argc, char** argv) {
     const int fact_turn = static_cast<int>(gen.rng()() % (kTurnsPerSession / 2)) * 2;
     json messages = json::array();
     for (int t = 0; t < kTurnsPerSession && produced < o.messages; ++t, ++produced) {
-      const std::string id = "m" + std::to_string(t);
+      std::string id = "m";  // (not "m" + to_string: g++ 12 warns falsely, -Wrestrict)
+      id += std::to_string(t);
       std::string text;
       if (t == fact_turn) {
         facts.push_back(gen.MakeFact(session, id));

@@ -1,5 +1,6 @@
 #include "memory/bm25.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -226,6 +227,59 @@ Status RowFacts::CatchUp(db::Database& db) {
   }
   if (top > from) highest_.store(top, std::memory_order_release);
   return Ok();
+}
+
+Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::string& word,
+                                               int64_t highest) {
+  std::optional<Entry> known;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = words_.find(word); it != words_.end()) known = it->second;
+  }
+  Entry entry;
+  if (known) {
+    if (known->as_of == highest) return std::optional<int64_t>(known->documents);
+    // Correct by the rows between the two snapshots, on either side.
+    const int64_t low = std::min(known->as_of, highest);
+    const int64_t high = std::max(known->as_of, highest);
+    auto st = db.Prepare(
+        "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?1 AND rowid > ?2 AND "
+        "rowid <= ?3");
+    if (!st) return st.error();
+    std::string quoted = "\"";
+    for (char c : word) {
+      quoted.push_back(c);
+      if (c == '"') quoted.push_back('"');
+    }
+    quoted.push_back('"');
+    st->Bind(1, quoted).Bind(2, low).Bind(3, high);
+    auto row = st->Step();
+    if (!row) return row.error();
+    const int64_t between = *row ? st->Int(0) : 0;
+    entry.documents = known->as_of < highest ? known->documents + between
+                                             : known->documents - between;
+    entry.as_of = highest;
+  } else {
+    auto st = db.Prepare("SELECT doc FROM temp.records_fts_vocab WHERE term = ?");
+    if (!st) return st.error();
+    st->Bind(1, word);
+    auto row = st->Step();
+    if (!row) return row.error();
+    if (!*row) return std::optional<int64_t>();
+    entry.documents = st->Int(0);
+    entry.as_of = highest;
+  }
+  std::lock_guard lock(mu_);
+  auto& slot = words_[word];
+  if (slot.as_of <= entry.as_of) {
+    if (words_.size() > kMaxWords) {
+      words_.clear();
+      words_[word] = entry;
+    } else {
+      slot = entry;
+    }
+  }
+  return std::optional<int64_t>(entry.documents);
 }
 
 Status RegisterBm25(db::Database& db, const RowFacts* facts) {

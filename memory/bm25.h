@@ -71,6 +71,29 @@ class RowFacts {
   std::map<std::string, uint32_t, std::less<>> scope_ids_;  // guarded by scopes_mu_
 };
 
+// How many records of the word index hold a word, remembered per word with the highest rowid
+// it was counted at. A later or earlier snapshot corrects the count by the rows between the two
+// (records are only ever added), so every answer is exact for the caller's snapshot; counting
+// from scratch walks the word's whole doclist, correcting only the few rows in between.
+class WordCounts {
+ public:
+  // The count for `word` in `db`'s current snapshot, whose highest record is `highest`; nullopt
+  // when the vocabulary does not hold the word as written (e.g. a non-ASCII word the tokenizer
+  // folds). `db` must have the temp.records_fts_vocab table (fts5vocab 'row').
+  [[nodiscard]] Result<std::optional<int64_t>> Get(db::Database& db, const std::string& word,
+                                                   int64_t highest);
+
+  static constexpr size_t kMaxWords = 50000;  // then it starts again from empty
+
+ private:
+  struct Entry {
+    int64_t documents = 0;
+    int64_t as_of = 0;  // the highest rowid when counted
+  };
+  std::mutex mu_;
+  std::map<std::string, Entry, std::less<>> words_;  // guarded by mu_
+};
+
 // Registers tmcra_bm25 on `db` (an FTS5 auxiliary function); `facts` must outlive `db`.
 [[nodiscard]] Status RegisterBm25(db::Database& db, const RowFacts* facts);
 

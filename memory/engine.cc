@@ -185,14 +185,12 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)), owner_(New
 
 Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   std::unique_ptr<Engine> engine(new Engine(std::move(options)));
-  // Recall reads many index pages: a 16 MiB page cache keeps the hot ones out of read(2).
-  db::Database::Options api_options;
-  api_options.path = engine->options_.path;
-  api_options.cache_kib = 16 * 1024;
-  auto api_db = db::Database::Open(api_options);
+  engine->options_.read_connections = std::max(1, engine->options_.read_connections);
+  auto api_db = db::Database::Open({engine->options_.path});
   if (!api_db) return api_db.error();
   if (auto s = Migrate(**api_db); !s) return s.error();
   engine->row_facts_ = std::make_unique<RowFacts>();
+  engine->word_counts_ = std::make_unique<WordCounts>();
   if (auto s = RegisterBm25(**api_db, engine->row_facts_.get()); !s) return s.error();
   engine->api_db_ = std::move(*api_db);
   if (engine->options_.start_worker) {
@@ -202,6 +200,54 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
     engine->worker_ = std::thread([e = engine.get()] { e->WorkerLoop(); });
   }
   return engine;
+}
+
+Result<std::unique_ptr<db::Database>> Engine::OpenReader() {
+  // Recall reads many index pages: a 16 MiB page cache keeps the hot ones out of read(2).
+  db::Database::Options reader_options;
+  reader_options.path = options_.path;
+  reader_options.cache_kib = 16 * 1024;
+  auto db = db::Database::Open(reader_options);
+  if (!db) return db.error();
+  if (auto s = RegisterBm25(**db, row_facts_.get()); !s) return s.error();
+  // Recall reads the word index's vocabulary (document counts per word) through this table.
+  if (auto s = (*db)->Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab USING "
+                           "fts5vocab(main, records_fts, 'row')");
+      !s) {
+    return s.error();
+  }
+  return std::move(*db);
+}
+
+Result<Engine::ReadLease> Engine::BorrowReader() {
+  std::unique_lock lock(readers_mu_);
+  readers_cv_.wait(lock, [&] {
+    return !idle_readers_.empty() || readers_open_ < options_.read_connections;
+  });
+  if (!idle_readers_.empty()) {
+    auto db = std::move(idle_readers_.back());
+    idle_readers_.pop_back();
+    return ReadLease(this, std::move(db));
+  }
+  ++readers_open_;
+  lock.unlock();
+  auto db = OpenReader();
+  if (!db) {
+    lock.lock();
+    --readers_open_;
+    readers_cv_.notify_one();
+    return db.error();
+  }
+  return ReadLease(this, std::move(*db));
+}
+
+Engine::ReadLease::~ReadLease() {
+  if (!db_) return;
+  {
+    std::lock_guard lock(engine_->readers_mu_);
+    engine_->idle_readers_.push_back(std::move(db_));
+  }
+  engine_->readers_cv_.notify_one();
 }
 
 Engine::~Engine() {
@@ -425,8 +471,9 @@ Result<json> Engine::IngestBatch(std::string_view scope, const json& body,
 }
 
 Result<json> Engine::GetJob(std::string_view job_id) {
-  std::lock_guard lock(api_mu_);
-  auto job = LoadJob(*api_db_, job_id, options_.public_base_url, nullptr);
+  auto reader = BorrowReader();
+  if (!reader) return reader.error();
+  auto job = LoadJob(reader->db(), job_id, options_.public_base_url, nullptr);
   if (!job) return job.error();
   if (!*job) return Error::Api(404, "not_found", "job not found");
   return std::move(**job);

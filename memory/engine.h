@@ -16,7 +16,8 @@
 // whose lease expired (its process died) is claimed again by any process sharing the file.
 //
 // Concurrency: one Engine per process; several processes may share the file (WAL, busy timeout,
-// BEGIN IMMEDIATE for every write). Methods are thread-safe.
+// BEGIN IMMEDIATE for every write). Methods are thread-safe. Writes take turns on one
+// connection; Recall and GetJob borrow a read connection from a small pool and run in parallel.
 #pragma once
 
 #include <atomic>
@@ -27,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +47,9 @@ struct EngineOptions {
   double lease_seconds = 30.0;                        // a running job's lease
   int idle_poll_ms = 1000;                            // how often an idle worker looks for work
   bool start_worker = true;                           // false: jobs run only via RunPendingJobs
+  // Recall and GetJob read on their own connections, opened when calls overlap, up to this
+  // many, so reads run in parallel with each other and with writes (WAL snapshots).
+  int read_connections = 4;
 };
 
 // The attribution an ingest carries in headers.
@@ -130,9 +135,33 @@ class Engine {
   // Each record's length and scope, shared by every connection's tmcra_bm25 (memory/bm25.h);
   // declared before the connections so that it outlives them.
   std::unique_ptr<RowFacts> row_facts_;
+  std::unique_ptr<WordCounts> word_counts_;  // the word index's document counts, per word
 
   std::mutex api_mu_;
   std::unique_ptr<db::Database> api_db_;  // guarded by api_mu_
+
+  // A read connection borrowed from the pool, given back when destroyed.
+  class ReadLease {
+   public:
+    ReadLease(Engine* engine, std::unique_ptr<db::Database> db)
+        : engine_(engine), db_(std::move(db)) {}
+    ReadLease(ReadLease&& other) noexcept = default;
+    ReadLease& operator=(ReadLease&&) = delete;
+    ReadLease(const ReadLease&) = delete;
+    ReadLease& operator=(const ReadLease&) = delete;
+    ~ReadLease();
+    db::Database& db() { return *db_; }
+
+   private:
+    Engine* engine_;
+    std::unique_ptr<db::Database> db_;
+  };
+  [[nodiscard]] Result<ReadLease> BorrowReader();
+  Result<std::unique_ptr<db::Database>> OpenReader();
+  std::mutex readers_mu_;
+  std::condition_variable readers_cv_;
+  std::vector<std::unique_ptr<db::Database>> idle_readers_;  // guarded by readers_mu_
+  int readers_open_ = 0;                                      // guarded by readers_mu_
 
   std::mutex worker_mu_;
   std::condition_variable worker_cv_;

@@ -151,29 +151,28 @@ Status Search(db::Database& db, const char* table, const std::string& match,
 // postings fit kPostingsBudget (always at least the two rarest), and words no record holds are
 // dropped. A common word adds little to BM25 (its IDF is small) and a record holding the rare
 // words of the query ranks first either way.
-Status ChooseWords(db::Database& db, SearchTerms& terms) {
+Status ChooseWords(db::Database& db, WordCounts& counts, SearchTerms& terms) {
   constexpr int64_t kPostingsBudget = 8000;
   if (terms.words.empty()) return Ok();
-  if (auto s = db.Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab USING "
-                       "fts5vocab(main, records_fts, 'row')");
-      !s) {
-    return s;
+  int64_t highest = 0;  // this snapshot's newest record
+  {
+    auto st = db.Prepare("SELECT max(event_seq) FROM records");
+    if (!st) return st.error();
+    auto row = st->Step();
+    if (!row) return row.error();
+    if (*row && !st->IsNull(0)) highest = st->Int(0);
   }
-  auto st = db.Prepare("SELECT doc FROM temp.records_fts_vocab WHERE term = ?");
-  if (!st) return st.error();
   std::vector<std::pair<int64_t, std::string>> by_frequency;
   std::set<std::string> exact;  // words whose count the vocabulary gave
   for (const auto& word : terms.words) {
-    st->Reset();
-    st->Bind(1, word);
-    auto row = st->Step();
-    if (!row) return row.error();
+    auto count = counts.Get(db, word, highest);
+    if (!count) return count.error();
     // Non-ASCII words are folded by the tokenizer (case, diacritics) and may not be found
     // as written; keep them, counted as rare.
     const bool ascii = std::all_of(word.begin(), word.end(), [](char c) { return (c & 0x80) == 0; });
-    const int64_t df = *row ? st->Int(0) : (ascii ? 0 : 1);
+    const int64_t df = *count ? **count : (ascii ? 0 : 1);
     if (df > 0) by_frequency.emplace_back(df, word);
-    if (*row) exact.insert(word);
+    if (*count) exact.insert(word);
   }
   std::stable_sort(by_frequency.begin(), by_frequency.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -361,8 +360,9 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
     wait_for = it->get<std::string>();
   }
 
-  std::lock_guard lock(api_mu_);
-  db::Database& db = *api_db_;
+  auto reader = BorrowReader();
+  if (!reader) return reader.error();
+  db::Database& db = reader->db();
   auto tx = db::Transaction::Deferred(db);  // one consistent snapshot for the whole recall
   if (!tx) return tx.error();
 
@@ -440,7 +440,7 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   // Search both indexes and fuse their rankings (reciprocal rank), so a CJK trigram hit and a
   // word hit count alike. Ties go to the newer record.
   SearchTerms terms = ParseQuery(query);
-  if (auto s = ChooseWords(db, terms); !s) return s.error();
+  if (auto s = ChooseWords(db, *word_counts_, terms); !s) return s.error();
   std::vector<std::pair<int64_t, double>> word_hits;
   std::vector<std::pair<int64_t, double>> trigram_hits;
   if (auto s = row_facts_->CatchUp(db); !s) return s.error();

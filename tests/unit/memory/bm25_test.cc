@@ -222,3 +222,51 @@ TEST_CASE("tmcra_bm25 refuses document counts that do not fit the query", "[memo
     CHECK(row.error().message.find("tmcra_bm25") != std::string::npos);
   }
 }
+
+TEST_CASE("WordCounts gives the exact count for the caller's snapshot, newer or older",
+          "[memory][bm25]") {
+  TempDir dir;
+  const std::string path = MakeStore(dir, 10);
+  auto db = tmcra::db::Database::Open({path});
+  REQUIRE(db);
+  REQUIRE(db.value()->Exec("CREATE VIRTUAL TABLE temp.records_fts_vocab USING "
+                           "fts5vocab(main, records_fts, 'row')"));
+  tmcra::memory::WordCounts counts;
+  const int64_t before = DocumentCount(**db, "kilo");
+  auto first = counts.Get(**db, "kilo", 100);
+  REQUIRE(first);
+  REQUIRE(*first);
+  CHECK(**first == before);
+  auto missing = counts.Get(**db, "nosuchword", 100);
+  REQUIRE(missing);
+  CHECK_FALSE(*missing);
+  {
+    tmcra::memory::EngineOptions options;
+    options.path = path;
+    options.start_worker = false;
+    auto engine = tmcra::memory::Engine::Open(options);
+    REQUIRE(engine);
+    tmcra::memory::IngestContext context;
+    context.idempotency_key = "bm25-test-more";
+    json messages = json::array();
+    for (int i = 0; i < 3; ++i) {
+      messages.push_back({{"message_id", "k" + std::to_string(i)},
+                          {"role", "user"},
+                          {"content", "kilo kilo and more"},
+                          {"timestamp", "2026-07-16T00:00:00Z"}});
+    }
+    REQUIRE((*engine)->Ingest("a", {{"session_id", "more"}, {"messages", messages}}, context));
+    REQUIRE((*engine)->RunPendingJobs());
+  }
+  const int64_t after = DocumentCount(**db, "kilo");
+  CHECK(after == before + 3);
+  auto newer = counts.Get(**db, "kilo", 103);  // corrected by rows 101..103
+  REQUIRE(newer);
+  CHECK(**newer == after);
+  auto older = counts.Get(**db, "kilo", 100);  // an older snapshot: the same rows taken off
+  REQUIRE(older);
+  CHECK(**older == before);
+  auto again = counts.Get(**db, "kilo", 103);
+  REQUIRE(again);
+  CHECK(**again == after);
+}

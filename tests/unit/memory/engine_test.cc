@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -446,6 +447,45 @@ TEST_CASE("a small scope's matches are found when a larger scope holds many more
   r = Recall(*e, "big", "zebra");
   REQUIRE_FALSE(r["evidence"]["windows"].empty());
   CHECK(r["evidence"]["windows"][0]["session_id"].get<std::string>().rfind("big-", 0) == 0);
+}
+
+TEST_CASE("recalls on many threads, beside a writer, all answer from consistent snapshots",
+          "[memory][recall]") {
+  TempDir dir;
+  auto e = OpenEngine(dir, /*worker=*/true);
+  Ingest(*e, "p", Body({Message("f", "user", "the vault code is quartz-7731")}, "fact"), "key-fact-1");
+  REQUIRE(e->RunPendingJobs());
+  std::atomic<int> failures{0};
+  std::atomic<int> found{0};
+  std::thread writer([&] {
+    for (int i = 0; i < 20; ++i) {
+      IngestContext c;
+      c.idempotency_key = "key-more-" + std::to_string(i);
+      if (!e->Ingest("p", Body({Message("m", "user", "quartz filler " + std::to_string(i))},
+                               "more-" + std::to_string(i)),
+                     c)) {
+        ++failures;
+      }
+    }
+  });
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 8; ++t) {
+    readers.emplace_back([&] {
+      for (int i = 0; i < 15; ++i) {
+        auto r = e->Recall("p", {{"query", "vault code quartz"}, {"max_windows", 8}});
+        if (!r) {
+          ++failures;
+          continue;
+        }
+        const auto& content = (*r)["prompt_evidence"]["content"].get_ref<const std::string&>();
+        if (content.find("quartz-7731") != std::string::npos) ++found;
+      }
+    });
+  }
+  for (auto& t : readers) t.join();
+  writer.join();
+  CHECK(failures == 0);
+  CHECK(found == 8 * 15);
 }
 
 TEST_CASE("no match gives empty content and a reason", "[memory][recall]") {

@@ -117,6 +117,19 @@ TEST_CASE("gzip is offered only when accepted, and round-trips") {
   REQUIRE(gz);
   CHECK(gz->size() < text.size());
   CHECK(Gunzip(*gz) == text);
+  // The deflate state is reused between answers: each one is a whole gzip member of its own.
+  for (int i = 0; i < 5; ++i) {
+    const std::string other = std::to_string(i) +
+                              std::string(static_cast<size_t>(2000 + 100 * i),
+                                          static_cast<char>('a' + i)) +
+                              "end";
+    auto again = Gzip(other);
+    REQUIRE(again);
+    CHECK(Gunzip(*again) == other);
+  }
+  auto empty = Gzip("");
+  REQUIRE(empty);
+  CHECK(Gunzip(*empty).empty());
 }
 
 TEST_CASE("request ids and listen addresses") {
