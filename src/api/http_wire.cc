@@ -1,6 +1,7 @@
 #include "src/api/http_wire.h"
 
-#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "src/common/utf8.h"
 
@@ -26,32 +27,85 @@ Error InvalidJson(std::string message, int status, std::string_view request_id) 
   return error;
 }
 
-// Strict parse without exceptions: nullopt-like discarded value on any failure; `duplicate`
-// tells a duplicate key apart from a syntax error.
-json StrictParse(std::string_view body, bool* duplicate) {
-  std::vector<std::unordered_set<std::string>> keys;
-  *duplicate = false;
-  json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start: keys.emplace_back(); break;
-      case json::parse_event_t::key:
-        if (!keys.empty() && parsed.is_string() &&
-            !keys.back().insert(parsed.get_ref<const std::string&>()).second) {
-          *duplicate = true;
-        }
-        break;
-      case json::parse_event_t::object_end:
-        if (!keys.empty()) keys.pop_back();
-        break;
-      default: break;
+// Builds the document as nlohmann's own DOM parser does, but stops at the first key an object
+// already holds (a second value under one key is ambiguous: which would the service mean?).
+class StrictDomBuilder {
+ public:
+  explicit StrictDomBuilder(json& root) : root_(root) {}
+  bool duplicate = false;
+
+  bool null() { return Put(nullptr); }
+  bool boolean(bool v) { return Put(v); }
+  bool number_integer(json::number_integer_t v) { return Put(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return Put(v); }
+  bool number_float(json::number_float_t v, const json::string_t&) { return Put(v); }
+  bool string(json::string_t& v) { return Put(std::move(v)); }
+  bool binary(json::binary_t& v) { return Put(json::binary(std::move(v))); }
+  bool start_object(std::size_t) { return Open(json::value_t::object); }
+  bool start_array(std::size_t) { return Open(json::value_t::array); }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+  bool key(json::string_t& k) {
+    auto& object = stack_.back()->get_ref<json::object_t&>();
+    auto [it, inserted] = object.emplace(std::move(k), nullptr);
+    if (!inserted) {
+      duplicate = true;
+      return false;
     }
+    slot_ = &it->second;
     return true;
-  };
-  try {
-    return json::parse(body.begin(), body.end(), callback, /*allow_exceptions=*/false);
-  } catch (...) {  // the callback path may still throw (e.g. allocation); never leak it
-    return json(json::value_t::discarded);
   }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
+    return false;
+  }
+
+ private:
+  template <typename Value>
+  json* Place(Value&& v) {
+    if (stack_.empty()) {
+      root_ = json(std::forward<Value>(v));
+      return &root_;
+    }
+    if (stack_.back()->is_array()) {
+      auto& array = stack_.back()->get_ref<json::array_t&>();
+      array.emplace_back(std::forward<Value>(v));
+      return &array.back();
+    }
+    *slot_ = json(std::forward<Value>(v));
+    return slot_;
+  }
+  template <typename Value>
+  bool Put(Value&& v) {
+    Place(std::forward<Value>(v));
+    return true;
+  }
+  bool Open(json::value_t type) {
+    stack_.push_back(Place(type));
+    return true;
+  }
+  bool Close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  json& root_;
+  std::vector<json*> stack_;
+  json* slot_ = nullptr;
+};
+
+// Strict parse without exceptions: a discarded value on any failure; `duplicate` tells a
+// duplicate key apart from a syntax error.
+json StrictParse(std::string_view body, bool* duplicate) {
+  json root;
+  StrictDomBuilder builder(root);
+  bool ok = false;
+  try {
+    ok = json::sax_parse(body.begin(), body.end(), &builder);
+  } catch (...) {  // allocation failures; never leak them
+    ok = false;
+  }
+  *duplicate = builder.duplicate;
+  return ok ? std::move(root) : json(json::value_t::discarded);
 }
 
 }  // namespace
@@ -105,12 +159,12 @@ Result<json> ParseResponseObject(std::string_view body, int status, std::string_
   }
   bool duplicate = false;
   json value = StrictParse(body, &duplicate);
-  if (value.is_discarded()) {
-    return InvalidJson(what + "invalid JSON" + with_status, status, request_id);
-  }
   if (duplicate) {
     return InvalidJson(what + "JSON with a duplicate object key" + with_status, status,
                        request_id);
+  }
+  if (value.is_discarded()) {
+    return InvalidJson(what + "invalid JSON" + with_status, status, request_id);
   }
   if (!value.is_object()) {
     return InvalidJson(what + "a non-object JSON response" + with_status, status, request_id);

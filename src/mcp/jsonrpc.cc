@@ -1,5 +1,7 @@
 #include "src/mcp/jsonrpc.h"
 
+#include "src/common/json_writer.h"
+
 #include <string>
 
 namespace tmcra::mcp {
@@ -49,7 +51,8 @@ ParsedLine ParseLine(std::string_view line) {
 }
 
 std::string Serialize(const json& message) {
-  return message.dump(-1, ' ', false, json::error_handler_t::replace);
+  // Byte for byte message.dump(-1, ' ', false, json::error_handler_t::replace), faster.
+  return DumpJson(message);
 }
 
 }  // namespace tmcra::mcp

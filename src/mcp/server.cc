@@ -491,13 +491,13 @@ json Server::ToolDefinition(const Tool& tool, const std::string& version) const 
   return def;
 }
 
-json Server::ShapeResult(const ToolResult& result, const std::string& version) const {
+json Server::ShapeResult(ToolResult result, const std::string& version) const {
   if (result.is_error) {
-    return json{{"content", json::array({{{"type", "text"}, {"text", result.error_text}}})},
+    return json{{"content", json::array({{{"type", "text"}, {"text", std::move(result.error_text)}}})},
                 {"isError", true}};
   }
   json out{{"content", json::array({{{"type", "text"}, {"text", Serialize(result.structured)}}})}};
-  if (version >= "2025-06-18") out["structuredContent"] = result.structured;
+  if (version >= "2025-06-18") out["structuredContent"] = std::move(result.structured);
   return out;
 }
 
@@ -537,7 +537,7 @@ std::optional<json> Server::RunCall(const json& id, const json& params,
     spdlog::debug("suppressing the response to cancelled call {}", id.dump());
     return std::nullopt;
   }
-  return MakeResult(id, ShapeResult(result, version));
+  return MakeResult(id, ShapeResult(std::move(result), version));
 }
 
 Result<ElicitResponse> Server::Elicit(Call& call, const std::string& message, const json& schema,

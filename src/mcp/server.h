@@ -93,7 +93,7 @@ class Server {
   // Runs a call to the end and returns its response, or nothing when cancelled.
   std::optional<json> RunCall(const json& id, const json& params, std::shared_ptr<Call> call);
   json ToolDefinition(const Tool& tool, const std::string& version) const;
-  json ShapeResult(const ToolResult& result, const std::string& version) const;
+  json ShapeResult(ToolResult result, const std::string& version) const;
 
   // Runs `work` on a pooled thread. A thread is added whenever every existing one is busy
   // (a tool may wait for a human through elicitation), so a call never waits for another.

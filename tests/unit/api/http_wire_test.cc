@@ -137,6 +137,14 @@ TEST_CASE("an answer must be one strict JSON object", "[wire][h8]") {
   CHECK((*ok)["job_id"] == "j");
   CHECK(wire::ParseResponseObject("{}", 200, ""));
   CHECK(wire::ParseResponseObject("{\"a\":{},\"b\":{\"a\":1}}", 200, ""));  // same key, other objects
+  // The strict parser builds exactly the document nlohmann's own parser builds.
+  const std::string doc = R"({"z":[{"a":1,"b":[true,false,null]},{"a":-2.5e-3,"b":{}}],)"
+                          R"("s":"\u00e9\n\"q\"","big":18446744073709551615,"neg":-9223372036854775808,)"
+                          R"("e":[],"o":{"x":{"y":{"z":"deep"}}},"f":1.0})";
+  auto same = wire::ParseResponseObject(doc, 200, "");
+  REQUIRE(same);
+  CHECK(*same == nlohmann::json::parse(doc));
+  CHECK(same->dump() == nlohmann::json::parse(doc).dump());
 }
 
 TEST_CASE("the error envelope maps as the contract's api_error", "[wire]") {

@@ -1,0 +1,146 @@
+#include "src/common/json_writer.h"
+
+#include <charconv>
+
+namespace tmcra {
+
+namespace {
+
+using json = nlohmann::json;
+
+// The length of the well-formed UTF-8 sequence starting with the non-ASCII byte at p[0] (no
+// overlongs, no surrogates, nothing above U+10FFFF), or 0.
+size_t SequenceLength(const unsigned char* p, size_t left) {
+  const unsigned char c = p[0];
+  auto cont = [&](size_t k, unsigned char lo, unsigned char hi) {
+    return k < left && p[k] >= lo && p[k] <= hi;
+  };
+  if (c >= 0xc2 && c <= 0xdf) return cont(1, 0x80, 0xbf) ? 2 : 0;
+  if (c == 0xe0) return cont(1, 0xa0, 0xbf) && cont(2, 0x80, 0xbf) ? 3 : 0;
+  if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef) {
+    return cont(1, 0x80, 0xbf) && cont(2, 0x80, 0xbf) ? 3 : 0;
+  }
+  if (c == 0xed) return cont(1, 0x80, 0x9f) && cont(2, 0x80, 0xbf) ? 3 : 0;
+  if (c == 0xf0) return cont(1, 0x90, 0xbf) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
+  if (c >= 0xf1 && c <= 0xf3) {
+    return cont(1, 0x80, 0xbf) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
+  }
+  if (c == 0xf4) return cont(1, 0x80, 0x8f) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
+  return 0;
+}
+
+// Escapes `text` into `out`; false (with `out` as it was) when `text` is not well-formed UTF-8.
+bool AppendValidString(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const size_t mark = out.size();
+  out.reserve(out.size() + text.size() + 2);
+  out.push_back('"');
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t run = 0;  // start of the bytes not yet copied
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+      ++i;
+      continue;
+    }
+    if (c >= 0x80) {
+      const size_t len = SequenceLength(p + i, n - i);
+      if (len == 0) {
+        out.resize(mark);
+        return false;
+      }
+      i += len;
+      continue;
+    }
+    out.append(text.data() + run, i - run);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: {
+        const char escaped[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+        out.append(escaped, sizeof escaped);
+      }
+    }
+    ++i;
+    run = i;
+  }
+  out.append(text.data() + run, n - run);
+  out.push_back('"');
+  return true;
+}
+
+template <typename Int>
+void AppendInteger(std::string& out, Int v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+}  // namespace
+
+void AppendJsonString(std::string& out, std::string_view text) {
+  if (!AppendValidString(out, text)) {
+    out += json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+}
+
+void AppendJson(std::string& out, const json& value) {
+  switch (value.type()) {
+    case json::value_t::null:
+      out += "null";
+      return;
+    case json::value_t::boolean:
+      out += value.get<bool>() ? "true" : "false";
+      return;
+    case json::value_t::number_integer:
+      AppendInteger(out, value.get<json::number_integer_t>());
+      return;
+    case json::value_t::number_unsigned:
+      AppendInteger(out, value.get<json::number_unsigned_t>());
+      return;
+    case json::value_t::string:
+      AppendJsonString(out, value.get_ref<const std::string&>());
+      return;
+    case json::value_t::array: {
+      out.push_back('[');
+      bool first = true;
+      for (const auto& element : value) {
+        if (!first) out.push_back(',');
+        first = false;
+        AppendJson(out, element);
+      }
+      out.push_back(']');
+      return;
+    }
+    case json::value_t::object: {
+      out.push_back('{');
+      bool first = true;
+      for (const auto& [key, element] : value.get_ref<const json::object_t&>()) {
+        if (!first) out.push_back(',');
+        first = false;
+        AppendJsonString(out, key);
+        out.push_back(':');
+        AppendJson(out, element);
+      }
+      out.push_back('}');
+      return;
+    }
+    default:  // floats, binary, discarded: exactly as nlohmann writes them
+      out += value.dump(-1, ' ', false, json::error_handler_t::replace);
+      return;
+  }
+}
+
+std::string DumpJson(const json& value) {
+  std::string out;
+  AppendJson(out, value);
+  return out;
+}
+
+}  // namespace tmcra
