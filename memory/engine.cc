@@ -193,6 +193,14 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   engine->word_counts_ = std::make_unique<WordCounts>();
   if (auto s = RegisterBm25(**api_db, engine->row_facts_.get()); !s) return s.error();
   engine->api_db_ = std::move(*api_db);
+  if (engine->options_.warm_recall) {
+    auto reader = engine->BorrowReader();
+    if (!reader) return reader.error();
+    auto tx = db::Transaction::Deferred(reader->db());
+    if (!tx) return tx.error();
+    if (auto s = engine->row_facts_->CatchUp(reader->db()); !s) return s.error();
+    if (auto s = tx->Commit(); !s) return s.error();
+  }
   if (engine->options_.start_worker) {
     auto worker_db = db::Database::Open({engine->options_.path});
     if (!worker_db) return worker_db.error();

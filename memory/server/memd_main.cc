@@ -398,6 +398,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     engine.public_base_url.pop_back();
   }
   engine.start_worker = !args->Flag("no-job-worker");
+  engine.warm_recall = true;  // before the readiness line, not in the first client's recall
   tmcra::api::EmbeddedMemoryApi memory(engine);
   // Open the store now: a broken store fails the start, and jobs accepted before a stop run
   // at once (the worker starts with them).
