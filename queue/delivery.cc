@@ -249,7 +249,7 @@ Result<Item> DeliveryService::DeliverItem(const std::string& item_id, bool wait_
     const bool settled = item->state == kSucceeded || item->state == kDeadLetter;
     if (!wait_terminal || settled || std::chrono::steady_clock::now() >= deadline ||
         (cancelled && cancelled())) {
-      return ob.Get(item_id);  // whole, recall receipt included, for the caller's answer
+      return item;  // the recall receipt reduced to its capture, as DeliverItem documents
     }
     // A failed attempt waits for its backoff; jobs are polled with a growing pause.
     auto sleep = pause;

@@ -105,7 +105,8 @@ class DeliveryService {
 
   // Works on one item now, on the calling thread. With `wait_terminal`, keeps polling its jobs
   // until they are terminal, `timeout` passes or `cancelled` says stop. Returns the item as it is
-  // afterwards (still pending or submitted if it could not finish).
+  // afterwards (still pending or submitted if it could not finish), read as for delivery: its
+  // recall receipt reduced to {"_local_capture": ...} (Outbox::GetForDelivery).
   [[nodiscard]] Result<Item> DeliverItem(const std::string& item_id, bool wait_terminal,
                                          std::chrono::milliseconds timeout,
                                          const std::function<bool()>& cancelled = {});

@@ -4,6 +4,7 @@
 // outbox still holds. docs/compatibility.md lists where this differs from TMCRA and why.
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -32,15 +33,21 @@ bool IsTerminal(const std::string& status) {
 // The queue's row receipt (§2.4, _row_receipt), with the fill-ins of §2.5. `compact` (for
 // reconcile, which lists many items) gives the stored recall as a reference instead of the
 // whole evidence, so the answer stays far below the 10 MiB stdio clients accept.
-json RowReceipt(const queue::Item& item, bool compact = false) {
+// `recall`: the turn's recall receipt when the caller has it; else the item's, whole or, with
+// `compact`, reduced to a reference.
+json RowReceipt(const queue::Item& item, bool compact = false,
+                std::optional<json> recall_override = std::nullopt) {
   const json ingest = item.receipt.is_object() ? item.receipt : json::object();
-  json recall = item.recall_receipt.is_null() ? json(nullptr) : item.recall_receipt;
-  if (compact && recall.is_object()) {
-    json ref = json::object();
+  json recall;
+  if (recall_override) {
+    recall = std::move(*recall_override);
+  } else if (compact && item.recall_receipt.is_object()) {
+    recall = json::object();
     for (const char* key : {"query_id", "scope_name", "evidence_sha256"}) {
-      if (recall.contains(key)) ref[key] = recall[key];
+      if (item.recall_receipt.contains(key)) recall[key] = item.recall_receipt[key];
     }
-    recall = std::move(ref);
+  } else {
+    recall = item.recall_receipt;
   }
   json r{{"schema_version", kLifecycleSchema},
          {"contract_schema_version", receipts::kContractSchemaVersion},
@@ -61,15 +68,15 @@ json RowReceipt(const queue::Item& item, bool compact = false) {
 }
 
 // _lifecycle_projection (§2.4) of a committed turn's row receipt.
-json Projection(const queue::Item& item, const std::string& turn_id, const json& recall) {
-  json r = RowReceipt(item);
+// `item` may be read for delivery (its recall receipt reduced): the turn's `recall` is used.
+json Projection(const queue::Item& item, const std::string& turn_id, json recall) {
+  json r = RowReceipt(item, /*compact=*/false, std::move(recall));
   const json& ingest = r["ingest"];
   std::string observed = item.state;
   if (ingest.is_object() && ingest.contains("status") && ingest["status"].is_string()) {
     observed = ingest["status"];
   }
   r["turn_id"] = turn_id;
-  r["recall"] = recall;
   r["observed_status"] = observed;
   r["final_status"] = IsTerminal(observed) ? json(observed) : json(nullptr);
   r["final"] = IsTerminal(observed);
@@ -241,7 +248,7 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   if (!*turn) {
     return Failure(kTool, Error::NotFound("turn_id is unknown; call tmcra_turn_prepare first"));
   }
-  const queue::PreparedTurn& t = **turn;
+  queue::PreparedTurn& t = **turn;
   json resolve_args = args;
   resolve_args["scope"] = t.scope_name;
   auto resolved = Resolve(resolve_args, deps.default_scope, deps.default_agent_id);
@@ -302,26 +309,28 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   TMCRA_FAILPOINT("commit.after_commit_before_reply");
   // Durable now. read_your_writes delivers it to the end (bounded) before answering; eventual
   // answers at once and leaves delivery to the background.
+  // The answer echoes the turn's recall receipt (moved from `t`, read once); the item is read
+  // back without its copy of it.
   if (consistency != "read_your_writes") {
-    auto item = (*outbox)->Get(*item_id);
+    auto item = (*outbox)->GetForDelivery(*item_id);
     // Kicked after the read: the delivery round it starts takes the outbox's lock, and the
     // host should not wait for that.
     deps.delivery->Kick();
     if (!item) return Failure(kTool, item.error());
-    return ToolResult::Ok(Projection(*item, turn_id, t.recall_receipt));
+    return ToolResult::Ok(Projection(*item, turn_id, std::move(t.recall_receipt)));
   }
   auto delivered = deps.delivery->DeliverItem(*item_id, /*wait_terminal=*/true, deps.commit_wait,
                                               [&ctx] { return ctx.cancelled(); });
   if (!delivered) {
-    auto item = (*outbox)->Get(*item_id);
+    auto item = (*outbox)->GetForDelivery(*item_id);
     if (!item) return Failure(kTool, item.error());
     deps.delivery->Kick();
-    return ToolResult::Ok(Projection(*item, turn_id, t.recall_receipt));
+    return ToolResult::Ok(Projection(*item, turn_id, std::move(t.recall_receipt)));
   }
   if (delivered->state == queue::kPending || delivered->state == queue::kSubmitted) {
     deps.delivery->Kick();  // background delivery finishes it
   }
-  return ToolResult::Ok(Projection(*delivered, turn_id, t.recall_receipt));
+  return ToolResult::Ok(Projection(*delivered, turn_id, std::move(t.recall_receipt)));
 }
 
 // ---- tmcra_reconcile ---------------------------------------------------------------------

@@ -99,6 +99,18 @@ if (memd) {
       turn_id: `t-${marker}`, assistant_message_id: `a-${marker}`, assistant_content: ASSISTANT,
     });
     assert.equal(commit.status, 'succeeded', `commit: ${JSON.stringify(commit).slice(0, 600)}`);
+    // The commit echoes the prepared turn's whole recall receipt (§2.4), capture included.
+    assert.deepEqual(commit.recall, prep.recall, 'the commit echoes the prepared recall receipt');
+    assert.equal(commit.recall.receipt_type, 'recall');
+    assert.ok(commit.recall._local_capture, 'the echoed recall keeps its _local_capture');
+    const prep2 = await call(remote, 'tmcra_turn_prepare', {
+      turn_id: `t2-${marker}`, session_id: session, user_message_id: `u2-${marker}`, user_content: 'and the rollback plan?',
+    });
+    const eventual = await call(remote, 'tmcra_turn_commit', {
+      turn_id: `t2-${marker}`, assistant_message_id: `a2-${marker}`, assistant_content: 'noted', consistency: 'eventual',
+    });
+    assert.ok(['pending', 'submitted', 'succeeded'].includes(eventual.status), JSON.stringify(eventual).slice(0, 400));
+    assert.deepEqual(eventual.recall, prep2.recall, 'an eventual commit echoes the prepared recall receipt too');
     const recall = await call(remote, 'tmcra_recall', { query: `When is the ${marker} deploy window?`, session_id: session, include_structured_evidence: true });
     const hit = recordsOf(recall).find((rec) => rec.text === USER);
     assert.ok(hit, `recall finds the committed user turn: ${JSON.stringify(recall.evidence).slice(0, 1500)}`);
