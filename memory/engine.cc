@@ -12,8 +12,9 @@
 #include "memory/ingest_validation.h"
 #include "src/common/canonical_json.h"
 #include "src/common/clock.h"
-#include "src/common/ids.h"
 #include "src/common/failpoint.h"
+#include "src/common/ids.h"
+#include "src/common/json_reader.h"
 #include "src/common/process_owner.h"
 #include "src/common/sha256.h"
 #include "src/common/utf8.h"
@@ -127,7 +128,7 @@ json NullableReal(const db::Statement& st, int column) {
 
 json ParsedOrNull(const db::Statement& st, int column) {
   if (st.IsNull(column)) return nullptr;
-  json value = json::parse(st.Text(column), nullptr, false);
+  json value = ParseJsonLenient(st.Text(column));
   return value.is_discarded() ? json(nullptr) : value;
 }
 
@@ -604,7 +605,7 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
     if (!row) return row.error();
     if (!*row) continue;  // someone else took it over
     const std::string scope = load->Text(0);
-    const json payload = json::parse(load->Text(1), nullptr, false);
+    const json payload = ParseJsonLenient(load->Text(1));
     if (payload.is_discarded() || !payload.is_object()) {
       done->Reset();
       done->Bind(1, "failed").Bind(2, now).Bind(3, now).Bind(4, now).BindNull(5)

@@ -11,6 +11,7 @@
 #include "src/common/canonical_json.h"
 #include "src/common/clock.h"
 #include "src/common/ids.h"
+#include "src/common/json_reader.h"
 #include "src/common/sha256.h"
 #include "src/common/utf8.h"
 
@@ -387,7 +388,7 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
                         "wait_for_job_id: the job has not succeeded (status " + status + ")",
                         json{{"job_status", status}}.dump());
     }
-    const json result = st->IsNull(3) ? json(nullptr) : json::parse(st->Text(3), nullptr, false);
+    const json result = st->IsNull(3) ? json(nullptr) : ParseJsonLenient(st->Text(3));
     if (!result.is_object() || !result.contains("watermarks") ||
         !result["watermarks"].is_object() ||
         !result["watermarks"].contains("source_event_seq") ||

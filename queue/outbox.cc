@@ -14,6 +14,7 @@
 #include "src/common/clock.h"
 #include "src/common/failpoint.h"
 #include "src/common/ids.h"
+#include "src/common/json_reader.h"
 #include "src/common/process_owner.h"
 
 namespace tmcra::queue {
@@ -70,7 +71,7 @@ CREATE TABLE IF NOT EXISTS delivery_lease (
 Status Migrate(db::Database& db) { return db::Migrate(db, kMigrations, "the outbox"); }
 
 json ParseOr(const std::string& text, json fallback) {
-  json value = json::parse(text, nullptr, false);
+  json value = ParseJsonLenient(text);
   return value.is_discarded() ? fallback : value;
 }
 

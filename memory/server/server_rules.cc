@@ -7,6 +7,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "src/common/json_reader.h"
+
 namespace tmcra::memd {
 
 namespace {
@@ -107,10 +109,14 @@ Result<json> ParseBodyObject(std::string_view body, std::string_view content_typ
                      "JSON decode error: nested deeper than 64");
   }
   json parsed;
-  try {
-    parsed = json::parse(body);
-  } catch (const json::parse_error& e) {
-    return BodyError(json::array({"body", e.byte}), "json_invalid", "JSON decode error");
+  // The fast reader takes what it accepts (the same value json::parse builds); nlohmann parses
+  // the rest, keeping the last value of a repeated key as Python does, or says where it failed.
+  if (!ReadJsonStrict(body, parsed).ok) {
+    try {
+      parsed = json::parse(body);
+    } catch (const json::parse_error& e) {
+      return BodyError(json::array({"body", e.byte}), "json_invalid", "JSON decode error");
+    }
   }
   if (!parsed.is_object()) {
     return BodyError(json::array({"body"}), "model_attributes_type",

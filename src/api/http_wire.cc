@@ -1,8 +1,8 @@
 #include "src/api/http_wire.h"
 
 #include <utility>
-#include <vector>
 
+#include "src/common/json_reader.h"
 #include "src/common/utf8.h"
 
 namespace tmcra::api::wire {
@@ -27,85 +27,15 @@ Error InvalidJson(std::string message, int status, std::string_view request_id) 
   return error;
 }
 
-// Builds the document as nlohmann's own DOM parser does, but stops at the first key an object
-// already holds (a second value under one key is ambiguous: which would the service mean?).
-class StrictDomBuilder {
- public:
-  explicit StrictDomBuilder(json& root) : root_(root) {}
-  bool duplicate = false;
-
-  bool null() { return Put(nullptr); }
-  bool boolean(bool v) { return Put(v); }
-  bool number_integer(json::number_integer_t v) { return Put(v); }
-  bool number_unsigned(json::number_unsigned_t v) { return Put(v); }
-  bool number_float(json::number_float_t v, const json::string_t&) { return Put(v); }
-  bool string(json::string_t& v) { return Put(std::move(v)); }
-  bool binary(json::binary_t& v) { return Put(json::binary(std::move(v))); }
-  bool start_object(std::size_t) { return Open(json::value_t::object); }
-  bool start_array(std::size_t) { return Open(json::value_t::array); }
-  bool end_object() { return Close(); }
-  bool end_array() { return Close(); }
-  bool key(json::string_t& k) {
-    auto& object = stack_.back()->get_ref<json::object_t&>();
-    auto [it, inserted] = object.emplace(std::move(k), nullptr);
-    if (!inserted) {
-      duplicate = true;
-      return false;
-    }
-    slot_ = &it->second;
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
-    return false;
-  }
-
- private:
-  template <typename Value>
-  json* Place(Value&& v) {
-    if (stack_.empty()) {
-      root_ = json(std::forward<Value>(v));
-      return &root_;
-    }
-    if (stack_.back()->is_array()) {
-      auto& array = stack_.back()->get_ref<json::array_t&>();
-      array.emplace_back(std::forward<Value>(v));
-      return &array.back();
-    }
-    *slot_ = json(std::forward<Value>(v));
-    return slot_;
-  }
-  template <typename Value>
-  bool Put(Value&& v) {
-    Place(std::forward<Value>(v));
-    return true;
-  }
-  bool Open(json::value_t type) {
-    stack_.push_back(Place(type));
-    return true;
-  }
-  bool Close() {
-    stack_.pop_back();
-    return true;
-  }
-
-  json& root_;
-  std::vector<json*> stack_;
-  json* slot_ = nullptr;
-};
-
 // Strict parse without exceptions: a discarded value on any failure; `duplicate` tells a
-// duplicate key apart from a syntax error.
+// duplicate key apart from a syntax error (a second value under one key is ambiguous: which
+// would the service mean?). The caller refuses a BOM and NUL bytes first, the two inputs on
+// which nlohmann's parser would be more lenient.
 json StrictParse(std::string_view body, bool* duplicate) {
-  json root;
-  StrictDomBuilder builder(root);
-  bool ok = false;
-  try {
-    ok = json::sax_parse(body.begin(), body.end(), &builder);
-  } catch (...) {  // allocation failures; never leak them
-    ok = false;
-  }
-  *duplicate = builder.duplicate;
-  return ok ? std::move(root) : json(json::value_t::discarded);
+  json value;
+  const JsonReadResult r = ReadJsonStrict(body, value);
+  *duplicate = r.duplicate_key;
+  return r.ok ? std::move(value) : json(json::value_t::discarded);
 }
 
 }  // namespace

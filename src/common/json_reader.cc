@@ -1,0 +1,339 @@
+#include "src/common/json_reader.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace tmcra {
+
+namespace {
+
+using json = nlohmann::json;
+
+class Reader {
+ public:
+  explicit Reader(std::string_view text)
+      : p_(reinterpret_cast<const unsigned char*>(text.data())), end_(p_ + text.size()) {}
+
+  JsonReadResult Read(json& out) {
+    JsonReadResult result;
+    json root;
+    if (!Document(root)) {
+      result.duplicate_key = duplicate_;
+      return result;
+    }
+    out = std::move(root);
+    result.ok = true;
+    return result;
+  }
+
+ private:
+  void SkipSpace() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
+  }
+
+  bool Literal(const char* word, size_t n) {
+    if (static_cast<size_t>(end_ - p_) < n) return false;
+    for (size_t i = 0; i < n; ++i) {
+      if (p_[i] != static_cast<unsigned char>(word[i])) return false;
+    }
+    p_ += n;
+    return true;
+  }
+
+  static int Hex(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+
+  bool Hex4(uint32_t* out) {
+    if (end_ - p_ < 4) return false;
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const int h = Hex(p_[i]);
+      if (h < 0) return false;
+      v = (v << 4) | static_cast<uint32_t>(h);
+    }
+    p_ += 4;
+    *out = v;
+    return true;
+  }
+
+  static void AppendUtf8(std::string& s, uint32_t cp) {
+    if (cp < 0x80) {
+      s.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      s.push_back(static_cast<char>(0xc0 | (cp >> 6)));
+      s.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+    } else if (cp < 0x10000) {
+      s.push_back(static_cast<char>(0xe0 | (cp >> 12)));
+      s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+      s.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+    } else {
+      s.push_back(static_cast<char>(0xf0 | (cp >> 18)));
+      s.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
+      s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+      s.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+    }
+  }
+
+  // The length of the well-formed UTF-8 sequence at p_ (first byte >= 0x80), or 0.
+  size_t Utf8Length() const {
+    const unsigned char* p = p_;
+    const size_t left = static_cast<size_t>(end_ - p_);
+    const unsigned char c = p[0];
+    auto cont = [&](size_t k, unsigned char lo, unsigned char hi) {
+      return k < left && p[k] >= lo && p[k] <= hi;
+    };
+    if (c >= 0xc2 && c <= 0xdf) return cont(1, 0x80, 0xbf) ? 2 : 0;
+    if (c == 0xe0) return cont(1, 0xa0, 0xbf) && cont(2, 0x80, 0xbf) ? 3 : 0;
+    if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef) {
+      return cont(1, 0x80, 0xbf) && cont(2, 0x80, 0xbf) ? 3 : 0;
+    }
+    if (c == 0xed) return cont(1, 0x80, 0x9f) && cont(2, 0x80, 0xbf) ? 3 : 0;
+    if (c == 0xf0) return cont(1, 0x90, 0xbf) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
+    if (c >= 0xf1 && c <= 0xf3) {
+      return cont(1, 0x80, 0xbf) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
+    }
+    if (c == 0xf4) return cont(1, 0x80, 0x8f) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
+    return 0;
+  }
+
+  // At the opening quote.
+  bool String(std::string& s) {
+    ++p_;
+    for (;;) {
+      const unsigned char* run = p_;
+      while (p_ < end_ && *p_ >= 0x20 && *p_ != '"' && *p_ != '\\' && *p_ < 0x80) ++p_;
+      s.append(reinterpret_cast<const char*>(run), static_cast<size_t>(p_ - run));
+      if (p_ >= end_) return false;
+      const unsigned char c = *p_;
+      if (c == '"') {
+        ++p_;
+        return true;
+      }
+      if (c < 0x20) return false;
+      if (c >= 0x80) {
+        const size_t n = Utf8Length();
+        if (n == 0) return false;
+        s.append(reinterpret_cast<const char*>(p_), n);
+        p_ += n;
+        continue;
+      }
+      // A backslash.
+      ++p_;
+      if (p_ >= end_) return false;
+      const unsigned char e = *p_++;
+      switch (e) {
+        case '"': s.push_back('"'); break;
+        case '\\': s.push_back('\\'); break;
+        case '/': s.push_back('/'); break;
+        case 'b': s.push_back('\b'); break;
+        case 'f': s.push_back('\f'); break;
+        case 'n': s.push_back('\n'); break;
+        case 'r': s.push_back('\r'); break;
+        case 't': s.push_back('\t'); break;
+        case 'u': {
+          uint32_t cp = 0;
+          if (!Hex4(&cp)) return false;
+          if (cp >= 0xd800 && cp <= 0xdbff) {
+            uint32_t low = 0;
+            if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return false;
+            p_ += 2;
+            if (!Hex4(&low) || low < 0xdc00 || low > 0xdfff) return false;
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+          } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+            return false;
+          }
+          AppendUtf8(s, cp);
+          break;
+        }
+        default:
+          return false;
+      }
+    }
+  }
+
+  bool Number(json& out) {
+    const unsigned char* start = p_;
+    const bool negative = *p_ == '-';
+    if (negative) ++p_;
+    if (p_ >= end_) return false;
+    if (*p_ == '0') {
+      ++p_;
+    } else if (*p_ >= '1' && *p_ <= '9') {
+      while (p_ < end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+    } else {
+      return false;
+    }
+    bool is_float = false;
+    if (p_ < end_ && *p_ == '.') {
+      ++p_;
+      if (p_ >= end_ || *p_ < '0' || *p_ > '9') return false;
+      while (p_ < end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+      is_float = true;
+    }
+    if (p_ < end_ && (*p_ == 'e' || *p_ == 'E')) {
+      ++p_;
+      if (p_ < end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+      if (p_ >= end_ || *p_ < '0' || *p_ > '9') return false;
+      while (p_ < end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+      is_float = true;
+    }
+    const char* first = reinterpret_cast<const char*>(start);
+    const char* last = reinterpret_cast<const char*>(p_);
+    if (!is_float) {
+      if (negative) {
+        int64_t v = 0;
+        const auto r = std::from_chars(first, last, v);
+        if (r.ec == std::errc() && r.ptr == last) {
+          out = v;
+          return true;
+        }
+      } else {
+        uint64_t v = 0;
+        const auto r = std::from_chars(first, last, v);
+        if (r.ec == std::errc() && r.ptr == last) {
+          out = v;
+          return true;
+        }
+      }
+      // Out of range: a double, as nlohmann does.
+    }
+    // strtod needs a terminated copy; numbers are short.
+    const std::string token(first, last);
+    char* stop = nullptr;
+    const double d = std::strtod(token.c_str(), &stop);
+    if (stop != token.c_str() + token.size() || !std::isfinite(d)) return false;
+    out = d;
+    return true;
+  }
+
+  // Containers are built in place: `stack_` holds the open ones.
+  bool Document(json& root) {
+    SkipSpace();
+    json* slot = &root;  // where the next value goes
+    for (;;) {
+      // A value into *slot.
+      if (p_ >= end_) return false;
+      const unsigned char c = *p_;
+      bool opened = false;
+      switch (c) {
+        case '{':
+          ++p_;
+          *slot = json::object();
+          stack_.push_back(slot);
+          opened = true;
+          break;
+        case '[':
+          ++p_;
+          *slot = json::array();
+          stack_.push_back(slot);
+          opened = true;
+          break;
+        case '"': {
+          std::string s;
+          if (!String(s)) return false;
+          *slot = std::move(s);
+          break;
+        }
+        case 't':
+          if (!Literal("true", 4)) return false;
+          *slot = true;
+          break;
+        case 'f':
+          if (!Literal("false", 5)) return false;
+          *slot = false;
+          break;
+        case 'n':
+          if (!Literal("null", 4)) return false;
+          *slot = nullptr;
+          break;
+        default:
+          if (c != '-' && (c < '0' || c > '9')) return false;
+          if (!Number(*slot)) return false;
+      }
+      SkipSpace();
+      if (opened) {
+        // The first member or element, or the end of an empty container.
+        json& container = *stack_.back();
+        const bool object = container.is_object();
+        if (p_ < end_ && *p_ == (object ? '}' : ']')) {
+          ++p_;
+          stack_.pop_back();
+        } else {
+          slot = object ? Key(container) : Element(container);
+          if (slot == nullptr) return false;
+          continue;
+        }
+      }
+      // After a value: a comma, or closing brackets, or the end.
+      for (;;) {
+        SkipSpace();
+        if (stack_.empty()) return p_ == end_;
+        json& container = *stack_.back();
+        const bool object = container.is_object();
+        if (p_ >= end_) return false;
+        if (*p_ == ',') {
+          ++p_;
+          SkipSpace();
+          slot = object ? Key(container) : Element(container);
+          if (slot == nullptr) return false;
+          break;
+        }
+        if (*p_ != (object ? '}' : ']')) return false;
+        ++p_;
+        stack_.pop_back();
+      }
+    }
+  }
+
+  // Reads `"key" :` and returns the new member's slot; nullptr on an error or a repeated key.
+  json* Key(json& object) {
+    if (p_ >= end_ || *p_ != '"') return nullptr;
+    std::string key;
+    if (!String(key)) return nullptr;
+    SkipSpace();
+    if (p_ >= end_ || *p_ != ':') return nullptr;
+    ++p_;
+    SkipSpace();
+    auto& members = object.get_ref<json::object_t&>();
+    auto [it, inserted] = members.emplace(std::move(key), nullptr);
+    if (!inserted) {
+      duplicate_ = true;
+      return nullptr;
+    }
+    return &it->second;
+  }
+
+  json* Element(json& array) {
+    auto& elements = array.get_ref<json::array_t&>();
+    elements.emplace_back(nullptr);
+    return &elements.back();
+  }
+
+  const unsigned char* p_;
+  const unsigned char* end_;
+  std::vector<json*> stack_;
+  bool duplicate_ = false;
+};
+
+}  // namespace
+
+JsonReadResult ReadJsonStrict(std::string_view text, json& out) {
+  Reader reader(text);
+  return reader.Read(out);
+}
+
+json ParseJsonLenient(std::string_view text) {
+  json value;
+  if (ReadJsonStrict(text, value).ok) return value;
+  return json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+}
+
+}  // namespace tmcra

@@ -1,0 +1,177 @@
+// ReadJsonStrict against nlohmann's json::parse: the same acceptance and the same value (type
+// included) on edge cases, on random documents and on random mutations of them; duplicate keys
+// refused. nlohmann differs on two inputs by design, which the comparison leaves out: it skips a
+// UTF-8 BOM and stops at a NUL byte.
+#include "src/common/json_reader.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+using json = nlohmann::json;
+using tmcra::ReadJsonStrict;
+
+namespace {
+
+// Same value and same type at every node (nlohmann's == calls 1 and 1.0 equal).
+bool SameTree(const json& a, const json& b) {
+  if (a.type() != b.type()) return false;
+  switch (a.type()) {
+    case json::value_t::object: {
+      if (a.size() != b.size()) return false;
+      for (auto it = a.begin(); it != a.end(); ++it) {
+        auto other = b.find(it.key());
+        if (other == b.end() || !SameTree(*it, *other)) return false;
+      }
+      return true;
+    }
+    case json::value_t::array:
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (!SameTree(a[i], b[i])) return false;
+      }
+      return true;
+    case json::value_t::number_float: {
+      const double x = a.get<double>();
+      const double y = b.get<double>();
+      return std::memcmp(&x, &y, sizeof x) == 0;
+    }
+    default:
+      return a == b;
+  }
+}
+
+// Compares with nlohmann on `text` (no BOM, no NUL); returns whether it was accepted.
+bool Agree(const std::string& text) {
+  json ours;
+  const auto r = ReadJsonStrict(text, ours);
+  const json theirs = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (r.duplicate_key) {
+    // nlohmann keeps the last value under a repeated key; we refuse the document.
+    CHECK_FALSE(r.ok);
+    return false;
+  }
+  INFO("text: " << text);
+  REQUIRE(r.ok == !theirs.is_discarded());
+  if (r.ok) REQUIRE(SameTree(ours, theirs));
+  return r.ok;
+}
+
+std::string RandomText(std::mt19937& rng, int depth) {
+  static const char* kStrings[] = {"\"\"", "\"a\"", "\"\\u00e9\\n\\\"\"", "\"caf\xc3\xa9\"",
+                                   "\"\\ud83d\\ude00\"", "\"\\/\\b\\f\\r\\t\\\\\"", "\"\xf0\x9f\x98\x80\""};
+  static const char* kNumbers[] = {"0", "-0", "1", "-1", "0.5", "-0.0", "1e3", "1E-3", "2.5e+10",
+                                   "18446744073709551615", "18446744073709551616",
+                                   "-9223372036854775808", "-9223372036854775809", "1e308",
+                                   "123456789012345678901234567890", "0.1", "5e-324"};
+  switch (rng() % (depth > 4 ? 4 : 6)) {
+    case 0: return kStrings[rng() % std::size(kStrings)];
+    case 1: return kNumbers[rng() % std::size(kNumbers)];
+    case 2: return (rng() % 3 == 0) ? "null" : (rng() % 2 ? "true" : "false");
+    case 3: return " " + std::string(kNumbers[rng() % std::size(kNumbers)]) + "\n";
+    case 4: {
+      std::string out = "[";
+      for (size_t i = rng() % 4; i > 0; --i) {
+        out += RandomText(rng, depth + 1);
+        if (i > 1) out += rng() % 2 ? "," : " ,\t";
+      }
+      return out + "]";
+    }
+    default: {
+      std::string out = "{";
+      const size_t n = rng() % 4;
+      for (size_t i = 0; i < n; ++i) {
+        out += "\"k" + std::to_string(rng() % 6) + "\"" + (rng() % 2 ? ":" : " : ");
+        out += RandomText(rng, depth + 1);
+        if (i + 1 < n) out += ",";
+      }
+      return out + "}";
+    }
+  }
+}
+
+std::string Mutate(std::string text, std::mt19937& rng) {
+  static const char kBytes[] = "{}[],:\" \\-+.eE0123456789tfnu\x01\x7f\xc3\xa9\xed\xa0\xff";
+  const int edits = 1 + static_cast<int>(rng() % 3);
+  for (int e = 0; e < edits && !text.empty(); ++e) {
+    const size_t at = rng() % text.size();
+    const char b = kBytes[rng() % (sizeof kBytes - 1)];
+    switch (rng() % 3) {
+      case 0: text[at] = b; break;
+      case 1: text.insert(text.begin() + static_cast<std::ptrdiff_t>(at), b); break;
+      default: text.erase(at, 1);
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("ReadJsonStrict accepts and builds what json::parse does, on edge cases",
+          "[common][json]") {
+  const char* accepted[] = {
+      "{}", "[]", " {\"a\" : [1, -2, 3.5, true, false, null]} ", "\"\\u0000\"", "0", "-0",
+      "18446744073709551615", "18446744073709551616", "-9223372036854775808",
+      "-9223372036854775809", "1E+2", "\"\\uD834\\uDD1E\"", "\"\x7f\"", "[[[[]]]]",
+      "{\"a\":{\"a\":{\"a\":1}}}", "\"\xf4\x8f\xbf\xbf\"", "1e-400"};
+  for (const char* text : accepted) CHECK(Agree(text));
+  const char* refused[] = {
+      "", " ", "{", "}", "[1,]", "{\"a\":1,}", "{a:1}", "01", "1.", ".5", "+1", "-", "1e",
+      "1e+", "NaN", "Infinity", "1e999", "-1e999", "tru", "nulll", "\"abc", "\"\\x\"",
+      "\"\\u12\"", "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"\x01\"",
+      "\"\xc3\"", "\"\xc0\x80\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\"\xff\"",
+      "[1 2]", "{\"a\" 1}", "{} {}", "[] x", "// c\n1", "'a'"};
+  for (const char* text : refused) CHECK_FALSE(Agree(text));
+}
+
+TEST_CASE("ReadJsonStrict refuses a repeated key at any depth", "[common][json]") {
+  for (const char* text : {"{\"a\":1,\"a\":2}", "[{\"b\":1,\"b\":1}]", "{\"x\":{\"\\u0061\":1,\"a\":2}}"}) {
+    json out;
+    const auto r = ReadJsonStrict(text, out);
+    CHECK_FALSE(r.ok);
+    CHECK(r.duplicate_key);
+    CHECK(out.is_null());
+  }
+  json out;
+  const auto r = ReadJsonStrict("{\"a\":{},\"b\":{\"a\":1}}", out);  // same key, other objects
+  CHECK(r.ok);
+  CHECK_FALSE(r.duplicate_key);
+}
+
+TEST_CASE("ReadJsonStrict agrees with json::parse on random documents and mutations",
+          "[common][json]") {
+  std::mt19937 rng(424242);
+  int accepted = 0;
+  int refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string text = RandomText(rng, 0);
+    if (i % 2 == 1) text = Mutate(text, rng);
+    if (text.find('\0') != std::string::npos || text.rfind("\xef\xbb\xbf", 0) == 0) continue;
+    (Agree(text) ? accepted : refused) += 1;
+  }
+  CHECK(accepted > 5000);
+  CHECK(refused > 2000);
+  // Deep nesting costs no stack.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  json out;
+  CHECK(ReadJsonStrict(deep, out).ok);
+}
+
+TEST_CASE("ParseJsonLenient is json::parse(text, nullptr, false), repeated keys and BOM included",
+          "[common][json]") {
+  std::mt19937 rng(7);
+  for (int i = 0; i < 5000; ++i) {
+    std::string text = RandomText(rng, 0);
+    if (i % 2 == 1) text = Mutate(text, rng);
+    if (i % 7 == 0) text = "\xef\xbb\xbf" + text;
+    const json ours = tmcra::ParseJsonLenient(text);
+    const json theirs = json::parse(text, nullptr, false);
+    INFO("text: " << text);
+    REQUIRE(ours.is_discarded() == theirs.is_discarded());
+    if (!ours.is_discarded()) REQUIRE(SameTree(ours, theirs));
+  }
+  CHECK(tmcra::ParseJsonLenient("{\"a\":1,\"a\":2}")["a"] == 2);
+}
