@@ -1,5 +1,6 @@
 #include "src/mcp/jsonrpc.h"
 
+#include "src/common/json_reader.h"
 #include "src/common/json_writer.h"
 
 #include <string>
@@ -41,7 +42,7 @@ ParsedLine ParseLine(std::string_view line) {
     out.error_message = "Message nesting exceeds the limit of 64 levels";
     return out;
   }
-  out.value = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  out.value = ParseJsonLenient(line);  // = json::parse(line, nullptr, false), faster
   if (out.value.is_discarded()) {
     out.value = nullptr;
     out.error_code = rpc::kParseError;
