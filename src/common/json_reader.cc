@@ -205,11 +205,17 @@ class Reader {
       }
       // Out of range: a double, as nlohmann does.
     }
-    // strtod needs a terminated copy; numbers are short.
-    const std::string token(first, last);
-    char* stop = nullptr;
-    const double d = std::strtod(token.c_str(), &stop);
-    if (stop != token.c_str() + token.size() || !std::isfinite(d)) return false;
+    // from_chars is exact and ignores the locale. Out of range it says so where strtod gives
+    // 0 or infinity: nlohmann keeps an underflow (0 or a subnormal) and refuses infinity.
+    double d = 0;
+    const auto r = std::from_chars(first, last, d);
+    if (r.ec == std::errc::result_out_of_range) {
+      const std::string token(first, last);  // strtod needs a terminated copy
+      d = std::strtod(token.c_str(), nullptr);
+    } else if (r.ec != std::errc() || r.ptr != last) {
+      return false;
+    }
+    if (!std::isfinite(d)) return false;
     out = d;
     return true;
   }
