@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "src/common/utf8.h"
+
 namespace tmcra {
 
 namespace {
@@ -82,28 +84,6 @@ class Reader {
     }
   }
 
-  // The length of the well-formed UTF-8 sequence at p_ (first byte >= 0x80), or 0.
-  size_t Utf8Length() const {
-    const unsigned char* p = p_;
-    const size_t left = static_cast<size_t>(end_ - p_);
-    const unsigned char c = p[0];
-    auto cont = [&](size_t k, unsigned char lo, unsigned char hi) {
-      return k < left && p[k] >= lo && p[k] <= hi;
-    };
-    if (c >= 0xc2 && c <= 0xdf) return cont(1, 0x80, 0xbf) ? 2 : 0;
-    if (c == 0xe0) return cont(1, 0xa0, 0xbf) && cont(2, 0x80, 0xbf) ? 3 : 0;
-    if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef) {
-      return cont(1, 0x80, 0xbf) && cont(2, 0x80, 0xbf) ? 3 : 0;
-    }
-    if (c == 0xed) return cont(1, 0x80, 0x9f) && cont(2, 0x80, 0xbf) ? 3 : 0;
-    if (c == 0xf0) return cont(1, 0x90, 0xbf) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
-    if (c >= 0xf1 && c <= 0xf3) {
-      return cont(1, 0x80, 0xbf) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
-    }
-    if (c == 0xf4) return cont(1, 0x80, 0x8f) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
-    return 0;
-  }
-
   // At the opening quote.
   bool String(std::string& s) {
     ++p_;
@@ -119,7 +99,8 @@ class Reader {
       }
       if (c < 0x20) return false;
       if (c >= 0x80) {
-        const size_t n = Utf8Length();
+        const size_t n = Utf8SequenceLength(
+            std::string_view(reinterpret_cast<const char*>(p_), static_cast<size_t>(end_ - p_)), 0);
         if (n == 0) return false;
         s.append(reinterpret_cast<const char*>(p_), n);
         p_ += n;

@@ -2,32 +2,13 @@
 
 #include <charconv>
 
+#include "src/common/utf8.h"
+
 namespace tmcra {
 
 namespace {
 
 using json = nlohmann::json;
-
-// The length of the well-formed UTF-8 sequence starting with the non-ASCII byte at p[0] (no
-// overlongs, no surrogates, nothing above U+10FFFF), or 0.
-size_t SequenceLength(const unsigned char* p, size_t left) {
-  const unsigned char c = p[0];
-  auto cont = [&](size_t k, unsigned char lo, unsigned char hi) {
-    return k < left && p[k] >= lo && p[k] <= hi;
-  };
-  if (c >= 0xc2 && c <= 0xdf) return cont(1, 0x80, 0xbf) ? 2 : 0;
-  if (c == 0xe0) return cont(1, 0xa0, 0xbf) && cont(2, 0x80, 0xbf) ? 3 : 0;
-  if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef) {
-    return cont(1, 0x80, 0xbf) && cont(2, 0x80, 0xbf) ? 3 : 0;
-  }
-  if (c == 0xed) return cont(1, 0x80, 0x9f) && cont(2, 0x80, 0xbf) ? 3 : 0;
-  if (c == 0xf0) return cont(1, 0x90, 0xbf) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
-  if (c >= 0xf1 && c <= 0xf3) {
-    return cont(1, 0x80, 0xbf) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
-  }
-  if (c == 0xf4) return cont(1, 0x80, 0x8f) && cont(2, 0x80, 0xbf) && cont(3, 0x80, 0xbf) ? 4 : 0;
-  return 0;
-}
 
 // Escapes `text` into `out`; false (with `out` as it was) when `text` is not well-formed UTF-8.
 bool AppendValidString(std::string& out, std::string_view text) {
@@ -45,7 +26,7 @@ bool AppendValidString(std::string& out, std::string_view text) {
       continue;
     }
     if (c >= 0x80) {
-      const size_t len = SequenceLength(p + i, n - i);
+      const size_t len = Utf8SequenceLength(text, i);
       if (len == 0) {
         out.resize(mark);
         return false;

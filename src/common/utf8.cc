@@ -4,10 +4,7 @@
 
 namespace tmcra {
 
-namespace {
-
-// Length of the well-formed sequence starting at text[i], or 0 when it is invalid.
-size_t ValidSequenceLength(std::string_view text, size_t i) {
+size_t Utf8SequenceLength(std::string_view text, size_t i) {
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
   const unsigned char c = byte(i);
   if (c < 0x80) return 1;
@@ -33,12 +30,10 @@ size_t ValidSequenceLength(std::string_view text, size_t i) {
   return need + 1;
 }
 
-}  // namespace
-
 size_t CodePointLength(std::string_view text) {
   size_t count = 0;
   for (size_t i = 0; i < text.size(); ++count) {
-    const size_t n = ValidSequenceLength(text, i);
+    const size_t n = Utf8SequenceLength(text, i);
     i += n == 0 ? 1 : n;
   }
   return count;
@@ -46,7 +41,7 @@ size_t CodePointLength(std::string_view text) {
 
 bool IsValidUtf8(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
-    const size_t n = ValidSequenceLength(text, i);
+    const size_t n = Utf8SequenceLength(text, i);
     if (n == 0) return false;
     i += n;
   }
@@ -64,7 +59,7 @@ std::string SanitizeUtf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
-    const size_t n = ValidSequenceLength(text, i);
+    const size_t n = Utf8SequenceLength(text, i);
     if (n == 0) {
       out += "\xef\xbf\xbd";
       ++i;

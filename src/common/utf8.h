@@ -12,6 +12,10 @@ namespace tmcra {
 // Python counts the U+FFFD replacements after a lossy decode.
 size_t CodePointLength(std::string_view text);
 
+// The length of the well-formed UTF-8 sequence starting at text[i] (1 for ASCII), or 0 when it
+// is invalid or cut short (overlongs, surrogates and code points above U+10FFFF are invalid).
+size_t Utf8SequenceLength(std::string_view text, size_t i);
+
 // True when `text` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
 bool IsValidUtf8(std::string_view text);
 

@@ -57,6 +57,28 @@ std::string MakeStore(const TempDir& dir, int sessions) {
   return options.path;
 }
 
+// Writes one more session of `texts` (user messages) into the store at `path`, as another
+// process would, and runs its job.
+void IngestMore(const std::string& path, const std::string& key, const std::string& session,
+                const std::vector<std::string>& texts) {
+  tmcra::memory::EngineOptions options;
+  options.path = path;
+  options.start_worker = false;
+  auto engine = tmcra::memory::Engine::Open(options);
+  REQUIRE(engine);
+  tmcra::memory::IngestContext context;
+  context.idempotency_key = key;
+  json messages = json::array();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    messages.push_back({{"message_id", "x" + std::to_string(i)},
+                        {"role", "user"},
+                        {"content", texts[i]},
+                        {"timestamp", "2026-07-16T00:00:00Z"}});
+  }
+  REQUIRE((*engine)->Ingest("a", {{"session_id", session}, {"messages", messages}}, context));
+  REQUIRE((*engine)->RunPendingJobs());
+}
+
 int64_t DocumentCount(tmcra::db::Database& db, const std::string& word) {
   REQUIRE(db.Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.v USING "
                   "fts5vocab(main, records_fts, 'row')"));
@@ -182,22 +204,7 @@ TEST_CASE("RowFacts catches up with rows written after it was filled", "[memory]
   RowFacts lengths;
   REQUIRE(lengths.CatchUp(*db.value()));
   CHECK(lengths.highest() == 50);
-  {
-    tmcra::memory::EngineOptions options;
-    options.path = path;
-    options.start_worker = false;
-    auto engine = tmcra::memory::Engine::Open(options);
-    REQUIRE(engine);
-    tmcra::memory::IngestContext context;
-    context.idempotency_key = "bm25-test-late";
-    REQUIRE((*engine)->Ingest("a", {{"session_id", "late"},
-                                    {"messages", json::array({{{"message_id", "x"},
-                                                               {"role", "user"},
-                                                               {"content", "one two three"},
-                                                               {"timestamp", "2026-07-16T00:00:00Z"}}})}},
-                              context));
-    REQUIRE((*engine)->RunPendingJobs());
-  }
+  IngestMore(path, "bm25-test-late", "late", {"one two three"});
   REQUIRE(lengths.CatchUp(**db));
   CHECK(lengths.highest() == 51);
   CHECK(lengths.Get(51)->length == 3);
@@ -240,24 +247,8 @@ TEST_CASE("WordCounts gives the exact count for the caller's snapshot, newer or 
   auto missing = counts.Get(**db, "nosuchword", 100);
   REQUIRE(missing);
   CHECK_FALSE(*missing);
-  {
-    tmcra::memory::EngineOptions options;
-    options.path = path;
-    options.start_worker = false;
-    auto engine = tmcra::memory::Engine::Open(options);
-    REQUIRE(engine);
-    tmcra::memory::IngestContext context;
-    context.idempotency_key = "bm25-test-more";
-    json messages = json::array();
-    for (int i = 0; i < 3; ++i) {
-      messages.push_back({{"message_id", "k" + std::to_string(i)},
-                          {"role", "user"},
-                          {"content", "kilo kilo and more"},
-                          {"timestamp", "2026-07-16T00:00:00Z"}});
-    }
-    REQUIRE((*engine)->Ingest("a", {{"session_id", "more"}, {"messages", messages}}, context));
-    REQUIRE((*engine)->RunPendingJobs());
-  }
+  IngestMore(path, "bm25-test-more", "more",
+             {"kilo kilo and more", "kilo kilo and more", "kilo kilo and more"});
   const int64_t after = DocumentCount(**db, "kilo");
   CHECK(after == before + 3);
   auto newer = counts.Get(**db, "kilo", 103);  // corrected by rows 101..103
