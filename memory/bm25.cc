@@ -62,7 +62,7 @@ int LoadQueryData(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_value* 
     }
     double idf = std::log((static_cast<double>(rows) - static_cast<double>(hits) + 0.5) /
                           (static_cast<double>(hits) + 0.5));
-    if (idf <= 0.0) idf = 1e-6;
+    if (!(idf > 0.0)) idf = 1e-6;  // as bm25() clamps; NaN too, should a count ever exceed N
     data->idf.push_back(idf);
     pos = end + 1;
   }
@@ -237,11 +237,9 @@ Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::stri
     if (auto it = words_.find(word); it != words_.end()) known = it->second;
   }
   Entry entry;
-  if (known) {
-    if (known->as_of == highest) return std::optional<int64_t>(known->documents);
-    // Correct by the rows between the two snapshots, on either side.
-    const int64_t low = std::min(known->as_of, highest);
-    const int64_t high = std::max(known->as_of, highest);
+  if (known && known->as_of == highest) return std::optional<int64_t>(known->documents);
+  if (known && known->as_of < highest) {
+    // Add the rows this snapshot holds beyond the remembered one.
     auto st = db.Prepare(
         "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?1 AND rowid > ?2 AND "
         "rowid <= ?3");
@@ -252,14 +250,15 @@ Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::stri
       if (c == '"') quoted.push_back('"');
     }
     quoted.push_back('"');
-    st->Bind(1, quoted).Bind(2, low).Bind(3, high);
+    st->Bind(1, quoted).Bind(2, known->as_of).Bind(3, highest);
     auto row = st->Step();
     if (!row) return row.error();
-    const int64_t between = *row ? st->Int(0) : 0;
-    entry.documents = known->as_of < highest ? known->documents + between
-                                             : known->documents - between;
+    entry.documents = known->documents + (*row ? st->Int(0) : 0);
     entry.as_of = highest;
   } else {
+    // Nothing remembered, or remembered from a newer snapshot than the caller's: the rows in
+    // between are not visible here, so they cannot be counted off. Count from the vocabulary
+    // (and remember it only if nothing newer is known).
     auto st = db.Prepare("SELECT doc FROM temp.records_fts_vocab WHERE term = ?");
     if (!st) return st.error();
     st->Bind(1, word);

@@ -72,9 +72,10 @@ class RowFacts {
 };
 
 // How many records of the word index hold a word, remembered per word with the highest rowid
-// it was counted at. A later or earlier snapshot corrects the count by the rows between the two
-// (records are only ever added), so every answer is exact for the caller's snapshot; counting
-// from scratch walks the word's whole doclist, correcting only the few rows in between.
+// it was counted at. A newer snapshot adds the matching rows written since (records are only
+// ever added), which walks only those; counting from scratch walks the word's whole doclist. An
+// older snapshot cannot see the rows in between, so it counts from scratch (and is not
+// remembered over the newer count). Every answer is exact for the caller's snapshot.
 class WordCounts {
  public:
   // The count for `word` in `db`'s current snapshot, whose highest record is `highest`; nullopt

@@ -97,6 +97,10 @@ Status Search(db::Database& db, const char* table, const std::string& match,
           break;
         }
         if (!*row) break;
+        if (ranked->IsNull(1)) {  // a score SQLite could not represent (NaN): rank the slow way
+          complete = false;
+          break;
+        }
         const double score = ranked->Double(1);
         if (score >= 0) break;  // the rest are other scopes' rows
         out.emplace_back(ranked->Int(0), score);

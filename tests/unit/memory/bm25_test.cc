@@ -234,30 +234,42 @@ TEST_CASE("WordCounts gives the exact count for the caller's snapshot, newer or 
           "[memory][bm25]") {
   TempDir dir;
   const std::string path = MakeStore(dir, 10);
-  auto db = tmcra::db::Database::Open({path});
-  REQUIRE(db);
-  REQUIRE(db.value()->Exec("CREATE VIRTUAL TABLE temp.records_fts_vocab USING "
-                           "fts5vocab(main, records_fts, 'row')"));
+  const auto open = [&] {
+    auto db = tmcra::db::Database::Open({path});
+    REQUIRE(db);
+    REQUIRE(db.value()->Exec("CREATE VIRTUAL TABLE temp.records_fts_vocab USING "
+                             "fts5vocab(main, records_fts, 'row')"));
+    return std::move(*db);
+  };
+  auto db = open();
   tmcra::memory::WordCounts counts;
-  const int64_t before = DocumentCount(**db, "kilo");
-  auto first = counts.Get(**db, "kilo", 100);
+  const int64_t before = DocumentCount(*db, "kilo");
+  auto first = counts.Get(*db, "kilo", 100);
   REQUIRE(first);
   REQUIRE(*first);
   CHECK(**first == before);
-  auto missing = counts.Get(**db, "nosuchword", 100);
+  auto missing = counts.Get(*db, "nosuchword", 100);
   REQUIRE(missing);
   CHECK_FALSE(*missing);
+
+  // A reader whose snapshot stays at row 100 while rows 101..103 are written.
+  auto old_db = open();
+  auto old_tx = tmcra::db::Transaction::Deferred(*old_db);
+  REQUIRE(old_tx);
+  CHECK(DocumentCount(*old_db, "kilo") == before);  // the snapshot starts here
   IngestMore(path, "bm25-test-more", "more",
              {"kilo kilo and more", "kilo kilo and more", "kilo kilo and more"});
-  const int64_t after = DocumentCount(**db, "kilo");
+  const int64_t after = DocumentCount(*db, "kilo");
   CHECK(after == before + 3);
-  auto newer = counts.Get(**db, "kilo", 103);  // corrected by rows 101..103
+  auto newer = counts.Get(*db, "kilo", 103);  // remembered 100, corrected by rows 101..103
   REQUIRE(newer);
   CHECK(**newer == after);
-  auto older = counts.Get(**db, "kilo", 100);  // an older snapshot: the same rows taken off
+  // Remembered at 103 now; the older snapshot cannot see 101..103 and must get its own count.
+  auto older = counts.Get(*old_db, "kilo", 100);
   REQUIRE(older);
   CHECK(**older == before);
-  auto again = counts.Get(**db, "kilo", 103);
+  REQUIRE(old_tx->Commit());
+  auto again = counts.Get(*db, "kilo", 103);  // the older answer did not replace the newer one
   REQUIRE(again);
   CHECK(**again == after);
 }
