@@ -1,6 +1,13 @@
 // Helpers shared by the Node benchmark drivers (lifecycle_latency.mjs, remote_latency.mjs).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+export const CONNECT_TIMEOUT_MS = 30_000;
+export const CALL_TIMEOUT_MS = 60_000;  // a read_your_writes commit may wait up to 30 s by design
+export const CLOSE_TIMEOUT_MS = 10_000;
 
 export function withTimeout(promise, ms, what) {
   let timer;
@@ -42,4 +49,124 @@ export function verdict(value, target, lowerIsBetter = true) {
   if (met) return 'met';
   return lowerIsBetter ? `MISSED: ${f(value / target)}× the target`
     : `MISSED: ${f((value / target) * 100, 0)} % of the target`;
+}
+
+// ---- tmcra-mcp sessions --------------------------------------------------------------------
+// Both kinds have one interface: call(name, args) -> { value: structuredContent, bytes } (bytes:
+// the answer line's length, raw pipe only), close(), pid, stderr().
+
+/** A newline-delimited JSON-RPC pipe without the SDK: server time plus pipe, no client-side
+ *  schema validation. */
+export async function connectRaw(bin, env, label, clientName) {
+  const child = spawn(bin, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c) => { stderr = (stderr + c.toString('utf8')).slice(-4096); });
+  const pending = new Map();
+  let buf = '';
+  let nextId = 1;
+  const exited = new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+  exited.then(({ code, signal }) => {
+    for (const p of pending.values()) p.reject(new Error(`${label}: exited (${code}, ${signal})\n${stderr}`));
+    pending.clear();
+  });
+  child.stdin.on('error', () => {});
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk) => {
+    buf += chunk;
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (!line.trim()) continue;
+      const msg = JSON.parse(line);
+      const p = msg.id !== undefined ? pending.get(msg.id) : undefined;
+      if (p) {
+        pending.delete(msg.id);
+        if (msg.error) p.reject(new Error(`${label}: JSON-RPC error ${JSON.stringify(msg.error)}`));
+        else p.resolve({ result: msg.result, bytes: Buffer.byteLength(line) });
+      }
+    }
+  });
+  const request = (method, params) => {
+    const id = nextId++;
+    const done = new Promise((resolve, reject) => pending.set(id, { resolve, reject }));
+    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
+    return withTimeout(done, CALL_TIMEOUT_MS, `${label}: ${method}`);
+  };
+  await withTimeout(request('initialize', {
+    protocolVersion: '2025-11-25', capabilities: {},
+    clientInfo: { name: clientName, version: '0.0.0' },
+  }), CONNECT_TIMEOUT_MS, `${label}: initialize`);
+  child.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
+  await request('tools/list', {});
+  const call = async (name, args) => {
+    const { result: r, bytes } = await request('tools/call', { name, arguments: args });
+    if (r.isError) {
+      throw new Error(`${label}: ${name} returned an error: ${JSON.stringify(r.content).slice(0, 500)}\n${stderr}`);
+    }
+    return { value: r.structuredContent ?? {}, bytes };
+  };
+  const close = async () => {
+    child.stdin.end();
+    const ok = await Promise.race([exited, sleep(CLOSE_TIMEOUT_MS).then(() => null)]);
+    if (!ok) child.kill('SIGKILL');
+  };
+  return { call, close, pid: child.pid, stderr: () => stderr };
+}
+
+/** The official SDK client over stdio, as a host runs it. */
+export async function connectSdk(bin, env, label, clientName) {
+  const transport = new StdioClientTransport({ command: bin, args: [], env, stderr: 'pipe' });
+  let stderr = '';
+  transport.stderr?.on('data', (c) => { stderr = (stderr + c.toString('utf8')).slice(-4096); });
+  const client = new Client({ name: clientName, version: '0.0.0' });
+  try {
+    await withTimeout(client.connect(transport), CONNECT_TIMEOUT_MS, `${label}: connect`);
+    await withTimeout(client.listTools(), CALL_TIMEOUT_MS, `${label}: tools/list`);
+  } catch (err) {
+    await transport.close().catch(() => {});
+    throw new Error(`${err.message}\n--- stderr tail ---\n${stderr}`);
+  }
+  const call = async (name, args) => {
+    const r = await withTimeout(client.callTool({ name, arguments: args }), CALL_TIMEOUT_MS, `${label}: ${name}`);
+    if (r.isError) {
+      throw new Error(`${label}: ${name} returned an error: ${JSON.stringify(r.content).slice(0, 500)}`
+        + `\n--- stderr tail ---\n${stderr}`);
+    }
+    return { value: r.structuredContent ?? {}, bytes: null };
+  };
+  const close = () => withTimeout(client.close(), CLOSE_TIMEOUT_MS, `${label}: close`).catch(() => {});
+  return { call, close, pid: transport.pid, stderr: () => stderr };
+}
+
+// ---- turn text -------------------------------------------------------------------------------
+// A few topic words that recur (so recall finds earlier turns, as in a real conversation) and a
+// made-up entity per turn (so not every turn matches every other). With `unique`, no word recurs
+// between turns, so recall finds nothing and the prepared recall (which tmcra_turn_commit echoes
+// in its answer) is small.
+const SYLLABLES = ['ka', 'lo', 'mi', 'ren', 'ta', 'vo', 'shi', 'pa', 'dor', 'el', 'qu', 'ni', 'zan', 'bu'];
+const TOPICS = ['deploy region', 'retention period', 'on-call owner', 'backup window', 'budget limit',
+  'release codename', 'database port', 'api rate limit'];
+function word(i, n) {
+  let w = '';
+  for (let k = 0; k < n; k += 1) w += SYLLABLES[(i * 7 + k * 11 + (i >> 3)) % SYLLABLES.length];
+  return w;
+}
+function uniqueText(i, role) {
+  const words = [];
+  for (let k = 0; k < 24; k += 1) words.push(`${word(i * 31 + k, 3)}${i}x${k}${role}`);
+  return words.join(' ');
+}
+export function userText(i, unique = false) {
+  if (unique) return uniqueText(i, 'u');
+  const topic = TOPICS[i % TOPICS.length];
+  return `Can you remind me what the ${topic} of the ${word(i, 3)}-${100 + (i % 900)} service is, `
+    + `and whether it changed after the ${word(i + 1, 2)} review last week?`;
+}
+export function assistantText(i, unique = false) {
+  if (unique) return uniqueText(i, 'a');
+  const topic = TOPICS[i % TOPICS.length];
+  return `The ${topic} of the ${word(i, 3)}-${100 + (i % 900)} service is ${word(i + 2, 3)}-${i % 97}. `
+    + `It changed after the ${word(i + 1, 2)} review: the runbook has the new value and the on-call `
+    + 'owner signed it off, so nothing else needs to be done before the next release.';
 }

@@ -28,23 +28,19 @@
 // pipe (newline-delimited JSON-RPC, no SDK) separates the server's time from the client's
 // parsing and output-schema validation of the answer, which carries the prepared recall.
 
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { f, readFileOr, runOr, sleep, summarize, verdict, withTimeout } from './bench_lib.mjs';
+import {
+  assistantText, connectRaw, connectSdk, f, readFileOr, runOr, sleep, summarize, userText, verdict,
+} from './bench_lib.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '..');
-
-const CONNECT_TIMEOUT_MS = 30_000;
-const CALL_TIMEOUT_MS = 60_000;  // a read_your_writes commit may wait up to 30 s by design
-const CLOSE_TIMEOUT_MS = 10_000;
 
 const TARGETS = { commit_ratio: 1.5, delivery_items_per_second: 2000 };
 
@@ -139,124 +135,15 @@ function describeMachine(opts) {
   };
 }
 
-/** A newline-delimited JSON-RPC pipe without the SDK: server time plus pipe, no client-side
- *  schema validation. Same interface as the SDK session below. */
-async function connectRaw(opts, env, label) {
-  const child = spawn(opts.bin, [], {
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', TMCRA_LOG_LEVEL: 'warn', ...env },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (c) => { stderr = (stderr + c.toString('utf8')).slice(-4096); });
-  const pending = new Map();
-  let buf = '';
-  let nextId = 1;
-  const exited = new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
-  exited.then(({ code, signal }) => {
-    for (const p of pending.values()) p.reject(new Error(`${label}: exited (${code}, ${signal})\n${stderr}`));
-    pending.clear();
-  });
-  child.stdin.on('error', () => {});
-  child.stdout.setEncoding('utf8');
-  child.stdout.on('data', (chunk) => {
-    buf += chunk;
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      if (!line.trim()) continue;
-      const msg = JSON.parse(line);
-      const p = msg.id !== undefined ? pending.get(msg.id) : undefined;
-      if (p) {
-        pending.delete(msg.id);
-        if (msg.error) p.reject(new Error(`${label}: JSON-RPC error ${JSON.stringify(msg.error)}`));
-        else p.resolve(msg.result);
-      }
-    }
-  });
-  const request = (method, params) => {
-    const id = nextId++;
-    const done = new Promise((resolve, reject) => pending.set(id, { resolve, reject }));
-    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
-    return withTimeout(done, CALL_TIMEOUT_MS, `${label}: ${method}`);
-  };
-  await withTimeout(request('initialize', {
-    protocolVersion: '2025-11-25', capabilities: {},
-    clientInfo: { name: 'tmcra-lifecycle-bench-raw', version: '0.0.0' },
-  }), CONNECT_TIMEOUT_MS, `${label}: initialize`);
-  child.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
-  await request('tools/list', {});
-  const call = async (name, args) => {
-    const r = await request('tools/call', { name, arguments: args });
-    if (r.isError) throw new Error(`${label}: ${name} returned an error: ${JSON.stringify(r.content).slice(0, 500)}`);
-    return r.structuredContent ?? {};
-  };
-  const close = async () => {
-    child.stdin.end();
-    const ok = await Promise.race([exited, sleep(CLOSE_TIMEOUT_MS).then(() => null)]);
-    if (!ok) child.kill('SIGKILL');
-  };
-  return { call, close, stderr: () => stderr };
-}
-
-async function connect(opts, env, label) {
-  const transport = new StdioClientTransport({
-    command: opts.bin, args: [], env: { TMCRA_LOG_LEVEL: 'warn', ...env }, stderr: 'pipe',
-  });
-  let stderr = '';
-  transport.stderr?.on('data', (c) => { stderr = (stderr + c.toString('utf8')).slice(-4096); });
-  const client = new Client({ name: 'tmcra-lifecycle-bench', version: '0.0.0' });
-  try {
-    await withTimeout(client.connect(transport), CONNECT_TIMEOUT_MS, `${label}: connect`);
-    await withTimeout(client.listTools(), CALL_TIMEOUT_MS, `${label}: tools/list`);
-  } catch (err) {
-    await transport.close().catch(() => {});
-    throw new Error(`${err.message}\n--- stderr tail ---\n${stderr}`);
-  }
-  const call = async (name, args) => {
-    const r = await withTimeout(client.callTool({ name, arguments: args }), CALL_TIMEOUT_MS, `${label}: ${name}`);
-    if (r.isError) {
-      throw new Error(`${label}: ${name} returned an error: ${JSON.stringify(r.content).slice(0, 500)}`
-        + `\n--- stderr tail ---\n${stderr}`);
-    }
-    return r.structuredContent ?? {};
-  };
-  const close = () => withTimeout(client.close(), CLOSE_TIMEOUT_MS, `${label}: close`).catch(() => {});
-  return { call, close, stderr: () => stderr };
-}
-
 // ---- the floor and commit latency -----------------------------------------------------------
 
-// Turn text: a few topic words that recur (so recall finds earlier turns, as in a real
-// conversation) and a made-up entity per turn (so not every turn matches every other).
-const SYLLABLES = ['ka', 'lo', 'mi', 'ren', 'ta', 'vo', 'shi', 'pa', 'dor', 'el', 'qu', 'ni', 'zan', 'bu'];
-const TOPICS = ['deploy region', 'retention period', 'on-call owner', 'backup window', 'budget limit',
-  'release codename', 'database port', 'api rate limit'];
-function word(i, n) {
-  let w = '';
-  for (let k = 0; k < n; k += 1) w += SYLLABLES[(i * 7 + k * 11 + (i >> 3)) % SYLLABLES.length];
-  return w;
-}
-// --unique-text: no word recurs between turns, so recall finds nothing and the prepared recall
-// (which tmcra_turn_commit echoes in its answer) is small: isolates the answer's size.
-let UNIQUE = false;
-function uniqueText(i, role) {
-  const words = [];
-  for (let k = 0; k < 24; k += 1) words.push(`${word(i * 31 + k, 3)}${i}x${k}${role}`);
-  return words.join(' ');
-}
-function userText(i) {
-  if (UNIQUE) return uniqueText(i, 'u');
-  const topic = TOPICS[i % TOPICS.length];
-  return `Can you remind me what the ${topic} of the ${word(i, 3)}-${100 + (i % 900)} service is, `
-    + `and whether it changed after the ${word(i + 1, 2)} review last week?`;
-}
-function assistantText(i) {
-  if (UNIQUE) return uniqueText(i, 'a');
-  const topic = TOPICS[i % TOPICS.length];
-  return `The ${topic} of the ${word(i, 3)}-${100 + (i % 900)} service is ${word(i + 2, 3)}-${i % 97}. `
-    + `It changed after the ${word(i + 1, 2)} review: the runbook has the new value and the on-call `
-    + 'owner signed it off, so nothing else needs to be done before the next release.';
+// A tmcra-mcp session through the SDK client or the raw pipe; call() answers structuredContent.
+async function openSession(opts, kind, env, label) {
+  const full = { PATH: process.env.PATH ?? '/usr/bin:/bin', TMCRA_LOG_LEVEL: 'warn', ...env };
+  const session = kind === 'sdk'
+    ? await connectSdk(opts.bin, full, `${label} (SDK)`, 'tmcra-lifecycle-bench')
+    : await connectRaw(opts.bin, full, `${label} (raw pipe)`, 'tmcra-lifecycle-bench-raw');
+  return { ...session, call: async (name, args) => (await session.call(name, args)).value };
 }
 
 // One server session per client kind, each on its own fresh data dir (same disk as the floor).
@@ -264,8 +151,7 @@ async function openCommitSession(opts, kind) {
   const home = path.join(opts.work, `home-${kind}`);
   fs.mkdirSync(home, { recursive: true });
   const env = { HOME: home, TMCRA_DATA_DIR: path.join(opts.work, `data-${kind}`) };
-  const server = kind === 'sdk' ? await connect(opts, env, 'commit session (SDK)')
-    : await connectRaw(opts, env, 'commit session (raw pipe)');
+  const server = await openSession(opts, kind, env, 'commit session');
   let turn = 0;
   const samples = { eventual: [], read_your_writes: [] };
   const statuses = { eventual: {}, read_your_writes: {} };
@@ -275,11 +161,11 @@ async function openCommitSession(opts, kind) {
     const id = `bench-turn-${turn}`;
     await server.call('tmcra_turn_prepare', {
       turn_id: id, session_id: `bench-session-${Math.floor(turn / 20)}`,
-      user_message_id: `u${turn}`, user_content: userText(turn),
+      user_message_id: `u${turn}`, user_content: userText(turn, opts.uniqueText),
     });
     const t0 = performance.now();
     const r = await server.call('tmcra_turn_commit', {
-      turn_id: id, assistant_message_id: `a${turn}`, assistant_content: assistantText(turn), consistency,
+      turn_id: id, assistant_message_id: `a${turn}`, assistant_content: assistantText(turn, opts.uniqueText), consistency,
     });
     const ms = performance.now() - t0;
     if (timed) {
@@ -350,8 +236,7 @@ async function prepareOnce(opts, kind, questions) {
   const home = path.join(opts.work, `home-prepare-${kind}`);
   fs.mkdirSync(home, { recursive: true });
   const env = { HOME: home, TMCRA_DATA_DIR: opts.store, TMCRA_DEFAULT_SCOPE: 'bench' };
-  const server = kind === 'sdk' ? await connect(opts, env, 'prepare session (SDK)')
-    : await connectRaw(opts, env, 'prepare session (raw pipe)');
+  const server = await openSession(opts, kind, env, 'prepare session');
   const samples = [];
   let first = null;
   let hits = 0;
@@ -462,7 +347,6 @@ function render(result) {
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
-  UNIQUE = Boolean(opts.uniqueText);
   for (const p of [opts.bin, opts.driver]) {
     if (!fs.existsSync(p)) throw new Error(`missing ${p}; build with: cmake --preset bench && cmake --build --preset bench`);
   }

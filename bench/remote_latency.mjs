@@ -40,16 +40,13 @@ import { performance } from 'node:perf_hooks';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { f, readFileOr, runOr, sleep, summarize, verdict, withTimeout } from './bench_lib.mjs';
+import {
+  assistantText, connectRaw, connectSdk, f, readFileOr, runOr, sleep, summarize, userText, verdict,
+} from './bench_lib.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '..');
 
-const CONNECT_TIMEOUT_MS = 30_000;
-const CALL_TIMEOUT_MS = 60_000;  // a read_your_writes commit may wait up to 30 s by design
-const CLOSE_TIMEOUT_MS = 10_000;
 const SCOPE = 'bench';
 
 const TARGETS = { recall_overhead_ms: 0.3, delivery_items_per_second: 2000, recalls_per_second: 2000 };
@@ -257,90 +254,9 @@ function remoteEnv(opts, memd, key, label) {
   };
 }
 
-/** Newline-delimited JSON-RPC without the SDK: server time plus pipe. */
-async function connectRaw(opts, env, label) {
-  const child = spawn(opts.bin, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (c) => { stderr = (stderr + c.toString('utf8')).slice(-4096); });
-  const pending = new Map();
-  let buf = '';
-  let nextId = 1;
-  const exited = new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
-  exited.then(({ code, signal }) => {
-    for (const p of pending.values()) p.reject(new Error(`${label}: exited (${code}, ${signal})\n${stderr}`));
-    pending.clear();
-  });
-  child.stdin.on('error', () => {});
-  child.stdout.setEncoding('utf8');
-  child.stdout.on('data', (chunk) => {
-    buf += chunk;
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      if (!line.trim()) continue;
-      const msg = JSON.parse(line);
-      const p = msg.id !== undefined ? pending.get(msg.id) : undefined;
-      if (p) {
-        pending.delete(msg.id);
-        if (msg.error) p.reject(new Error(`${label}: JSON-RPC error ${JSON.stringify(msg.error)}`));
-        else p.resolve({ result: msg.result, bytes: Buffer.byteLength(line) });
-      }
-    }
-  });
-  const request = (method, params) => {
-    const id = nextId++;
-    const done = new Promise((resolve, reject) => pending.set(id, { resolve, reject }));
-    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
-    return withTimeout(done, CALL_TIMEOUT_MS, `${label}: ${method}`);
-  };
-  await withTimeout(request('initialize', {
-    protocolVersion: '2025-11-25', capabilities: {},
-    clientInfo: { name: 'tmcra-remote-bench-raw', version: '0.0.0' },
-  }), CONNECT_TIMEOUT_MS, `${label}: initialize`);
-  child.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
-  await request('tools/list', {});
-  const call = async (name, args) => {
-    const { result: r, bytes } = await request('tools/call', { name, arguments: args });
-    if (r.isError) {
-      throw new Error(`${label}: ${name} returned an error: ${JSON.stringify(r.content).slice(0, 500)}\n${stderr}`);
-    }
-    return { value: r.structuredContent ?? {}, bytes };
-  };
-  const close = async () => {
-    child.stdin.end();
-    const ok = await Promise.race([exited, sleep(CLOSE_TIMEOUT_MS).then(() => null)]);
-    if (!ok) child.kill('SIGKILL');
-  };
-  return { call, close, pid: child.pid, stderr: () => stderr };
-}
-
-/** The official SDK client over stdio, as a host runs it. */
-async function connectSdk(opts, env, label) {
-  const transport = new StdioClientTransport({ command: opts.bin, args: [], env, stderr: 'pipe' });
-  let stderr = '';
-  transport.stderr?.on('data', (c) => { stderr = (stderr + c.toString('utf8')).slice(-4096); });
-  const client = new Client({ name: 'tmcra-remote-bench', version: '0.0.0' });
-  try {
-    await withTimeout(client.connect(transport), CONNECT_TIMEOUT_MS, `${label}: connect`);
-    await withTimeout(client.listTools(), CALL_TIMEOUT_MS, `${label}: tools/list`);
-  } catch (err) {
-    await transport.close().catch(() => {});
-    throw new Error(`${err.message}\n--- stderr tail ---\n${stderr}`);
-  }
-  const call = async (name, args) => {
-    const r = await withTimeout(client.callTool({ name, arguments: args }), CALL_TIMEOUT_MS, `${label}: ${name}`);
-    if (r.isError) {
-      throw new Error(`${label}: ${name} returned an error: ${JSON.stringify(r.content).slice(0, 500)}`
-        + `\n--- stderr tail ---\n${stderr}`);
-    }
-    return { value: r.structuredContent ?? {}, bytes: null };
-  };
-  const close = () => withTimeout(client.close(), CLOSE_TIMEOUT_MS, `${label}: close`).catch(() => {});
-  return { call, close, pid: transport.pid, stderr: () => stderr };
-}
-
-const connect = (kind, opts, env, label) => (kind === 'sdk' ? connectSdk(opts, env, label) : connectRaw(opts, env, label));
+const connect = (kind, opts, env, label) => (kind === 'sdk'
+  ? connectSdk(opts.bin, env, label, 'tmcra-remote-bench')
+  : connectRaw(opts.bin, env, label, 'tmcra-remote-bench-raw'));
 
 // ---- body check: what tmcra_recall really sends ----------------------------------------------
 
@@ -377,7 +293,7 @@ async function loggingProxy(opts, upstream) {
 
 async function bodyCheck(opts, memd, key, question) {
   const proxy = await loggingProxy(opts, memd.url);
-  const session = await connectRaw(opts, remoteEnv(opts, { url: proxy.url }, key, 'bodycheck'), 'body check');
+  const session = await connect('raw', opts, remoteEnv(opts, { url: proxy.url }, key, 'bodycheck'), 'body check');
   try {
     await session.call('tmcra_recall', { query: question });
   } finally {
@@ -533,27 +449,6 @@ async function throughputTwoProcesses(opts, memd, keyFile, clients, seconds) {
 }
 
 // ---- commit --------------------------------------------------------------------------------
-
-const SYLLABLES = ['ka', 'lo', 'mi', 'ren', 'ta', 'vo', 'shi', 'pa', 'dor', 'el', 'qu', 'ni', 'zan', 'bu'];
-const TOPICS = ['deploy region', 'retention period', 'on-call owner', 'backup window', 'budget limit',
-  'release codename', 'database port', 'api rate limit'];
-function word(i, n) {
-  let w = '';
-  for (let k = 0; k < n; k += 1) w += SYLLABLES[(i * 7 + k * 11 + (i >> 3)) % SYLLABLES.length];
-  return w;
-}
-// The turns of lifecycle_latency.mjs (realistic: recurring topic words, a made-up entity each).
-function userText(i) {
-  const topic = TOPICS[i % TOPICS.length];
-  return `Can you remind me what the ${topic} of the ${word(i, 3)}-${100 + (i % 900)} service is, `
-    + `and whether it changed after the ${word(i + 1, 2)} review last week?`;
-}
-function assistantText(i) {
-  const topic = TOPICS[i % TOPICS.length];
-  return `The ${topic} of the ${word(i, 3)}-${100 + (i % 900)} service is ${word(i + 2, 3)}-${i % 97}. `
-    + `It changed after the ${word(i + 1, 2)} review: the runbook has the new value and the on-call `
-    + 'owner signed it off, so nothing else needs to be done before the next release.';
-}
 
 async function commitLatency(opts, memd, key) {
   const sessions = [];

@@ -17,6 +17,8 @@ root="$(cd "$here/.." && pwd)"
 cd "$root"
 
 log() { printf '[bench] %s\n' "$*" >&2; }
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 
 for tool in cmake ninja c++; do
   if ! command -v "$tool" >/dev/null 2>&1; then
@@ -41,14 +43,7 @@ if [ "$node_major" -lt 18 ]; then
   exit 1
 fi
 
-# bench/node_modules: npm ci when absent or when the lock file changed since the last install.
-stamp="$here/node_modules/.tmcra-lock-sha256"
-want="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  log "npm ci --prefix bench"
-  npm ci --prefix "$here" --no-audit --no-fund --loglevel=error >&2
-  echo "$want" > "$stamp"
-fi
+ensure_node_modules
 
 log "building the bench preset (Release)"
 cmake --preset bench >/dev/null

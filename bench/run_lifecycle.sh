@@ -20,6 +20,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 cd "$root"
 log() { printf '[lifecycle] %s\n' "$*" >&2; }
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 
 messages="${STORE_MESSAGES:-100000}"
 work="$(mktemp -d "${WORK:-${TMPDIR:-/tmp}}/tmcra-lifecycle-XXXXXX")"
@@ -33,21 +35,10 @@ if ! command -v node >/dev/null 2>&1; then
   log "node not found: install Node.js >= 18 (bash bench/run.sh installs it on Debian)"
   exit 1
 fi
-stamp="$here/node_modules/.tmcra-lock-sha256"
-want="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
-if [ ! -d "$here/node_modules/@modelcontextprotocol/sdk" ] || { [ -f "$stamp" ] && [ "$(cat "$stamp")" != "$want" ]; }; then
-  log "npm ci --prefix bench"
-  npm ci --prefix "$here" --no-audit --no-fund --loglevel=error >&2
-  echo "$want" > "$stamp"
-fi
+ensure_node_modules
 
 bin="$root/build/bench"
-log "building a ${messages}-message store with memory_bench (scope \"bench\")"
-"$bin/bench/memory_bench" --messages "$messages" --dir "$work/store" \
-  --export "$work/corpus.jsonl" > "$work/store-report.json"
-# Only the questions are needed from the export (lines with a "question" key).
-grep '"question"' "$work/corpus.jsonl" > "$work/questions.jsonl"
-rm -f "$work/corpus.jsonl"
+build_store "$bin" "$messages" "$work"
 
 node "$here/lifecycle_latency.mjs" --bin "$bin/src/app/tmcra-mcp" --driver "$bin/bench/lifecycle_bench" \
   --work "$work/run" --store "$work/store" --questions "$work/questions.jsonl" \

@@ -11,6 +11,9 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
+log() { printf '[bench] %s\n' "$*" >&2; }
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 cd "$root"
 sizes=("$@")
 [ "${#sizes[@]}" -gt 0 ] || sizes=(10000 100000 1000000)
@@ -31,7 +34,7 @@ done
 echo "[bench] side by side with @modelcontextprotocol/server-memory on the 10k corpus" >&2
 "$root/build/bench/bench/memory_bench" --messages 10000 --dir "$tmp/tmcra-corpus-10k" \
   --export "$tmp/tmcra-corpus-10k.jsonl" >/dev/null
-if [ ! -d "$here/node_modules" ]; then (cd "$here" && npm ci --no-audit --no-fund >&2); fi
+ensure_node_modules
 node "$here/recall_side_by_side.mjs" --corpus "$tmp/tmcra-corpus-10k.jsonl" \
   --bin "$root/build/bench/src/app/tmcra-mcp"
 rm -rf "$tmp/tmcra-corpus-10k" "$tmp/tmcra-corpus-10k.jsonl"

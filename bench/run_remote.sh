@@ -23,6 +23,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 cd "$root"
 log() { printf '[remote] %s\n' "$*" >&2; }
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 
 messages="${STORE_MESSAGES:-100000}"
 work="$(mktemp -d "${WORK:-${TMPDIR:-/tmp}}/tmcra-remote-XXXXXX")"
@@ -41,13 +43,7 @@ cmake --preset bench >/dev/null
 cmake --build --preset bench -j "${JOBS:-$(nproc)}" \
   --target tmcra-mcp tmcra-memd memory_bench lifecycle_bench remote_bench >&2
 
-stamp="$here/node_modules/.tmcra-lock-sha256"
-want="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
-if [ ! -d "$here/node_modules/@modelcontextprotocol/sdk" ] || { [ -f "$stamp" ] && [ "$(cat "$stamp")" != "$want" ]; }; then
-  log "npm ci --prefix bench"
-  npm ci --prefix "$here" --no-audit --no-fund --loglevel=error >&2
-  echo "$want" > "$stamp"
-fi
+ensure_node_modules
 
 # A CA and a leaf for IP 127.0.0.1 signed by it (as tests/peer/remote_lib.mjs makes them).
 log "making a test CA and a certificate for 127.0.0.1 (openssl)"
@@ -66,12 +62,7 @@ mkdir -m 700 "$pki"
 )
 
 bin="$root/build/bench"
-log "building a ${messages}-message store with memory_bench (scope \"bench\")"
-# memory_bench writes <dir>/memory.db: exactly the file `tmcra-memd serve --data-dir <dir>` serves.
-"$bin/bench/memory_bench" --messages "$messages" --dir "$work/store" \
-  --export "$work/corpus.jsonl" > "$work/store-report.json"
-grep '"question"' "$work/corpus.jsonl" > "$work/questions.jsonl"
-rm -f "$work/corpus.jsonl"
+build_store "$bin" "$messages" "$work"
 
 node "$here/remote_latency.mjs" --bin "$bin/src/app/tmcra-mcp" --memd "$bin/memory/server/tmcra-memd" \
   --remote-driver "$bin/bench/remote_bench" --lifecycle-driver "$bin/bench/lifecycle_bench" \

@@ -305,16 +305,21 @@ double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+// What every test here starts with: a clean environment without proxies, a scripted server,
+// and a recorder of the client's retry decisions.
+struct ClientTest {
+  EnvGuard env;
+  bool proxies_cleared = (ClearProxyEnv(env), true);  // before the server starts
+  FaultServer fs;
+  std::shared_ptr<Recorder> rec = std::make_shared<Recorder>();
+};
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------------
 
-TEST_CASE("the five endpoints send exactly the contract's requests", "[http]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
+TEST_CASE_METHOD(ClientTest, "the five endpoints send exactly the contract's requests", "[http]") {
   LogCapture logs;
-  auto rec = std::make_shared<Recorder>();
   auto o = Options(fs, rec);
   o.integration_id = "ci-1";
   o.default_agent_id = "agent-default";
@@ -407,12 +412,8 @@ TEST_CASE("the five endpoints send exactly the contract's requests", "[http]") {
   CHECK_FALSE(HoldsSecret(logs.Text()));
 }
 
-TEST_CASE("H1: statuses, retries and redirects", "[http][h1]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
+TEST_CASE_METHOD(ClientTest, "H1: statuses, retries and redirects", "[http][h1]") {
   LogCapture logs;
-  auto rec = std::make_shared<Recorder>();
   auto api = Make(Options(fs, rec));
 
   const std::vector<int> final_statuses{200, 201, 204, 400, 401, 402, 403, 404, 409, 410,
@@ -472,11 +473,8 @@ TEST_CASE("H1: statuses, retries and redirects", "[http][h1]") {
   CHECK_FALSE(HoldsSecret(logs.Text()));
 }
 
-TEST_CASE("H3: Retry-After from a real server, clamped or replaced by backoff", "[http][h3]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
-  auto rec = std::make_shared<Recorder>();
+TEST_CASE_METHOD(ClientTest, "H3: Retry-After from a real server, clamped or replaced by backoff",
+                 "[http][h3]") {
   auto api = Make(Options(fs, rec));
   const std::vector<std::pair<json, ms>> cases{
       {json::array({"0"}), 0ms},
@@ -509,13 +507,10 @@ TEST_CASE("H3: Retry-After from a real server, clamped or replaced by backoff", 
   CHECK(rec->Take().empty());
 }
 
-TEST_CASE("H2: transport faults end in bounded time, classified not-sent or in-doubt",
-          "[http][h2]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
+TEST_CASE_METHOD(ClientTest,
+                 "H2: transport faults end in bounded time, classified not-sent or in-doubt",
+                 "[http][h2]") {
   LogCapture logs;
-  auto rec = std::make_shared<Recorder>();
   auto o = Options(fs, rec);
   o.total_timeout = 1s;
   o.max_attempts = 1;
@@ -639,13 +634,10 @@ TEST_CASE("H2: transport faults end in bounded time, classified not-sent or in-d
   CHECK_FALSE(HoldsSecret(logs.Text()));
 }
 
-TEST_CASE("H5: certificates that do not verify stop the request before it is sent",
-          "[http][h5]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
+TEST_CASE_METHOD(ClientTest,
+                 "H5: certificates that do not verify stop the request before it is sent",
+                 "[http][h5]") {
   LogCapture logs;
-  auto rec = std::make_shared<Recorder>();
 
   struct Case {
     std::string name;
@@ -695,11 +687,7 @@ TEST_CASE("H5: certificates that do not verify stop the request before it is sen
   CHECK_FALSE(HoldsSecret(logs.Text()));
 }
 
-TEST_CASE("H6: answer size caps and stalls", "[http][h6]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
-  auto rec = std::make_shared<Recorder>();
+TEST_CASE_METHOD(ClientTest, "H6: answer size caps and stalls", "[http][h6]") {
   auto o = Options(fs, rec);
   o.max_response_bytes = 64 * 1024;
   o.max_attempts = 1;
@@ -758,12 +746,9 @@ TEST_CASE("H6: answer size caps and stalls", "[http][h6]") {
   CHECK(Seconds(std::chrono::steady_clock::now() - start) >= 1.9);
 }
 
-TEST_CASE("H7: proxies from the environment in service mode, never in local mode",
-          "[http][h7]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
-  auto rec = std::make_shared<Recorder>();
+TEST_CASE_METHOD(ClientTest,
+                 "H7: proxies from the environment in service mode, never in local mode",
+                 "[http][h7]") {
   const std::string proxy = "http://127.0.0.1:" + std::to_string(fs.Port("proxy"));
 
   env.Set("https_proxy", proxy);
@@ -812,12 +797,9 @@ TEST_CASE("H7: proxies from the environment in service mode, never in local mode
   CHECK((*local->Stats())["checked"] == "tcp_connect");
 }
 
-TEST_CASE("H8: an answer with the expected status is used only if it is one JSON object",
-          "[http][h8]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
-  auto rec = std::make_shared<Recorder>();
+TEST_CASE_METHOD(ClientTest,
+                 "H8: an answer with the expected status is used only if it is one JSON object",
+                 "[http][h8]") {
   auto api = Make(Options(fs, rec));  // 3 attempts: proves none of these is retried
 
   std::string deep;
@@ -875,12 +857,8 @@ TEST_CASE("H8: an answer with the expected status is used only if it is one JSON
   SUCCEED("checked " << seen + 1 << " invalid answers");
 }
 
-TEST_CASE("S1: the API key never appears in an error or a log", "[http][s1]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
+TEST_CASE_METHOD(ClientTest, "S1: the API key never appears in an error or a log", "[http][s1]") {
   LogCapture logs;
-  auto rec = std::make_shared<Recorder>();
   auto o = Options(fs, rec);
   o.max_attempts = 2;
   auto api = Make(o);
@@ -926,12 +904,9 @@ TEST_CASE("S1: the API key never appears in an error or a log", "[http][s1]") {
   CHECK_FALSE(HoldsSecret(text));                        // ... without the key
 }
 
-TEST_CASE("S5: ids are escaped or refused and every request stays under the base path",
-          "[http][s5]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
-  auto rec = std::make_shared<Recorder>();
+TEST_CASE_METHOD(ClientTest,
+                 "S5: ids are escaped or refused and every request stays under the base path",
+                 "[http][s5]") {
   auto o = Options(fs, rec);
   o.base_url = fs.Https() + "/prefix/";
   auto api = Make(o);
@@ -1001,14 +976,11 @@ TEST_CASE("S5: ids are escaped or refused and every request stays under the base
   }
 }
 
-TEST_CASE("S3: SSLKEYLOGFILE stops the client unless explicitly allowed", "[http][s3]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
+TEST_CASE_METHOD(ClientTest, "S3: SSLKEYLOGFILE stops the client unless explicitly allowed",
+                 "[http][s3]") {
   tmcra::testing::TempDir dir;
   const std::string keylog = dir.File("keys.log");
   env.Set("SSLKEYLOGFILE", keylog);
-  auto rec = std::make_shared<Recorder>();
   auto o = Options(fs, rec);
   auto refused = HttpMemoryApi::Create(o);
   REQUIRE_FALSE(refused);
@@ -1024,11 +996,7 @@ TEST_CASE("S3: SSLKEYLOGFILE stops the client unless explicitly allowed", "[http
   REQUIRE(Make(o)->Recall("p", kRecallBody, {}));
 }
 
-TEST_CASE("concurrent calls share the client safely", "[http][threads]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
-  auto rec = std::make_shared<Recorder>();
+TEST_CASE_METHOD(ClientTest, "concurrent calls share the client safely", "[http][threads]") {
   auto api = Make(Options(fs, rec));
   fs.Default(Answer(200, {{"ok", true}}));
   std::atomic<int> ok{0};
@@ -1047,13 +1015,10 @@ TEST_CASE("concurrent calls share the client safely", "[http][threads]") {
   CHECK(fs.Stats()["connections"]["tls"]["tls"].get<int>() <= 16);
 }
 
-TEST_CASE("the connection guard runs before every attempt and a missing batch endpoint is "
-          "recognisable",
-          "[http]") {
-  EnvGuard env;
-  ClearProxyEnv(env);
-  FaultServer fs;
-  auto rec = std::make_shared<Recorder>();
+TEST_CASE_METHOD(ClientTest,
+                 "the connection guard runs before every attempt and a missing batch endpoint "
+                 "is recognisable",
+                 "[http]") {
   auto o = Options(fs, rec);
   std::atomic<int> guard_calls{0};
   std::atomic<int> fail_at{0};
