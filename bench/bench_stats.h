@@ -1,4 +1,5 @@
-// Timing and statistics shared by the C++ benchmark drivers (lifecycle_bench, remote_bench).
+// Timing, statistics and the API key file, shared by the C++ benchmark drivers
+// (lifecycle_bench, remote_bench).
 #pragma once
 
 #include <sys/resource.h>
@@ -6,7 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iostream>
+#include <string>
 #include <vector>
+
+#include "src/config/private_file.h"
 
 namespace tmcra::bench {
 
@@ -38,6 +43,23 @@ inline double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The API key in `path` (first line, trailing spaces dropped), read as tmcra-mcp reads a
+// secret config file (src/config/private_file.h: ours, no group or other access, no symlink):
+// never from argv, where every user of the machine could see it. false, said on stderr, when
+// the file is refused, missing or empty.
+inline bool ReadKeyFile(const std::string& path, std::string* key) {
+  auto bytes = config::ReadPrivateFile(path, config::FileSecrecy::kSecret);
+  if (!bytes || !*bytes) {
+    std::cerr << "--key-file " << path << ": "
+              << (bytes ? std::string("no such file") : bytes.error().message) << "\n";
+    return false;
+  }
+  *key = (*bytes)->substr(0, (*bytes)->find('\n'));
+  while (!key->empty() && (key->back() == '\r' || key->back() == ' ')) key->pop_back();
+  if (key->empty()) std::cerr << "--key-file " << path << " is empty\n";
+  return !key->empty();
 }
 
 }  // namespace tmcra::bench

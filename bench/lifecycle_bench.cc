@@ -130,25 +130,6 @@ int Floor(const std::map<std::string, std::string>& args) {
 
 // ---- delivery ------------------------------------------------------------------------------
 
-// The API key of --remote, from a file only its owner can read (never from argv, where every
-// user of the machine could see it).
-bool ReadKeyFile(const std::string& path, std::string* key) {
-  struct stat st {};
-  if (path.empty() || stat(path.c_str(), &st) != 0) {
-    std::cerr << "delivery: --remote needs --key-file (cannot read '" << path << "')\n";
-    return false;
-  }
-  if ((st.st_mode & 077) != 0) {
-    std::cerr << "delivery: --key-file " << path << " is readable by group or others\n";
-    return false;
-  }
-  std::ifstream in(path);
-  std::getline(in, *key);
-  while (!key->empty() && (key->back() == '\r' || key->back() == ' ')) key->pop_back();
-  if (key->empty()) std::cerr << "delivery: --key-file " << path << " is empty\n";
-  return !key->empty();
-}
-
 std::string Filler(size_t i, size_t words) {
   static const char* kWords[] = {"the", "backup", "window", "cluster", "deploy", "region",
                                  "owner", "retention", "budget", "release", "codename", "limit",
@@ -254,7 +235,7 @@ int Delivery(const std::map<std::string, std::string>& args) {
     memory_owner = std::make_unique<tmcra::api::EmbeddedMemoryApi>(std::move(engine));
   } else {
     std::string key;
-    if (!ReadKeyFile(Get(args, "--key-file", ""), &key)) return 2;
+    if (!tmcra::bench::ReadKeyFile(Get(args, "--key-file", ""), &key)) return 2;
     tmcra::api::HttpOptions http;  // the defaults are src/config's (timeout 60 s, 3 attempts)
     http.base_url = remote;
     http.api_key = std::move(key);

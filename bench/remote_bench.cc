@@ -74,26 +74,6 @@ std::string RecallBody(const std::string& query) {
   return body.dump(-1, ' ', false, json::error_handler_t::strict);
 }
 
-bool ReadKey(const std::string& path, std::string* key) {
-  struct stat st {};
-  if (path.empty() || stat(path.c_str(), &st) != 0) {
-    std::cerr << "--key-file: cannot read " << path << "\n";
-    return false;
-  }
-  if ((st.st_mode & 077) != 0) {
-    std::cerr << "--key-file " << path << " is readable by group or others; chmod 600 it\n";
-    return false;
-  }
-  std::ifstream in(path);
-  std::getline(in, *key);
-  while (!key->empty() && (key->back() == '\r' || key->back() == ' ')) key->pop_back();
-  if (key->empty()) {
-    std::cerr << "--key-file " << path << " is empty\n";
-    return false;
-  }
-  return true;
-}
-
 bool ReadQuestions(const std::string& path, std::vector<std::string>* out) {
   std::ifstream in(path);
   std::string line;
@@ -209,7 +189,7 @@ bool MakeTarget(const std::map<std::string, std::string>& args, Target* target) 
     return false;
   }
   std::string key;
-  if (!ReadKey(Get(args, "--key-file"), &key)) return false;
+  if (!tmcra::bench::ReadKeyFile(Get(args, "--key-file"), &key)) return false;
   target->authorization = "Authorization: Bearer " + key;
   std::string base = url;
   while (!base.empty() && base.back() == '/') base.pop_back();
