@@ -1,9 +1,14 @@
 // Helpers shared by the Node benchmark drivers (lifecycle_latency.mjs, remote_latency.mjs).
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 export const CONNECT_TIMEOUT_MS = 30_000;
 export const CALL_TIMEOUT_MS = 60_000;  // a read_your_writes commit may wait up to 30 s by design
@@ -169,4 +174,33 @@ export function assistantText(i, unique = false) {
   return `The ${topic} of the ${word(i, 3)}-${100 + (i % 900)} service is ${word(i + 2, 3)}-${i % 97}. `
     + `It changed after the ${word(i + 1, 2)} review: the runbook has the new value and the on-call `
     + 'owner signed it off, so nothing else needs to be done before the next release.';
+}
+
+// ---- the machine -----------------------------------------------------------------------------
+
+/** What the results were measured on: CPU, memory, kernel, compiler and build type of the build
+ *  `bin` belongs to, the commit, the load average. */
+export function describeMachine(bin) {
+  const lscpu = runOr('lscpu', []) || '';
+  const field = (name) => lscpu.match(new RegExp(`^${name}:\\s*(.+)$`, 'm'))?.[1]?.trim() ?? null;
+  const memKb = Number(readFileOr('/proc/meminfo').match(/^MemTotal:\s+(\d+)/m)?.[1] ?? 0);
+  const buildDir = path.resolve(path.dirname(bin), '..', '..');
+  const cache = readFileOr(path.join(buildDir, 'CMakeCache.txt'));
+  const cacheVar = (name) => cache.match(new RegExp(`^${name}:[A-Z]+=(.*)$`, 'm'))?.[1]?.trim() || null;
+  const cxx = cacheVar('CMAKE_CXX_COMPILER');
+  const gitHead = runOr('git', ['-C', REPO, 'rev-parse', '--short=12', 'HEAD']);
+  const gitDirty = runOr('git', ['-C', REPO, 'status', '--porcelain']);
+  return {
+    nproc: os.availableParallelism ? os.availableParallelism() : os.cpus().length,
+    cpu_model: field('Model name') ?? os.cpus()[0]?.model,
+    hypervisor: field('Hypervisor vendor'),
+    mem_total_gib: Number((memKb / 1024 / 1024).toFixed(1)),
+    kernel: `${os.type()} ${os.release()}`,
+    distro: readFileOr('/etc/os-release').match(/^PRETTY_NAME="?([^"\n]*)"?$/m)?.[1] ?? null,
+    node: process.version,
+    compiler: cxx ? (runOr(cxx, ['--version']) || '').split('\n')[0] : null,
+    build_type: cacheVar('CMAKE_BUILD_TYPE'),
+    git_head: gitHead ? `${gitHead}${gitDirty ? ' (+uncommitted changes)' : ''}` : null,
+    load_avg_at_start: os.loadavg().map((v) => Number(v.toFixed(2))),
+  };
 }

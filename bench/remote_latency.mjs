@@ -41,11 +41,11 @@ import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 import {
-  assistantText, connectRaw, connectSdk, f, readFileOr, runOr, sleep, summarize, userText, verdict,
+  assistantText, connectRaw, connectSdk, describeMachine as describeMachineBase, f, readFileOr, runOr,
+  sleep, summarize, userText, verdict,
 } from './bench_lib.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-const REPO = path.resolve(HERE, '..');
 
 const SCOPE = 'bench';
 
@@ -157,30 +157,10 @@ function busyProcesses() {
 }
 
 function describeMachine(opts) {
-  const lscpu = runOr('lscpu', []) || '';
-  const field = (name) => lscpu.match(new RegExp(`^${name}:\\s*(.+)$`, 'm'))?.[1]?.trim() ?? null;
-  const memKb = Number(readFileOr('/proc/meminfo').match(/^MemTotal:\s+(\d+)/m)?.[1] ?? 0);
-  const buildDir = path.resolve(path.dirname(opts.bin), '..', '..');
-  const cache = readFileOr(path.join(buildDir, 'CMakeCache.txt'));
-  const cacheVar = (name) => cache.match(new RegExp(`^${name}:[A-Z]+=(.*)$`, 'm'))?.[1]?.trim() || null;
-  const cxx = cacheVar('CMAKE_CXX_COMPILER');
-  const gitHead = runOr('git', ['-C', REPO, 'rev-parse', '--short=12', 'HEAD']);
-  const gitDirty = runOr('git', ['-C', REPO, 'status', '--porcelain']);
-  const curl = (runOr('curl-config', ['--version']) || '').trim() || null;
   return {
-    nproc: os.availableParallelism ? os.availableParallelism() : os.cpus().length,
-    cpu_model: field('Model name') ?? os.cpus()[0]?.model,
-    hypervisor: field('Hypervisor vendor'),
-    mem_total_gib: Number((memKb / 1024 / 1024).toFixed(1)),
-    kernel: `${os.type()} ${os.release()}`,
-    distro: readFileOr('/etc/os-release').match(/^PRETTY_NAME="?([^"\n]*)"?$/m)?.[1] ?? null,
-    node: process.version,
-    compiler: cxx ? (runOr(cxx, ['--version']) || '').split('\n')[0] : null,
-    build_type: cacheVar('CMAKE_BUILD_TYPE'),
-    libcurl: curl,
+    ...describeMachineBase(opts.bin),
+    libcurl: (runOr('curl-config', ['--version']) || '').trim() || null,
     openssl: runOr('openssl', ['version']),
-    git_head: gitHead ? `${gitHead}${gitDirty ? ' (+uncommitted changes)' : ''}` : null,
-    load_avg_at_start: os.loadavg().map((v) => Number(v.toFixed(2))),
     busy_at_start: busyProcesses(),
   };
 }
