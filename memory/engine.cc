@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <regex>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -172,9 +171,15 @@ Result<std::optional<json>> LoadJob(db::Database& db, std::string_view job_id,
 
 }  // namespace
 
+// ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$, checked by hand: std::regex_match allocates on every call
+// and this runs on every request.
 bool IsValidScopeName(std::string_view scope) {
-  static const std::regex kScope("^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$");
-  return scope.size() <= 128 && std::regex_match(scope.begin(), scope.end(), kScope);
+  const auto alnum = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+  };
+  if (scope.empty() || scope.size() > 128 || !alnum(scope[0])) return false;
+  return std::all_of(scope.begin() + 1, scope.end(),
+                     [&](char c) { return alnum(c) || c == '_' || c == '.' || c == '-'; });
 }
 
 json EngineStats::ToJson() const {

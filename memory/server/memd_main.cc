@@ -59,6 +59,9 @@ constexpr const char* kUsage =
     "  --threads N            connection threads (default 16)\n"
     "  --max-concurrency N    requests in progress at once; more are answered 429 (default 8)\n"
     "  --max-body-bytes N     request body limit; larger bodies are answered 413 (default 2 MiB)\n"
+    "  --gzip MODE            gzip answers of 1 KiB or more for clients that accept it: auto\n"
+    "                         (default; not to loopback peers, where it only costs CPU),\n"
+    "                         always or never\n"
     "  --no-job-worker        store ingests but run no jobs (they run at the next start)\n"
     "\n"
     "Once accepting, `serve` prints one line {\"listening\":\"https://HOST:PORT\"} on stdout.\n"
@@ -305,7 +308,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   std::string error;
   auto args = ParseArgs(argc, argv, 2,
                         {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads",
-                         "max-concurrency", "max-body-bytes"},
+                         "max-concurrency", "max-body-bytes", "gzip"},
                         {"local", "no-job-worker"}, &error);
   if (!args) return UsageError(error);
   if (!args->positional.empty()) return UsageError("serve takes no positional argument");
@@ -347,6 +350,17 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     auto n = PositiveInt(*v, 1LL << 30);
     if (!n) return UsageError("--max-body-bytes must be 1..1073741824");
     options.max_body_bytes = static_cast<size_t>(*n);
+  }
+  if (auto v = args->Get("gzip")) {
+    if (*v == "auto") {
+      options.gzip = tmcra::memd::GzipPolicy::kAuto;
+    } else if (*v == "always") {
+      options.gzip = tmcra::memd::GzipPolicy::kAlways;
+    } else if (*v == "never") {
+      options.gzip = tmcra::memd::GzipPolicy::kNever;
+    } else {
+      return UsageError("--gzip must be auto, always or never");
+    }
   }
   if (options.threads < options.max_concurrency) {
     spdlog::warn("--threads {} is below --max-concurrency {}: requests wait for a thread "

@@ -44,12 +44,15 @@ struct RequestContext {
   int reject_status = 0;    // decided before the body was read: 411 (chunked) or 429
   bool close_after = false; // close the connection after this answer (a body left unread)
   std::string key_id;       // for the access log
+  bool gzip = false;        // the policy allows gzip for this peer (ServerOptions::gzip)
 };
 thread_local RequestContext t_ctx;
 
-void BeginContext(const Request& req) {
+void BeginContext(const Request& req, GzipPolicy gzip) {
   t_ctx = RequestContext{};
   t_ctx.active = true;
+  t_ctx.gzip = gzip == GzipPolicy::kAlways ||
+               (gzip == GzipPolicy::kAuto && !IsLoopbackPeer(req.remote_addr));
   t_ctx.start = Clock::now();
   const std::string client_id = req.get_header_value("X-Request-ID");
   t_ctx.request_id = IsSaneRequestId(client_id) ? client_id : UuidV4();
@@ -76,7 +79,7 @@ std::string LogPath(const Request& req) {
 void SendJson(const Request& req, Response& res, int status, const json& body) {
   std::string text = DumpJson(body);  // = body.dump(-1, ' ', false, replace), faster
   res.status = status;
-  if (text.size() >= kGzipMinimumBytes && AcceptsGzip(req.get_header_value("Accept-Encoding"))) {
+  if (t_ctx.gzip && text.size() >= kGzipMinimumBytes && AcceptsGzip(req.get_header_value("Accept-Encoding"))) {
     if (auto gz = Gzip(text)) {
       text = std::move(*gz);
       res.set_header("Content-Encoding", "gzip");
@@ -284,7 +287,7 @@ void Server::Impl::Configure() {
     SendApiError(req, res, 500, "internal_error", "internal error");
   });
   s.set_post_routing_handler([this](const Request& req, Response& res) {
-    if (!t_ctx.active) BeginContext(req);
+    if (!t_ctx.active) BeginContext(req, options.gzip);
     res.set_header("x-request-id", t_ctx.request_id);
     if (t_ctx.holds_slot) {
       in_flight.fetch_sub(1);
@@ -300,7 +303,7 @@ void Server::Impl::Configure() {
 }
 
 HandlerResponse Server::Impl::PreRouting(const Request& req, Response& res) {
-  BeginContext(req);
+  BeginContext(req, options.gzip);
   Request& mutable_req = Mutable(req);
   const std::string raw_path = req.target.substr(0, req.target.find('?'));
   mutable_req.path = "/_";
@@ -348,7 +351,7 @@ HandlerResponse Server::Impl::PreRouting(const Request& req, Response& res) {
 
 HandlerResponse Server::Impl::OnError(const Request& req, Response& res) {
   if (res.has_header("Content-Type")) return HandlerResponse::Unhandled;  // one of ours
-  if (!t_ctx.active) BeginContext(req);
+  if (!t_ctx.active) BeginContext(req, options.gzip);
   int status = res.status;
   if (status == 413 && t_ctx.reject_status == 411) status = 411;
   const std::string_view code = ErrorCodeForStatus(status);

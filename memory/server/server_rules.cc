@@ -172,6 +172,34 @@ json EarlyErrorBody(std::string_view code, std::string_view request_id) {
   return json{{"error", {{"code", code}, {"request_id", request_id}}}};
 }
 
+bool IsLoopbackPeer(std::string_view address) {
+  if (address == "::1") return true;
+  constexpr std::string_view kMapped = "::ffff:";
+  if (address.size() > kMapped.size()) {
+    std::string lower(address.substr(0, kMapped.size()));
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == kMapped) address.remove_prefix(kMapped.size());
+  }
+  if (address.substr(0, 4) != "127.") return false;
+  // The rest must be three dot-separated decimal numbers 0..255 (an address, not a name).
+  int parts = 1;
+  int digits = 0;
+  int value = 0;
+  for (const char c : address.substr(4)) {
+    if (c == '.') {
+      if (digits == 0) return false;
+      ++parts;
+      digits = value = 0;
+    } else if (c >= '0' && c <= '9') {
+      value = value * 10 + (c - '0');
+      if (++digits > 3 || value > 255) return false;
+    } else {
+      return false;
+    }
+  }
+  return parts == 3 && digits > 0;
+}
+
 bool AcceptsGzip(std::string_view header) {
   while (!header.empty()) {
     const size_t comma = header.find(',');

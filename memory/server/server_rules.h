@@ -69,6 +69,8 @@ json EarlyErrorBody(std::string_view code, std::string_view request_id);
 
 // True when an Accept-Encoding header admits gzip (a "gzip" or "*" coding without q=0).
 bool AcceptsGzip(std::string_view accept_encoding);
+// True for a peer address (as the socket reports it) in 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104.
+bool IsLoopbackPeer(std::string_view address);
 // `bytes` as a gzip member (zlib, default level).
 Result<std::string> Gzip(std::string_view bytes);
 // Responses at least this large are compressed when the client accepts gzip (as the service's

@@ -265,8 +265,9 @@ await r.test('serve refuses to start without TLS (unless --local) and --local of
 });
 
 await r.test('starts: one readiness line {"listening":"https://127.0.0.1:PORT"}', async () => {
+  // --gzip always: this test's client is on loopback, where the default (auto) never gzips.
   main = await startMemd(['--data-dir', DATA, '--tls-cert', CERT, '--tls-key', KEY,
-    '--max-concurrency', '1']);
+    '--max-concurrency', '1', '--gzip', 'always']);
   assert.deepEqual(Object.keys(main.ready), ['listening']);
   assert.match(main.ready.listening, /^https:\/\/127\.0\.0\.1:\d+$/);
   assert.ok(main.port > 0);
@@ -495,7 +496,7 @@ await r.test('ingest/batch -> 202 with one job per item', async () => {
   for (const j of res.json.jobs) assert.equal((await waitJob(main, FULL, j.job_id)).status, 'succeeded');
 });
 
-await r.test('gzip: bodies of 1024 bytes or more when accepted; never below, never unasked', async () => {
+await r.test('gzip (--gzip always): bodies of 1024 bytes or more when accepted; never below, never unasked', async () => {
   const body = { query: 'staging database Thursday', max_windows: 8 };
   const gz = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body,
     headers: { 'Accept-Encoding': 'gzip, deflate, br' } });
@@ -654,6 +655,22 @@ await r.test('ingest then SIGTERM at once: exit 0, the job completes after a res
     body: { query: 'lab key drawer', max_windows: 8 } });
   assert.ok(rec.json.prompt_evidence.content.includes(content));
   assert.deepEqual(await stopMemd(next), { code: 0, signal: null });
+});
+
+await r.test('--gzip auto (the default) and never: no gzip to a loopback peer; other values refused', async () => {
+  const bad = await run(BIN, ['serve', ...TLS_ARGS, '--gzip', 'sometimes'], { env: ENV });
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--gzip must be auto, always or never/);
+  for (const extra of [[], ['--gzip', 'auto'], ['--gzip', 'never']]) {
+    const srv = await startMemd([...TLS_ARGS, ...extra]);
+    const rec = await request(srv, 'POST', '/v1/scopes/team/recall', { key: FULL,
+      body: { query: 'lab key drawer', max_windows: 8 }, headers: { 'Accept-Encoding': 'gzip' } });
+    assert.equal(rec.status, 200, rec.text);
+    assert.ok(rec.raw.length >= 1024, `large enough to be gzipped under --gzip always: ${rec.text}`);
+    assert.equal(rec.headers['content-encoding'], undefined, JSON.stringify(extra));
+    assert.equal(Number(rec.headers['content-length']), rec.raw.length);
+    assert.deepEqual(await stopMemd(srv), { code: 0, signal: null });
+  }
 });
 
 // ---------------------------------------------------------------------------

@@ -102,6 +102,21 @@ TEST_CASE("the error envelope has the five fields of the service") {
         json::parse(R"({"error":{"code":"request_too_large","request_id":"r"}})"));
 }
 
+TEST_CASE("loopback peers: 127.0.0.0/8, ::1 and their IPv4-mapped form, nothing else") {
+  for (const char* yes : {"127.0.0.1", "127.1.2.3", "127.255.255.255", "::1", "::ffff:127.0.0.1",
+                          "::FFFF:127.9.9.9"}) {
+    INFO(yes);
+    CHECK(IsLoopbackPeer(yes));
+  }
+  for (const char* no : {"", "127", "127.0.0", "127.0.0.1.5", "127.0.0.256", "127.0.0.1x",
+                         "127..0.1", "127.0.0.", "1127.0.0.1", "128.0.0.1", "10.0.0.1",
+                         "192.168.1.1", "::2", "::", "::ffff:10.0.0.1", "::ffff:", "fe80::1",
+                         "localhost", "127.0.0.0001"}) {
+    INFO(no);
+    CHECK_FALSE(IsLoopbackPeer(no));
+  }
+}
+
 TEST_CASE("gzip is offered only when accepted, and round-trips") {
   CHECK(AcceptsGzip("gzip"));
   CHECK(AcceptsGzip("gzip, deflate, br"));
