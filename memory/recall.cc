@@ -466,9 +466,17 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
       fused[(*list)[i].first] += 1.0 / (60.0 + static_cast<double>(rank));
     }
   }
-  std::vector<Record> hits;
+  // Every fused hit is ordered by what ranks it (and filtered by feedback), but only the hits
+  // that make or widen a window are read whole: most of the up to 128 never reach the answer.
+  struct HitRef {
+    int64_t event_seq = 0;
+    std::string session_id;
+    double occurred_at = 0;
+    double score = 0;
+  };
+  std::vector<HitRef> hits;
   {
-    auto st = db.Prepare(std::string("SELECT ") + kRecordColumns + " FROM records WHERE event_seq = ?");
+    auto st = db.Prepare("SELECT record_id, session_id, occurred_at FROM records WHERE event_seq = ?");
     if (!st) return st.error();
     for (const auto& [seq, score] : fused) {
       st->Reset();
@@ -476,35 +484,41 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
       auto row = st->Step();
       if (!row) return row.error();
       if (!*row) continue;
-      Record r = ReadRecord(*st);
-      if (effects->Hides(r.record_id, r.session_id)) {
+      std::string session_id = st->Text(1);
+      if (effects->Hides(st->Text(0), session_id)) {
         ++withheld;
         continue;
       }
-      hits.push_back(std::move(r));
+      hits.push_back(HitRef{seq, std::move(session_id), st->Double(2), score});
     }
   }
-  std::sort(hits.begin(), hits.end(), [&](const Record& a, const Record& b) {
-    const double sa = fused[a.event_seq];
-    const double sb = fused[b.event_seq];
-    if (sa != sb) return sa > sb;
+  std::sort(hits.begin(), hits.end(), [](const HitRef& a, const HitRef& b) {
+    if (a.score != b.score) return a.score > b.score;
     if (a.occurred_at != b.occurred_at) return a.occurred_at > b.occurred_at;
     return a.event_seq > b.event_seq;
   });
+  auto whole = db.Prepare(std::string("SELECT ") + kRecordColumns + " FROM records WHERE event_seq = ?");
+  if (!whole) return whole.error();
 
   // Build a window around each hit from its session neighbours; merge windows that share a
   // record; keep at most eight.
   std::vector<Window> windows;
   auto neighbours = NeighbourReader::Prepare(db, *effects);
   if (!neighbours) return neighbours.error();
-  for (const Record& hit : hits) {
-    const double score = fused[hit.event_seq];
+  for (const HitRef& ref : hits) {
+    const double score = ref.score;
     if (windows.size() >= kMaxWindows) {
       // Only a hit of a session already shown can still change the answer (by widening).
       bool shown = false;
-      for (const auto& w : windows) shown = shown || w.session_id == hit.session_id;
+      for (const auto& w : windows) shown = shown || w.session_id == ref.session_id;
       if (!shown) continue;
     }
+    whole->Reset();
+    whole->Bind(1, ref.event_seq);
+    auto found = whole->Step();
+    if (!found) return found.error();
+    if (!*found) return Error::Internal("recall: a hit vanished from its own snapshot");
+    const Record hit = ReadRecord(*whole);
     auto around = neighbours->Around(scope, hit);
     if (!around) return around.error();
     std::vector<Record> members = std::move(*around);
@@ -567,15 +581,23 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
       verbatim = verbatim && !changed;
       sections[SectionOf(r.role)].push_back(Header(r, i + 1, is_hit) + "\n" + text);
       (is_hit ? source_blocks : neighbour_blocks) += 1;
-      records.push_back(RecordJson(r, is_hit, is_hit ? w.hit_scores.at(r.event_seq) : 0.0));
-      compiled_records.push_back({{"memory_id", r.record_id}, {"actor", r.role},
-                                  {"date", r.timestamp}, {"hit", is_hit},
-                                  {"text", SanitizeUtf8(r.content)}});
+      if (projection == "full") {
+        records.push_back(RecordJson(r, is_hit, is_hit ? w.hit_scores.at(r.event_seq) : 0.0));
+      }
+      if (compiled_out) {
+        compiled_records.push_back({{"memory_id", r.record_id}, {"actor", r.role},
+                                    {"date", r.timestamp}, {"hit", is_hit},
+                                    {"text", SanitizeUtf8(r.content)}});
+      }
     }
-    evidence_windows.push_back({{"window", i + 1}, {"session_id", w.session_id},
-                                {"score", w.score}, {"records", std::move(records)}});
-    compiled_windows.push_back({{"window", i + 1}, {"session", w.session_id},
-                                {"records", std::move(compiled_records)}});
+    if (projection == "full") {
+      evidence_windows.push_back({{"window", i + 1}, {"session_id", w.session_id},
+                                  {"score", w.score}, {"records", std::move(records)}});
+    }
+    if (compiled_out) {
+      compiled_windows.push_back({{"window", i + 1}, {"session", w.session_id},
+                                  {"records", std::move(compiled_records)}});
+    }
   }
   std::string content;
   if (!windows.empty()) {

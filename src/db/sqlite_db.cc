@@ -304,25 +304,31 @@ RelaxedDurability::RelaxedDurability(Database& db) : db_(db) {
 
 RelaxedDurability::~RelaxedDurability() { (void)db_.Exec("PRAGMA synchronous=FULL"); }
 
+Status Database::RunCached(std::string_view sql) {
+  auto st = Prepare(sql);
+  if (!st) return st.error();
+  return st->Run();  // a failed step resets the statement before it goes back to the cache
+}
+
 Result<Transaction> Transaction::Immediate(Database& db) {
-  if (auto s = db.Exec("BEGIN IMMEDIATE"); !s) return s.error();
+  if (auto s = db.RunCached("BEGIN IMMEDIATE"); !s) return s.error();
   return Transaction(&db);
 }
 
 Result<Transaction> Transaction::Deferred(Database& db) {
-  if (auto s = db.Exec("BEGIN"); !s) return s.error();
+  if (auto s = db.RunCached("BEGIN"); !s) return s.error();
   return Transaction(&db);
 }
 
 Transaction::~Transaction() {
-  if (db_ != nullptr) (void)db_->Exec("ROLLBACK");
+  if (db_ != nullptr && !db_->RunCached("ROLLBACK")) (void)db_->Exec("ROLLBACK");
 }
 
 Status Transaction::Commit() {
   Database* db = db_;
   db_ = nullptr;
-  if (auto s = db->Exec("COMMIT"); !s) {
-    (void)db->Exec("ROLLBACK");
+  if (auto s = db->RunCached("COMMIT"); !s) {
+    if (!db->RunCached("ROLLBACK")) (void)db->Exec("ROLLBACK");
     return s;
   }
   return Ok();

@@ -89,6 +89,9 @@ class Database {
 
   // Runs one or more statements that return no rows.
   [[nodiscard]] Status Exec(std::string_view sql);
+  // Runs one statement through the statement cache (no parse after the first time): for the
+  // transaction statements every read and write runs.
+  [[nodiscard]] Status RunCached(std::string_view sql);
   // A compiled statement. Statements are kept for reuse when destroyed (reset, bindings
   // cleared; up to kCachedStatements distinct texts per connection), so preparing the same SQL
   // again costs a lookup. A Statement may outlive its Database (it is then finalized).
