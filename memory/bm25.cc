@@ -122,14 +122,20 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
     freq_large.assign(phrases, 0.0);
     freq = freq_large.data();
   }
-  int count = 0;
-  int rc = api->xInstCount(fts, &count);
-  for (int i = 0; rc == SQLITE_OK && i < count; ++i) {
-    int phrase = 0;
+  // Each phrase's occurrences in this row, phrase by phrase. bm25() counts the same instances
+  // through xInst, which first merges every phrase's position list into one list ordered by
+  // position (allocating as it grows); counting needs no order, and this took a third of the
+  // function's time on a 100k-message store.
+  int rc = SQLITE_OK;
+  for (size_t p = 0; rc == SQLITE_OK && p < phrases; ++p) {
+    Fts5PhraseIter it;
     int column = 0;
     int offset = 0;
-    rc = api->xInst(fts, i, &phrase, &column, &offset);
-    if (rc == SQLITE_OK) freq[phrase] += 1.0;
+    rc = api->xPhraseFirst(fts, static_cast<int>(p), &it, &column, &offset);
+    while (rc == SQLITE_OK && column >= 0) {
+      freq[p] += 1.0;
+      api->xPhraseNext(fts, &it, &column, &offset);
+    }
   }
   double length = 0;
   if (rc == SQLITE_OK) {

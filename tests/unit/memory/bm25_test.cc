@@ -80,6 +80,14 @@ void IngestMore(const std::string& path, const std::string& key, const std::stri
 }
 
 int64_t DocumentCount(tmcra::db::Database& db, const std::string& word) {
+  if (word.find(' ') != std::string::npos) {  // a phrase: the rows that hold it
+    auto st = db.Prepare("SELECT count(*) FROM records_fts WHERE records_fts MATCH ?");
+    REQUIRE(st);
+    st->Bind(1, "\"" + word + "\"");
+    auto row = st->Step();
+    REQUIRE(row);
+    return st->Int(0);
+  }
   REQUIRE(db.Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.v USING "
                   "fts5vocab(main, records_fts, 'row')"));
   auto st = db.Prepare("SELECT doc FROM temp.v WHERE term = ?");
@@ -129,7 +137,9 @@ TEST_CASE("tmcra_bm25 scores every row as FTS5's bm25 does", "[memory][bm25]") {
 
   const std::vector<std::vector<std::string>> queries = {
       {"alpha"}, {"lima"}, {"119", "port"}, {"cluster", "alpha", "kilo"},
-      {"juliet", "india", "hotel", "golf", "foxtrot", "echo", "delta"}};
+      {"juliet", "india", "hotel", "golf", "foxtrot", "echo", "delta"},
+      // Two-word phrases: occurrences are counted per phrase match, as bm25() counts them.
+      {"alpha bravo", "kilo"}, {"alpha alpha", "charlie delta"}};
   SECTION("with FTS5's own length lookup (nothing read into memory yet)") {
     CHECK(lengths.highest() == 0);
     for (const auto& q : queries) CompareScores(**db, q);
