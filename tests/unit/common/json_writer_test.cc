@@ -86,3 +86,27 @@ TEST_CASE("DumpJson writes what nlohmann's dump writes, on random values", "[com
     }
   }
 }
+
+TEST_CASE("DumpJson escapes a byte that needs it at every position of a long run",
+          "[common][json]") {
+  // The writer skips clean runs eight bytes at a time: each kind of byte that stops it, at each
+  // offset within and across those words, in runs of clean ASCII of every length up to 40.
+  const std::string specials[] = {std::string(1, '\0'), "\x1f", "\"", "\\", "\x7f", " ", "~",
+                                  "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xff",
+                                  "\xc3", "\x80", "\"\\", "\n\n"};
+  for (size_t length = 0; length <= 40; ++length) {
+    for (size_t pos = 0; pos <= length; ++pos) {
+      for (const auto& special : specials) {
+        std::string text(length, 'a');
+        text.insert(pos, special);
+        const json v = text;
+        const std::string expected = Reference(v);
+        const std::string got = tmcra::DumpJson(v);
+        if (got != expected) {
+          INFO("length " << length << " position " << pos << ": " << expected);
+          REQUIRE(got == expected);
+        }
+      }
+    }
+  }
+}
