@@ -87,18 +87,9 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   }
   const bool scoped = argc == 2 && sqlite3_value_type(argv[1]) != SQLITE_NULL;
   const sqlite3_int64 rowid = api->xRowid(fts);
-  const std::optional<RowFacts::Facts> row = facts->Get(rowid);
-  if (scoped) {
-    if (!row) {
-      const std::string error = "tmcra_bm25: row " + std::to_string(rowid) + " is not in RowFacts";
-      sqlite3_result_error(ctx, error.c_str(), -1);
-      return;
-    }
-    if (row->scope != static_cast<uint32_t>(sqlite3_value_int64(argv[1]))) {
-      sqlite3_result_double(ctx, 1.0);  // another scope: after every real score
-      return;
-    }
-  }
+  // The row's entry is most often not in the CPU cache: start loading it, count the phrases
+  // meanwhile, and read it after (this row's scope decides only what is returned).
+  facts->Prefetch(rowid);
   auto* data = static_cast<QueryData*>(api->xGetAuxdata(fts, 0));
   if (data == nullptr) {
     std::string error;
@@ -137,6 +128,18 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
       api->xPhraseNext(fts, &it, &column, &offset);
     }
   }
+  const std::optional<RowFacts::Facts> row = facts->Get(rowid);
+  if (scoped) {
+    if (!row) {
+      const std::string error = "tmcra_bm25: row " + std::to_string(rowid) + " is not in RowFacts";
+      sqlite3_result_error(ctx, error.c_str(), -1);
+      return;
+    }
+    if (row->scope != static_cast<uint32_t>(sqlite3_value_int64(argv[1]))) {
+      sqlite3_result_double(ctx, 1.0);  // another scope: after every real score
+      return;
+    }
+  }
   double length = 0;
   if (rc == SQLITE_OK) {
     if (row) {
@@ -167,6 +170,13 @@ RowFacts::RowFacts() : chunks_(new std::atomic<Facts*>[kChunks]) {
 
 RowFacts::~RowFacts() {
   for (size_t i = 0; i < kChunks; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
+}
+
+void RowFacts::Prefetch(int64_t rowid) const {
+  if (rowid <= 0 || rowid > highest()) return;
+  const Facts* chunk = chunks_[static_cast<size_t>(rowid >> kChunkBits)].load(
+      std::memory_order_acquire);
+  if (chunk != nullptr) __builtin_prefetch(chunk + static_cast<size_t>(rowid & (kChunkSize - 1)));
 }
 
 std::optional<RowFacts::Facts> RowFacts::Get(int64_t rowid) const {

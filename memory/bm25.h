@@ -54,6 +54,9 @@ class RowFacts {
 
   // The facts of row `rowid`, or nullopt when this copy does not hold it.
   std::optional<Facts> Get(int64_t rowid) const;
+  // Starts loading row `rowid`'s entry into the CPU cache, so a Get after other work finds it
+  // there (the rows a query matches are spread over the whole copy).
+  void Prefetch(int64_t rowid) const;
   // The id of a scope that has records here, or nullopt.
   std::optional<uint32_t> ScopeId(std::string_view scope) const;
   int64_t highest() const { return highest_.load(std::memory_order_acquire); }
