@@ -56,4 +56,21 @@ std::string Serialize(const json& message) {
   return DumpJson(message);
 }
 
+std::string SerializeToolResult(const json& id, const json& structured, bool with_structured) {
+  // Keys in the order the writer sorts them: id < jsonrpc < result; content < structuredContent;
+  // text < type.
+  const std::string text = Serialize(structured);
+  std::string line = "{\"id\":";
+  AppendJson(line, id);
+  line += ",\"jsonrpc\":\"2.0\",\"result\":{\"content\":[{\"text\":";
+  AppendJsonString(line, text);
+  line += ",\"type\":\"text\"}]";
+  if (with_structured) {
+    line += ",\"structuredContent\":";
+    line += text;
+  }
+  line += "}}";
+  return line;
+}
+
 }  // namespace tmcra::mcp

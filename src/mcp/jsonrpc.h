@@ -54,4 +54,11 @@ ParsedLine ParseLine(std::string_view line);
 // Compact one-line UTF-8 text of `message`; invalid UTF-8 is replaced, never thrown.
 std::string Serialize(const json& message);
 
+// The line of a successful tools/call answer, byte for byte
+//   Serialize(MakeResult(id, {"content": [{"type": "text", "text": Serialize(structured)}],
+//                             "structuredContent": structured}))
+// (without "structuredContent" when `with_structured` is false), but `structured` is
+// serialized once: its text is reused for structuredContent instead of being written again.
+std::string SerializeToolResult(const json& id, const json& structured, bool with_structured);
+
 }  // namespace tmcra::mcp

@@ -43,6 +43,7 @@ bool IsSupportedVersion(std::string_view version) {
 
 constexpr auto kShutdownGrace = 500ms;    // in-flight calls may finish on their own
 constexpr auto kShutdownCancel = 400ms;   // then they are cancelled and get this long to stop
+constexpr const char* kStructuredContentVersion = "2025-06-18";  // structuredContent from here
 
 }  // namespace
 
@@ -223,8 +224,9 @@ void Server::StopWorkers() {
   }
 }
 
-bool Server::Write(const json& message) {
-  std::string line = Serialize(message);
+bool Server::Write(const json& message) { return WriteLine(Serialize(message)); }
+
+bool Server::WriteLine(std::string line) {
   line.push_back('\n');
   std::lock_guard lock(out_mu_);
   if (output_broken_.load() || out_fd_ < 0) return false;
@@ -391,8 +393,7 @@ std::optional<json> Server::HandleRequest(const json& id, const std::string& met
       return response;
     }
     StartWorker([this, id, params, call, finish] {
-      auto response = RunCall(id, params, call);
-      if (response) Write(*response);
+      if (auto line = RunCallLine(id, params, call)) WriteLine(std::move(*line));
       finish();
     });
     return std::nullopt;
@@ -497,12 +498,32 @@ json Server::ShapeResult(ToolResult result, const std::string& version) const {
                 {"isError", true}};
   }
   json out{{"content", json::array({{{"type", "text"}, {"text", Serialize(result.structured)}}})}};
-  if (version >= "2025-06-18") out["structuredContent"] = std::move(result.structured);
+  if (version >= kStructuredContentVersion) out["structuredContent"] = std::move(result.structured);
   return out;
 }
 
 std::optional<json> Server::RunCall(const json& id, const json& params,
                                     std::shared_ptr<Call> call) {
+  CallOutcome outcome = CallTool(id, params, call);
+  if (outcome.error) return std::move(*outcome.error);
+  if (!outcome.result) return std::nullopt;
+  return MakeResult(id, ShapeResult(std::move(*outcome.result), outcome.version));
+}
+
+std::optional<std::string> Server::RunCallLine(const json& id, const json& params,
+                                               std::shared_ptr<Call> call) {
+  CallOutcome outcome = CallTool(id, params, call);
+  if (outcome.error) return Serialize(*outcome.error);
+  if (!outcome.result) return std::nullopt;
+  if (outcome.result->is_error) {
+    return Serialize(MakeResult(id, ShapeResult(std::move(*outcome.result), outcome.version)));
+  }
+  return SerializeToolResult(id, outcome.result->structured,
+                             outcome.version >= kStructuredContentVersion);
+}
+
+Server::CallOutcome Server::CallTool(const json& id, const json& params,
+                                     const std::shared_ptr<Call>& call) {
   const std::string& name = params["name"].get_ref<const std::string&>();
   const Tool* tool = nullptr;
   for (const auto& t : tools_) {
@@ -511,8 +532,9 @@ std::optional<json> Server::RunCall(const json& id, const json& params,
   json arguments = json::object();
   if (auto it = params.find("arguments"); it != params.end() && !it->is_null()) {
     if (!it->is_object()) {
-      return MakeError(id, rpc::kInvalidParams,
-                       "Invalid params: params.arguments must be an object");
+      return {MakeError(id, rpc::kInvalidParams,
+                        "Invalid params: params.arguments must be an object"),
+              std::nullopt, {}};
     }
     arguments = *it;
   }
@@ -535,9 +557,9 @@ std::optional<json> Server::RunCall(const json& id, const json& params,
   }
   if (call->client_cancelled.load()) {
     spdlog::debug("suppressing the response to cancelled call {}", id.dump());
-    return std::nullopt;
+    return {};
   }
-  return MakeResult(id, ShapeResult(std::move(result), version));
+  return {std::nullopt, std::move(result), version};
 }
 
 Result<ElicitResponse> Server::Elicit(Call& call, const std::string& message, const json& schema,

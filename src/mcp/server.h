@@ -90,8 +90,21 @@ class Server {
 
   json Initialize(const json& params);
   json ListTools(const json& id, const json& params);
-  // Runs a call to the end and returns its response, or nothing when cancelled.
+  // What a tools/call came to: a JSON-RPC error, a tool result (with the version it is shaped
+  // for), or neither when the client cancelled it.
+  struct CallOutcome {
+    std::optional<json> error;
+    std::optional<ToolResult> result;
+    std::string version;
+  };
+  // Runs a call to the end.
+  CallOutcome CallTool(const json& id, const json& params, const std::shared_ptr<Call>& call);
+  // The call's response as a message (for a batch), or nothing when cancelled.
   std::optional<json> RunCall(const json& id, const json& params, std::shared_ptr<Call> call);
+  // The call's response line, or nothing when cancelled: a successful result's structured
+  // content is serialized once for both of its copies (SerializeToolResult).
+  std::optional<std::string> RunCallLine(const json& id, const json& params,
+                                         std::shared_ptr<Call> call);
   json ToolDefinition(const Tool& tool, const std::string& version) const;
   json ShapeResult(ToolResult result, const std::string& version) const;
 
@@ -103,6 +116,7 @@ class Server {
   void Shutdown();
 
   bool Write(const json& message);
+  bool WriteLine(std::string line);  // one serialized message, without its newline
   Result<ElicitResponse> Elicit(Call& call, const std::string& message, const json& schema,
                                 std::chrono::milliseconds timeout);
 

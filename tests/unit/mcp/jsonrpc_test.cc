@@ -41,3 +41,25 @@ TEST_CASE("serialize is one line and replaces invalid UTF-8", "[mcp][jsonrpc]") 
   CHECK(json::parse(line)["id"] == 7);
   CHECK(MakeError(nullptr, rpc::kParseError, "x")["id"].is_null());
 }
+
+TEST_CASE("a tool result line is the serialized result message, byte for byte",
+          "[mcp][jsonrpc]") {
+  const json structured_values[] = {
+      json::object(),
+      json{{"query_id", "q1"}, {"b", {1, 2.5, nullptr, true}}, {"a", "quote \" back \\ nl \n"}},
+      json{{"text", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 and bad \xff bytes"},
+           {"nested", {{"z", json::array()}, {"content", {{"sha", "x"}}}}}},
+      json{{"structuredContent", "a key that sorts after content"}, {"id", 7}}};
+  const json ids[] = {json(1), json(-9007199254740993LL), json("req-1"), json("\"odd\" \xff id")};
+  for (const auto& structured : structured_values) {
+    for (const auto& id : ids) {
+      for (const bool with_structured : {true, false}) {
+        json result{{"content", json::array({{{"type", "text"}, {"text", Serialize(structured)}}})}};
+        if (with_structured) result["structuredContent"] = structured;
+        INFO(Serialize(MakeResult(id, result)));
+        CHECK(SerializeToolResult(id, structured, with_structured) ==
+              Serialize(MakeResult(id, result)));
+      }
+    }
+  }
+}
