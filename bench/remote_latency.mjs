@@ -16,7 +16,9 @@
 //                    handle, for T seconds (and 1 client for reference); recalls/s, p50/p99,
 //                    and the CPU tmcra-memd and the machine used meanwhile; then, as a
 //                    diagnostic, the same C clients split over two tmcra-memd processes serving
-//                    the same file (what recalls running in parallel would give here);
+//                    the same file (what recalls running in parallel would give here), and
+//                    the C clients against a second tmcra-memd started with --gzip always
+//                    (the default does not compress for loopback clients);
 //   * commit       — tmcra_turn_prepare then tmcra_turn_commit (timed), eventual and
 //                    read_your_writes, raw pipe and SDK client, on the same tmcra-memd;
 //   * delivery     — lifecycle_bench delivery --remote: 10,000 pending outbox items drained
@@ -388,6 +390,22 @@ function throughput(opts, memd, keyFile, clients, seconds) {
 }
 
 /**
+ * The same clients against a second tmcra-memd on the same file started with --gzip always: what
+ * compressing every answer costs, as it does for a client on another machine (the default,
+ * --gzip auto, does not compress to a loopback peer such as these clients).
+ */
+async function throughputGzipAlways(opts, keyFile, clients, seconds) {
+  const other = await startMemd(opts, opts.store, 'gzip always', ['--no-job-worker', '--gzip', 'always']);
+  try {
+    const r = throughput(opts, other, keyFile, clients, seconds);
+    r.variant = 'tmcra-memd `--gzip always` (every answer compressed, as for a remote client)';
+    return r;
+  } finally {
+    await other.stop();
+  }
+}
+
+/**
  * What parallel recall would give on this machine: the same clients split over two tmcra-memd
  * processes serving the same file (each process has its own engine and connection, so recalls
  * run in parallel; the engine serialises them within one process).
@@ -533,7 +551,7 @@ function render(result) {
     lines.push('| figure | p50 ms | p99 ms | p50 − floor p50 | paired median (same question) | tmcra-mcp CPU ms/call | answer bytes |');
     lines.push('|---|---:|---:|---:|---:|---:|---:|');
     lines.push(`| floor: libcurl keep-alive POST …/recall (${r.floor.n}; ${r.floor.connections} connections) | `
-      + `${f(r.floor.p50, 3)} | ${f(r.floor.p99, 3)} | 0 | 0 | | ${r.floor.mean_answer_bytes} (${r.floor.mean_wire_bytes} gzipped) |`);
+      + `${f(r.floor.p50, 3)} | ${f(r.floor.p99, 3)} | 0 | 0 | | ${r.floor.mean_answer_bytes} (${r.floor.mean_wire_bytes} on the wire) |`);
     for (const kind of ['raw', 'sdk']) {
       const k = r[kind];
       lines.push(`| \`tmcra_recall\`, ${kind === 'sdk' ? 'SDK client' : 'raw pipe'} (${k.n}) | ${f(k.p50, 3)} | `
@@ -549,7 +567,7 @@ function render(result) {
     lines.push('| tmcra-memd recall throughput | recalls/s | p50 ms | p99 ms | tmcra-memd CPUs used | clients\' CPUs | machine busy | non-200 |');
     lines.push('|---|---:|---:|---:|---:|---:|---:|---|');
     for (const x of t.runs) {
-      lines.push(`| ${x.clients} client${x.clients > 1 ? 's' : ''}${x.processes ? `, split over ${x.processes} tmcra-memd processes on the same file (p50/p99: the slower half's)` : ''}, ${f(x.seconds, 1)} s, ${x.recalls} recalls `
+      lines.push(`| ${x.clients} client${x.clients > 1 ? 's' : ''}${x.processes ? `, split over ${x.processes} tmcra-memd processes on the same file (p50/p99: the slower half's)` : ''}${x.variant ? `, ${x.variant}` : ''}, ${f(x.seconds, 1)} s, ${x.recalls} recalls `
         + `(${x.connections} connections) | **${f(x.recalls_per_second, 0)}** | ${f(x.p50_ms)} | ${f(x.p99_ms)} | `
         + `${f(x.memd_cpus_used)} (${f(x.memd_cpu_ms_per_recall)} ms CPU/recall) | ${f(x.client_cpu_seconds / x.seconds)} | `
         + `${f(x.machine_busy_fraction * 100, 0)} % | `
@@ -642,6 +660,8 @@ async function main() {
         runs.push(throughput(opts, memd, keyFile, opts.clients, opts.seconds));
         log(`throughput: ${opts.clients} clients over two tmcra-memd processes on the same file, ${opts.seconds} s (diagnostic)`);
         runs.push(await throughputTwoProcesses(opts, memd, keyFile, opts.clients, opts.seconds));
+        log(`throughput: ${opts.clients} clients, tmcra-memd --gzip always, ${opts.seconds} s (diagnostic)`);
+        runs.push(await throughputGzipAlways(opts, keyFile, opts.clients, opts.seconds));
         result.throughput = { clients: opts.clients, memd_args: memd.args.slice(memd.args.indexOf('--threads')).join(' '), runs };
       }
       if (!opts.skip.has('commit')) {

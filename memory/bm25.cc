@@ -32,6 +32,9 @@ bool ReadVarint(const unsigned char* p, int n, uint64_t* out) {
 struct QueryData {
   std::vector<double> idf;  // per phrase
   double avgdl = 0;
+  // Rows of the caller's scope and of other scopes seen so far by this query.
+  int64_t in_scope = 0;
+  int64_t other_scopes = 0;
 };
 
 void FreeQueryData(void* p) { delete static_cast<QueryData*>(p); }
@@ -87,8 +90,7 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   }
   const bool scoped = argc == 2 && sqlite3_value_type(argv[1]) != SQLITE_NULL;
   const sqlite3_int64 rowid = api->xRowid(fts);
-  // The row's entry is most often not in the CPU cache: start loading it, count the phrases
-  // meanwhile, and read it after (this row's scope decides only what is returned).
+  // The row's entry is most often not in the CPU cache: start loading it.
   facts->Prefetch(rowid);
   auto* data = static_cast<QueryData*>(api->xGetAuxdata(fts, 0));
   if (data == nullptr) {
@@ -102,6 +104,23 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
       }
       return;
     }
+  }
+  // While most matching rows are the caller's, count the phrases while the entry loads and
+  // read it after; while most are other scopes', read it first, so their rows cost no
+  // counting. Either order gives the same result.
+  std::optional<RowFacts::Facts> row;
+  bool row_read = false;
+  const auto other_scope = [&] {  // reads the entry; true when the row is another scope's
+    row = facts->Get(rowid);
+    row_read = true;
+    if (!scoped || !row) return false;
+    const bool other = row->scope != static_cast<uint32_t>(sqlite3_value_int64(argv[1]));
+    ++(other ? data->other_scopes : data->in_scope);
+    return other;
+  };
+  if (scoped && data->other_scopes > data->in_scope && other_scope()) {
+    sqlite3_result_double(ctx, 1.0);  // another scope: after every real score
+    return;
   }
   constexpr double k1 = 1.2;
   constexpr double b = 0.75;
@@ -128,17 +147,14 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
       api->xPhraseNext(fts, &it, &column, &offset);
     }
   }
-  const std::optional<RowFacts::Facts> row = facts->Get(rowid);
-  if (scoped) {
-    if (!row) {
-      const std::string error = "tmcra_bm25: row " + std::to_string(rowid) + " is not in RowFacts";
-      sqlite3_result_error(ctx, error.c_str(), -1);
-      return;
-    }
-    if (row->scope != static_cast<uint32_t>(sqlite3_value_int64(argv[1]))) {
-      sqlite3_result_double(ctx, 1.0);  // another scope: after every real score
-      return;
-    }
+  if (!row_read && other_scope()) {
+    sqlite3_result_double(ctx, 1.0);  // another scope: after every real score
+    return;
+  }
+  if (scoped && !row) {
+    const std::string error = "tmcra_bm25: row " + std::to_string(rowid) + " is not in RowFacts";
+    sqlite3_result_error(ctx, error.c_str(), -1);
+    return;
   }
   double length = 0;
   if (rc == SQLITE_OK) {

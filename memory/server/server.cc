@@ -51,8 +51,12 @@ thread_local RequestContext t_ctx;
 void BeginContext(const Request& req, GzipPolicy gzip) {
   t_ctx = RequestContext{};
   t_ctx.active = true;
+  // A proxy on the same host (it says so with X-Forwarded-For or Forwarded) relays to clients
+  // elsewhere: auto compresses for it.
   t_ctx.gzip = gzip == GzipPolicy::kAlways ||
-               (gzip == GzipPolicy::kAuto && !IsLoopbackPeer(req.remote_addr));
+               (gzip == GzipPolicy::kAuto &&
+                (!IsLoopbackPeer(req.remote_addr) || req.has_header("X-Forwarded-For") ||
+                 req.has_header("Forwarded")));
   t_ctx.start = Clock::now();
   const std::string client_id = req.get_header_value("X-Request-ID");
   t_ctx.request_id = IsSaneRequestId(client_id) ? client_id : UuidV4();

@@ -40,8 +40,9 @@ struct ServerOptions {
   int keep_alive_seconds = 5;  // also bounds how long shutdown waits for an idle connection
   int read_timeout_seconds = 10;
   // Gzip for answers of 1024 bytes or more to clients that accept it: kAuto compresses unless
-  // the peer is a loopback address, where compression costs CPU at both ends and saves no
-  // bandwidth (about a tenth of a recall's CPU at 100k messages); kAlways and kNever as named.
+  // the peer is a loopback address that is not a proxy (no X-Forwarded-For or Forwarded
+  // header), where compression costs CPU at both ends and saves no bandwidth; kAlways and
+  // kNever as named.
   GzipPolicy gzip = GzipPolicy::kAuto;
 };
 

@@ -657,7 +657,7 @@ await r.test('ingest then SIGTERM at once: exit 0, the job completes after a res
   assert.deepEqual(await stopMemd(next), { code: 0, signal: null });
 });
 
-await r.test('--gzip auto (the default) and never: no gzip to a loopback peer; other values refused', async () => {
+await r.test('--gzip auto (the default) and never: no gzip to a loopback peer unless it is a proxy; other values refused', async () => {
   const bad = await run(BIN, ['serve', ...TLS_ARGS, '--gzip', 'sometimes'], { env: ENV });
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /--gzip must be auto, always or never/);
@@ -669,6 +669,15 @@ await r.test('--gzip auto (the default) and never: no gzip to a loopback peer; o
     assert.ok(rec.raw.length >= 1024, `large enough to be gzipped under --gzip always: ${rec.text}`);
     assert.equal(rec.headers['content-encoding'], undefined, JSON.stringify(extra));
     assert.equal(Number(rec.headers['content-length']), rec.raw.length);
+    // Through a proxy on the same host (it names the client it relays for): auto compresses.
+    for (const header of [{ 'X-Forwarded-For': '203.0.113.7' }, { Forwarded: 'for=203.0.113.7' }]) {
+      const proxied = await request(srv, 'POST', '/v1/scopes/team/recall', { key: FULL,
+        body: { query: 'lab key drawer', max_windows: 8 }, headers: { 'Accept-Encoding': 'gzip', ...header } });
+      assert.equal(proxied.status, 200, proxied.text);
+      assert.equal(proxied.headers['content-encoding'], extra.includes('never') ? undefined : 'gzip',
+        `${JSON.stringify(extra)} ${JSON.stringify(header)}`);
+      assert.deepEqual({ ...proxied.json, query_id: '' }, { ...rec.json, query_id: '' });
+    }
     assert.deepEqual(await stopMemd(srv), { code: 0, signal: null });
   }
 });
