@@ -192,6 +192,8 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)), owner_(New
 Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   std::unique_ptr<Engine> engine(new Engine(std::move(options)));
   engine->options_.read_connections = std::max(1, engine->options_.read_connections);
+  engine->reader_permits_ =
+      std::make_unique<std::counting_semaphore<>>(engine->options_.read_connections);
   auto api_db = db::Database::Open({engine->options_.path});
   if (!api_db) return api_db.error();
   if (auto s = Migrate(**api_db); !s) return s.error();
@@ -234,22 +236,19 @@ Result<std::unique_ptr<db::Database>> Engine::OpenReader() {
 }
 
 Result<Engine::ReadLease> Engine::BorrowReader() {
-  std::unique_lock lock(readers_mu_);
-  readers_cv_.wait(lock, [&] {
-    return !idle_readers_.empty() || readers_open_ < options_.read_connections;
-  });
-  if (!idle_readers_.empty()) {
-    auto db = std::move(idle_readers_.back());
-    idle_readers_.pop_back();
-    return ReadLease(this, std::move(db));
+  // A permit means an idle connection, or room to open one.
+  reader_permits_->acquire();
+  {
+    std::lock_guard lock(readers_mu_);
+    if (!idle_readers_.empty()) {
+      auto db = std::move(idle_readers_.back());
+      idle_readers_.pop_back();
+      return ReadLease(this, std::move(db));
+    }
   }
-  ++readers_open_;
-  lock.unlock();
   auto db = OpenReader();
   if (!db) {
-    lock.lock();
-    --readers_open_;
-    readers_cv_.notify_one();
+    reader_permits_->release();
     return db.error();
   }
   return ReadLease(this, std::move(*db));
@@ -261,7 +260,7 @@ Engine::ReadLease::~ReadLease() {
     std::lock_guard lock(engine_->readers_mu_);
     engine_->idle_readers_.push_back(std::move(db_));
   }
-  engine_->readers_cv_.notify_one();
+  engine_->reader_permits_->release();
 }
 
 Engine::~Engine() {

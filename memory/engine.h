@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <semaphore>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -161,10 +162,12 @@ class Engine {
   };
   [[nodiscard]] Result<ReadLease> BorrowReader();
   Result<std::unique_ptr<db::Database>> OpenReader();
+  // One permit per read connection (open or not yet opened). A semaphore rather than a
+  // condition variable: with many request threads waiting, glibc's condvar signal blocked the
+  // returning thread on the condvar's own lock, a context switch per recall.
+  std::unique_ptr<std::counting_semaphore<>> reader_permits_;
   std::mutex readers_mu_;
-  std::condition_variable readers_cv_;
   std::vector<std::unique_ptr<db::Database>> idle_readers_;  // guarded by readers_mu_
-  int readers_open_ = 0;                                      // guarded by readers_mu_
 
   std::mutex worker_mu_;
   std::condition_variable worker_cv_;
