@@ -281,13 +281,15 @@ std::string Header(const Record& r, size_t window, bool hit) {
   return h;
 }
 
-json RecordJson(const Record& r, bool hit, double score) {
-  json out{{"memory_id", r.record_id}, {"message_id", r.message_id}, {"role", r.role},
-           {"actor", r.role}, {"session_id", r.session_id}, {"timestamp", r.timestamp},
-           {"occurred_at", r.occurred_at}, {"text", r.content}, {"hit", hit}};
+// Takes the record's strings (the record is not needed after it is rendered).
+json RecordJson(Record&& r, bool hit, double score) {
+  json out{{"memory_id", std::move(r.record_id)}, {"message_id", std::move(r.message_id)},
+           {"role", r.role}, {"actor", std::move(r.role)}, {"session_id", std::move(r.session_id)},
+           {"timestamp", std::move(r.timestamp)}, {"occurred_at", r.occurred_at},
+           {"text", std::move(r.content)}, {"hit", hit}};
   if (hit) out["score"] = score;
-  if (r.agent_id) out["agent_id"] = *r.agent_id;
-  if (r.target_agent_id) out["target_agent_id"] = *r.target_agent_id;
+  if (r.agent_id) out["agent_id"] = std::move(*r.agent_id);
+  if (r.target_agent_id) out["target_agent_id"] = std::move(*r.target_agent_id);
   return out;
 }
 
@@ -571,23 +573,24 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   bool verbatim = true;
   json compiled_windows = json::array();
   for (size_t i = 0; i < windows.size(); ++i) {
-    const Window& w = windows[i];
+    Window& w = windows[i];
     json records = json::array();
     json compiled_records = json::array();
-    for (const Record& r : w.records) {
+    for (Record& r : w.records) {
       const bool is_hit = w.hits.count(r.event_seq) > 0;
       bool changed = false;
       const std::string text = NeutraliseText(r.content, &changed);
       verbatim = verbatim && !changed;
       sections[SectionOf(r.role)].push_back(Header(r, i + 1, is_hit) + "\n" + text);
       (is_hit ? source_blocks : neighbour_blocks) += 1;
-      if (projection == "full") {
-        records.push_back(RecordJson(r, is_hit, is_hit ? w.hit_scores.at(r.event_seq) : 0.0));
-      }
       if (compiled_out) {
         compiled_records.push_back({{"memory_id", r.record_id}, {"actor", r.role},
                                     {"date", r.timestamp}, {"hit", is_hit},
                                     {"text", SanitizeUtf8(r.content)}});
+      }
+      if (projection == "full") {  // last: it takes the record's strings
+        const double score = is_hit ? w.hit_scores.at(r.event_seq) : 0.0;
+        records.push_back(RecordJson(std::move(r), is_hit, score));
       }
     }
     if (projection == "full") {
