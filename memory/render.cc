@@ -45,7 +45,47 @@ void AppendEscape(std::string& out, uint32_t cp) {
 
 }  // namespace
 
+namespace {
+
+// Text of printable ASCII, newlines and tabs only (most stored text): nothing to decode,
+// replace or escape but a '[' or '\\' that starts a line's content.
+bool IsPlainText(std::string_view input) {
+  for (const char ch : input) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c >= 0x7f) return false;
+  }
+  return true;
+}
+
+std::string NeutralisePlainText(std::string_view input, bool* changed) {
+  std::string out;
+  out.reserve(input.size() + 8);
+  bool line_start = true;
+  bool escaped = false;
+  size_t run = 0;  // start of the bytes not yet copied
+  for (size_t i = 0; i < input.size(); ++i) {
+    const char c = input[i];
+    if (line_start) {
+      if (c == ' ' || c == '\t') continue;  // still at the start of the line's content
+      if (c == '[' || c == '\\') {
+        out.append(input.substr(run, i - run));
+        out.push_back('\\');
+        run = i;
+        escaped = true;
+      }
+      line_start = false;
+    }
+    if (c == '\n') line_start = true;
+  }
+  out.append(input.substr(run));
+  if (changed != nullptr) *changed = escaped;
+  return out;
+}
+
+}  // namespace
+
 std::string NeutraliseText(std::string_view input, bool* changed) {
+  if (IsPlainText(input)) return NeutralisePlainText(input, changed);
   const std::string valid = SanitizeUtf8(input);
   std::string out;
   out.reserve(valid.size() + 16);

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <random>
 #include <regex>
 #include <set>
 #include <thread>
@@ -571,6 +572,27 @@ TEST_CASE("neutralising text", "[memory][render]") {
   CHECK(NeutraliseText("\xc2\x85") == "\\u0085");
   CHECK(NeutraliseText("bad \xff byte") == "bad \xef\xbf\xbd byte");
   CHECK(tmcra::memory::HeaderValue("a|b]c[d") == "a_b_c_d");
+}
+
+TEST_CASE("neutralising plain ASCII text takes a shortcut that changes nothing",
+          "[memory][render]") {
+  // Printable ASCII, newlines and tabs go through a fast path. A control byte appended at the
+  // end sends the same text through the general path, which only adds its escape at the end.
+  using tmcra::memory::NeutraliseText;
+  const char* pieces[] = {" ", "\t", "\n", "[", "\\", "]", "a", "x y", "~", "|"};
+  std::mt19937 rng(4242);
+  for (int n = 0; n < 20000; ++n) {
+    std::string text;
+    for (size_t k = rng() % 16; k > 0; --k) text += pieces[rng() % std::size(pieces)];
+    bool changed = false;
+    const std::string fast = NeutraliseText(text, &changed);
+    const std::string general = NeutraliseText(text + "\x01");
+    if (general != fast + "\\u0001" || changed != (fast != text)) {
+      INFO("text of " << text.size() << " bytes: " << json(text).dump());
+      CHECK(general == fast + "\\u0001");
+      REQUIRE(changed == (fast != text));
+    }
+  }
 }
 
 TEST_CASE("batch ingest stores every item as its own job in one call", "[memory][ingest]") {
