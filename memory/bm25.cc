@@ -180,12 +180,36 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
 
 }  // namespace
 
-RowFacts::RowFacts() : chunks_(new std::atomic<Facts*>[kChunks]) {
-  for (size_t i = 0; i < kChunks; ++i) chunks_[i].store(nullptr, std::memory_order_relaxed);
+RowFacts::RowFacts()
+    : chunks_(new std::atomic<Facts*>[kChunks]), sessions_(new std::atomic<uint32_t*>[kChunks]) {
+  for (size_t i = 0; i < kChunks; ++i) {
+    chunks_[i].store(nullptr, std::memory_order_relaxed);
+    sessions_[i].store(nullptr, std::memory_order_relaxed);
+  }
 }
 
 RowFacts::~RowFacts() {
-  for (size_t i = 0; i < kChunks; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
+  for (size_t i = 0; i < kChunks; ++i) {
+    delete[] chunks_[i].load(std::memory_order_relaxed);
+    delete[] sessions_[i].load(std::memory_order_relaxed);
+  }
+}
+
+uint32_t RowFacts::HashSession(std::string_view session_id) {
+  uint32_t h = 2166136261u;
+  for (const char c : session_id) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 16777619u;
+  }
+  return h;
+}
+
+std::optional<uint32_t> RowFacts::SessionHash(int64_t rowid) const {
+  if (!Get(rowid)) return std::nullopt;  // checks the range and that the row is held
+  const uint32_t* chunk = sessions_[static_cast<size_t>(rowid >> kChunkBits)].load(
+      std::memory_order_acquire);
+  if (chunk == nullptr) return std::nullopt;
+  return chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
 }
 
 void RowFacts::Prefetch(int64_t rowid) const {
@@ -216,7 +240,7 @@ Status RowFacts::CatchUp(db::Database& db) {
   std::lock_guard lock(write_mu_);
   const int64_t from = highest_.load(std::memory_order_relaxed);
   auto st = db.Prepare(
-      "SELECT r.event_seq, r.scope_name, d.sz FROM records r "
+      "SELECT r.event_seq, r.scope_name, d.sz, r.session_id FROM records r "
       "JOIN records_fts_docsize d ON d.id = r.event_seq "
       "WHERE r.event_seq > ? ORDER BY r.event_seq");
   if (!st) return st.error();
@@ -247,12 +271,17 @@ Status RowFacts::CatchUp(db::Database& db) {
       have_scope = true;
     }
     auto& slot = chunks_[static_cast<size_t>(id >> kChunkBits)];
+    auto& session_slot = sessions_[static_cast<size_t>(id >> kChunkBits)];
     Facts* chunk = slot.load(std::memory_order_relaxed);
     if (chunk == nullptr) {
+      session_slot.store(new uint32_t[kChunkSize](), std::memory_order_release);
       chunk = new Facts[kChunkSize];
       for (int64_t i = 0; i < kChunkSize; ++i) chunk[i].length = kMissing;
       slot.store(chunk, std::memory_order_release);
     }
+    // Written before highest_ is published (below), like the facts.
+    session_slot.load(std::memory_order_relaxed)[static_cast<size_t>(id & (kChunkSize - 1))] =
+        HashSession(st->Text(3));
     chunk[static_cast<size_t>(id & (kChunkSize - 1))] =
         Facts{static_cast<uint32_t>(size), last_scope_id};
     top = id;

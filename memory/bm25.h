@@ -18,7 +18,9 @@
 // Records are never deleted or rewritten and event_seq only grows, so the copy is brought up to
 // date by reading the rows above the highest one it holds (RowFacts::CatchUp, inside the
 // caller's read transaction): about 25 ms per 100k records the first time, then only new rows.
-// It costs 8 bytes per record.
+// It costs 12 bytes per record: the length and scope, and apart from them (so ranking's reads
+// stay dense) a 32-bit hash of the record's session id, with which recall passes over hits of
+// sessions it does not show without reading them.
 #pragma once
 
 #include <atomic>
@@ -57,6 +59,10 @@ class RowFacts {
   // Starts loading row `rowid`'s entry into the CPU cache, so a Get after other work finds it
   // there (the rows a query matches are spread over the whole copy).
   void Prefetch(int64_t rowid) const;
+  // HashSession of row `rowid`'s session id, or nullopt when this copy does not hold the row.
+  std::optional<uint32_t> SessionHash(int64_t rowid) const;
+  // FNV-1a of the bytes: equal session ids hash equal; different ones rarely do.
+  static uint32_t HashSession(std::string_view session_id);
   // The id of a scope that has records here, or nullopt.
   std::optional<uint32_t> ScopeId(std::string_view scope) const;
   int64_t highest() const { return highest_.load(std::memory_order_acquire); }
@@ -69,6 +75,7 @@ class RowFacts {
   static constexpr uint32_t kMissing = UINT32_MAX;  // in Facts::length: no such row
   std::mutex write_mu_;
   std::unique_ptr<std::atomic<Facts*>[]> chunks_;
+  std::unique_ptr<std::atomic<uint32_t*>[]> sessions_;  // per chunk of chunks_, set before it
   std::atomic<int64_t> highest_{0};
   mutable std::mutex scopes_mu_;
   std::map<std::string, uint32_t, std::less<>> scope_ids_;  // guarded by scopes_mu_

@@ -1,5 +1,7 @@
 // Engine::Recall: search, session windows, ranking and rendering (tmcra-contract.md §1.4.1).
 #include <algorithm>
+#include <limits>
+#include <optional>
 #include <map>
 #include <set>
 
@@ -470,57 +472,91 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   }
   // Every fused hit is ordered by what ranks it (and filtered by feedback), but only the hits
   // that make or widen a window are read whole: most of the up to 128 never reach the answer.
+  // Without feedback to apply, nothing is read to order them: the session of a hit comes from
+  // the row facts (as a hash, enough to pass over sessions no window shows), and its time only
+  // when another hit has the same score.
   struct HitRef {
     int64_t event_seq = 0;
-    std::string session_id;
-    double occurred_at = 0;
     double score = 0;
+    std::optional<double> occurred_at;
+    std::optional<uint32_t> session_hash;  // RowFacts::HashSession of its session id
   };
   std::vector<HitRef> hits;
-  {
-    auto st = db.Prepare("SELECT record_id, session_id, occurred_at FROM records WHERE event_seq = ?");
-    if (!st) return st.error();
+  auto light = db.Prepare("SELECT record_id, session_id, occurred_at FROM records WHERE event_seq = ?");
+  if (!light) return light.error();
+  if (effects->empty()) {
     for (const auto& [seq, score] : fused) {
-      st->Reset();
-      st->Bind(1, seq);
-      auto row = st->Step();
+      hits.push_back(HitRef{seq, score, std::nullopt, row_facts_->SessionHash(seq)});
+    }
+  } else {
+    for (const auto& [seq, score] : fused) {
+      light->Reset();
+      light->Bind(1, seq);
+      auto row = light->Step();
       if (!row) return row.error();
       if (!*row) continue;
-      std::string session_id = st->Text(1);
-      if (effects->Hides(st->Text(0), session_id)) {
+      const std::string session_id = light->Text(1);
+      if (effects->Hides(light->Text(0), session_id)) {
         ++withheld;
         continue;
       }
-      hits.push_back(HitRef{seq, std::move(session_id), st->Double(2), score});
+      hits.push_back(HitRef{seq, score, light->Double(2), RowFacts::HashSession(session_id)});
     }
   }
+  // Best score first; equal scores newest first (occurred_at, then event_seq).
   std::sort(hits.begin(), hits.end(), [](const HitRef& a, const HitRef& b) {
     if (a.score != b.score) return a.score > b.score;
-    if (a.occurred_at != b.occurred_at) return a.occurred_at > b.occurred_at;
     return a.event_seq > b.event_seq;
   });
+  for (size_t i = 0; i < hits.size();) {
+    size_t j = i + 1;
+    while (j < hits.size() && hits[j].score == hits[i].score) ++j;
+    if (j - i > 1) {
+      for (size_t k = i; k < j; ++k) {
+        if (hits[k].occurred_at) continue;
+        light->Reset();
+        light->Bind(1, hits[k].event_seq);
+        auto row = light->Step();
+        if (!row) return row.error();
+        // A row that is gone sorts last in its group and is skipped when read whole.
+        hits[k].occurred_at = *row ? light->Double(2) : -std::numeric_limits<double>::infinity();
+      }
+      std::sort(hits.begin() + static_cast<std::ptrdiff_t>(i),
+                hits.begin() + static_cast<std::ptrdiff_t>(j), [](const HitRef& a, const HitRef& b) {
+                  if (*a.occurred_at != *b.occurred_at) return *a.occurred_at > *b.occurred_at;
+                  return a.event_seq > b.event_seq;
+                });
+    }
+    i = j;
+  }
   auto whole = db.Prepare(std::string("SELECT ") + kRecordColumns + " FROM records WHERE event_seq = ?");
   if (!whole) return whole.error();
 
   // Build a window around each hit from its session neighbours; merge windows that share a
   // record; keep at most eight.
   std::vector<Window> windows;
+  std::vector<uint32_t> window_hashes;  // RowFacts::HashSession of each window's session
   auto neighbours = NeighbourReader::Prepare(db, *effects);
   if (!neighbours) return neighbours.error();
   for (const HitRef& ref : hits) {
     const double score = ref.score;
-    if (windows.size() >= kMaxWindows) {
-      // Only a hit of a session already shown can still change the answer (by widening).
-      bool shown = false;
-      for (const auto& w : windows) shown = shown || w.session_id == ref.session_id;
-      if (!shown) continue;
+    if (windows.size() >= kMaxWindows && ref.session_hash &&
+        std::find(window_hashes.begin(), window_hashes.end(), *ref.session_hash) ==
+            window_hashes.end()) {
+      continue;  // no window shows its session (checked exactly below otherwise)
     }
     whole->Reset();
     whole->Bind(1, ref.event_seq);
     auto found = whole->Step();
     if (!found) return found.error();
-    if (!*found) return Error::Internal("recall: a hit vanished from its own snapshot");
+    if (!*found) continue;
     const Record hit = ReadRecord(*whole);
+    if (windows.size() >= kMaxWindows) {
+      // Only a hit of a session already shown can still change the answer (by widening).
+      bool shown = false;
+      for (const auto& w : windows) shown = shown || w.session_id == hit.session_id;
+      if (!shown) continue;
+    }
     auto around = neighbours->Around(scope, hit);
     if (!around) return around.error();
     std::vector<Record> members = std::move(*around);
@@ -538,6 +574,7 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
     if (merge_into == nullptr) {
       if (windows.size() >= kMaxWindows) continue;
       windows.push_back(Window{hit.session_id, {}, {}, {}, score, 0});
+      window_hashes.push_back(RowFacts::HashSession(hit.session_id));
       merge_into = &windows.back();
     }
     for (auto& m : members) {

@@ -154,6 +154,21 @@ TEST_CASE("tmcra_bm25 scores every row as FTS5's bm25 does", "[memory][bm25]") {
     CHECK(lengths.ScopeId("a"));
     CHECK(lengths.ScopeId("b"));
     CHECK_FALSE(lengths.ScopeId("c"));
+    // Each row's session, as a hash.
+    auto sessions = (*db)->Prepare("SELECT event_seq, session_id FROM records");
+    REQUIRE(sessions);
+    int rows = 0;
+    for (;;) {
+      auto row = sessions->Step();
+      REQUIRE(row);
+      if (!*row) break;
+      ++rows;
+      CHECK(lengths.SessionHash(sessions->Int(0)) == RowFacts::HashSession(sessions->Text(1)));
+    }
+    CHECK(rows == 600);
+    CHECK_FALSE(lengths.SessionHash(601));
+    CHECK_FALSE(lengths.SessionHash(0));
+    CHECK(RowFacts::HashSession("s1") != RowFacts::HashSession("s2"));
     for (const auto& q : queries) CompareScores(**db, q);
   }
 }

@@ -381,6 +381,25 @@ TEST_CASE("at most eight windows, best first, recency breaking ties", "[memory][
   CHECK(r["prompt_evidence"]["window_count"] == 8);
 }
 
+TEST_CASE("equal scores go to the newest message by time, not by the order written",
+          "[memory][recall]") {
+  // Written newest first, so the order written (event_seq) is the reverse of the messages' time.
+  TempDir dir;
+  auto e = OpenEngine(dir);
+  for (int s = 11; s >= 0; --s) {
+    char ts[32];
+    std::snprintf(ts, sizeof ts, "2026-07-%02dT00:00:00Z", s + 1);
+    Ingest(*e, "p", Body({Message("a", "user", "okapi note from session " + std::to_string(s), ts)},
+                         "sess" + std::to_string(s)),
+           "key-rev-" + std::to_string(s) + "-xxxx");
+  }
+  REQUIRE(e->RunPendingJobs());
+  json r = Recall(*e, "p", "okapi");
+  const json& windows = r["evidence"]["windows"];
+  REQUIRE(windows.size() == 8);
+  for (size_t i = 0; i < 8; ++i) CHECK(windows[i]["session_id"] == "sess" + std::to_string(11 - i));
+}
+
 TEST_CASE("CJK and accented text are findable", "[memory][recall]") {
   TempDir dir;
   auto e = OpenEngine(dir);
