@@ -193,7 +193,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   std::unique_ptr<Engine> engine(new Engine(std::move(options)));
   engine->options_.read_connections = std::max(1, engine->options_.read_connections);
   engine->reader_permits_ =
-      std::make_unique<std::counting_semaphore<>>(engine->options_.read_connections);
+      std::make_unique<Permits>(static_cast<unsigned>(engine->options_.read_connections));
   auto api_db = db::Database::Open({engine->options_.path});
   if (!api_db) return api_db.error();
   if (auto s = Migrate(**api_db); !s) return s.error();
@@ -237,7 +237,7 @@ Result<std::unique_ptr<db::Database>> Engine::OpenReader() {
 
 Result<Engine::ReadLease> Engine::BorrowReader() {
   // A permit means an idle connection, or room to open one.
-  reader_permits_->acquire();
+  reader_permits_->Acquire();
   {
     std::lock_guard lock(readers_mu_);
     if (!idle_readers_.empty()) {
@@ -248,7 +248,7 @@ Result<Engine::ReadLease> Engine::BorrowReader() {
   }
   auto db = OpenReader();
   if (!db) {
-    reader_permits_->release();
+    reader_permits_->Release();
     return db.error();
   }
   return ReadLease(this, std::move(*db));
@@ -260,7 +260,7 @@ Engine::ReadLease::~ReadLease() {
     std::lock_guard lock(engine_->readers_mu_);
     engine_->idle_readers_.push_back(std::move(db_));
   }
-  engine_->reader_permits_->release();
+  engine_->reader_permits_->Release();
 }
 
 Engine::~Engine() {

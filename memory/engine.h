@@ -20,12 +20,13 @@
 // connection; Recall and GetJob borrow a read connection from a small pool and run in parallel.
 #pragma once
 
+#include <semaphore.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <semaphore>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -164,8 +165,25 @@ class Engine {
   Result<std::unique_ptr<db::Database>> OpenReader();
   // One permit per read connection (open or not yet opened). A semaphore rather than a
   // condition variable: with many request threads waiting, glibc's condvar signal blocked the
-  // returning thread on the condvar's own lock, a context switch per recall.
-  std::unique_ptr<std::counting_semaphore<>> reader_permits_;
+  // returning thread on the condvar's own lock, a context switch per recall. POSIX's, not
+  // std::counting_semaphore: libstdc++ 12's can lose a wake-up (a waiter that lost the permit it
+  // saw sleeps on a stale count while permits are free; GCC PR 104928).
+  class Permits {
+   public:
+    explicit Permits(unsigned count) { sem_init(&sem_, 0, count); }
+    ~Permits() { sem_destroy(&sem_); }
+    Permits(const Permits&) = delete;
+    Permits& operator=(const Permits&) = delete;
+    void Acquire() {
+      while (sem_wait(&sem_) != 0) {
+      }  // EINTR: wait again
+    }
+    void Release() { sem_post(&sem_); }
+
+   private:
+    sem_t sem_;
+  };
+  std::unique_ptr<Permits> reader_permits_;
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<db::Database>> idle_readers_;  // guarded by readers_mu_
 
