@@ -509,6 +509,43 @@ TEST_CASE("recalls on many threads, beside a writer, all answer from consistent 
   CHECK(found == 8 * 15);
 }
 
+TEST_CASE("with fewer read connections than threads, every call gets one and none is lost",
+          "[memory][recall]") {
+  // One or two connections for eight threads of short reads: most borrows wait for a permit
+  // another thread returns. A lost wake-up or a lost permit shows as a hang (the test's time
+  // limit); a connection lent twice, as failed or wrong answers.
+  for (const int connections : {1, 2}) {
+    INFO(connections << " read connection(s)");
+    TempDir dir;
+    EngineOptions options;
+    options.path = dir.File("data/memory.db");
+    options.start_worker = false;
+    options.read_connections = connections;
+    auto opened = Engine::Open(options);
+    REQUIRE(opened);
+    auto& e = *opened;
+    Ingest(*e, "p", Body({Message("f", "user", "the vault code is quartz-7731")}, "fact"),
+           "key-permits-1");
+    REQUIRE(e->RunPendingJobs());
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 40; ++i) {
+          if (t % 2 == 0) {
+            auto r = e->Recall("p", {{"query", "vault quartz"}, {"max_windows", 8}});
+            if (!r || (*r)["prompt_evidence"]["window_count"] != 1) ++failures;
+          } else if (e->GetJob("job_does_not_exist")) {
+            ++failures;  // an unknown job is an error; anything else is wrong
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    CHECK(failures == 0);
+  }
+}
+
 TEST_CASE("no match gives empty content and a reason", "[memory][recall]") {
   TempDir dir;
   auto e = OpenEngine(dir);
