@@ -1,8 +1,8 @@
 // Engine::Recall: search, session windows, ranking and rendering (tmcra-contract.md §1.4.1).
 #include <algorithm>
 #include <limits>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "memory/engine.h"
@@ -42,6 +42,7 @@ struct Record {
 
 struct Window {
   std::string session_id;
+  uint32_t session_hash = 0;     // RowFacts::HashSession(session_id)
   std::vector<Record> records;   // chronological
   std::set<int64_t> hits;        // event_seq of the records that matched
   std::map<int64_t, double> hit_scores;
@@ -535,14 +536,13 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   // Build a window around each hit from its session neighbours; merge windows that share a
   // record; keep at most eight.
   std::vector<Window> windows;
-  std::vector<uint32_t> window_hashes;  // RowFacts::HashSession of each window's session
   auto neighbours = NeighbourReader::Prepare(db, *effects);
   if (!neighbours) return neighbours.error();
   for (const HitRef& ref : hits) {
     const double score = ref.score;
     if (windows.size() >= kMaxWindows && ref.session_hash &&
-        std::find(window_hashes.begin(), window_hashes.end(), *ref.session_hash) ==
-            window_hashes.end()) {
+        std::none_of(windows.begin(), windows.end(),
+                     [&](const Window& w) { return w.session_hash == *ref.session_hash; })) {
       continue;  // no window shows its session (checked exactly below otherwise)
     }
     whole->Reset();
@@ -573,8 +573,8 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
     }
     if (merge_into == nullptr) {
       if (windows.size() >= kMaxWindows) continue;
-      windows.push_back(Window{hit.session_id, {}, {}, {}, score, 0});
-      window_hashes.push_back(RowFacts::HashSession(hit.session_id));
+      windows.push_back(Window{hit.session_id, RowFacts::HashSession(hit.session_id), {}, {}, {},
+                               score, 0});
       merge_into = &windows.back();
     }
     for (auto& m : members) {
