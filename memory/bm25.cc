@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,18 +32,18 @@ bool ReadVarint(const unsigned char* p, int n, uint64_t* out) {
 }
 
 struct QueryData {
-  std::vector<double> idf;  // per phrase
+  std::vector<double> idf;         // per phrase
+  std::vector<int64_t> documents;  // per phrase: how many rows hold it
   double avgdl = 0;
-  // Rows of the caller's scope and of other scopes seen so far by this query.
-  int64_t in_scope = 0;
-  int64_t other_scopes = 0;
 };
 
 void FreeQueryData(void* p) { delete static_cast<QueryData*>(p); }
 
-// Mirrors fts5Bm25GetData: N and the total size from the index, IDF per phrase.
+// Mirrors fts5Bm25GetData: N and the total size from the index, IDF per phrase. With `keep`,
+// the data is kept as the query's auxiliary data (freed by FTS5); otherwise it is the caller's.
 int LoadQueryData(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_value* counts,
-                  QueryData** out, std::string* error) {
+                  bool keep, std::unique_ptr<QueryData>* out, QueryData** kept,
+                  std::string* error) {
   sqlite3_int64 rows = 0;
   sqlite3_int64 tokens = 0;
   int rc = api->xRowCount(fts, &rows);
@@ -67,6 +69,7 @@ int LoadQueryData(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_value* 
                           (static_cast<double>(hits) + 0.5));
     if (!(idf > 0.0)) idf = 1e-6;  // as bm25() clamps; NaN too, should a count ever exceed N
     data->idf.push_back(idf);
+    data->documents.push_back(hits);
     pos = end + 1;
   }
   if (static_cast<int>(data->idf.size()) != phrases) {
@@ -74,56 +77,55 @@ int LoadQueryData(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_value* 
              std::to_string(phrases) + " phrases";
     return SQLITE_ERROR;
   }
-  *out = data.release();
-  rc = api->xSetAuxdata(fts, *out, FreeQueryData);
-  if (rc != SQLITE_OK) *out = nullptr;  // xSetAuxdata freed it
+  if (!keep) {
+    *out = std::move(data);
+    return SQLITE_OK;
+  }
+  *kept = data.release();
+  rc = api->xSetAuxdata(fts, *kept, FreeQueryData);
+  if (rc != SQLITE_OK) *kept = nullptr;  // xSetAuxdata freed it
   return rc;
 }
 
+void ResultLoadError(sqlite3_context* ctx, int rc, const std::string& error) {
+  if (!error.empty()) {
+    sqlite3_result_error(ctx, error.c_str(), -1);
+  } else {
+    sqlite3_result_error_code(ctx, rc);
+  }
+}
+
+// BM25 of a row from its phrase frequencies, as bm25() adds it up (k1 = 1.2, b = 0.75, phrases
+// in query order). Both functions below score through here, so they agree to the last bit.
+double Bm25Score(const QueryData& data, const double* freq, double length) {
+  constexpr double k1 = 1.2;
+  constexpr double b = 0.75;
+  double score = 0.0;
+  for (size_t i = 0; i < data.idf.size(); ++i) {
+    if (freq[i] == 0.0) continue;  // its term is +0.0, which leaves the sum as it is
+    score += data.idf[i] * ((freq[i] * (k1 + 1.0)) /
+                            (freq[i] + k1 * (1 - b + b * length / data.avgdl)));
+  }
+  return -1.0 * score;
+}
+
+// tmcra_bm25(records_fts, 'df1,df2,...'): one row's score.
 void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int argc,
           sqlite3_value** argv) {
   const auto* facts = static_cast<const RowFacts*>(api->xUserData(fts));
-  if (argc != 1 && argc != 2) {
-    sqlite3_result_error(ctx, "tmcra_bm25: expects the document counts and an optional scope id",
-                         -1);
+  if (argc != 1) {
+    sqlite3_result_error(ctx, "tmcra_bm25: expects the document counts", -1);
     return;
   }
-  const bool scoped = argc == 2 && sqlite3_value_type(argv[1]) != SQLITE_NULL;
   const sqlite3_int64 rowid = api->xRowid(fts);
   // The row's entry is most often not in the CPU cache: start loading it.
   facts->Prefetch(rowid);
   auto* data = static_cast<QueryData*>(api->xGetAuxdata(fts, 0));
   if (data == nullptr) {
     std::string error;
-    const int rc = LoadQueryData(api, fts, argv[0], &data, &error);
-    if (rc != SQLITE_OK) {
-      if (!error.empty()) {
-        sqlite3_result_error(ctx, error.c_str(), -1);
-      } else {
-        sqlite3_result_error_code(ctx, rc);
-      }
-      return;
-    }
+    const int rc = LoadQueryData(api, fts, argv[0], true, nullptr, &data, &error);
+    if (rc != SQLITE_OK) return ResultLoadError(ctx, rc, error);
   }
-  // While most matching rows are the caller's, count the phrases while the entry loads and
-  // read it after; while most are other scopes', read it first, so their rows cost no
-  // counting. Either order gives the same result.
-  std::optional<RowFacts::Facts> row;
-  bool row_read = false;
-  const auto other_scope = [&] {  // reads the entry; true when the row is another scope's
-    row = facts->Get(rowid);
-    row_read = true;
-    if (!scoped || !row) return false;
-    const bool other = row->scope != static_cast<uint32_t>(sqlite3_value_int64(argv[1]));
-    ++(other ? data->other_scopes : data->in_scope);
-    return other;
-  };
-  if (scoped && data->other_scopes > data->in_scope && other_scope()) {
-    sqlite3_result_double(ctx, 1.0);  // another scope: after every real score
-    return;
-  }
-  constexpr double k1 = 1.2;
-  constexpr double b = 0.75;
   const size_t phrases = data->idf.size();
   double freq_small[16] = {};
   std::vector<double> freq_large;
@@ -134,8 +136,7 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   }
   // Each phrase's occurrences in this row, phrase by phrase. bm25() counts the same instances
   // through xInst, which first merges every phrase's position list into one list ordered by
-  // position (allocating as it grows); counting needs no order, and this took a third of the
-  // function's time on a 100k-message store.
+  // position (allocating as it grows); counting needs no order.
   int rc = SQLITE_OK;
   for (size_t p = 0; rc == SQLITE_OK && p < phrases; ++p) {
     Fts5PhraseIter it;
@@ -147,18 +148,9 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
       api->xPhraseNext(fts, &it, &column, &offset);
     }
   }
-  if (!row_read && other_scope()) {
-    sqlite3_result_double(ctx, 1.0);  // another scope: after every real score
-    return;
-  }
-  if (scoped && !row) {
-    const std::string error = "tmcra_bm25: row " + std::to_string(rowid) + " is not in RowFacts";
-    sqlite3_result_error(ctx, error.c_str(), -1);
-    return;
-  }
   double length = 0;
   if (rc == SQLITE_OK) {
-    if (row) {
+    if (const auto row = facts->Get(rowid)) {
       length = static_cast<double>(row->length);
     } else {
       int tokens = 0;
@@ -170,12 +162,110 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
     sqlite3_result_error_code(ctx, rc);
     return;
   }
-  double score = 0.0;
-  for (size_t i = 0; i < phrases; ++i) {
-    score += data->idf[i] * ((freq[i] * (k1 + 1.0)) /
-                             (freq[i] + k1 * (1 - b + b * length / data->avgdl)));
+  sqlite3_result_double(ctx, Bm25Score(*data, freq, length));
+}
+
+// One phrase's matching rows (ascending rowid) and its occurrences in each.
+struct Postings {
+  std::vector<int64_t> rows;
+  std::vector<uint32_t> counts;
+};
+
+int CollectPostings(const Fts5ExtensionApi* api, Fts5Context* fts, void* user) {
+  auto* out = static_cast<Postings*>(user);
+  Fts5PhraseIter it;
+  int column = 0;
+  int offset = 0;
+  uint32_t n = 0;
+  int rc = api->xPhraseFirst(fts, 0, &it, &column, &offset);
+  while (rc == SQLITE_OK && column >= 0) {
+    ++n;
+    api->xPhraseNext(fts, &it, &column, &offset);
   }
-  sqlite3_result_double(ctx, -1.0 * score);
+  if (rc != SQLITE_OK) return rc;
+  out->rows.push_back(api->xRowid(fts));
+  out->counts.push_back(n);
+  return SQLITE_OK;
+}
+
+// tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer), see bm25.h.
+void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int argc,
+          sqlite3_value** argv) {
+  const auto* facts = static_cast<const RowFacts*>(api->xUserData(fts));
+  if (argc != 4) {
+    sqlite3_result_error(
+        ctx, "tmcra_rank: expects the document counts, a scope id, a limit and a pointer", -1);
+    return;
+  }
+  auto* out =
+      static_cast<std::vector<RankedRow>*>(sqlite3_value_pointer(argv[3], kRankedRowsPointer));
+  const sqlite3_int64 limit = sqlite3_value_int64(argv[2]);
+  if (out == nullptr || limit < 0) {
+    sqlite3_result_error(ctx, "tmcra_rank: no result vector bound, or a negative limit", -1);
+    return;
+  }
+  const auto scope = static_cast<uint32_t>(sqlite3_value_int64(argv[1]));
+  std::unique_ptr<QueryData> data;
+  std::string error;
+  int rc = LoadQueryData(api, fts, argv[0], false, &data, nullptr, &error);
+  if (rc != SQLITE_OK) return ResultLoadError(ctx, rc, error);
+  // Each phrase's doclist, walked once. Rows of every scope come through here; the scope is
+  // checked while merging, where the next rows are known and their entries can be prefetched.
+  const size_t phrases = data->idf.size();
+  std::vector<Postings> lists(phrases);
+  for (size_t p = 0; rc == SQLITE_OK && p < phrases; ++p) {
+    const auto expected = static_cast<size_t>(std::min<int64_t>(data->documents[p], 1 << 20));
+    lists[p].rows.reserve(expected);
+    lists[p].counts.reserve(expected);
+    rc = api->xQueryPhrase(fts, static_cast<int>(p), &lists[p], CollectPostings);
+  }
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  // Merge the lists by rowid: each row once, with every phrase's frequency in it.
+  constexpr size_t kAhead = 8;
+  std::vector<size_t> at(phrases, 0);
+  std::vector<double> freq(phrases, 0.0);
+  std::vector<RankedRow> scored;
+  for (;;) {
+    int64_t rowid = INT64_MAX;
+    for (size_t p = 0; p < phrases; ++p) {
+      if (at[p] < lists[p].rows.size()) rowid = std::min(rowid, lists[p].rows[at[p]]);
+    }
+    if (rowid == INT64_MAX) break;
+    for (size_t p = 0; p < phrases; ++p) {
+      const Postings& list = lists[p];
+      if (at[p] < list.rows.size() && list.rows[at[p]] == rowid) {
+        freq[p] = list.counts[at[p]];
+        ++at[p];
+        if (at[p] + kAhead < list.rows.size()) facts->Prefetch(list.rows[at[p] + kAhead]);
+      } else {
+        freq[p] = 0.0;
+      }
+    }
+    const auto row = facts->Get(rowid);
+    if (!row) {
+      sqlite3_result_null(ctx);  // a row this copy does not hold: the caller ranks another way
+      return;
+    }
+    if (row->scope != scope) continue;
+    const double score = Bm25Score(*data, freq.data(), static_cast<double>(row->length));
+    if (std::isnan(score)) {
+      sqlite3_result_null(ctx);
+      return;
+    }
+    scored.push_back(RankedRow{rowid, score});
+  }
+  const size_t keep = std::min(scored.size(), static_cast<size_t>(limit));
+  std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(keep),
+                    scored.end(), [](const RankedRow& a, const RankedRow& b) {
+                      if (a.score != b.score) return a.score < b.score;
+                      return a.rowid > b.rowid;
+                    });
+  scored.resize(keep);
+  *out = std::move(scored);
+  sqlite3_result_int64(ctx, static_cast<sqlite3_int64>(keep));
 }
 
 }  // namespace
@@ -357,6 +447,9 @@ Status RegisterBm25(db::Database& db, const RowFacts* facts) {
     return Error::Internal("FTS5 is not available to register tmcra_bm25");
   }
   rc = api->xCreateFunction(api, "tmcra_bm25", const_cast<RowFacts*>(facts), Bm25, nullptr);
+  if (rc == SQLITE_OK) {
+    rc = api->xCreateFunction(api, "tmcra_rank", const_cast<RowFacts*>(facts), Rank, nullptr);
+  }
   if (rc != SQLITE_OK) return Error::Internal("could not register tmcra_bm25");
   return Ok();
 }

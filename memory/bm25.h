@@ -3,17 +3,25 @@
 // FTS5's built-in bm25() reads each matching row's length from the %_docsize table with an SQL
 // lookup, and on its first row scans every phrase's whole doclist to count the documents that
 // hold it; recall then looked up each ranked row's scope in `records`. On a 100k-message store
-// those steps were most of a recall's search. Here
-//   tmcra_bm25(records_fts, 'df1,df2,...' [, scope_id])
-// computes the same score as bm25() (same formula and operation order, k1 = 1.2, b = 0.75) from
+// those steps were most of a recall's search. Two FTS5 auxiliary functions compute the same
+// score as bm25() (same formula and operation order, k1 = 1.2, b = 0.75) from
 //   * the phrases' document counts, which the caller already read from the fts5vocab table in
-//     the same snapshot and passes in, one per phrase in query order, and
+//     the same snapshot and passes in as 'df1,df2,...', one per phrase in query order, and
 //   * the row's length from RowFacts, an in-memory copy of each record's length in tokens and
-//     scope, shared by every connection of the process.
-// With a scope id, a row of another scope scores +1 (every real score is below 0), so
-// `ORDER BY score LIMIT n` ranks within the scope in one pass; a row RowFacts does not hold is
-// then an error (the caller ranks the slow way instead). Without one, such a row's length comes
-// from FTS5's own lookup.
+//     scope, shared by every connection of the process:
+//
+//   tmcra_bm25(records_fts, 'df1,df2,...')
+//       one row's score; a row RowFacts does not hold gets its length from FTS5's own lookup.
+//   tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer)
+//       called once, on the first row of `... WHERE records_fts MATCH ?1 LIMIT 1`, it ranks the
+//       whole query within one scope: it walks each phrase's doclist once (xQueryPhrase), merges
+//       them by rowid, scores each row of the scope, and stores the best `limit` in the
+//       std::vector<RankedRow> bound as `pointer` (sqlite3_bind_pointer, type
+//       kRankedRowsPointer): best first, equal scores newest row (highest rowid) first. It
+//       returns how many it stored, or NULL (storing nothing) when a matching row is not in
+//       RowFacts or a score is not a number: the caller then ranks with tmcra_bm25 in SQL.
+//       Against `ORDER BY tmcra_bm25(...) LIMIT n` this saves the virtual machine, the OR
+//       merge and the sorter on every matching row: a third of a recall's search.
 //
 // Records are never deleted or rewritten and event_seq only grows, so the copy is brought up to
 // date by reading the rows above the highest one it holds (RowFacts::CatchUp, inside the
@@ -105,7 +113,14 @@ class WordCounts {
   std::map<std::string, Entry, std::less<>> words_;  // guarded by mu_
 };
 
-// Registers tmcra_bm25 on `db` (an FTS5 auxiliary function); `facts` must outlive `db`.
+// A row ranked by tmcra_rank.
+struct RankedRow {
+  int64_t rowid = 0;
+  double score = 0;  // as tmcra_bm25: below 0, lower is better
+};
+inline constexpr const char* kRankedRowsPointer = "tmcra_ranked_rows";
+
+// Registers tmcra_bm25 and tmcra_rank on `db`; `facts` must outlive `db`.
 [[nodiscard]] Status RegisterBm25(db::Database& db, const RowFacts* facts);
 
 }  // namespace tmcra::memory

@@ -69,14 +69,13 @@ Record ReadRecord(const db::Statement& st) {
   return r;
 }
 
-// Top hits of one full-text index within `scope`, ranked by BM25.
+// Top hits of one full-text index within `scope`, ranked by BM25; equal scores newest first.
 //
-// With `facts` (the word index, when every word's document count is known) tmcra_bm25 ranks
-// within the scope in one pass: rows of other scopes score after every real score
-// (memory/bm25.h). Otherwise FTS5 ranks the whole index alone (it keeps only the best kWideHits)
-// and the scope's rows are kept; only when other scopes crowd the scope out of that list does it
-// rank with the scope join, which looks up every matching row. The fast path falls back to that
-// when a matching row is not in `facts`.
+// With `facts` (the word index, when every word's document count is known) tmcra_rank ranks
+// within the scope in one call (memory/bm25.h). Otherwise, or when it finds a matching row
+// that `facts` does not hold, SQL ranks: FTS5 ranks the whole index alone (it keeps only the
+// best kWideHits) and the scope's rows are kept; only when other scopes crowd the scope out of
+// that list does it rank with the scope join, which looks up every matching row.
 Status Search(db::Database& db, const char* table, const std::string& match,
               const std::string& documents, const RowFacts* facts, std::string_view scope,
               std::vector<std::pair<int64_t, double>>& out) {
@@ -84,39 +83,26 @@ Status Search(db::Database& db, const char* table, const std::string& match,
   const std::string t(table);
   if (facts != nullptr && !documents.empty()) {
     if (auto scope_id = facts->ScopeId(scope)) {
-      auto ranked = db.Prepare("SELECT rowid, tmcra_bm25(" + t + ", ?2, ?3) AS score FROM " + t +
-                               " WHERE " + t + " MATCH ?1 ORDER BY score LIMIT " +
-                               std::to_string(kHitsPerIndex));
+      auto ranked = db.Prepare("SELECT tmcra_rank(" + t + ", ?2, ?3, ?4, ?5) FROM " + t +
+                               " WHERE " + t + " MATCH ?1 LIMIT 1");
       if (!ranked) return ranked.error();
-      ranked->Bind(1, match).Bind(2, documents).Bind(3, static_cast<int64_t>(*scope_id));
-      bool complete = true;
-      for (;;) {
-        auto row = ranked->Step();
-        if (!row) {
-          if (row.error().message.find("is not in RowFacts") == std::string::npos) {
-            return row.error();
-          }
-          complete = false;
-          break;
-        }
-        if (!*row) break;
-        if (ranked->IsNull(1)) {  // a score SQLite could not represent (NaN): rank the slow way
-          complete = false;
-          break;
-        }
-        const double score = ranked->Double(1);
-        if (score >= 0) break;  // the rest are other scopes' rows
-        out.emplace_back(ranked->Int(0), score);
+      std::vector<RankedRow> rows;
+      ranked->Bind(1, match).Bind(2, documents).Bind(3, static_cast<int64_t>(*scope_id))
+          .Bind(4, kHitsPerIndex).BindPointer(5, &rows, kRankedRowsPointer);
+      auto row = ranked->Step();
+      if (!row) return row.error();
+      if (!*row) return Ok();  // nothing matches
+      if (!ranked->IsNull(0)) {
+        for (const auto& r : rows) out.emplace_back(r.rowid, r.score);
+        return Ok();
       }
-      if (complete) return Ok();
-      out.clear();
     }
   }
   constexpr int kWideHits = 4 * kHitsPerIndex;
   const std::string score_expr =
       documents.empty() ? "bm25(" + t + ")" : "tmcra_bm25(" + t + ", ?2)";
   auto wide = db.Prepare("SELECT rowid, " + score_expr + " AS score FROM " + t + " WHERE " + t +
-                         " MATCH ?1 ORDER BY score LIMIT " + std::to_string(kWideHits));
+                         " MATCH ?1 ORDER BY score, rowid DESC LIMIT " + std::to_string(kWideHits));
   auto in_scope = db.Prepare("SELECT 1 FROM records WHERE event_seq = ? AND scope_name = ?");
   if (!wide) return wide.error();
   if (!in_scope) return in_scope.error();
@@ -141,7 +127,7 @@ Status Search(db::Database& db, const char* table, const std::string& match,
   out.clear();
   auto exact = db.Prepare("SELECT t.rowid, " + score_expr + " AS score FROM " + t +
                           " t JOIN records r ON r.event_seq = t.rowid WHERE " + t +
-                          " MATCH ?1 AND r.scope_name = ?3 ORDER BY score LIMIT " +
+                          " MATCH ?1 AND r.scope_name = ?3 ORDER BY score, t.rowid DESC LIMIT " +
                           std::to_string(kHitsPerIndex));
   if (!exact) return exact.error();
   exact->Bind(1, match).Bind(3, scope);

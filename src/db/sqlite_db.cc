@@ -150,6 +150,12 @@ Statement& Statement::BindNull(int index) {
   return *this;
 }
 
+Statement& Statement::BindPointer(int index, void* pointer, const char* type) {
+  const int rc = sqlite3_bind_pointer(stmt_, index, pointer, type, nullptr);
+  if (rc != SQLITE_OK && bind_error_) bind_error_ = MapError(rc, db_, "bind");
+  return *this;
+}
+
 Statement& Statement::Bind(int index, const std::optional<std::string>& text) {
   return text ? Bind(index, std::string_view(*text)) : BindNull(index);
 }

@@ -45,6 +45,9 @@ class Statement {
   Statement& Bind(int index, const std::string& text) { return Bind(index, std::string_view(text)); }
   Statement& BindNull(int index);
   Statement& Bind(int index, const std::optional<std::string>& text);
+  // Binds a pointer that only a function asking for the same `type` can see
+  // (sqlite3_bind_pointer); `type` must outlive the statement's run (a string literal).
+  Statement& BindPointer(int index, void* pointer, const char* type);
 
   // true: a row is ready; false: done.
   [[nodiscard]] Result<bool> Step();

@@ -1,11 +1,12 @@
 // tmcra_bm25 against FTS5's own bm25(): the same score for every row of a real store, with the
-// in-memory row facts and without them (FTS5's lookup); ranking within a scope; and a clear
-// error on a bad argument.
+// in-memory row facts and without them (FTS5's lookup); tmcra_rank against the same ranking in
+// SQL; and a clear error on a bad argument.
 #include "memory/bm25.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -173,55 +174,135 @@ TEST_CASE("tmcra_bm25 scores every row as FTS5's bm25 does", "[memory][bm25]") {
   }
 }
 
-TEST_CASE("with a scope id, other scopes' rows score +1 and unknown rows are an error",
+namespace {
+
+// tmcra_rank's list for `words` OR-ed within `scope`, or nullopt when it returned NULL.
+std::optional<std::vector<tmcra::memory::RankedRow>> Rank(tmcra::db::Database& db,
+                                                          const std::vector<std::string>& words,
+                                                          int64_t scope_id, int64_t limit) {
+  std::string match;
+  std::string counts;
+  for (const auto& w : words) {
+    match += (match.empty() ? "\"" : " OR \"") + w + "\"";
+    counts += (counts.empty() ? "" : ",") + std::to_string(DocumentCount(db, w));
+  }
+  auto st = db.Prepare(
+      "SELECT tmcra_rank(records_fts, ?2, ?3, ?4, ?5) FROM records_fts WHERE records_fts "
+      "MATCH ?1 LIMIT 1");
+  REQUIRE(st);
+  std::vector<tmcra::memory::RankedRow> rows;
+  st->Bind(1, match).Bind(2, counts).Bind(3, scope_id).Bind(4, limit)
+      .BindPointer(5, &rows, tmcra::memory::kRankedRowsPointer);
+  auto row = st->Step();
+  REQUIRE(row);
+  REQUIRE(*row);
+  if (st->IsNull(0)) return std::nullopt;
+  CHECK(st->Int(0) == static_cast<int64_t>(rows.size()));
+  return rows;
+}
+
+// The same ranking in SQL: every matching row of `scope` scored by tmcra_bm25, best first,
+// equal scores newest first.
+std::vector<tmcra::memory::RankedRow> RankInSql(tmcra::db::Database& db,
+                                                const std::vector<std::string>& words,
+                                                const std::string& scope, int64_t limit) {
+  std::string match;
+  std::string counts;
+  for (const auto& w : words) {
+    match += (match.empty() ? "\"" : " OR \"") + w + "\"";
+    counts += (counts.empty() ? "" : ",") + std::to_string(DocumentCount(db, w));
+  }
+  auto st = db.Prepare(
+      "SELECT f.rowid, tmcra_bm25(records_fts, ?2) AS score FROM records_fts f "
+      "JOIN records r ON r.event_seq = f.rowid WHERE records_fts MATCH ?1 AND r.scope_name = ?3 "
+      "ORDER BY score, f.rowid DESC LIMIT ?4");
+  REQUIRE(st);
+  st->Bind(1, match).Bind(2, counts).Bind(3, scope).Bind(4, limit);
+  std::vector<tmcra::memory::RankedRow> out;
+  for (;;) {
+    auto row = st->Step();
+    REQUIRE(row);
+    if (!*row) return out;
+    out.push_back({st->Int(0), st->Double(1)});
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tmcra_rank ranks a scope as SQL does with tmcra_bm25, to the last bit",
           "[memory][bm25]") {
   TempDir dir;
-  const std::string path = MakeStore(dir, 30);
+  const std::string path = MakeStore(dir, 60);
+  // Ties: rows with the same words and length score the same; the newest must win a place.
+  IngestMore(path, "bm25-test-ties", "ties",
+             std::vector<std::string>(100, "tango tango uniform"));
   auto db = tmcra::db::Database::Open({path});
   REQUIRE(db);
   RowFacts facts;
   REQUIRE(tmcra::memory::RegisterBm25(**db, &facts));
-  const std::string counts = std::to_string(DocumentCount(**db, "kilo"));
-  auto query = [&](int64_t scope_id) {
-    auto st = db.value()->Prepare(
-        "SELECT f.rowid, bm25(records_fts), tmcra_bm25(records_fts, ?2, ?3), r.scope_name "
-        "FROM records_fts f JOIN records r ON r.event_seq = f.rowid "
-        "WHERE records_fts MATCH ?1");
-    REQUIRE(st);
-    st->Bind(1, "\"kilo\"").Bind(2, counts).Bind(3, scope_id);
-    return std::move(*st);
-  };
-  {
-    auto st = query(0);
-    auto row = st.Step();
-    REQUIRE_FALSE(row);  // nothing read into RowFacts yet
-    CHECK(row.error().message.find("is not in RowFacts") != std::string::npos);
+  SECTION("a matching row RowFacts does not hold: NULL, so the caller ranks in SQL") {
+    CHECK_FALSE(Rank(**db, {"kilo"}, 0, 10));
   }
-  auto tx = tmcra::db::Transaction::Deferred(**db);
-  REQUIRE(tx);
-  REQUIRE(facts.CatchUp(**db));
-  // "a" holds two thirds of the rows, "b" one third: tmcra_bm25 reads a row's scope after
-  // counting while most rows are the caller's, before counting while most are not.
-  for (const std::string scope : {"a", "b"}) {
-    INFO("scope " << scope);
-    auto st = query(*facts.ScopeId(scope));
-    int inside = 0;
-    int outside = 0;
-    for (;;) {
-      auto row = st.Step();
-      REQUIRE(row);
-      if (!*row) break;
-      if (st.Text(3) == scope) {
-        ++inside;
-        CHECK(std::fabs(st.Double(1) - st.Double(2)) <= 1e-12 * std::fabs(st.Double(1)));
-        CHECK(st.Double(2) < 0);
-      } else {
-        ++outside;
-        CHECK(st.Double(2) == 1.0);
+  SECTION("every scope, query and limit") {
+    auto tx = tmcra::db::Transaction::Deferred(**db);
+    REQUIRE(tx);
+    REQUIRE(facts.CatchUp(**db));
+    const std::vector<std::vector<std::string>> queries = {
+        {"alpha"}, {"lima"}, {"119", "port"}, {"cluster", "alpha", "kilo"},
+        {"juliet", "india", "hotel", "golf", "foxtrot", "echo", "delta"},
+        {"alpha bravo", "kilo"}, {"alpha alpha", "charlie delta"},
+        {"tango"}, {"uniform", "kilo"}, {"nothing-here", "kilo"}};
+    int compared = 0;
+    // "a" holds two thirds of the generated rows and all the ties, "b" one third.
+    for (const std::string scope : {"a", "b"}) {
+      for (const auto& words : queries) {
+        for (const int64_t limit : {1, 5, 64, 100000}) {
+          INFO("scope " << scope << " first word " << words[0] << " limit " << limit);
+          auto ours = Rank(**db, words, *facts.ScopeId(scope), limit);
+          REQUIRE(ours);
+          const auto sql = RankInSql(**db, words, scope, limit);
+          REQUIRE(ours->size() == sql.size());
+          for (size_t i = 0; i < sql.size(); ++i) {
+            CHECK(ours->at(i).rowid == sql[i].rowid);
+            CHECK(ours->at(i).score == sql[i].score);  // bit for bit
+            CHECK(ours->at(i).score < 0);
+          }
+          compared += static_cast<int>(sql.size());
+        }
       }
     }
-    CHECK(inside > 0);
-    CHECK(outside > 0);
+    CHECK(compared > 1000);
+    // The 100 tied rows are 601..700; the five newest win the five places.
+    auto ties = Rank(**db, {"tango"}, *facts.ScopeId("a"), 5);
+    REQUIRE(ties);
+    REQUIRE(ties->size() == 5);
+    for (size_t i = 0; i < 5; ++i) CHECK(ties->at(i).rowid == 700 - static_cast<int64_t>(i));
+    // A scope with no matching row: nothing; no such scope id: nothing.
+    CHECK(Rank(**db, {"tango"}, *facts.ScopeId("b"), 5)->empty());
+    CHECK(Rank(**db, {"alpha"}, 99, 5)->empty());
+  }
+}
+
+TEST_CASE("tmcra_rank refuses missing arguments", "[memory][bm25]") {
+  TempDir dir;
+  const std::string path = MakeStore(dir, 2);
+  auto db = tmcra::db::Database::Open({path});
+  REQUIRE(db);
+  RowFacts facts;
+  REQUIRE(tmcra::memory::RegisterBm25(**db, &facts));
+  for (const char* sql :
+       {"SELECT tmcra_rank(records_fts, '1', 0, 5) FROM records_fts WHERE records_fts MATCH "
+        "'alpha' LIMIT 1",
+        "SELECT tmcra_rank(records_fts, '1', 0, 5, NULL) FROM records_fts WHERE records_fts "
+        "MATCH 'alpha' LIMIT 1",
+        "SELECT tmcra_rank(records_fts, 'x', 0, 5, NULL) FROM records_fts WHERE records_fts "
+        "MATCH 'alpha' LIMIT 1"}) {
+    INFO(sql);
+    auto st = db.value()->Prepare(sql);
+    REQUIRE(st);
+    auto row = st->Step();
+    REQUIRE_FALSE(row);
+    CHECK(row.error().message.find("tmcra_") != std::string::npos);
   }
 }
 
