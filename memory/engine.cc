@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "memory/compaction.h"
 #include "memory/ingest_validation.h"
 #include "src/common/canonical_json.h"
 #include "src/common/clock.h"
@@ -689,6 +690,45 @@ Result<int> Engine::RunPendingJobs() {
   }
 }
 
+Result<bool> Engine::CompactOnce(db::Database& db) {
+  static constexpr const char* kIndexTables[] = {"records_fts", "records_tri"};
+  if (!compaction_check_.load()) return false;
+  std::lock_guard lock(compaction_mu_);
+  for (int i = 0; i < 2; ++i) {
+    // A compaction under way goes on to one segment; otherwise one starts when it is due.
+    if (compacting_ >= 0 && compacting_ != i) continue;
+    auto shape = ReadIndexShape(db, kIndexTables[i]);
+    if (!shape) return shape.error();
+    if (shape->segments <= 1 || (compacting_ != i && !CompactionDue(*shape))) {
+      if (compacting_ == i) compacting_ = -1;
+      continue;
+    }
+    if (compacting_ != i) {
+      spdlog::debug("compacting {}: {} segments, {} pages", kIndexTables[i], shape->segments,
+                    shape->pages);
+    }
+    auto after = CompactStep(db, kIndexTables[i]);
+    if (!after) return after.error();
+    compacting_ = after->segments > 1 ? i : -1;
+    return true;
+  }
+  // Nothing due: no need to look again until a job writes.
+  compaction_check_.store(false);
+  return false;
+}
+
+Result<int> Engine::CompactIndexes() {
+  std::lock_guard lock(api_mu_);
+  compaction_check_.store(true);
+  int steps = 0;
+  for (;;) {
+    auto r = CompactOnce(*api_db_);
+    if (!r) return r.error();
+    if (!*r) return steps;
+    ++steps;
+  }
+}
+
 void Engine::WorkerLoop() {
   while (!stopping_.load()) {
     bool more = false;
@@ -696,8 +736,19 @@ void Engine::WorkerLoop() {
       auto r = RunJobs(*worker_db_, kJobsPerTransaction);
       if (r) {
         more = *r > 0;
+        if (more) compaction_check_.store(true);
       } else {
         spdlog::warn("memory job worker: {}", r.error().ToString());
+      }
+      // With no job to run, compact a step at a time, looking for jobs between steps.
+      if (r && !more) {
+        auto compacted = CompactOnce(*worker_db_);
+        if (compacted) {
+          more = *compacted;
+        } else {
+          spdlog::warn("memory index compaction: {}", compacted.error().ToString());
+          compaction_check_.store(false);  // until the next job writes
+        }
       }
     } catch (const std::exception& e) {
       spdlog::error("memory job worker failed: {}", e.what());

@@ -110,6 +110,10 @@ class Engine {
 
   // Runs claimable jobs on the calling thread until none is left; returns how many ran.
   [[nodiscard]] Result<int> RunPendingJobs();
+  // Compacts the full-text indexes on the calling thread as far as the worker would
+  // (memory/compaction.h); returns how many steps ran. The worker does this by itself when it
+  // has no job; this is for engines without a worker (tests, benchmarks).
+  [[nodiscard]] Result<int> CompactIndexes();
 
   // For tests: claims one job as if by a process that then died (the lease stays held).
   [[nodiscard]] Result<std::optional<std::string>> ClaimJobForTest(double lease_seconds);
@@ -132,6 +136,8 @@ class Engine {
   // Claims up to `max_jobs` jobs and runs them in one transaction on `db`; returns how many
   // were claimed (0: nothing to do).
   Result<int> RunJobs(db::Database& db, int max_jobs);
+  // One compaction step on `db` for the first index that needs one; false when none does.
+  Result<bool> CompactOnce(db::Database& db);
   void WorkerLoop();
 
   EngineOptions options_;
@@ -193,6 +199,13 @@ class Engine {
   std::atomic<bool> stopping_{false};
   std::unique_ptr<db::Database> worker_db_;
   std::thread worker_;
+
+  // Compaction (memory/compaction.h): whether the indexes may have changed since they were
+  // last found compact (set by every job that ran, and at start), and which index is being
+  // compacted to one segment.
+  std::atomic<bool> compaction_check_{true};
+  std::mutex compaction_mu_;
+  int compacting_ = -1;  // index into kIndexTables, or -1; guarded by compaction_mu_
 };
 
 // Validates the scope name as the service does: ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$.

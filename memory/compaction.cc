@@ -1,0 +1,113 @@
+#include "memory/compaction.h"
+
+#include <algorithm>
+#include <string_view>
+
+namespace tmcra::memory {
+
+namespace {
+
+constexpr int64_t kStructureRowid = 10;  // FTS5_STRUCTURE_ROWID
+
+// SQLite's varint, as FTS5 writes it.
+bool ReadVarint(std::string_view record, size_t& at, uint64_t& out) {
+  uint64_t v = 0;
+  for (int i = 0; i < 9; ++i) {
+    if (at >= record.size()) return false;
+    const auto byte = static_cast<unsigned char>(record[at++]);
+    if (i == 8) {
+      out = (v << 8) | byte;
+      return true;
+    }
+    v = (v << 7) | (byte & 0x7fu);
+    if ((byte & 0x80u) == 0) {
+      out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+Error Malformed(const std::string& what) {
+  return Error::Internal("unexpected FTS5 structure record: " + what);
+}
+
+}  // namespace
+
+Result<IndexShape> ParseIndexShape(std::string_view record) {
+  size_t at = 4;  // the cookie
+  if (record.size() < at) return Malformed("shorter than its cookie");
+  // SQLite 3.44 marks the newer layout, with five more fields per segment.
+  const bool v2 = record.size() >= 8 && record.substr(4, 4) == std::string_view("\xff\x00\x00\x01", 4);
+  if (v2) at += 4;
+  uint64_t levels = 0;
+  uint64_t segments = 0;
+  uint64_t write_counter = 0;
+  if (!ReadVarint(record, at, levels) || !ReadVarint(record, at, segments) ||
+      !ReadVarint(record, at, write_counter)) {
+    return Malformed("header");
+  }
+  if (levels > 64 || segments > 100000) return Malformed("implausible sizes");
+  IndexShape shape;
+  for (uint64_t level = 0; level < levels; ++level) {
+    uint64_t merging = 0;
+    uint64_t count = 0;
+    if (!ReadVarint(record, at, merging) || !ReadVarint(record, at, count)) {
+      return Malformed("level header");
+    }
+    for (uint64_t s = 0; s < count; ++s) {
+      uint64_t id = 0;
+      uint64_t first = 0;
+      uint64_t last = 0;
+      if (!ReadVarint(record, at, id) || !ReadVarint(record, at, first) ||
+          !ReadVarint(record, at, last)) {
+        return Malformed("segment");
+      }
+      if (v2) {  // origin1, origin2, tombstone pages, tombstone entries, entries
+        for (int extra = 0; extra < 5; ++extra) {
+          uint64_t ignored = 0;
+          if (!ReadVarint(record, at, ignored)) return Malformed("segment (3.44 layout)");
+        }
+      }
+      const int64_t pages = last >= first ? static_cast<int64_t>(last - first + 1) : 0;
+      ++shape.segments;
+      shape.pages += pages;
+      shape.largest_pages = std::max(shape.largest_pages, pages);
+    }
+  }
+  if (static_cast<uint64_t>(shape.segments) != segments) return Malformed("segment count");
+  return shape;
+}
+
+Result<IndexShape> ReadIndexShape(db::Database& db, const std::string& table) {
+  auto st = db.Prepare("SELECT block FROM \"" + table + "_data\" WHERE id = ?");
+  if (!st) return st.error();
+  st->Bind(1, kStructureRowid);
+  auto row = st->Step();
+  if (!row) return row.error();
+  if (!*row) return IndexShape{};  // nothing written yet
+  return ParseIndexShape(st->Text(0));
+}
+
+bool CompactionDue(const IndexShape& shape) {
+  if (shape.segments < 2) return false;
+  if (shape.segments > kMaxSegments) return true;
+  return (shape.pages - shape.largest_pages) * kSmallShare >= shape.largest_pages;
+}
+
+Result<IndexShape> CompactStep(db::Database& db, const std::string& table) {
+  {
+    // Compaction changes no content: a step lost to a power failure is simply redone.
+    db::RelaxedDurability relaxed(db);
+    auto tx = db::Transaction::Immediate(db);
+    if (!tx) return tx.error();
+    auto st = db.Prepare("INSERT INTO \"" + table + "\"(\"" + table + "\", rank) VALUES('merge', ?)");
+    if (!st) return st.error();
+    st->Bind(1, -kPagesPerStep);
+    if (auto s = st->Run(); !s) return s.error();
+    if (auto s = tx->Commit(); !s) return s.error();
+  }
+  return ReadIndexShape(db, table);
+}
+
+}  // namespace tmcra::memory

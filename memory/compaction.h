@@ -1,0 +1,56 @@
+// Keeping the full-text indexes in few segments.
+//
+// An FTS5 index is a set of b-tree segments: every write transaction adds a small one, and
+// FTS5's automerge folds them four at a time into larger ones, so a store written in many
+// transactions holds a dozen or more. A query seeks every word in every segment and merges the
+// word's doclist across them: on a 100k-message store written in batches (13 segments) that
+// was a third of a recall's search. FTS5's `optimize` leaves one segment, but rewrites the
+// whole index in one transaction.
+//
+// The engine's worker compacts incrementally instead, when it has no job to run: FTS5's
+// `merge` command with a negative page count moves every segment to one level and merges them
+// there, `kPagesPerStep` leaf pages per call, each call its own short write transaction, so a
+// job that arrives waits for one step at most, and readers never wait (WAL). It starts when
+// CompactionDue says the index has grown fragmented enough to pay for a full rewrite, and goes
+// on until one segment is left.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "src/common/result.h"
+#include "src/db/sqlite_db.h"
+
+namespace tmcra::memory {
+
+struct IndexShape {
+  int segments = 0;
+  int64_t pages = 0;          // leaf pages in all segments
+  int64_t largest_pages = 0;  // leaf pages in the largest segment
+};
+
+// The segments of FTS5 table `table` (its structure record in `<table>_data`), as of `db`'s
+// current snapshot. An error when the record cannot be read or parsed.
+[[nodiscard]] Result<IndexShape> ReadIndexShape(db::Database& db, const std::string& table);
+
+// Parses an FTS5 structure record (both the format of SQLite 3.40, Debian 12's, and the one
+// with the 0xff000001 marker that SQLite 3.44 added for contentless-delete tables).
+[[nodiscard]] Result<IndexShape> ParseIndexShape(std::string_view record);
+
+// Whether compacting to one segment is worth a rewrite of the index: more than kMaxSegments
+// segments, or the segments besides the largest hold at least 1/kSmallShare of its pages.
+// The second rule makes the rewrites of a growing index geometric (each one follows at least
+// 1/8 more data), so compaction costs a bounded multiple of what is written; the first bounds
+// how many segments a query can meet between rewrites.
+bool CompactionDue(const IndexShape& shape);
+
+inline constexpr int kMaxSegments = 8;
+inline constexpr int64_t kSmallShare = 8;
+inline constexpr int kPagesPerStep = 128;
+
+// One step of compacting `table`, in its own IMMEDIATE transaction: FTS5's
+// ('merge', -kPagesPerStep). Returns the shape after it.
+[[nodiscard]] Result<IndexShape> CompactStep(db::Database& db, const std::string& table);
+
+}  // namespace tmcra::memory

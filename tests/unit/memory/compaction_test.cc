@@ -1,0 +1,189 @@
+// Index compaction (memory/compaction.h): the structure record is read right, the rule decides
+// as documented, compaction leaves one segment and the same answers, a reader's snapshot is
+// untouched by it, and the worker compacts by itself once it has no job.
+#include "memory/compaction.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "memory/engine.h"
+#include "tests/support/temp_dir.h"
+
+using json = nlohmann::json;
+using tmcra::memory::CompactionDue;
+using tmcra::memory::Engine;
+using tmcra::memory::IndexShape;
+using tmcra::testing::TempDir;
+
+namespace {
+
+std::unique_ptr<Engine> Open(const std::string& path, bool worker) {
+  tmcra::memory::EngineOptions options;
+  options.path = path;
+  options.start_worker = worker;
+  options.idle_poll_ms = 50;
+  auto engine = Engine::Open(options);
+  REQUIRE(engine);
+  return std::move(*engine);
+}
+
+// One ingest job per call, run at once when `run`: each job's transaction adds a segment.
+// Returns the job id.
+std::string IngestSession(Engine& engine, int n, bool run) {
+  json messages = json::array();
+  for (int m = 0; m < 4; ++m) {
+    messages.push_back({{"message_id", "m" + std::to_string(m)},
+                        {"role", m % 2 ? "assistant" : "user"},
+                        {"content", "session " + std::to_string(n) + " talks about port " +
+                                        std::to_string(1000 + n * 4 + m) +
+                                        (n % 3 ? " and the cluster" : " and a database")},
+                        {"timestamp", "2026-07-15T00:00:00Z"}});
+  }
+  tmcra::memory::IngestContext context;
+  context.idempotency_key = "compaction-test-" + std::to_string(n);
+  auto job = engine.Ingest("a", {{"session_id", "s" + std::to_string(n)}, {"messages", messages}},
+                           context);
+  REQUIRE(job);
+  if (run) REQUIRE(engine.RunPendingJobs());
+  return (*job)["job_id"].get<std::string>();
+}
+
+IndexShape Shape(const std::string& path) {
+  auto db = tmcra::db::Database::Open({path});
+  REQUIRE(db);
+  auto shape = tmcra::memory::ReadIndexShape(**db, "records_fts");
+  REQUIRE(shape);
+  return *shape;
+}
+
+// The recall answer without its random query id.
+json Answer(Engine& engine, const std::string& query) {
+  auto r = engine.Recall("a", {{"query", query}, {"max_windows", 8}});
+  REQUIRE(r);
+  json answer = *r;
+  answer.erase("query_id");
+  return answer;
+}
+
+}  // namespace
+
+TEST_CASE("the compaction rule: many segments, or enough outside the largest",
+          "[memory][compaction]") {
+  CHECK_FALSE(CompactionDue({0, 0, 0}));
+  CHECK_FALSE(CompactionDue({1, 500, 500}));
+  CHECK(CompactionDue({2, 2, 1}));                   // 1 page beside 1
+  CHECK_FALSE(CompactionDue({2, 1000 + 124, 1000}));  // under 1/8 beside the largest
+  CHECK(CompactionDue({2, 1000 + 125, 1000}));       // 1/8
+  CHECK_FALSE(CompactionDue({8, 1000 + 7, 1000}));
+  CHECK(CompactionDue({9, 1000 + 8, 1000}));  // more than kMaxSegments
+}
+
+TEST_CASE("structure records parse in both layouts and refuse damage", "[memory][compaction]") {
+  // Cookie, 2 levels, 3 segments, write counter 7; level 0: merging 0, 2 segments (ids 1, 2;
+  // pages 1..4 and 1..1); level 1: 1 segment (id 3, pages 5..300, two-byte varint 300).
+  const std::string v1("\0\0\0\1" "\x02\x03\x07" "\x00\x02" "\x01\x01\x04" "\x02\x01\x01"
+                       "\x00\x01" "\x03\x05\x82\x2c",
+                       21);
+  auto shape = tmcra::memory::ParseIndexShape(v1);
+  REQUIRE(shape);
+  CHECK(shape->segments == 3);
+  CHECK(shape->pages == 4 + 1 + 296);
+  CHECK(shape->largest_pages == 296);
+  // The 3.44 layout: a marker after the cookie and five more fields per segment.
+  const std::string v2("\0\0\0\1" "\xff\x00\x00\x01" "\x01\x01\x07" "\x00\x01"
+                       "\x01\x01\x09" "\x00\x00\x00\x00\x05",
+                       21);
+  shape = tmcra::memory::ParseIndexShape(v2);
+  REQUIRE(shape);
+  CHECK(shape->segments == 1);
+  CHECK(shape->pages == 9);
+  for (size_t cut = 0; cut < v1.size(); ++cut) {
+    INFO("cut at " << cut);
+    CHECK_FALSE(tmcra::memory::ParseIndexShape(v1.substr(0, cut)));
+  }
+  std::string wrong_count = v1;
+  wrong_count[5] = '\x04';  // says 4 segments, holds 3
+  CHECK_FALSE(tmcra::memory::ParseIndexShape(wrong_count));
+}
+
+TEST_CASE("compaction leaves one segment and the same answers, and spares a reader's snapshot",
+          "[memory][compaction]") {
+  TempDir dir;
+  const std::string path = dir.File("data/memory.db");
+  auto engine = Open(path, false);
+  for (int n = 0; n < 40; ++n) IngestSession(*engine, n, true);
+  const IndexShape before = Shape(path);
+  INFO("segments before: " << before.segments);
+  REQUIRE(before.segments > tmcra::memory::kMaxSegments);  // 40 transactions, automerge by 4s
+  REQUIRE(CompactionDue(before));
+  const json port = Answer(*engine, "which port did session 17 use");
+  const json database = Answer(*engine, "the database");
+  CHECK(port["evidence"]["windows"].size() > 0);
+
+  // A reader in the middle of a read transaction keeps its snapshot through the compaction.
+  auto reader = tmcra::db::Database::Open({path});
+  REQUIRE(reader);
+  auto tx = tmcra::db::Transaction::Deferred(**reader);
+  REQUIRE(tx);
+  const auto count = [&](tmcra::db::Database& db) {
+    auto st = db.Prepare("SELECT count(*) FROM records_fts WHERE records_fts MATCH 'cluster'");
+    REQUIRE(st);
+    auto row = st->Step();
+    REQUIRE(row);
+    return st->Int(0);
+  };
+  const int64_t clusters = count(**reader);  // the snapshot starts here
+  CHECK(clusters > 0);
+
+  auto steps = engine->CompactIndexes();
+  REQUIRE(steps);
+  CHECK(*steps >= 1);
+  CHECK(Shape(path).segments == 1);
+  CHECK(count(**reader) == clusters);
+  CHECK(tmcra::memory::ReadIndexShape(**reader, "records_fts")->segments == before.segments);
+  REQUIRE(tx->Commit());
+  CHECK(count(**reader) == clusters);
+
+  CHECK(Answer(*engine, "which port did session 17 use") == port);
+  CHECK(Answer(*engine, "the database") == database);
+  // Nothing more to do: no step.
+  steps = engine->CompactIndexes();
+  REQUIRE(steps);
+  CHECK(*steps == 0);
+  // FTS5 agrees the index is sound.
+  auto db = tmcra::db::Database::Open({path});
+  REQUIRE(db);
+  CHECK((*db)->Exec("INSERT INTO records_fts(records_fts) VALUES('integrity-check')"));
+}
+
+TEST_CASE("the worker compacts once it has no job left", "[memory][compaction]") {
+  TempDir dir;
+  const std::string path = dir.File("data/memory.db");
+  {
+    auto engine = Open(path, false);
+    for (int n = 0; n < 40; ++n) IngestSession(*engine, n, true);
+  }
+  REQUIRE(Shape(path).segments > tmcra::memory::kMaxSegments);
+  auto engine = Open(path, true);  // looks at the indexes when it starts
+  const std::string job = IngestSession(*engine, 40, false);  // and after every job
+  const auto succeeded = [&] {
+    auto view = engine->GetJob(job);
+    REQUIRE(view);
+    return (*view)["status"] == "succeeded";
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((!succeeded() || Shape(path).segments > 1) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(succeeded());
+  CHECK(Shape(path).segments == 1);
+  auto answer = engine->Recall("a", {{"query", "session 40 port"}, {"max_windows", 8}});
+  REQUIRE(answer);
+  bool found = false;
+  for (const auto& w : (*answer)["evidence"]["windows"]) found = found || w["session_id"] == "s40";
+  CHECK(found);
+}
