@@ -153,6 +153,10 @@ Result<Prompt> PromptEvidence(const Fields& body) {
 Result<json> JobReceipt(const json& job) { return JobAt(job, "job"); }
 
 Result<json> RecallReceipt(const json& response, std::string_view expected_scope) {
+  return RecallReceipt(json(response), expected_scope);
+}
+
+Result<json> RecallReceipt(json&& response, std::string_view expected_scope) {
   auto body = Fields::Of(response, "recall");
   if (!body) return body.error();
   for (const char* key : {"query_id", "scope_name", "index_job_id"}) {
@@ -170,7 +174,8 @@ Result<json> RecallReceipt(const json& response, std::string_view expected_scope
     return Violation("recall.prompt_evidence.content_sha256", "does not match sha256 of content");
   }
 
-  json receipt = response;
+  json watermarks = Watermarks(response);
+  json receipt = std::move(response);  // nothing below reads `response` or `body`
   receipt["evidence_route"] = std::move(*route);
   receipt["schema_version"] = kRecallReceiptSchemaVersion;
   receipt["contract_schema_version"] = kContractSchemaVersion;
@@ -180,7 +185,7 @@ Result<json> RecallReceipt(const json& response, std::string_view expected_scope
   receipt["submitted"] = true;
   receipt["final"] = true;
   receipt["status_url"] = nullptr;
-  receipt["watermarks"] = Watermarks(response);
+  receipt["watermarks"] = std::move(watermarks);
   receipt["evidence_sha256"] = evidence_sha256;
   return receipt;
 }

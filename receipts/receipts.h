@@ -49,6 +49,8 @@ Result<json> JobReceipt(const json& job);
 // When `expected_scope` is not empty, a different scope_name is a violation. Paths start with
 // "recall".
 Result<json> RecallReceipt(const json& response, std::string_view expected_scope = {});
+// The same, taking the response's contents instead of copying them (a recall is tens of kB).
+Result<json> RecallReceipt(json&& response, std::string_view expected_scope = {});
 
 // An ingest response (POST /v1/scopes/{scope}/ingest) as an ingest receipt. Both shapes are
 // accepted: the bulk shape {scope_name, jobs: [JobView, ...]} and a single JobView, which is

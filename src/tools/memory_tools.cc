@@ -261,16 +261,20 @@ Result<json> RecallForTool(const MemoryToolDeps& deps, const RecallRequest& requ
   if (!request.wait_for_job_id.empty()) body["wait_for_job_id"] = request.wait_for_job_id;
   auto response = deps.memory->Recall(request.scope, body, {request.agent_id});
   if (!response) return response.error();
-  auto receipt = receipts::RecallReceipt(*response, request.scope);
+  auto receipt = receipts::RecallReceipt(std::move(*response), request.scope);
   if (!receipt) return receipt.error();
   json out = std::move(*receipt);
   if (!request.include_evidence) out.erase("evidence");
   const json& prompt = out["prompt_evidence"];
-  const controls::Selection selection =
-      controls::SelectEvidence(prompt["content"].get<std::string>(), budget, request.visible);
+  const auto& content = prompt["content"].get_ref<const std::string&>();
+  const controls::Selection selection = controls::SelectEvidence(content, budget, request.visible);
   json injectable = prompt;
+  // Most often everything fits the budget: the selection is the content, whose hash the
+  // receipt has just checked.
+  injectable["content_sha256"] = selection.content == content
+                                     ? out["evidence_sha256"].get<std::string>()
+                                     : Sha256Hex(selection.content);
   injectable["content"] = selection.content;
-  injectable["content_sha256"] = Sha256Hex(selection.content);
   injectable["content_character_count"] = CodePointLength(selection.content);
   out["injectable_context"] = std::move(injectable);
   out["selection"] = selection.ToJson();
