@@ -7,7 +7,8 @@
 // was a third of a recall's search. FTS5's `optimize` leaves one segment, but rewrites the
 // whole index in one transaction.
 //
-// The engine's worker compacts incrementally instead, when it has no job to run: FTS5's
+// The engine's worker compacts incrementally instead, once no job has run for
+// EngineOptions::compaction_quiet_ms (0.5 s): FTS5's
 // `merge` command with a negative page count moves every segment to one level and merges them
 // there, `kPagesPerStep` leaf pages per call, each call its own short write transaction, so a
 // job that arrives waits for one step at most, and readers never wait (WAL). It starts when

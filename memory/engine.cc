@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -730,20 +731,31 @@ Result<int> Engine::CompactIndexes() {
 }
 
 void Engine::WorkerLoop() {
+  using Clock = std::chrono::steady_clock;
+  // Compaction waits for a pause in the jobs, so a burst of writes (a delivery draining its
+  // outbox) is not slowed by rewrites that its next job would start over.
+  const auto quiet = std::chrono::milliseconds(options_.compaction_quiet_ms);
+  Clock::time_point last_job = Clock::time_point::min();
   while (!stopping_.load()) {
     bool more = false;
+    auto wait = std::chrono::milliseconds(options_.idle_poll_ms);
     try {
       auto r = RunJobs(*worker_db_, kJobsPerTransaction);
       if (r) {
         more = *r > 0;
-        if (more) compaction_check_.store(true);
+        if (more) {
+          compaction_check_.store(true);
+          last_job = Clock::now();
+        }
       } else {
         spdlog::warn("memory job worker: {}", r.error().ToString());
       }
       // With no job to run, compact a step at a time, looking for jobs between steps.
-      if (r && !more) {
-        auto compacted = CompactOnce(*worker_db_);
-        if (compacted) {
+      if (r && !more && compaction_check_.load()) {
+        const auto idle = Clock::now() - last_job;
+        if (last_job != Clock::time_point::min() && idle < quiet) {
+          wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(quiet - idle));
+        } else if (auto compacted = CompactOnce(*worker_db_); compacted) {
           more = *compacted;
         } else {
           spdlog::warn("memory index compaction: {}", compacted.error().ToString());
@@ -755,8 +767,7 @@ void Engine::WorkerLoop() {
     }
     if (more) continue;
     std::unique_lock lock(worker_mu_);
-    worker_cv_.wait_for(lock, std::chrono::milliseconds(options_.idle_poll_ms),
-                        [this] { return work_signalled_ || stopping_.load(); });
+    worker_cv_.wait_for(lock, wait, [this] { return work_signalled_ || stopping_.load(); });
     work_signalled_ = false;
   }
 }

@@ -48,6 +48,9 @@ struct EngineOptions {
   std::string public_base_url = "embedded://local";   // prefix of status_url
   double lease_seconds = 30.0;                        // a running job's lease
   int idle_poll_ms = 1000;                            // how often an idle worker looks for work
+  // The worker compacts the full-text indexes (memory/compaction.h) once no job has run for
+  // this long.
+  int compaction_quiet_ms = 500;
   bool start_worker = true;                           // false: jobs run only via RunPendingJobs
   // Recall and GetJob read on their own connections, opened when calls overlap, up to this
   // many, so reads run in parallel with each other and with writes (WAL snapshots).

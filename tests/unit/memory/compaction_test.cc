@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "memory/engine.h"
 #include "tests/support/temp_dir.h"
@@ -20,11 +21,12 @@ using tmcra::testing::TempDir;
 
 namespace {
 
-std::unique_ptr<Engine> Open(const std::string& path, bool worker) {
+std::unique_ptr<Engine> Open(const std::string& path, bool worker, int quiet_ms = 500) {
   tmcra::memory::EngineOptions options;
   options.path = path;
   options.start_worker = worker;
   options.idle_poll_ms = 50;
+  options.compaction_quiet_ms = quiet_ms;
   auto engine = Engine::Open(options);
   REQUIRE(engine);
   return std::move(*engine);
@@ -186,4 +188,42 @@ TEST_CASE("the worker compacts once it has no job left", "[memory][compaction]")
   bool found = false;
   for (const auto& w : (*answer)["evidence"]["windows"]) found = found || w["session_id"] == "s40";
   CHECK(found);
+}
+
+TEST_CASE("the worker waits for a pause in the jobs before it compacts", "[memory][compaction]") {
+  TempDir dir;
+  const std::string path = dir.File("data/memory.db");
+  {
+    auto engine = Open(path, false);
+    IngestSession(*engine, 0, true);
+    REQUIRE(engine->CompactIndexes());
+  }
+  REQUIRE(Shape(path).segments == 1);
+  auto engine = Open(path, true, /*quiet_ms=*/60000);
+  std::vector<std::string> jobs;
+  for (int n = 1; n <= 12; ++n) {
+    jobs.push_back(IngestSession(*engine, n, false));
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));  // a job or more at a time
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  const auto all_done = [&] {
+    for (const auto& job : jobs) {
+      auto view = engine->GetJob(job);
+      REQUIRE(view);
+      if ((*view)["status"] != "succeeded") return false;
+    }
+    return true;
+  };
+  while (!all_done() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(all_done());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // six idle polls
+  const IndexShape shape = Shape(path);
+  INFO("segments " << shape.segments);
+  CHECK(shape.segments > 1);  // written, due, and left alone: the jobs ran just now
+  CHECK(CompactionDue(shape));
+  auto steps = engine->CompactIndexes();
+  REQUIRE(steps);
+  CHECK(Shape(path).segments == 1);
 }
