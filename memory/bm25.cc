@@ -41,9 +41,10 @@ void FreeQueryData(void* p) { delete static_cast<QueryData*>(p); }
 
 // Mirrors fts5Bm25GetData: N and the total size from the index, IDF per phrase. With `keep`,
 // the data is kept as the query's auxiliary data (freed by FTS5); otherwise it is the caller's.
-int LoadQueryData(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_value* counts,
-                  bool keep, std::unique_ptr<QueryData>* out, QueryData** kept,
-                  std::string* error) {
+// `name` (the SQL function's) starts every error message.
+int LoadQueryData(const char* name, const Fts5ExtensionApi* api, Fts5Context* fts,
+                  sqlite3_value* counts, bool keep, std::unique_ptr<QueryData>* out,
+                  QueryData** kept, std::string* error) {
   sqlite3_int64 rows = 0;
   sqlite3_int64 tokens = 0;
   int rc = api->xRowCount(fts, &rows);
@@ -62,7 +63,7 @@ int LoadQueryData(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_value* 
     char* stop = nullptr;
     const long long hits = std::strtoll(item.c_str(), &stop, 10);
     if (item.empty() || *stop != '\0' || hits < 0) {
-      *error = "tmcra_bm25: bad document count '" + item + "'";
+      *error = std::string(name) + ": bad document count '" + item + "'";
       return SQLITE_ERROR;
     }
     double idf = std::log((static_cast<double>(rows) - static_cast<double>(hits) + 0.5) /
@@ -73,7 +74,8 @@ int LoadQueryData(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_value* 
     pos = end + 1;
   }
   if (static_cast<int>(data->idf.size()) != phrases) {
-    *error = "tmcra_bm25: " + std::to_string(data->idf.size()) + " document counts for " +
+    *error = std::string(name) + ": " + std::to_string(data->idf.size()) +
+             " document counts for " +
              std::to_string(phrases) + " phrases";
     return SQLITE_ERROR;
   }
@@ -123,7 +125,7 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   auto* data = static_cast<QueryData*>(api->xGetAuxdata(fts, 0));
   if (data == nullptr) {
     std::string error;
-    const int rc = LoadQueryData(api, fts, argv[0], true, nullptr, &data, &error);
+    const int rc = LoadQueryData("tmcra_bm25", api, fts, argv[0], true, nullptr, &data, &error);
     if (rc != SQLITE_OK) return ResultLoadError(ctx, rc, error);
   }
   const size_t phrases = data->idf.size();
@@ -188,7 +190,9 @@ int CollectPostings(const Fts5ExtensionApi* api, Fts5Context* fts, void* user) {
   return SQLITE_OK;
 }
 
-// tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer), see bm25.h.
+// tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer), see bm25.h. The rows it
+// ranks are the union of the phrases' rows: right for recall's MATCH, an OR of quoted words,
+// and not for AND or NEAR queries.
 void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int argc,
           sqlite3_value** argv) {
   const auto* facts = static_cast<const RowFacts*>(api->xUserData(fts));
@@ -207,7 +211,7 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   const auto scope = static_cast<uint32_t>(sqlite3_value_int64(argv[1]));
   std::unique_ptr<QueryData> data;
   std::string error;
-  int rc = LoadQueryData(api, fts, argv[0], false, &data, nullptr, &error);
+  int rc = LoadQueryData("tmcra_rank", api, fts, argv[0], false, &data, nullptr, &error);
   if (rc != SQLITE_OK) return ResultLoadError(ctx, rc, error);
   // Each phrase's doclist, walked once. Rows of every scope come through here; the scope is
   // checked while merging, where the next rows are known and their entries can be prefetched.

@@ -13,8 +13,8 @@
 //   tmcra_bm25(records_fts, 'df1,df2,...')
 //       one row's score; a row RowFacts does not hold gets its length from FTS5's own lookup.
 //   tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer)
-//       called once, on the first row of `... WHERE records_fts MATCH ?1 LIMIT 1`, it ranks the
-//       whole query within one scope: it walks each phrase's doclist once (xQueryPhrase), merges
+//       called once, on the first row of `... WHERE records_fts MATCH ?1 LIMIT 1` where ?1 is
+//       an OR of phrases (recall's), it ranks the whole query within one scope: it walks each phrase's doclist once (xQueryPhrase), merges
 //       them by rowid, scores each row of the scope, and stores the best `limit` in the
 //       std::vector<RankedRow> bound as `pointer` (sqlite3_bind_pointer, type
 //       kRankedRowsPointer): best first, equal scores newest row (highest rowid) first. It

@@ -47,7 +47,9 @@ Result<IndexShape> ParseIndexShape(std::string_view record) {
       !ReadVarint(record, at, write_counter)) {
     return Malformed("header");
   }
-  if (levels > 64 || segments > 100000) return Malformed("implausible sizes");
+  // Every level and segment takes bytes of the record. (SQLite 3.40 adds a level at each full
+  // merge and never drops the empty ones, so a long-lived store can have hundreds.)
+  if (levels > record.size() || segments > record.size()) return Malformed("implausible sizes");
   IndexShape shape;
   for (uint64_t level = 0; level < levels; ++level) {
     uint64_t merging = 0;
@@ -92,7 +94,8 @@ Result<IndexShape> ReadIndexShape(db::Database& db, const std::string& table) {
 bool CompactionDue(const IndexShape& shape) {
   if (shape.segments < 2) return false;
   if (shape.segments > kMaxSegments) return true;
-  return (shape.pages - shape.largest_pages) * kSmallShare >= shape.largest_pages;
+  const int64_t small = shape.pages - shape.largest_pages;
+  return small >= kMinSmallPages && small * kSmallShare >= shape.largest_pages;
 }
 
 Result<IndexShape> CompactStep(db::Database& db, const std::string& table) {

@@ -39,15 +39,23 @@ struct IndexShape {
 // with the 0xff000001 marker that SQLite 3.44 added for contentless-delete tables).
 [[nodiscard]] Result<IndexShape> ParseIndexShape(std::string_view record);
 
-// Whether compacting to one segment is worth a rewrite of the index: more than kMaxSegments
-// segments, or the segments besides the largest hold at least 1/kSmallShare of its pages.
-// The second rule makes the rewrites of a growing index geometric (each one follows at least
-// 1/8 more data), so compaction costs a bounded multiple of what is written; the first bounds
-// how many segments a query can meet between rewrites.
+// Whether compacting to one segment is worth a rewrite of the whole index: the segments besides
+// the largest hold at least 1/kSmallShare of its pages (and at least kMinSmallPages), or there
+// are more than kMaxSegments. The first rule spaces the rewrites of a growing index
+// geometrically (each follows at least 1/8 more data), so they cost a bounded multiple of what
+// growth writes; its floor keeps a young store from being rewritten after every write. The
+// second is a backstop: FTS5's automerge does little for small transactions, and its crisis
+// merge at 16 segments at one level keeps the count near that, so it rarely fires.
+//
+// Between rewrites a store written in many small transactions (a chat's turns) can hold up to
+// about 16 segments. A rewrite adds two levels to the structure record on SQLite 3.40 (empty
+// ones, 2 bytes each; later versions cap them at 64), which the geometric spacing keeps to a
+// few dozen over a store's life.
 bool CompactionDue(const IndexShape& shape);
 
-inline constexpr int kMaxSegments = 8;
+inline constexpr int kMaxSegments = 16;
 inline constexpr int64_t kSmallShare = 8;
+inline constexpr int64_t kMinSmallPages = 64;
 inline constexpr int kPagesPerStep = 128;
 
 // One step of compacting `table`, in its own IMMEDIATE transaction: FTS5's

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -677,6 +678,7 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
   }
   TMCRA_FAILPOINT("engine.job.before_commit");
   if (auto s = tx->Commit(); !s) return s.error();
+  index_writes_.fetch_add(1);  // the indexes may need compacting now
   return static_cast<int>(claimed.size());
 }
 
@@ -691,10 +693,13 @@ Result<int> Engine::RunPendingJobs() {
   }
 }
 
-Result<bool> Engine::CompactOnce(db::Database& db) {
+Result<bool> Engine::CompactOnce(db::Database& db, bool force) {
   static constexpr const char* kIndexTables[] = {"records_fts", "records_tri"};
-  if (!compaction_check_.load()) return false;
   std::lock_guard lock(compaction_mu_);
+  // Jobs run since the indexes were last found compact; a job that commits while this looks
+  // raises the count again, so it is looked at next time.
+  const uint64_t writes = index_writes_.load();
+  if (!force && compacting_ < 0 && writes == compact_as_of_) return false;
   for (int i = 0; i < 2; ++i) {
     // A compaction under way goes on to one segment; otherwise one starts when it is due.
     if (compacting_ >= 0 && compacting_ != i) continue;
@@ -713,17 +718,15 @@ Result<bool> Engine::CompactOnce(db::Database& db) {
     compacting_ = after->segments > 1 ? i : -1;
     return true;
   }
-  // Nothing due: no need to look again until a job writes.
-  compaction_check_.store(false);
+  compact_as_of_ = writes;  // nothing due: no need to look again until a job writes
   return false;
 }
 
 Result<int> Engine::CompactIndexes() {
   std::lock_guard lock(api_mu_);
-  compaction_check_.store(true);
   int steps = 0;
   for (;;) {
-    auto r = CompactOnce(*api_db_);
+    auto r = CompactOnce(*api_db_, /*force=*/steps == 0);
     if (!r) return r.error();
     if (!*r) return steps;
     ++steps;
@@ -735,7 +738,7 @@ void Engine::WorkerLoop() {
   // Compaction waits for a pause in the jobs, so a burst of writes (a delivery draining its
   // outbox) is not slowed by rewrites that its next job would start over.
   const auto quiet = std::chrono::milliseconds(options_.compaction_quiet_ms);
-  Clock::time_point last_job = Clock::time_point::min();
+  std::optional<Clock::time_point> last_job;  // when this worker last ran a job
   while (!stopping_.load()) {
     bool more = false;
     auto wait = std::chrono::milliseconds(options_.idle_poll_ms);
@@ -743,23 +746,22 @@ void Engine::WorkerLoop() {
       auto r = RunJobs(*worker_db_, kJobsPerTransaction);
       if (r) {
         more = *r > 0;
-        if (more) {
-          compaction_check_.store(true);
-          last_job = Clock::now();
-        }
+        if (more) last_job = Clock::now();
       } else {
         spdlog::warn("memory job worker: {}", r.error().ToString());
       }
       // With no job to run, compact a step at a time, looking for jobs between steps.
-      if (r && !more && compaction_check_.load()) {
-        const auto idle = Clock::now() - last_job;
-        if (last_job != Clock::time_point::min() && idle < quiet) {
+      if (r && !more) {
+        const auto idle = last_job ? Clock::now() - *last_job : Clock::duration::max();
+        if (idle < quiet) {
           wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(quiet - idle));
-        } else if (auto compacted = CompactOnce(*worker_db_); compacted) {
+        } else if (auto compacted = CompactOnce(*worker_db_, false); compacted) {
           more = *compacted;
         } else {
           spdlog::warn("memory index compaction: {}", compacted.error().ToString());
-          compaction_check_.store(false);  // until the next job writes
+          std::lock_guard lock(compaction_mu_);
+          compacting_ = -1;
+          compact_as_of_ = index_writes_.load();  // tried: again after the next job
         }
       }
     } catch (const std::exception& e) {

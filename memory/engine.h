@@ -140,7 +140,9 @@ class Engine {
   // were claimed (0: nothing to do).
   Result<int> RunJobs(db::Database& db, int max_jobs);
   // One compaction step on `db` for the first index that needs one; false when none does.
-  Result<bool> CompactOnce(db::Database& db);
+  // Without `force`, the indexes are only looked at when a job has run since they were last
+  // found compact.
+  Result<bool> CompactOnce(db::Database& db, bool force);
   void WorkerLoop();
 
   EngineOptions options_;
@@ -203,12 +205,13 @@ class Engine {
   std::unique_ptr<db::Database> worker_db_;
   std::thread worker_;
 
-  // Compaction (memory/compaction.h): whether the indexes may have changed since they were
-  // last found compact (set by every job that ran, and at start), and which index is being
-  // compacted to one segment.
-  std::atomic<bool> compaction_check_{true};
+  // Compaction (memory/compaction.h): how many job transactions this process has committed,
+  // the count when the indexes were last found compact (so an engine that starts looks once),
+  // and which index is being compacted to one segment.
+  std::atomic<uint64_t> index_writes_{1};
   std::mutex compaction_mu_;
-  int compacting_ = -1;  // index into kIndexTables, or -1; guarded by compaction_mu_
+  uint64_t compact_as_of_ = 0;  // guarded by compaction_mu_
+  int compacting_ = -1;         // index into kIndexTables, or -1; guarded by compaction_mu_
 };
 
 // Validates the scope name as the service does: ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$.

@@ -283,26 +283,42 @@ TEST_CASE("tmcra_rank ranks a scope as SQL does with tmcra_bm25, to the last bit
   }
 }
 
-TEST_CASE("tmcra_rank refuses missing arguments", "[memory][bm25]") {
+TEST_CASE("tmcra_rank refuses bad arguments, naming itself", "[memory][bm25]") {
   TempDir dir;
   const std::string path = MakeStore(dir, 2);
   auto db = tmcra::db::Database::Open({path});
   REQUIRE(db);
   RowFacts facts;
   REQUIRE(tmcra::memory::RegisterBm25(**db, &facts));
-  for (const char* sql :
-       {"SELECT tmcra_rank(records_fts, '1', 0, 5) FROM records_fts WHERE records_fts MATCH "
-        "'alpha' LIMIT 1",
-        "SELECT tmcra_rank(records_fts, '1', 0, 5, NULL) FROM records_fts WHERE records_fts "
-        "MATCH 'alpha' LIMIT 1",
-        "SELECT tmcra_rank(records_fts, 'x', 0, 5, NULL) FROM records_fts WHERE records_fts "
-        "MATCH 'alpha' LIMIT 1"}) {
-    INFO(sql);
-    auto st = db.value()->Prepare(sql);
+  std::vector<tmcra::memory::RankedRow> rows;
+  struct Case {
+    const char* counts;
+    int64_t limit;
+    bool bind;
+    int args;
+  };
+  for (const Case c : {Case{"1", 5, true, 3},       // too few arguments
+                       Case{"1", 5, false, 4},      // no vector bound
+                       Case{"1", -1, true, 4},      // a negative limit
+                       Case{"x", 5, true, 4},       // a bad document count
+                       Case{"1,2", 5, true, 4}}) {  // two counts for one phrase
+    INFO(c.counts << " limit " << c.limit << " bound " << c.bind << " args " << c.args);
+    auto st = db.value()->Prepare(
+        std::string("SELECT tmcra_rank(records_fts, ?2, ?3") + (c.args == 4 ? ", ?4, ?5" : "") +
+        ") FROM records_fts WHERE records_fts MATCH ?1 LIMIT 1");
     REQUIRE(st);
+    st->Bind(1, "\"alpha\"").Bind(2, c.counts).Bind(3, int64_t{0});
+    if (c.args == 4) {
+      st->Bind(4, c.limit);
+      if (c.bind) {
+        st->BindPointer(5, &rows, tmcra::memory::kRankedRowsPointer);
+      } else {
+        st->BindNull(5);
+      }
+    }
     auto row = st->Step();
     REQUIRE_FALSE(row);
-    CHECK(row.error().message.find("tmcra_") != std::string::npos);
+    CHECK(row.error().message.find("tmcra_rank") != std::string::npos);
   }
 }
 
