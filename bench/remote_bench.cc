@@ -5,7 +5,7 @@
 //   remote_bench floor      --url URL --key-file F --ca CA --scope S --questions FILE
 //                           [--iterations N] [--warmup W] [--offset K]
 //   remote_bench throughput --url URL --key-file F --ca CA --scope S --questions FILE
-//                           [--clients C] [--seconds T] [--warmup W]
+//                           [--clients C] [--seconds T] [--warmup W] [--write-every-ms N]
 //
 // body: prints the recall request body tmcra_recall sends for TEXT (src/tools/memory_tools.cc,
 //   RecallForTool: {"query", "evidence_mode": "auto", "max_windows": 8}, serialised as
@@ -22,7 +22,10 @@
 // throughput: C threads, each with its own keep-alive handle, POST recalls for T seconds after
 //   W untimed warm-up requests each (so every connection is open when the clock starts);
 //   thread t asks questions[(t * 7919 + i) % Q]. Reports recalls/s (answers with status 200
-//   divided by the timed window), per-request latency p50/p99 and every non-200 status.
+//   divided by the timed window), per-request latency p50/p99 and every non-200 status. With
+//   --write-every-ms N, one more thread POSTs /v1/scopes/S/ingest every N ms during the window
+//   (one user message per session, a question of the set as its text, a new Idempotency-Key
+//   each), as a live server takes turns while it answers recalls; its statuses are reported.
 //
 // The API key is read from F, which must not be readable by group or others; never from argv.
 // Each mode prints one JSON object on stdout. Nothing here asserts a figure.
@@ -98,7 +101,8 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) noexcept {
 }
 
 struct Target {
-  std::string url;  // https://host:port/v1/scopes/<scope>/recall
+  std::string url;         // https://host:port/v1/scopes/<scope>/recall
+  std::string ingest_url;  // https://host:port/v1/scopes/<scope>/ingest
   std::string authorization;
   std::string ca;
 };
@@ -194,7 +198,61 @@ bool MakeTarget(const std::map<std::string, std::string>& args, Target* target) 
   std::string base = url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   target->url = base + "/v1/scopes/" + scope + "/recall";  // a bench scope: no escaping needed
+  target->ingest_url = base + "/v1/scopes/" + scope + "/ingest";
   return true;
+}
+
+// One ingest every `every_ms` until `stop`: statuses counted in `statuses`.
+void WriteTrickle(const Target& target, const std::vector<std::string>& questions, int every_ms,
+                  const std::atomic<bool>& stop, std::map<std::string, int64_t>* statuses) {
+  CURL* h = curl_easy_init();
+  if (h == nullptr) {
+    ++(*statuses)["setup failed"];
+    return;
+  }
+  std::string answer;
+  const std::string run = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                                             Clock::now().time_since_epoch())
+                                             .count());
+  auto next = Clock::now();
+  for (int i = 0; !stop.load(); ++i) {
+    next += std::chrono::milliseconds(every_ms);
+    const json body{
+        {"session_id", "trickle-" + run + "-" + std::to_string(i)},
+        {"messages", json::array({{{"message_id", "m0"},
+                                   {"role", "user"},
+                                   {"content", "A note while recalls run: " +
+                                                   questions[static_cast<size_t>(i) % questions.size()]},
+                                   {"timestamp", "2026-07-15T00:00:00Z"}}})}};
+    const std::string text = body.dump();
+    curl_slist* headers = nullptr;
+    for (const std::string& line :
+         {target.authorization, std::string("X-TMCRA-Client-Platform: mcp"),
+          std::string("Content-Type: application/json"), std::string("Expect:"),
+          "Idempotency-Key: bench-trickle-" + run + "-" + std::to_string(i)}) {
+      headers = curl_slist_append(headers, line.c_str());
+    }
+    answer.clear();
+    curl_easy_setopt(h, CURLOPT_URL, target.ingest_url.c_str());
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CAINFO, target.ca.c_str());
+    curl_easy_setopt(h, CURLOPT_PROXY, "");
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 60000L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnBody);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, static_cast<void*>(&answer));
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(text.size()));
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, text.c_str());
+    const CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers);
+    ++(*statuses)[rc != CURLE_OK ? std::string("transport: ") + curl_easy_strerror(rc)
+                                 : "HTTP " + std::to_string(status)];
+    std::this_thread::sleep_until(next);
+  }
+  curl_easy_cleanup(h);
 }
 
 // ---- floor --------------------------------------------------------------------------------
@@ -272,8 +330,9 @@ int Throughput(const std::map<std::string, std::string>& args) {
   const int clients = std::stoi(Get(args, "--clients", "16"));
   const double seconds = std::stod(Get(args, "--seconds", "10"));
   const int warmup = std::stoi(Get(args, "--warmup", "3"));
-  if (clients < 1 || clients > 1024 || seconds <= 0) {
-    std::cerr << "throughput: --clients 1..1024, --seconds > 0\n";
+  const int write_every_ms = std::stoi(Get(args, "--write-every-ms", "0"));
+  if (clients < 1 || clients > 1024 || seconds <= 0 || write_every_ms < 0) {
+    std::cerr << "throughput: --clients 1..1024, --seconds > 0, --write-every-ms >= 0\n";
     return 2;
   }
   std::vector<std::string> bodies;
@@ -321,11 +380,18 @@ int Throughput(const std::map<std::string, std::string>& args) {
   start = Clock::now();
   const double cpu_start = CpuSeconds();
   ready.arrive_and_wait();
+  std::map<std::string, int64_t> writes;
+  std::thread writer;
+  if (write_every_ms > 0) {
+    writer = std::thread(
+        [&] { WriteTrickle(target, questions, write_every_ms, stop, &writes); });
+  }
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop.store(true);
   const double window = std::chrono::duration<double>(Clock::now() - start).count();
   const double client_cpu = CpuSeconds() - cpu_start;  // (the last requests finish after this)
   for (auto& th : threads) th.join();
+  if (writer.joinable()) writer.join();
 
   std::vector<double> all;
   std::map<std::string, int64_t> failures;
@@ -352,6 +418,8 @@ int Throughput(const std::map<std::string, std::string>& args) {
                     {"clients_failed_setup", setup_failed},
                     {"connections", connects},
                     {"client_cpu_seconds", client_cpu},
+                    {"write_every_ms", write_every_ms},
+                    {"writes", writes},
                     {"recalls_per_client", per_client}}
                    .dump()
             << std::endl;
@@ -378,7 +446,8 @@ int main(int argc, char** argv) {
                  "       remote_bench floor --url URL --key-file F --ca CA --scope S "
                  "--questions FILE [--iterations N] [--warmup W] [--offset K]\n"
                  "       remote_bench throughput --url URL --key-file F --ca CA --scope S "
-                 "--questions FILE [--clients C] [--seconds T] [--warmup W]\n";
+                 "--questions FILE [--clients C] [--seconds T] [--warmup W] "
+                 "[--write-every-ms N]\n";
   }
   curl_global_cleanup();
   return rc;

@@ -18,7 +18,8 @@
 //                    tmcra-memd on the same file started with --gzip always (the default does
 //                    not compress for loopback clients); recalls/s, p50/p99, and the CPU
 //                    tmcra-memd and the machine used meanwhile. The verdict takes the median
-//                    round: the host's speed can drift by a fifth within the hour;
+//                    round: the host's speed can drift by a fifth within the hour. Last, a
+//                    diagnostic run of C clients while one ingest every 250 ms is written;
 //   * commit       — tmcra_turn_prepare then tmcra_turn_commit (timed), eventual and
 //                    read_your_writes, raw pipe and SDK client, on the same tmcra-memd;
 //   * delivery     — lifecycle_bench delivery --remote: 10,000 pending outbox items drained
@@ -358,9 +359,10 @@ async function recallOverhead(opts, memd, key, keyFile, questions) {
 
 // ---- throughput ----------------------------------------------------------------------------
 
-function throughput(opts, memd, keyFile, clients, seconds) {
+function throughput(opts, memd, keyFile, clients, seconds, extra = []) {
   const args = ['throughput', '--url', memd.url, '--key-file', keyFile, '--ca', path.join(opts.certs, 'ca.pem'),
-    '--scope', SCOPE, '--questions', opts.questions, '--clients', String(clients), '--seconds', String(seconds)];
+    '--scope', SCOPE, '--questions', opts.questions, '--clients', String(clients), '--seconds', String(seconds),
+    ...extra];
   const m0 = cpuJiffies();
   const p0 = processJiffies(memd.pid);
   const r = driver(opts.remoteDriver, args, (seconds + 120) * 1000);
@@ -395,6 +397,13 @@ async function throughputRounds(opts, memd, keyFile, clients, seconds, rounds) {
   } finally {
     await other.stop();
   }
+  // A live server takes writes while it answers: one ingest every 250 ms during the window.
+  // Its worker compacts only after 0.5 s without a job, so the new segments stay for the run.
+  log(`throughput: ${clients} clients, ${seconds} s, one ingest every 250 ms (diagnostic)`);
+  const live = throughput(opts, memd, keyFile, clients, seconds, ['--write-every-ms', '250']);
+  const writes = Object.entries(live.writes ?? {}).map(([k, v]) => `${k} ×${v}`).join(', ');
+  live.variant = `one ingest every 250 ms during the run (${writes || 'no writes'}; new segments stay until writes pause)`;
+  runs.push(live);
   return runs;
 }
 
