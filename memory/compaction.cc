@@ -51,12 +51,14 @@ Result<IndexShape> ParseIndexShape(std::string_view record) {
   // merge and never drops the empty ones, so a long-lived store can have hundreds.)
   if (levels > record.size() || segments > record.size()) return Malformed("implausible sizes");
   IndexShape shape;
+  uint64_t merge_inputs = 0;  // segments of levels with a merge in progress
   for (uint64_t level = 0; level < levels; ++level) {
     uint64_t merging = 0;
     uint64_t count = 0;
     if (!ReadVarint(record, at, merging) || !ReadVarint(record, at, count)) {
       return Malformed("level header");
     }
+    if (merging > 0) merge_inputs += count;
     for (uint64_t s = 0; s < count; ++s) {
       uint64_t id = 0;
       uint64_t first = 0;
@@ -78,6 +80,7 @@ Result<IndexShape> ParseIndexShape(std::string_view record) {
     }
   }
   if (static_cast<uint64_t>(shape.segments) != segments) return Malformed("segment count");
+  shape.interrupted = merge_inputs > 0 && merge_inputs + 1 == segments;
   return shape;
 }
 
@@ -98,7 +101,7 @@ bool CompactionDue(const IndexShape& shape) {
   return small >= kMinSmallPages && small * kSmallShare >= shape.largest_pages;
 }
 
-Result<IndexShape> CompactStep(db::Database& db, const std::string& table) {
+Result<IndexShape> CompactStep(db::Database& db, const std::string& table, int pages) {
   {
     // Compaction changes no content: a step lost to a power failure is simply redone.
     db::RelaxedDurability relaxed(db);
@@ -106,7 +109,7 @@ Result<IndexShape> CompactStep(db::Database& db, const std::string& table) {
     if (!tx) return tx.error();
     auto st = db.Prepare("INSERT INTO \"" + table + "\"(\"" + table + "\", rank) VALUES('merge', ?)");
     if (!st) return st.error();
-    st->Bind(1, -kPagesPerStep);
+    st->Bind(1, -std::max(1, pages));
     if (auto s = st->Run(); !s) return s.error();
     if (auto s = tx->Commit(); !s) return s.error();
   }

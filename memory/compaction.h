@@ -29,6 +29,10 @@ struct IndexShape {
   int segments = 0;
   int64_t pages = 0;          // leaf pages in all segments
   int64_t largest_pages = 0;  // leaf pages in the largest segment
+  // A full merge was left half done (by a process that stopped or was killed): every segment
+  // but one is an input of the merge in progress, as a compaction step leaves them. Going on
+  // finishes it; the rule alone might not, once the partial output is the largest segment.
+  bool interrupted = false;
 };
 
 // The segments of FTS5 table `table` (its structure record in `<table>_data`), as of `db`'s
@@ -59,7 +63,8 @@ inline constexpr int64_t kMinSmallPages = 64;
 inline constexpr int kPagesPerStep = 128;
 
 // One step of compacting `table`, in its own IMMEDIATE transaction: FTS5's
-// ('merge', -kPagesPerStep). Returns the shape after it.
-[[nodiscard]] Result<IndexShape> CompactStep(db::Database& db, const std::string& table);
+// ('merge', -pages). Returns the shape after it.
+[[nodiscard]] Result<IndexShape> CompactStep(db::Database& db, const std::string& table,
+                                             int pages = kPagesPerStep);
 
 }  // namespace tmcra::memory

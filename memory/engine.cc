@@ -705,7 +705,8 @@ Result<bool> Engine::CompactOnce(db::Database& db, bool force) {
     if (compacting_ >= 0 && compacting_ != i) continue;
     auto shape = ReadIndexShape(db, kIndexTables[i]);
     if (!shape) return shape.error();
-    if (shape->segments <= 1 || (compacting_ != i && !CompactionDue(*shape))) {
+    if (shape->segments <= 1 ||
+        (compacting_ != i && !shape->interrupted && !CompactionDue(*shape))) {
       if (compacting_ == i) compacting_ = -1;
       continue;
     }
@@ -713,7 +714,7 @@ Result<bool> Engine::CompactOnce(db::Database& db, bool force) {
       spdlog::debug("compacting {}: {} segments, {} pages", kIndexTables[i], shape->segments,
                     shape->pages);
     }
-    auto after = CompactStep(db, kIndexTables[i]);
+    auto after = CompactStep(db, kIndexTables[i], options_.compaction_step_pages);
     if (!after) return after.error();
     compacting_ = after->segments > 1 ? i : -1;
     return true;

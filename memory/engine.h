@@ -51,6 +51,7 @@ struct EngineOptions {
   // The worker compacts the full-text indexes (memory/compaction.h) once no job has run for
   // this long.
   int compaction_quiet_ms = 500;
+  int compaction_step_pages = 128;  // leaf pages merged per step (one write transaction)
   bool start_worker = true;                           // false: jobs run only via RunPendingJobs
   // Recall and GetJob read on their own connections, opened when calls overlap, up to this
   // many, so reads run in parallel with each other and with writes (WAL snapshots).

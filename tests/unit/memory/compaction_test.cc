@@ -3,9 +3,14 @@
 // untouched by it, and the worker compacts by itself once it has no job.
 #include "memory/compaction.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <string>
@@ -103,6 +108,14 @@ TEST_CASE("structure records parse in both layouts and refuse damage", "[memory]
   CHECK(shape->segments == 3);
   CHECK(shape->pages == 4 + 1 + 296);
   CHECK(shape->largest_pages == 296);
+  CHECK_FALSE(shape->interrupted);
+  // The same with level 0's two segments the inputs of a merge in progress into level 1: a
+  // full merge left half done.
+  std::string half_done = v1;
+  half_done[7] = '\x02';
+  shape = tmcra::memory::ParseIndexShape(half_done);
+  REQUIRE(shape);
+  CHECK(shape->interrupted);
   // The 3.44 layout: a marker after the cookie and five more fields per segment.
   const std::string v2("\0\0\0\1" "\xff\x00\x00\x01" "\x01\x01\x07" "\x00\x01"
                        "\x01\x01\x09" "\x00\x00\x00\x00\x05",
@@ -272,4 +285,68 @@ TEST_CASE("many rounds of writes and compaction: the structure record stays read
   auto db = tmcra::db::Database::Open({path});
   REQUIRE(db);
   CHECK((*db)->Exec("INSERT INTO records_fts(records_fts) VALUES('integrity-check')"));
+}
+
+TEST_CASE("a process killed with SIGKILL in the middle of compacting loses and breaks nothing",
+          "[memory][compaction][kill]") {
+  TempDir dir;
+  const std::string original = dir.File("original/memory.db");
+  json answer;
+  IndexShape before;
+  {
+    auto engine = Open(original, false);
+    for (int n = 0; n < 60; ++n) IngestSession(*engine, n, true);
+    answer = Answer(*engine, "which port did session 17 use");
+    before = Shape(original);
+  }
+  REQUIRE(before.segments > 1);
+  REQUIRE(CompactionDue(before));
+  int midway = 0;
+  for (const int delay_ms : {0, 1, 2, 4, 8, 12, 16, 24, 32, 48}) {
+    INFO("killed " << delay_ms << " ms after the engine opened");
+    const std::string copy = dir.File("copy" + std::to_string(delay_ms) + "/memory.db");
+    std::filesystem::create_directories(std::filesystem::path(copy).parent_path());
+    for (const char* suffix : {"", "-wal"}) {
+      if (std::filesystem::exists(original + suffix)) {
+        std::filesystem::copy_file(original + suffix, copy + suffix);
+      }
+    }
+    int opened[2];
+    REQUIRE(pipe(opened) == 0);
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // The worker starts compacting as soon as the engine is open: 8 pages a step.
+      tmcra::memory::EngineOptions options;
+      options.path = copy;
+      options.compaction_step_pages = 8;
+      auto engine = Engine::Open(options);
+      (void)!write(opened[1], engine ? "y" : "n", 1);
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      _exit(0);
+    }
+    char c = 0;
+    REQUIRE(read(opened[0], &c, 1) == 1);
+    close(opened[0]);
+    close(opened[1]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill(child, SIGKILL);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(c == 'y');
+    CHECK(WIFSIGNALED(status));
+
+    const IndexShape after_kill = Shape(copy);
+    if (after_kill.segments > 1 && after_kill.segments != before.segments) ++midway;
+    auto db = tmcra::db::Database::Open({copy});
+    REQUIRE(db);
+    CHECK((*db)->Exec("INSERT INTO records_fts(records_fts) VALUES('integrity-check')"));
+    auto engine = Open(copy, false);
+    CHECK(Answer(*engine, "which port did session 17 use") == answer);
+    REQUIRE(engine->CompactIndexes());  // and it finishes where the killed one stopped
+    CHECK(Shape(copy).segments == 1);
+    CHECK(Answer(*engine, "which port did session 17 use") == answer);
+  }
+  INFO("kills that left a compaction half done: " << midway);
+  CHECK(midway >= 1);
 }
