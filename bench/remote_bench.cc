@@ -216,7 +216,8 @@ void WriteTrickle(const Target& target, const std::vector<std::string>& question
                                              .count());
   auto next = Clock::now();
   for (int i = 0; !stop.load(); ++i) {
-    next += std::chrono::milliseconds(every_ms);
+    // One every N ms; after a slow answer, the next goes at once but no burst follows.
+    next = std::max(next + std::chrono::milliseconds(every_ms), Clock::now());
     const json body{
         {"session_id", "trickle-" + run + "-" + std::to_string(i)},
         {"messages", json::array({{{"message_id", "m0"},

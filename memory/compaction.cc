@@ -51,14 +51,14 @@ Result<IndexShape> ParseIndexShape(std::string_view record) {
   // merge and never drops the empty ones, so a long-lived store can have hundreds.)
   if (levels > record.size() || segments > record.size()) return Malformed("implausible sizes");
   IndexShape shape;
-  uint64_t merge_inputs = 0;  // segments of levels with a merge in progress
+  shape.levels = static_cast<int>(levels);
   for (uint64_t level = 0; level < levels; ++level) {
     uint64_t merging = 0;
     uint64_t count = 0;
     if (!ReadVarint(record, at, merging) || !ReadVarint(record, at, count)) {
       return Malformed("level header");
     }
-    if (merging > 0) merge_inputs += count;
+    if (merging > 0) shape.merging = true;
     for (uint64_t s = 0; s < count; ++s) {
       uint64_t id = 0;
       uint64_t first = 0;
@@ -80,40 +80,62 @@ Result<IndexShape> ParseIndexShape(std::string_view record) {
     }
   }
   if (static_cast<uint64_t>(shape.segments) != segments) return Malformed("segment count");
-  shape.interrupted = merge_inputs > 0 && merge_inputs + 1 == segments;
   return shape;
 }
 
-Result<IndexShape> ReadIndexShape(db::Database& db, const std::string& table) {
+namespace {
+
+Result<std::string> ReadStructure(db::Database& db, const std::string& table) {
   auto st = db.Prepare("SELECT block FROM \"" + table + "_data\" WHERE id = ?");
   if (!st) return st.error();
   st->Bind(1, kStructureRowid);
   auto row = st->Step();
   if (!row) return row.error();
-  if (!*row) return IndexShape{};  // nothing written yet
-  return ParseIndexShape(st->Text(0));
+  if (!*row) return std::string();  // nothing written yet
+  return st->Text(0);
+}
+
+}  // namespace
+
+Result<IndexShape> ReadIndexShape(db::Database& db, const std::string& table) {
+  auto record = ReadStructure(db, table);
+  if (!record) return record.error();
+  if (record->empty()) return IndexShape{};
+  return ParseIndexShape(*record);
 }
 
 bool CompactionDue(const IndexShape& shape) {
   if (shape.segments < 2) return false;
-  if (shape.segments > kMaxSegments) return true;
   const int64_t small = shape.pages - shape.largest_pages;
   return small >= kMinSmallPages && small * kSmallShare >= shape.largest_pages;
 }
 
-Result<IndexShape> CompactStep(db::Database& db, const std::string& table, int pages) {
-  {
-    // Compaction changes no content: a step lost to a power failure is simply redone.
-    db::RelaxedDurability relaxed(db);
-    auto tx = db::Transaction::Immediate(db);
-    if (!tx) return tx.error();
-    auto st = db.Prepare("INSERT INTO \"" + table + "\"(\"" + table + "\", rank) VALUES('merge', ?)");
-    if (!st) return st.error();
-    st->Bind(1, -std::max(1, pages));
-    if (auto s = st->Run(); !s) return s.error();
-    if (auto s = tx->Commit(); !s) return s.error();
-  }
-  return ReadIndexShape(db, table);
+CompactionStep ChooseCompaction(const IndexShape& shape) {
+  if (shape.merging) return CompactionStep::kContinue;
+  if (shape.segments < 2) return CompactionStep::kNone;
+  if (CompactionDue(shape) && shape.levels < kMaxLevelsForFullMerge) return CompactionStep::kFull;
+  if (shape.segments > kMaxSegments) return CompactionStep::kSmall;
+  return CompactionStep::kNone;
+}
+
+Result<bool> CompactStep(db::Database& db, const std::string& table, CompactionStep kind,
+                         int pages) {
+  if (kind == CompactionStep::kNone) return false;
+  // Compaction changes no content: a step lost to a power failure is simply redone.
+  db::RelaxedDurability relaxed(db);
+  auto tx = db::Transaction::Immediate(db);
+  if (!tx) return tx.error();
+  auto before = ReadStructure(db, table);
+  if (!before) return before.error();
+  auto st = db.Prepare("INSERT INTO \"" + table + "\"(\"" + table + "\", rank) VALUES('merge', ?)");
+  if (!st) return st.error();
+  const int n = std::max(1, pages);
+  st->Bind(1, kind == CompactionStep::kFull ? -n : n);
+  if (auto s = st->Run(); !s) return s.error();
+  auto after = ReadStructure(db, table);
+  if (!after) return after.error();
+  if (auto s = tx->Commit(); !s) return s.error();
+  return *after != *before;
 }
 
 }  // namespace tmcra::memory

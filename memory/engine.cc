@@ -699,27 +699,25 @@ Result<bool> Engine::CompactOnce(db::Database& db, bool force) {
   // Jobs run since the indexes were last found compact; a job that commits while this looks
   // raises the count again, so it is looked at next time.
   const uint64_t writes = index_writes_.load();
-  if (!force && compacting_ < 0 && writes == compact_as_of_) return false;
-  for (int i = 0; i < 2; ++i) {
-    // A compaction under way goes on to one segment; otherwise one starts when it is due.
-    if (compacting_ >= 0 && compacting_ != i) continue;
-    auto shape = ReadIndexShape(db, kIndexTables[i]);
+  if (!force && writes == compact_as_of_) return false;
+  for (const char* table : kIndexTables) {
+    auto shape = ReadIndexShape(db, table);
     if (!shape) return shape.error();
-    if (shape->segments <= 1 ||
-        (compacting_ != i && !shape->interrupted && !CompactionDue(*shape))) {
-      if (compacting_ == i) compacting_ = -1;
-      continue;
+    const CompactionStep step = ChooseCompaction(*shape);
+    if (step == CompactionStep::kNone) continue;
+    if (step == CompactionStep::kFull) {
+      spdlog::debug("compacting {}: {} segments, {} pages", table, shape->segments, shape->pages);
     }
-    if (compacting_ != i) {
-      spdlog::debug("compacting {}: {} segments, {} pages", kIndexTables[i], shape->segments,
-                    shape->pages);
+    if (shape->levels >= kMaxLevelsForFullMerge && !levels_warned_) {
+      levels_warned_ = true;
+      spdlog::warn("{}: {} levels in the FTS5 structure; full rewrites stop here", table,
+                   shape->levels);
     }
-    auto after = CompactStep(db, kIndexTables[i], options_.compaction_step_pages);
-    if (!after) return after.error();
-    compacting_ = after->segments > 1 ? i : -1;
-    return true;
+    auto changed = CompactStep(db, table, step, options_.compaction_step_pages);
+    if (!changed) return changed.error();
+    if (*changed) return true;  // more may follow: look again
   }
-  compact_as_of_ = writes;  // nothing due: no need to look again until a job writes
+  compact_as_of_ = writes;  // nothing to do: no need to look again until a job writes
   return false;
 }
 
@@ -740,6 +738,7 @@ void Engine::WorkerLoop() {
   // outbox) is not slowed by rewrites that its next job would start over.
   const auto quiet = std::chrono::milliseconds(options_.compaction_quiet_ms);
   std::optional<Clock::time_point> last_job;  // when this worker last ran a job
+  Clock::time_point retry_at = Clock::time_point::min();  // after a failed compaction step
   while (!stopping_.load()) {
     bool more = false;
     auto wait = std::chrono::milliseconds(options_.idle_poll_ms);
@@ -756,13 +755,14 @@ void Engine::WorkerLoop() {
         const auto idle = last_job ? Clock::now() - *last_job : Clock::duration::max();
         if (idle < quiet) {
           wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(quiet - idle));
+        } else if (const auto now = Clock::now(); now < retry_at) {
+          wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(retry_at - now));
         } else if (auto compacted = CompactOnce(*worker_db_, false); compacted) {
           more = *compacted;
         } else {
+          // E.g. another process holds the write lock: try again in a while.
           spdlog::warn("memory index compaction: {}", compacted.error().ToString());
-          std::lock_guard lock(compaction_mu_);
-          compacting_ = -1;
-          compact_as_of_ = index_writes_.load();  // tried: again after the next job
+          retry_at = Clock::now() + std::chrono::seconds(5);
         }
       }
     } catch (const std::exception& e) {

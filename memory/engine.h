@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memory/bm25.h"
+#include "memory/compaction.h"
 #include "src/common/result.h"
 #include "src/db/sqlite_db.h"
 
@@ -51,7 +52,7 @@ struct EngineOptions {
   // The worker compacts the full-text indexes (memory/compaction.h) once no job has run for
   // this long.
   int compaction_quiet_ms = 500;
-  int compaction_step_pages = 128;  // leaf pages merged per step (one write transaction)
+  int compaction_step_pages = kPagesPerStep;  // leaf pages merged per step (one transaction)
   bool start_worker = true;                           // false: jobs run only via RunPendingJobs
   // Recall and GetJob read on their own connections, opened when calls overlap, up to this
   // many, so reads run in parallel with each other and with writes (WAL snapshots).
@@ -207,12 +208,12 @@ class Engine {
   std::thread worker_;
 
   // Compaction (memory/compaction.h): how many job transactions this process has committed,
-  // the count when the indexes were last found compact (so an engine that starts looks once),
-  // and which index is being compacted to one segment.
+  // and the count when the indexes were last found compact (so an engine that starts looks
+  // once). A compaction under way is read from the index's structure record at each step.
   std::atomic<uint64_t> index_writes_{1};
   std::mutex compaction_mu_;
   uint64_t compact_as_of_ = 0;  // guarded by compaction_mu_
-  int compacting_ = -1;         // index into kIndexTables, or -1; guarded by compaction_mu_
+  bool levels_warned_ = false;  // guarded by compaction_mu_
 };
 
 // Validates the scope name as the service does: ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$.

@@ -82,19 +82,50 @@ json Answer(Engine& engine, const std::string& query) {
 
 }  // namespace
 
-TEST_CASE("the compaction rule: enough outside the largest, or very many segments",
+namespace {
+
+IndexShape Made(int segments, int64_t pages, int64_t largest, int levels = 4,
+                bool merging = false) {
+  IndexShape shape;
+  shape.segments = segments;
+  shape.levels = levels;
+  shape.pages = pages;
+  shape.largest_pages = largest;
+  shape.merging = merging;
+  return shape;
+}
+
+}  // namespace
+
+TEST_CASE("the compaction rules: a full rewrite when 1/8 beside the largest, small folds past "
+          "16 segments, a merge in progress first",
           "[memory][compaction]") {
+  using tmcra::memory::ChooseCompaction;
+  using tmcra::memory::CompactionStep;
+  using tmcra::memory::kMaxLevelsForFullMerge;
   using tmcra::memory::kMaxSegments;
   using tmcra::memory::kMinSmallPages;
-  CHECK_FALSE(CompactionDue({0, 0, 0}));
-  CHECK_FALSE(CompactionDue({1, 500, 500}));
-  CHECK_FALSE(CompactionDue({2, 2, 1}));                         // a young store: too little
-  CHECK_FALSE(CompactionDue({5, 10 + kMinSmallPages - 1, 10}));  // under the floor
-  CHECK(CompactionDue({5, 10 + kMinSmallPages, 10}));
-  CHECK_FALSE(CompactionDue({2, 1000 + 124, 1000}));  // under 1/8 beside the largest
-  CHECK(CompactionDue({2, 1000 + 125, 1000}));        // 1/8
-  CHECK_FALSE(CompactionDue({kMaxSegments, 1000 + 7, 1000}));
-  CHECK(CompactionDue({kMaxSegments + 1, 1000 + 8, 1000}));  // the backstop
+  CHECK_FALSE(CompactionDue(Made(0, 0, 0)));
+  CHECK_FALSE(CompactionDue(Made(1, 500, 500)));
+  CHECK_FALSE(CompactionDue(Made(2, 2, 1)));                         // a young store: too little
+  CHECK_FALSE(CompactionDue(Made(5, 10 + kMinSmallPages - 1, 10)));  // under the floor
+  CHECK(CompactionDue(Made(5, 10 + kMinSmallPages, 10)));
+  CHECK_FALSE(CompactionDue(Made(2, 1000 + 124, 1000)));  // under 1/8 beside the largest
+  CHECK(CompactionDue(Made(2, 1000 + 125, 1000)));        // 1/8
+  CHECK_FALSE(CompactionDue(Made(kMaxSegments + 1, 1000 + 8, 1000)));  // many, but small
+
+  CHECK(ChooseCompaction(Made(1, 500, 500)) == CompactionStep::kNone);
+  CHECK(ChooseCompaction(Made(3, 1000 + 20, 1000)) == CompactionStep::kNone);
+  CHECK(ChooseCompaction(Made(2, 1000 + 125, 1000)) == CompactionStep::kFull);
+  CHECK(ChooseCompaction(Made(kMaxSegments + 1, 1000 + 20, 1000)) == CompactionStep::kSmall);
+  // A merge in progress is finished before anything else, whatever the sizes.
+  CHECK(ChooseCompaction(Made(3, 1000 + 20, 1000, 4, true)) == CompactionStep::kContinue);
+  CHECK(ChooseCompaction(Made(2, 1000 + 125, 1000, 4, true)) == CompactionStep::kContinue);
+  // No full rewrite on a structure near FTS5's level limit (SQLite 3.40 adds two each time).
+  CHECK(ChooseCompaction(Made(2, 1000 + 125, 1000, kMaxLevelsForFullMerge)) ==
+        CompactionStep::kNone);
+  CHECK(ChooseCompaction(Made(kMaxSegments + 1, 1000 + 125, 1000, kMaxLevelsForFullMerge)) ==
+        CompactionStep::kSmall);
 }
 
 TEST_CASE("structure records parse in both layouts and refuse damage", "[memory][compaction]") {
@@ -108,14 +139,14 @@ TEST_CASE("structure records parse in both layouts and refuse damage", "[memory]
   CHECK(shape->segments == 3);
   CHECK(shape->pages == 4 + 1 + 296);
   CHECK(shape->largest_pages == 296);
-  CHECK_FALSE(shape->interrupted);
-  // The same with level 0's two segments the inputs of a merge in progress into level 1: a
-  // full merge left half done.
+  CHECK(shape->levels == 2);
+  CHECK_FALSE(shape->merging);
+  // The same with level 0's two segments the inputs of a merge in progress into level 1.
   std::string half_done = v1;
   half_done[7] = '\x02';
   shape = tmcra::memory::ParseIndexShape(half_done);
   REQUIRE(shape);
-  CHECK(shape->interrupted);
+  CHECK(shape->merging);
   // The 3.44 layout: a marker after the cookie and five more fields per segment.
   const std::string v2("\0\0\0\1" "\xff\x00\x00\x01" "\x01\x01\x07" "\x00\x01"
                        "\x01\x01\x09" "\x00\x00\x00\x00\x05",
@@ -124,16 +155,18 @@ TEST_CASE("structure records parse in both layouts and refuse damage", "[memory]
   REQUIRE(shape);
   CHECK(shape->segments == 1);
   CHECK(shape->pages == 9);
-  for (size_t cut = 0; cut < v1.size(); ++cut) {
-    INFO("cut at " << cut);
-    CHECK_FALSE(tmcra::memory::ParseIndexShape(v1.substr(0, cut)));
+  for (const std::string& record : {v1, v2}) {
+    for (size_t cut = 0; cut < record.size(); ++cut) {
+      INFO("cut at " << cut << " of " << record.size());
+      CHECK_FALSE(tmcra::memory::ParseIndexShape(record.substr(0, cut)));
+    }
   }
   std::string wrong_count = v1;
   wrong_count[5] = '\x04';  // says 4 segments, holds 3
   CHECK_FALSE(tmcra::memory::ParseIndexShape(wrong_count));
 }
 
-TEST_CASE("compaction leaves one segment and the same answers, and spares a reader's snapshot",
+TEST_CASE("compaction leaves nothing to do and the same answers, and spares a reader's snapshot",
           "[memory][compaction]") {
   TempDir dir;
   const std::string path = dir.File("data/memory.db");
@@ -166,7 +199,10 @@ TEST_CASE("compaction leaves one segment and the same answers, and spares a read
   auto steps = engine->CompactIndexes();
   REQUIRE(steps);
   CHECK(*steps >= 1);
-  CHECK(Shape(path).segments == 1);
+  const IndexShape after = Shape(path);
+  INFO("segments " << before.segments << " -> " << after.segments);
+  CHECK(tmcra::memory::ChooseCompaction(after) == tmcra::memory::CompactionStep::kNone);
+  CHECK(after.segments < before.segments);
   CHECK(count(**reader) == clusters);
   CHECK(tmcra::memory::ReadIndexShape(**reader, "records_fts")->segments == before.segments);
   REQUIRE(tx->Commit());
@@ -184,6 +220,34 @@ TEST_CASE("compaction leaves one segment and the same answers, and spares a read
   CHECK((*db)->Exec("INSERT INTO records_fts(records_fts) VALUES('integrity-check')"));
 }
 
+TEST_CASE("a full rewrite, step by step, leaves one segment", "[memory][compaction]") {
+  using tmcra::memory::CompactionStep;
+  TempDir dir;
+  const std::string path = dir.File("data/memory.db");
+  auto engine = Open(path, false);
+  for (int n = 0; n < 40; ++n) IngestSession(*engine, n, true);
+  const json port = Answer(*engine, "which port did session 17 use");
+  REQUIRE(Shape(path).segments > 1);
+  auto db = tmcra::db::Database::Open({path});
+  REQUIRE(db);
+  auto first = tmcra::memory::CompactStep(**db, "records_fts", CompactionStep::kFull, 8);
+  REQUIRE(first);
+  CHECK(*first);
+  CHECK(Shape(path).merging);  // 8 pages do not finish it
+  int steps = 1;
+  for (;; ++steps) {
+    REQUIRE(steps < 1000);
+    auto more = tmcra::memory::CompactStep(**db, "records_fts", CompactionStep::kContinue, 8);
+    REQUIRE(more);
+    if (!*more) break;
+  }
+  INFO(steps << " steps");
+  CHECK(Shape(path).segments == 1);
+  CHECK_FALSE(Shape(path).merging);
+  CHECK(Answer(*engine, "which port did session 17 use") == port);
+  CHECK((*db)->Exec("INSERT INTO records_fts(records_fts) VALUES('integrity-check')"));
+}
+
 TEST_CASE("the worker compacts once it has no job left", "[memory][compaction]") {
   TempDir dir;
   const std::string path = dir.File("data/memory.db");
@@ -194,6 +258,7 @@ TEST_CASE("the worker compacts once it has no job left", "[memory][compaction]")
       IngestSession(*engine, n, true);
     }
   }
+  const int initial = Shape(path).segments;
   auto engine = Open(path, true);  // looks at the indexes when it starts
   const auto wait_for = [](const std::function<bool()>& done) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -202,7 +267,11 @@ TEST_CASE("the worker compacts once it has no job left", "[memory][compaction]")
     }
     return done();
   };
-  CHECK(wait_for([&] { return Shape(path).segments == 1; }));
+  const auto settled = [&] {
+    return tmcra::memory::ChooseCompaction(Shape(path)) == tmcra::memory::CompactionStep::kNone;
+  };
+  CHECK(wait_for(settled));
+  CHECK(Shape(path).segments < initial);
   // And again after jobs have made it due.
   std::vector<std::string> jobs;
   for (int n = 1000; n < 1040; ++n) jobs.push_back(IngestSession(*engine, n, false));
@@ -215,7 +284,7 @@ TEST_CASE("the worker compacts once it has no job left", "[memory][compaction]")
     return true;
   };
   CHECK(wait_for(all_done));
-  CHECK(wait_for([&] { return Shape(path).segments == 1; }));
+  CHECK(wait_for(settled));
   auto answer = engine->Recall("a", {{"query", "session 1039 port"}, {"max_windows", 8}});
   REQUIRE(answer);
   bool found = false;
@@ -233,32 +302,63 @@ TEST_CASE("the worker waits for a pause in the jobs before it compacts", "[memor
   }
   REQUIRE(Shape(path).segments == 1);
   auto engine = Open(path, true, /*quiet_ms=*/60000);
-  std::vector<std::string> jobs;
-  for (int n = 1; n <= 30; ++n) {
-    jobs.push_back(IngestSession(*engine, n, false));
-    std::this_thread::sleep_for(std::chrono::milliseconds(15));  // a job or more at a time
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  const auto all_done = [&] {
-    for (const auto& job : jobs) {
+  // Sessions one at a time (each job waited for) until there is compacting to do.
+  IndexShape shape;
+  for (int n = 1; n <= 100; ++n) {
+    const std::string job = IngestSession(*engine, n, false);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (;;) {
       auto view = engine->GetJob(job);
       REQUIRE(view);
-      if ((*view)["status"] != "succeeded") return false;
+      if ((*view)["status"] == "succeeded") break;
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    return true;
-  };
-  while (!all_done() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    shape = Shape(path);
+    if (CompactionDue(shape)) break;
   }
-  REQUIRE(all_done());
+  REQUIRE(CompactionDue(shape));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // six idle polls
-  const IndexShape shape = Shape(path);
-  INFO("segments " << shape.segments << ", pages " << shape.pages);
-  CHECK(shape.segments > 1);  // written, due, and left alone: the jobs ran just now
-  CHECK(CompactionDue(shape));
+  const IndexShape later = Shape(path);
+  INFO("segments " << later.segments << ", pages " << later.pages);
+  CHECK(later.segments == shape.segments);  // due, and left alone: the jobs ran just now
+  CHECK(CompactionDue(later));
   auto steps = engine->CompactIndexes();
   REQUIRE(steps);
-  CHECK(Shape(path).segments == 1);
+  CHECK(*steps > 0);
+  CHECK(tmcra::memory::ChooseCompaction(Shape(path)) == tmcra::memory::CompactionStep::kNone);
+}
+
+TEST_CASE("one small write at a time: segments stay few and full rewrites rare",
+          "[memory][compaction]") {
+  TempDir dir;
+  const std::string path = dir.File("data/memory.db");
+  auto engine = Open(path, false);
+  for (int n = 0; n < 30; ++n) IngestSession(*engine, n, true);
+  REQUIRE(engine->CompactIndexes());
+  const IndexShape start = Shape(path);
+  REQUIRE(tmcra::memory::ChooseCompaction(start) == tmcra::memory::CompactionStep::kNone);
+  int most = 0;
+  for (int i = 0; i < 300; ++i) {
+    // A chat turn: one short message, its own job and transaction, then the idle worker's turn.
+    tmcra::memory::IngestContext context;
+    context.idempotency_key = "compaction-note-" + std::to_string(i);
+    json message{{"message_id", "m0"}, {"role", "user"},
+                 {"content", "note " + std::to_string(i) + " about port " + std::to_string(i)},
+                 {"timestamp", "2026-07-16T00:00:00Z"}};
+    REQUIRE(engine->Ingest("a", {{"session_id", "note" + std::to_string(i)},
+                                 {"messages", json::array({message})}},
+                           context));
+    REQUIRE(engine->RunPendingJobs());
+    REQUIRE(engine->CompactIndexes());
+    most = std::max(most, Shape(path).segments);
+  }
+  const IndexShape end = Shape(path);
+  INFO("most segments " << most << "; levels " << start.levels << " -> " << end.levels);
+  CHECK(most <= tmcra::memory::kMaxSegments);
+  // Each full rewrite adds two levels on SQLite 3.40: 300 turns of a few words are far from
+  // 1/8 of the index, so none happened (the small folds add none).
+  CHECK(end.levels <= start.levels + 2);
 }
 
 TEST_CASE("many rounds of writes and compaction: the structure record stays readable",
@@ -316,35 +416,41 @@ TEST_CASE("a process killed with SIGKILL in the middle of compacting loses and b
     const pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
-      // The worker starts compacting as soon as the engine is open: 8 pages a step.
-      tmcra::memory::EngineOptions options;
-      options.path = copy;
-      options.compaction_step_pages = 8;
-      auto engine = Engine::Open(options);
-      (void)!write(opened[1], engine ? "y" : "n", 1);
-      std::this_thread::sleep_for(std::chrono::seconds(30));
-      _exit(0);
+      close(opened[0]);
+      try {
+        // The worker starts compacting as soon as the engine is open: 2 pages a step, so it
+        // takes over a hundred steps.
+        tmcra::memory::EngineOptions options;
+        options.path = copy;
+        options.compaction_step_pages = 2;
+        auto engine = Engine::Open(options);
+        (void)!write(opened[1], engine ? "y" : "n", 1);
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+      } catch (...) {
+      }
+      _exit(2);
     }
+    close(opened[1]);  // a child that dies before it writes ends the read with 0 bytes
     char c = 0;
-    REQUIRE(read(opened[0], &c, 1) == 1);
+    const ssize_t got = read(opened[0], &c, 1);
     close(opened[0]);
-    close(opened[1]);
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     kill(child, SIGKILL);
     int status = 0;
     REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(got == 1);
     REQUIRE(c == 'y');
     CHECK(WIFSIGNALED(status));
 
     const IndexShape after_kill = Shape(copy);
-    if (after_kill.segments > 1 && after_kill.segments != before.segments) ++midway;
+    if (after_kill.merging) ++midway;
     auto db = tmcra::db::Database::Open({copy});
     REQUIRE(db);
     CHECK((*db)->Exec("INSERT INTO records_fts(records_fts) VALUES('integrity-check')"));
     auto engine = Open(copy, false);
     CHECK(Answer(*engine, "which port did session 17 use") == answer);
     REQUIRE(engine->CompactIndexes());  // and it finishes where the killed one stopped
-    CHECK(Shape(copy).segments == 1);
+    CHECK(tmcra::memory::ChooseCompaction(Shape(copy)) == tmcra::memory::CompactionStep::kNone);
     CHECK(Answer(*engine, "which port did session 17 use") == answer);
   }
   INFO("kills that left a compaction half done: " << midway);
