@@ -725,7 +725,7 @@ Result<int> Engine::CompactIndexes() {
   std::lock_guard lock(api_mu_);
   int steps = 0;
   for (;;) {
-    auto r = CompactOnce(*api_db_, /*force=*/steps == 0);
+    auto r = CompactOnce(*api_db_, /*force=*/true);  // asked for: look whatever the count says
     if (!r) return r.error();
     if (!*r) return steps;
     ++steps;
