@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memory/engine.h"
@@ -99,14 +100,21 @@ int64_t DocumentCount(tmcra::db::Database& db, const std::string& word) {
   return *row ? st->Int(0) : 0;
 }
 
-// Every matching row's (rowid, bm25, tmcra_bm25) for `words` OR-ed.
-void CompareScores(tmcra::db::Database& db, const std::vector<std::string>& words) {
+// `words` as recall's MATCH (quoted, OR-ed) and their document counts ("df1,df2,...").
+std::pair<std::string, std::string> MatchAndCounts(tmcra::db::Database& db,
+                                                   const std::vector<std::string>& words) {
   std::string match;
   std::string counts;
   for (const auto& w : words) {
     match += (match.empty() ? "\"" : " OR \"") + w + "\"";
     counts += (counts.empty() ? "" : ",") + std::to_string(DocumentCount(db, w));
   }
+  return {match, counts};
+}
+
+// Every matching row's (rowid, bm25, tmcra_bm25) for `words` OR-ed.
+void CompareScores(tmcra::db::Database& db, const std::vector<std::string>& words) {
+  const auto [match, counts] = MatchAndCounts(db, words);
   auto st = db.Prepare(
       "SELECT rowid, bm25(records_fts), tmcra_bm25(records_fts, ?2) FROM records_fts "
       "WHERE records_fts MATCH ?1");
@@ -180,12 +188,7 @@ namespace {
 std::optional<std::vector<tmcra::memory::RankedRow>> Rank(tmcra::db::Database& db,
                                                           const std::vector<std::string>& words,
                                                           int64_t scope_id, int64_t limit) {
-  std::string match;
-  std::string counts;
-  for (const auto& w : words) {
-    match += (match.empty() ? "\"" : " OR \"") + w + "\"";
-    counts += (counts.empty() ? "" : ",") + std::to_string(DocumentCount(db, w));
-  }
+  const auto [match, counts] = MatchAndCounts(db, words);
   auto st = db.Prepare(
       "SELECT tmcra_rank(records_fts, ?2, ?3, ?4, ?5) FROM records_fts WHERE records_fts "
       "MATCH ?1 LIMIT 1");
@@ -206,12 +209,7 @@ std::optional<std::vector<tmcra::memory::RankedRow>> Rank(tmcra::db::Database& d
 std::vector<tmcra::memory::RankedRow> RankInSql(tmcra::db::Database& db,
                                                 const std::vector<std::string>& words,
                                                 const std::string& scope, int64_t limit) {
-  std::string match;
-  std::string counts;
-  for (const auto& w : words) {
-    match += (match.empty() ? "\"" : " OR \"") + w + "\"";
-    counts += (counts.empty() ? "" : ",") + std::to_string(DocumentCount(db, w));
-  }
+  const auto [match, counts] = MatchAndCounts(db, words);
   auto st = db.Prepare(
       "SELECT f.rowid, tmcra_bm25(records_fts, ?2) AS score FROM records_fts f "
       "JOIN records r ON r.event_seq = f.rowid WHERE records_fts MATCH ?1 AND r.scope_name = ?3 "

@@ -71,6 +71,14 @@ IndexShape Shape(const std::string& path) {
   return *shape;
 }
 
+// At least 40 sessions, each its own job, and more until a full rewrite is due.
+void IngestUntilDue(Engine& engine, const std::string& path) {
+  for (int n = 0; n < 40 || !CompactionDue(Shape(path)); ++n) {
+    REQUIRE(n < 200);
+    IngestSession(engine, n, true);
+  }
+}
+
 // The recall answer without its random query id.
 json Answer(Engine& engine, const std::string& query) {
   auto r = engine.Recall("a", {{"query", query}, {"max_windows", 8}});
@@ -171,10 +179,7 @@ TEST_CASE("compaction leaves nothing to do and the same answers, and spares a re
   TempDir dir;
   const std::string path = dir.File("data/memory.db");
   auto engine = Open(path, false);
-  for (int n = 0; n < 40 || !CompactionDue(Shape(path)); ++n) {
-    REQUIRE(n < 200);
-    IngestSession(*engine, n, true);
-  }
+  IngestUntilDue(*engine, path);
   const IndexShape before = Shape(path);
   REQUIRE(before.segments > 1);
   const json port = Answer(*engine, "which port did session 17 use");
@@ -253,10 +258,7 @@ TEST_CASE("the worker compacts once it has no job left", "[memory][compaction]")
   const std::string path = dir.File("data/memory.db");
   {
     auto engine = Open(path, false);
-    for (int n = 0; n < 40 || !CompactionDue(Shape(path)); ++n) {
-      REQUIRE(n < 200);
-      IngestSession(*engine, n, true);
-    }
+    IngestUntilDue(*engine, path);
   }
   const int initial = Shape(path).segments;
   auto engine = Open(path, true);  // looks at the indexes when it starts
