@@ -107,19 +107,20 @@ struct Target {
   std::string ca;
 };
 
-// One keep-alive client, configured as HttpMemoryApi configures its handles.
+// One keep-alive client, configured as HttpMemoryApi configures its handles; it POSTs to
+// `url` (the recall endpoint unless given).
 class Client {
  public:
-  explicit Client(const Target& target) : handle_(curl_easy_init()) {
-    for (const std::string& line :
-         {target.authorization, std::string("X-TMCRA-Client-Platform: mcp"),
-          std::string("Content-Type: application/json"), std::string("Expect:")}) {
-      headers_ = curl_slist_append(headers_, line.c_str());
-    }
+  explicit Client(const Target& target, const std::string& url = {})
+      : handle_(curl_easy_init()),
+        lines_{target.authorization, "X-TMCRA-Client-Platform: mcp",
+               "Content-Type: application/json", "Expect:"} {
+    for (const std::string& line : lines_) headers_ = curl_slist_append(headers_, line.c_str());
     const std::string agent = std::string(tmcra::kProductName) + "/" + tmcra::kVersion;
     CURL* h = handle_;
     ok_ = h != nullptr && headers_ != nullptr &&
-          curl_easy_setopt(h, CURLOPT_URL, target.url.c_str()) == CURLE_OK &&
+          curl_easy_setopt(h, CURLOPT_URL, (url.empty() ? target.url : url).c_str()) ==
+              CURLE_OK &&
           curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https") == CURLE_OK &&
           curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers_) == CURLE_OK &&
           curl_easy_setopt(h, CURLOPT_USERAGENT, agent.c_str()) == CURLE_OK &&
@@ -148,14 +149,25 @@ class Client {
 
   bool ok() const { return ok_; }
 
-  // POSTs `request` (kept alive by the caller until the call returns); the HTTP status, or
-  // -1 with `error` on a transport failure. The decoded answer is in body().
-  long Post(const std::string& request, std::string* error) {
+  // POSTs `request` (kept alive by the caller until the call returns), with `extra_header`
+  // (e.g. an Idempotency-Key) when given; the HTTP status, or -1 with `error` on a transport
+  // failure. The decoded answer is in body().
+  long Post(const std::string& request, std::string* error, const std::string& extra_header = {}) {
     body_.clear();
+    curl_slist* extra = nullptr;
+    if (!extra_header.empty()) {
+      for (const std::string& line : lines_) extra = curl_slist_append(extra, line.c_str());
+      extra = curl_slist_append(extra, extra_header.c_str());
+      curl_easy_setopt(handle_, CURLOPT_HTTPHEADER, extra);
+    }
     curl_easy_setopt(handle_, CURLOPT_POSTFIELDSIZE_LARGE,
                      static_cast<curl_off_t>(request.size()));
     curl_easy_setopt(handle_, CURLOPT_POSTFIELDS, request.c_str());
     const CURLcode rc = curl_easy_perform(handle_);
+    if (extra != nullptr) {
+      curl_easy_setopt(handle_, CURLOPT_HTTPHEADER, headers_);
+      curl_slist_free_all(extra);
+    }
     if (rc != CURLE_OK) {
       *error = curl_easy_strerror(rc);
       return -1;
@@ -177,6 +189,7 @@ class Client {
 
  private:
   CURL* handle_;
+  std::vector<std::string> lines_;  // the request headers
   curl_slist* headers_ = nullptr;
   bool ok_ = false;
   std::string body_;
@@ -205,16 +218,16 @@ bool MakeTarget(const std::map<std::string, std::string>& args, Target* target) 
 // One ingest every `every_ms` until `stop`: statuses counted in `statuses`.
 void WriteTrickle(const Target& target, const std::vector<std::string>& questions, int every_ms,
                   const std::atomic<bool>& stop, std::map<std::string, int64_t>* statuses) {
-  CURL* h = curl_easy_init();
-  if (h == nullptr) {
+  Client client(target, target.ingest_url);
+  if (!client.ok()) {
     ++(*statuses)["setup failed"];
     return;
   }
-  std::string answer;
   const std::string run = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
                                              Clock::now().time_since_epoch())
                                              .count());
   auto next = Clock::now();
+  std::string error;
   for (int i = 0; !stop.load(); ++i) {
     // One every N ms; after a slow answer, the next goes at once but no burst follows.
     next = std::max(next + std::chrono::milliseconds(every_ms), Clock::now());
@@ -225,35 +238,11 @@ void WriteTrickle(const Target& target, const std::vector<std::string>& question
                                    {"content", "A note while recalls run: " +
                                                    questions[static_cast<size_t>(i) % questions.size()]},
                                    {"timestamp", "2026-07-15T00:00:00Z"}}})}};
-    const std::string text = body.dump();
-    curl_slist* headers = nullptr;
-    for (const std::string& line :
-         {target.authorization, std::string("X-TMCRA-Client-Platform: mcp"),
-          std::string("Content-Type: application/json"), std::string("Expect:"),
-          "Idempotency-Key: bench-trickle-" + run + "-" + std::to_string(i)}) {
-      headers = curl_slist_append(headers, line.c_str());
-    }
-    answer.clear();
-    curl_easy_setopt(h, CURLOPT_URL, target.ingest_url.c_str());
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CAINFO, target.ca.c_str());
-    curl_easy_setopt(h, CURLOPT_PROXY, "");
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 60000L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnBody);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, static_cast<void*>(&answer));
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(text.size()));
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, text.c_str());
-    const CURLcode rc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(headers);
-    ++(*statuses)[rc != CURLE_OK ? std::string("transport: ") + curl_easy_strerror(rc)
-                                 : "HTTP " + std::to_string(status)];
+    const long status = client.Post(body.dump(), &error,
+                                    "Idempotency-Key: bench-trickle-" + run + "-" + std::to_string(i));
+    ++(*statuses)[status < 0 ? "transport: " + error : "HTTP " + std::to_string(status)];
     std::this_thread::sleep_until(next);
   }
-  curl_easy_cleanup(h);
 }
 
 // ---- floor --------------------------------------------------------------------------------

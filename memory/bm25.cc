@@ -13,24 +13,6 @@ namespace tmcra::memory {
 
 namespace {
 
-// SQLite's varint (FTS5 stores column sizes with it): big-endian groups of 7 bits, the high bit
-// set on every byte but the last; a ninth byte contributes all 8 bits.
-bool ReadVarint(const unsigned char* p, int n, uint64_t* out) {
-  uint64_t v = 0;
-  for (int i = 0; i < n && i < 9; ++i) {
-    if (i == 8) {
-      *out = (v << 8) | p[i];
-      return true;
-    }
-    v = (v << 7) | (p[i] & 0x7fu);
-    if ((p[i] & 0x80u) == 0) {
-      *out = v;
-      return true;
-    }
-  }
-  return false;
-}
-
 struct QueryData {
   std::vector<double> idf;         // per phrase
   std::vector<int64_t> documents;  // per phrase: how many rows hold it
@@ -39,12 +21,11 @@ struct QueryData {
 
 void FreeQueryData(void* p) { delete static_cast<QueryData*>(p); }
 
-// Mirrors fts5Bm25GetData: N and the total size from the index, IDF per phrase. With `keep`,
-// the data is kept as the query's auxiliary data (freed by FTS5); otherwise it is the caller's.
+// Mirrors fts5Bm25GetData: N and the total size from the index, IDF per phrase.
 // `name` (the SQL function's) starts every error message.
 int LoadQueryData(const char* name, const Fts5ExtensionApi* api, Fts5Context* fts,
-                  sqlite3_value* counts, bool keep, std::unique_ptr<QueryData>* out,
-                  QueryData** kept, std::string* error) {
+                  sqlite3_value* counts, std::unique_ptr<QueryData>* out,
+                  std::string* error) {
   sqlite3_int64 rows = 0;
   sqlite3_int64 tokens = 0;
   int rc = api->xRowCount(fts, &rows);
@@ -79,14 +60,8 @@ int LoadQueryData(const char* name, const Fts5ExtensionApi* api, Fts5Context* ft
              std::to_string(phrases) + " phrases";
     return SQLITE_ERROR;
   }
-  if (!keep) {
-    *out = std::move(data);
-    return SQLITE_OK;
-  }
-  *kept = data.release();
-  rc = api->xSetAuxdata(fts, *kept, FreeQueryData);
-  if (rc != SQLITE_OK) *kept = nullptr;  // xSetAuxdata freed it
-  return rc;
+  *out = std::move(data);
+  return SQLITE_OK;
 }
 
 void ResultLoadError(sqlite3_context* ctx, int rc, const std::string& error) {
@@ -124,9 +99,14 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   facts->Prefetch(rowid);
   auto* data = static_cast<QueryData*>(api->xGetAuxdata(fts, 0));
   if (data == nullptr) {
+    std::unique_ptr<QueryData> loaded;
     std::string error;
-    const int rc = LoadQueryData("tmcra_bm25", api, fts, argv[0], true, nullptr, &data, &error);
+    int rc = LoadQueryData("tmcra_bm25", api, fts, argv[0], &loaded, &error);
     if (rc != SQLITE_OK) return ResultLoadError(ctx, rc, error);
+    // Kept for the query's other rows; FTS5 frees it (and frees it at once on failure).
+    data = loaded.release();
+    rc = api->xSetAuxdata(fts, data, FreeQueryData);
+    if (rc != SQLITE_OK) return ResultLoadError(ctx, rc, "");
   }
   const size_t phrases = data->idf.size();
   double freq_small[16] = {};
@@ -211,7 +191,7 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   const auto scope = static_cast<uint32_t>(sqlite3_value_int64(argv[1]));
   std::unique_ptr<QueryData> data;
   std::string error;
-  int rc = LoadQueryData("tmcra_rank", api, fts, argv[0], false, &data, nullptr, &error);
+  int rc = LoadQueryData("tmcra_rank", api, fts, argv[0], &data, &error);
   if (rc != SQLITE_OK) return ResultLoadError(ctx, rc, error);
   // Each phrase's doclist, walked once. Rows of every scope come through here; the scope is
   // checked while merging, where the next rows are known and their entries can be prefetched.
@@ -352,9 +332,8 @@ Status RowFacts::CatchUp(db::Database& db) {
     const std::string scope = st->Text(1);
     const std::string blob = st->Text(2);
     uint64_t size = 0;
-    if (!ReadVarint(reinterpret_cast<const unsigned char*>(blob.data()),
-                    static_cast<int>(blob.size()), &size) ||
-        size >= kMissing) {
+    size_t at = 0;
+    if (!db::ReadVarint(blob, at, size) || size >= kMissing) {
       continue;  // not held: ranked the slow way
     }
     if (!have_scope || scope != last_scope) {

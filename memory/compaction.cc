@@ -9,25 +9,6 @@ namespace {
 
 constexpr int64_t kStructureRowid = 10;  // FTS5_STRUCTURE_ROWID
 
-// SQLite's varint, as FTS5 writes it.
-bool ReadVarint(std::string_view record, size_t& at, uint64_t& out) {
-  uint64_t v = 0;
-  for (int i = 0; i < 9; ++i) {
-    if (at >= record.size()) return false;
-    const auto byte = static_cast<unsigned char>(record[at++]);
-    if (i == 8) {
-      out = (v << 8) | byte;
-      return true;
-    }
-    v = (v << 7) | (byte & 0x7fu);
-    if ((byte & 0x80u) == 0) {
-      out = v;
-      return true;
-    }
-  }
-  return false;
-}
-
 Error Malformed(const std::string& what) {
   return Error::Internal("unexpected FTS5 structure record: " + what);
 }
@@ -43,8 +24,8 @@ Result<IndexShape> ParseIndexShape(std::string_view record) {
   uint64_t levels = 0;
   uint64_t segments = 0;
   uint64_t write_counter = 0;
-  if (!ReadVarint(record, at, levels) || !ReadVarint(record, at, segments) ||
-      !ReadVarint(record, at, write_counter)) {
+  if (!db::ReadVarint(record, at, levels) || !db::ReadVarint(record, at, segments) ||
+      !db::ReadVarint(record, at, write_counter)) {
     return Malformed("header");
   }
   // Every level and segment takes bytes of the record. (SQLite 3.40 adds a level at each full
@@ -55,7 +36,7 @@ Result<IndexShape> ParseIndexShape(std::string_view record) {
   for (uint64_t level = 0; level < levels; ++level) {
     uint64_t merging = 0;
     uint64_t count = 0;
-    if (!ReadVarint(record, at, merging) || !ReadVarint(record, at, count)) {
+    if (!db::ReadVarint(record, at, merging) || !db::ReadVarint(record, at, count)) {
       return Malformed("level header");
     }
     if (merging > 0) shape.merging = true;
@@ -63,14 +44,14 @@ Result<IndexShape> ParseIndexShape(std::string_view record) {
       uint64_t id = 0;
       uint64_t first = 0;
       uint64_t last = 0;
-      if (!ReadVarint(record, at, id) || !ReadVarint(record, at, first) ||
-          !ReadVarint(record, at, last)) {
+      if (!db::ReadVarint(record, at, id) || !db::ReadVarint(record, at, first) ||
+          !db::ReadVarint(record, at, last)) {
         return Malformed("segment");
       }
       if (v2) {  // origin1, origin2, tombstone pages, tombstone entries, entries
         for (int extra = 0; extra < 5; ++extra) {
           uint64_t ignored = 0;
-          if (!ReadVarint(record, at, ignored)) return Malformed("segment (3.44 layout)");
+          if (!db::ReadVarint(record, at, ignored)) return Malformed("segment (3.44 layout)");
         }
       }
       const int64_t pages = last >= first ? static_cast<int64_t>(last - first + 1) : 0;

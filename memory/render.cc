@@ -43,10 +43,6 @@ void AppendEscape(std::string& out, uint32_t cp) {
   out.append(buf, static_cast<size_t>(n));
 }
 
-}  // namespace
-
-namespace {
-
 // Text of printable ASCII, newlines and tabs only (most stored text): nothing to decode,
 // replace or escape but a '[' or '\\' that starts a line's content.
 bool IsPlainText(std::string_view input) {

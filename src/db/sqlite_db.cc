@@ -14,6 +14,24 @@
 
 namespace tmcra::db {
 
+bool ReadVarint(std::string_view bytes, size_t& at, uint64_t& out) {
+  uint64_t v = 0;
+  for (int i = 0; i < 9; ++i) {
+    if (at >= bytes.size()) return false;
+    const auto byte = static_cast<unsigned char>(bytes[at++]);
+    if (i == 8) {
+      out = (v << 8) | byte;
+      return true;
+    }
+    v = (v << 7) | (byte & 0x7fu);
+    if ((byte & 0x80u) == 0) {
+      out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
 namespace {
 
 // Process-wide SQLite settings, made once before the first connection (sqlite3_config is

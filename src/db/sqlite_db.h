@@ -25,6 +25,11 @@ struct sqlite3_stmt;
 
 namespace tmcra::db {
 
+// Reads one of SQLite's varints (as FTS5 stores sizes and structure fields: big-endian groups
+// of 7 bits, the high bit set on every byte but the last; a ninth byte gives all 8 bits) from
+// `bytes` at `at`, and moves `at` past it. False when the bytes end first.
+bool ReadVarint(std::string_view bytes, size_t& at, uint64_t& out);
+
 class Database;
 struct StatementCache;  // a connection's idle statements (sqlite_db.cc)
 

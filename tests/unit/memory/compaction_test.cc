@@ -79,6 +79,34 @@ void IngestUntilDue(Engine& engine, const std::string& path) {
   }
 }
 
+// Polls `done` for up to 20 s.
+bool WaitFor(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+// Whether every job of `jobs` has succeeded.
+bool Succeeded(Engine& engine, const std::vector<std::string>& jobs) {
+  for (const auto& job : jobs) {
+    auto view = engine.GetJob(job);
+    REQUIRE(view);
+    if ((*view)["status"] != "succeeded") return false;
+  }
+  return true;
+}
+
+// Whether recalling `query` shows a window of `session`.
+bool Shows(Engine& engine, const std::string& query, const std::string& session) {
+  auto answer = engine.Recall("a", {{"query", query}, {"max_windows", 8}});
+  REQUIRE(answer);
+  bool found = false;
+  for (const auto& w : (*answer)["evidence"]["windows"]) found = found || w["session_id"] == session;
+  return found;
+}
+
 // The recall answer without its random query id.
 json Answer(Engine& engine, const std::string& query) {
   auto r = engine.Recall("a", {{"query", query}, {"max_windows", 8}});
@@ -262,36 +290,17 @@ TEST_CASE("the worker compacts once it has no job left", "[memory][compaction]")
   }
   const int initial = Shape(path).segments;
   auto engine = Open(path, true);  // looks at the indexes when it starts
-  const auto wait_for = [](const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!done() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return done();
-  };
   const auto settled = [&] {
     return tmcra::memory::ChooseCompaction(Shape(path)) == tmcra::memory::CompactionStep::kNone;
   };
-  CHECK(wait_for(settled));
+  CHECK(WaitFor(settled));
   CHECK(Shape(path).segments < initial);
   // And again after jobs have made it due.
   std::vector<std::string> jobs;
   for (int n = 1000; n < 1040; ++n) jobs.push_back(IngestSession(*engine, n, false));
-  const auto all_done = [&] {
-    for (const auto& job : jobs) {
-      auto view = engine->GetJob(job);
-      REQUIRE(view);
-      if ((*view)["status"] != "succeeded") return false;
-    }
-    return true;
-  };
-  CHECK(wait_for(all_done));
-  CHECK(wait_for(settled));
-  auto answer = engine->Recall("a", {{"query", "session 1039 port"}, {"max_windows", 8}});
-  REQUIRE(answer);
-  bool found = false;
-  for (const auto& w : (*answer)["evidence"]["windows"]) found = found || w["session_id"] == "s1039";
-  CHECK(found);
+  CHECK(WaitFor([&] { return Succeeded(*engine, jobs); }));
+  CHECK(WaitFor(settled));
+  CHECK(Shows(*engine, "session 1039 port", "s1039"));
 }
 
 TEST_CASE("the worker waits for a pause in the jobs before it compacts", "[memory][compaction]") {
@@ -308,14 +317,7 @@ TEST_CASE("the worker waits for a pause in the jobs before it compacts", "[memor
   IndexShape shape;
   for (int n = 1; n <= 100; ++n) {
     const std::string job = IngestSession(*engine, n, false);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    for (;;) {
-      auto view = engine->GetJob(job);
-      REQUIRE(view);
-      if ((*view)["status"] == "succeeded") break;
-      REQUIRE(std::chrono::steady_clock::now() < deadline);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    REQUIRE(WaitFor([&] { return Succeeded(*engine, {job}); }));
     shape = Shape(path);
     if (CompactionDue(shape)) break;
   }
@@ -379,11 +381,7 @@ TEST_CASE("many rounds of writes and compaction: the structure record stays read
     CHECK(shape.segments <= 1 + (CompactionDue(shape) ? 0 : 16));
     CHECK_FALSE(CompactionDue(shape));
   }
-  auto answer = engine->Recall("a", {{"query", "which port did session 77 use"}, {"max_windows", 8}});
-  REQUIRE(answer);
-  bool found = false;
-  for (const auto& w : (*answer)["evidence"]["windows"]) found = found || w["session_id"] == "s77";
-  CHECK(found);
+  CHECK(Shows(*engine, "which port did session 77 use", "s77"));
   auto db = tmcra::db::Database::Open({path});
   REQUIRE(db);
   CHECK((*db)->Exec("INSERT INTO records_fts(records_fts) VALUES('integrity-check')"));
