@@ -1,24 +1,31 @@
 #include "src/common/json_depth.h"
 
+#include <cstddef>
+
+#include "src/common/json_scan.h"
+
 namespace tmcra {
 
 int JsonNestingDepth(std::string_view text, int limit) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
   int depth = 0;
   int deepest = 0;
   bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
+  for (size_t i = 0; i < n; ++i) {
     if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
+      // Only '"' and '\\' matter inside a string; the scan also stops at control and non-ASCII
+      // bytes, which are stepped over one at a time.
+      i += PlainJsonRun(p + i, n - i);
+      if (i >= n) break;
+      if (p[i] == '\\') {
+        ++i;  // the escaped byte
+      } else if (p[i] == '"') {
         in_string = false;
       }
       continue;
     }
-    switch (c) {
+    switch (p[i]) {
       case '"': in_string = true; break;
       case '[':
       case '{':

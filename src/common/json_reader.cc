@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "src/common/json_scan.h"
 #include "src/common/utf8.h"
 
 namespace tmcra {
@@ -89,7 +90,7 @@ class Reader {
     ++p_;
     for (;;) {
       const unsigned char* run = p_;
-      while (p_ < end_ && *p_ >= 0x20 && *p_ != '"' && *p_ != '\\' && *p_ < 0x80) ++p_;
+      p_ += PlainJsonRun(p_, static_cast<size_t>(end_ - p_));
       s.append(reinterpret_cast<const char*>(run), static_cast<size_t>(p_ - run));
       if (p_ >= end_) return false;
       const unsigned char c = *p_;

@@ -1,10 +1,8 @@
 #include "src/common/json_writer.h"
 
-#include <bit>
 #include <charconv>
-#include <cstdint>
-#include <cstring>
 
+#include "src/common/json_scan.h"
 #include "src/common/utf8.h"
 
 namespace tmcra {
@@ -23,30 +21,9 @@ bool AppendValidString(std::string& out, std::string_view text) {
   const size_t n = text.size();
   size_t run = 0;  // start of the bytes not yet copied
   for (size_t i = 0; i < n;) {
-    // Eight bytes at a time while none needs a look: no control byte, '"', '\\' or non-ASCII.
-    // Each test sets a byte's high bit exactly when that byte matches, unless a lower byte of
-    // the word matched already (its borrow): the lowest flagged byte is always a true match.
-    while (std::endian::native == std::endian::little && i + 8 <= n) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      constexpr uint64_t kOnes = 0x0101010101010101ULL;
-      constexpr uint64_t kHigh = 0x8080808080808080ULL;
-      const uint64_t quote = w ^ (kOnes * '"');
-      const uint64_t slash = w ^ (kOnes * '\\');
-      const uint64_t flagged = (w | ((w - kOnes * 0x20) & ~w) | ((quote - kOnes) & ~quote) |
-                                ((slash - kOnes) & ~slash)) & kHigh;
-      if (flagged != 0) {
-        i += static_cast<size_t>(std::countr_zero(flagged)) / 8;
-        break;
-      }
-      i += 8;
-    }
+    i += PlainJsonRun(p + i, n - i);
     if (i >= n) break;
     const unsigned char c = p[i];
-    if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-      ++i;
-      continue;
-    }
     if (c >= 0x80) {
       const size_t len = Utf8SequenceLength(text, i);
       if (len == 0) {

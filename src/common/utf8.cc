@@ -1,8 +1,26 @@
 #include "src/common/utf8.h"
 
 #include <cstdint>
+#include <cstring>
 
 namespace tmcra {
+
+namespace {
+
+// The length of the run of ASCII bytes at text[i...], eight bytes at a time.
+size_t AsciiRun(std::string_view text, size_t i) {
+  const size_t start = i;
+  while (i + 8 <= text.size()) {
+    uint64_t word = 0;
+    std::memcpy(&word, text.data() + i, sizeof word);
+    if ((word & 0x8080808080808080ULL) != 0) break;
+    i += 8;
+  }
+  while (i < text.size() && static_cast<unsigned char>(text[i]) < 0x80) ++i;
+  return i - start;
+}
+
+}  // namespace
 
 size_t Utf8SequenceLength(std::string_view text, size_t i) {
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
@@ -32,15 +50,25 @@ size_t Utf8SequenceLength(std::string_view text, size_t i) {
 
 size_t CodePointLength(std::string_view text) {
   size_t count = 0;
-  for (size_t i = 0; i < text.size(); ++count) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t ascii = AsciiRun(text, i);
+    if (ascii > 0) {
+      i += ascii;
+      count += ascii;
+      continue;
+    }
     const size_t n = Utf8SequenceLength(text, i);
     i += n == 0 ? 1 : n;
+    ++count;
   }
   return count;
 }
 
 bool IsValidUtf8(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
+    i += AsciiRun(text, i);
+    if (i >= text.size()) break;
     const size_t n = Utf8SequenceLength(text, i);
     if (n == 0) return false;
     i += n;

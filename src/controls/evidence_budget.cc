@@ -1,6 +1,6 @@
 #include "src/controls/evidence_budget.h"
 
-#include <set>
+#include <unordered_set>
 
 #include "src/common/sha256.h"
 #include "src/common/utf8.h"
@@ -19,8 +19,8 @@ bool StartsBlock(std::string_view rest) {
 
 }  // namespace
 
-std::vector<std::string> SplitEvidenceBlocks(std::string_view content) {
-  std::vector<std::string> blocks;
+std::vector<std::string_view> SplitEvidenceBlocks(std::string_view content) {
+  std::vector<std::string_view> blocks;
   size_t start = 0;
   size_t pos = 0;
   while ((pos = content.find("\n\n", pos)) != std::string_view::npos) {
@@ -38,16 +38,19 @@ std::vector<std::string> SplitEvidenceBlocks(std::string_view content) {
 
 Selection SelectEvidence(std::string_view content, size_t budget, std::string_view visible) {
   Selection out;
-  std::set<std::string> seen;
+  out.content.reserve(content.size());
+  // The contract keys blocks by their SHA-256; equal digests are equal blocks, so the blocks
+  // themselves are compared and only an omitted block's digest is computed.
+  std::unordered_set<std::string_view> seen;
   bool first = true;
-  for (const std::string& block : SplitEvidenceBlocks(content)) {
-    const std::string digest = Sha256Hex(block);
+  for (const std::string_view block : SplitEvidenceBlocks(content)) {
     const bool duplicate =
-        !seen.insert(digest).second ||
+        !seen.insert(block).second ||
         (!visible.empty() && visible.find(block) != std::string_view::npos);
-    const size_t length = CodePointLength(block);
+    const size_t length = duplicate ? 0 : CodePointLength(block);
     if (duplicate || out.characters + length + 2 > budget) {
-      out.omitted.push_back({{"hash", digest}, {"reason", duplicate ? "duplicate" : "budget"}});
+      out.omitted.push_back(
+          {{"hash", Sha256Hex(block)}, {"reason", duplicate ? "duplicate" : "budget"}});
       continue;
     }
     if (!first) out.content += "\n\n";

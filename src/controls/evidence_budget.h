@@ -26,7 +26,8 @@ struct Selection {
   nlohmann::json ToJson() const;  // {content, omitted, characters, estimatedTokens, tokenEstimateOnly}
 };
 
-std::vector<std::string> SplitEvidenceBlocks(std::string_view content);
+// Views into `content`.
+std::vector<std::string_view> SplitEvidenceBlocks(std::string_view content);
 Selection SelectEvidence(std::string_view content, size_t budget, std::string_view visible = {});
 
 }  // namespace tmcra::controls

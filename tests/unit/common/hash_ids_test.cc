@@ -2,6 +2,9 @@
 
 #include <regex>
 #include <set>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "src/common/ids.h"
 #include "src/common/sha256.h"
@@ -11,6 +14,32 @@ TEST_CASE("SHA-256 hex matches known digests", "[common][sha256]") {
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   CHECK(tmcra::Sha256Hex("abc") ==
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  // Two blocks (the context is reused between calls and after a longer input).
+  CHECK(tmcra::Sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(tmcra::Sha256Hex("abc") ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_CASE("SHA-256 gives the same digests on many threads at once", "[common][sha256]") {
+  const std::string million(1000000, 'a');
+  std::vector<std::string> digests(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < digests.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        if (tmcra::Sha256Hex("abc") !=
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") {
+          return;
+        }
+      }
+      digests[t] = tmcra::Sha256Hex(million);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (const auto& digest : digests) {
+    CHECK(digest == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  }
 }
 
 TEST_CASE("UUIDv4 has the version and variant bits and does not repeat", "[common][ids]") {

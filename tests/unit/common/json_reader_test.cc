@@ -6,6 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "src/common/json_depth.h"
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -125,6 +128,73 @@ TEST_CASE("ReadJsonStrict accepts and builds what json::parse does, on edge case
       "\"\xc3\"", "\"\xc0\x80\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\"\xff\"",
       "[1 2]", "{\"a\" 1}", "{} {}", "[] x", "// c\n1", "'a'"};
   for (const char* text : refused) CHECK_FALSE(Agree(text));
+}
+
+TEST_CASE("ReadJsonStrict reads a byte that stops a clean run at every position", "[common][json]") {
+  // Strings are scanned eight bytes at a time: each kind of byte that stops the scan (escapes,
+  // a raw control byte, a closing quote, UTF-8 valid and not), at each offset within and across
+  // those words, in runs of clean ASCII of every length up to 40; the answer and the value must
+  // be json::parse's.
+  const std::string specials[] = {"\\n", "\\\"", "\\\\", "\\u00e9", "\\ud83d\\ude00", "\\/",
+                                  "\x1f", "\x7f", " ", "~", "\xc3\xa9", "\xe2\x82\xac",
+                                  "\xf0\x9f\x98\x80", "\xff", "\xc3", "\x80", "\"", "\t"};
+  int accepted = 0;
+  int refused = 0;
+  for (size_t length = 0; length <= 40; ++length) {
+    for (size_t pos = 0; pos <= length; ++pos) {
+      for (const auto& special : specials) {
+        std::string body(length, 'a');
+        body.insert(pos, special);
+        (Agree("[\"" + body + "\"]") ? accepted : refused) += 1;  // Agree REQUIREs json::parse's answer
+      }
+    }
+  }
+  CHECK(accepted > 10000);
+  CHECK(refused > 4000);
+}
+
+TEST_CASE("JsonNestingDepth skips strings whatever they hold, at every position", "[common][json]") {
+  // The bytes inside a string are skipped eight at a time: brackets, escaped quotes and
+  // backslashes, control and non-ASCII bytes at each offset; the depth must be a byte-at-a-time
+  // count's.
+  const auto reference = [](std::string_view text, int limit) {
+    int depth = 0;
+    int deepest = 0;
+    bool in_string = false;
+    bool escaped = false;
+    for (char c : text) {
+      if (in_string) {
+        if (escaped) {
+          escaped = false;
+        } else if (c == '\\') {
+          escaped = true;
+        } else if (c == '"') {
+          in_string = false;
+        }
+        continue;
+      }
+      if (c == '"') in_string = true;
+      if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+      if ((c == ']' || c == '}') && depth > 0) --depth;
+    }
+    return std::min(deepest, limit + 1);
+  };
+  const std::string specials[] = {"[", "{", "\\\"", "\\\\", "\\\\\"[", "\\", "\"", "\x01", "\xc3\xa9",
+                                  "\xff", "\\u005b", "]]"};
+  for (size_t length = 0; length <= 24; ++length) {
+    for (size_t pos = 0; pos <= length; ++pos) {
+      for (const auto& special : specials) {
+        std::string inside(length, 'a');
+        inside.insert(pos, special);
+        for (const std::string& text :
+             {"[\"" + inside + "\",[[1]]]", "{\"k\":\"" + inside + "\"}", "[[\"" + inside}) {
+          INFO(text);
+          REQUIRE(tmcra::JsonNestingDepth(text, 64) == reference(text, 64));
+          REQUIRE(tmcra::JsonNestingDepth(text, 1) == reference(text, 1));
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("ReadJsonStrict refuses a repeated key at any depth", "[common][json]") {

@@ -45,3 +45,22 @@ TEST_CASE("selection keeps whole blocks within budget and drops duplicates", "[c
   CHECK(tight.omitted.size() == 2);
   CHECK(tight.omitted[0]["reason"] == "budget");
 }
+
+TEST_CASE("an identical block is a duplicate, named by its SHA-256", "[controls][budget]") {
+  const std::string block = "[Immutable source window 1 | date=d]\nthe same fact";
+  const std::string content = "[TMCRA authority policy | p]\n\n" + block + "\n\n" + block +
+                              "\n\n[Immutable source window 2 | date=d]\nanother fact";
+  auto selection = SelectEvidence(content, 100000);
+  REQUIRE(selection.omitted.size() == 1);
+  CHECK(selection.omitted[0]["reason"] == "duplicate");
+  CHECK(selection.omitted[0]["hash"] == tmcra::Sha256Hex(block));
+  CHECK(selection.content == "[TMCRA authority policy | p]\n\n" + block +
+                                 "\n\n[Immutable source window 2 | date=d]\nanother fact");
+  // An omitted block over the budget is named by its digest too.
+  auto tight = SelectEvidence(content, 30 + 2 + 50 + 2);
+  REQUIRE(tight.omitted.size() == 2);
+  CHECK(tight.omitted[0]["reason"] == "duplicate");
+  CHECK(tight.omitted[1]["reason"] == "budget");
+  CHECK(tight.omitted[1]["hash"] ==
+        tmcra::Sha256Hex("[Immutable source window 2 | date=d]\nanother fact"));
+}
