@@ -27,15 +27,14 @@ Error InvalidJson(std::string message, int status, std::string_view request_id) 
   return error;
 }
 
-// Strict parse without exceptions: a discarded value on any failure; `duplicate` tells a
-// duplicate key apart from a syntax error (a second value under one key is ambiguous: which
-// would the service mean?). The caller refuses a BOM and NUL bytes first, the two inputs on
-// which nlohmann's parser would be more lenient.
-json StrictParse(std::string_view body, bool* duplicate) {
+// Strict parse without exceptions, nesting capped at kMaxResponseDepth: a discarded value on
+// any failure; `why` tells a duplicate key (a second value under one key is ambiguous: which
+// would the service mean?) and too deep a nesting apart from a syntax error. The caller refuses
+// a BOM and NUL bytes first, the two inputs on which nlohmann's parser would be more lenient.
+json StrictParse(std::string_view body, JsonReadResult* why) {
   json value;
-  const JsonReadResult r = ReadJsonStrict(body, value);
-  *duplicate = r.duplicate_key;
-  return r.ok ? std::move(value) : json(json::value_t::discarded);
+  *why = ReadJsonStrict(body, value, kMaxResponseDepth);
+  return why->ok ? std::move(value) : json(json::value_t::discarded);
 }
 
 }  // namespace
@@ -82,14 +81,14 @@ Result<json> ParseResponseObject(std::string_view body, int status, std::string_
     // whatever follows.
     return InvalidJson(what + "a body with a NUL byte" + with_status, status, request_id);
   }
-  if (NestingDepth(body, kMaxResponseDepth) > kMaxResponseDepth) {
+  JsonReadResult why;
+  json value = StrictParse(body, &why);
+  if (why.too_deep) {
     return InvalidJson(what + "JSON nested deeper than " + std::to_string(kMaxResponseDepth) +
                            " levels" + with_status,
                        status, request_id);
   }
-  bool duplicate = false;
-  json value = StrictParse(body, &duplicate);
-  if (duplicate) {
+  if (why.duplicate_key) {
     return InvalidJson(what + "JSON with a duplicate object key" + with_status, status,
                        request_id);
   }
@@ -105,11 +104,10 @@ Result<json> ParseResponseObject(std::string_view body, int status, std::string_
 Error ApiError(int status, std::string_view body, std::string_view request_id_header) {
   json payload;
   if (!body.empty() && body.substr(0, 3) != "\xEF\xBB\xBF" &&
-      body.find('\0') == std::string_view::npos &&
-      NestingDepth(body, kMaxResponseDepth) <= kMaxResponseDepth) {
-    bool duplicate = false;
-    payload = StrictParse(body, &duplicate);
-    if (duplicate) payload = json();  // ambiguous: as if there were no envelope
+      body.find('\0') == std::string_view::npos) {
+    JsonReadResult why;
+    payload = StrictParse(body, &why);
+    if (why.duplicate_key) payload = json();  // ambiguous: as if there were no envelope
   }
   json envelope = json::object();
   if (payload.is_object()) {

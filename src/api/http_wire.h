@@ -4,8 +4,6 @@
 // HttpMemoryApi and tested on their own.
 #pragma once
 
-#include "src/common/json_depth.h"
-
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -17,7 +15,7 @@
 
 namespace tmcra::api::wire {
 
-// Answers nested deeper than this are refused before they are parsed (as on stdin).
+// Answers nested deeper than this are refused (the reader stops there; stdin has the same cap).
 inline constexpr int kMaxResponseDepth = 64;
 // A path parameter longer than this is refused: no valid scope, job or memory id comes close.
 inline constexpr size_t kMaxSegmentBytes = 1024;
@@ -33,10 +31,6 @@ Status CheckPathSegment(std::string_view value, std::string_view field);
 // A header value we are willing to send: no control characters (so no CR/LF injection) and no
 // leading or trailing space. The error names `field`, never the value.
 Status CheckHeaderValue(std::string_view value, std::string_view field);
-
-// Deepest nesting of arrays and objects in `text` (brackets outside strings), stopping at
-// limit + 1.
-inline int NestingDepth(std::string_view text, int limit) { return JsonNestingDepth(text, limit); }
 
 // The body of an answer with the expected status, as a JSON object. Refused (Errc::kProtocol,
 // api_code "invalid_json_response", http_status = `status`, not retryable): an empty body, a

@@ -18,14 +18,17 @@ using json = nlohmann::json;
 
 class Reader {
  public:
-  explicit Reader(std::string_view text)
-      : p_(reinterpret_cast<const unsigned char*>(text.data())), end_(p_ + text.size()) {}
+  Reader(std::string_view text, size_t max_depth)
+      : p_(reinterpret_cast<const unsigned char*>(text.data())),
+        end_(p_ + text.size()),
+        max_depth_(max_depth) {}
 
   JsonReadResult Read(json& out) {
     JsonReadResult result;
     json root;
     if (!Document(root)) {
       result.duplicate_key = duplicate_;
+      result.too_deep = too_deep_;
       return result;
     }
     out = std::move(root);
@@ -211,6 +214,10 @@ class Reader {
       if (p_ >= end_) return false;
       const unsigned char c = *p_;
       bool opened = false;
+      if ((c == '{' || c == '[') && max_depth_ > 0 && stack_.size() >= max_depth_) {
+        too_deep_ = true;
+        return false;
+      }
       switch (c) {
         case '{':
           ++p_;
@@ -307,14 +314,16 @@ class Reader {
 
   const unsigned char* p_;
   const unsigned char* end_;
+  const size_t max_depth_;
   std::vector<json*> stack_;
   bool duplicate_ = false;
+  bool too_deep_ = false;
 };
 
 }  // namespace
 
-JsonReadResult ReadJsonStrict(std::string_view text, json& out) {
-  Reader reader(text);
+JsonReadResult ReadJsonStrict(std::string_view text, json& out, size_t max_depth) {
+  Reader reader(text, max_depth);
   return reader.Read(out);
 }
 

@@ -8,8 +8,9 @@
 // does not skip a UTF-8 byte order mark, and it refuses an object that holds a key twice
 // (`duplicate_key` says so), because a second value under one key is ambiguous.
 //
-// Iterative (no recursion), so nesting depth costs no stack; callers that cap depth check it
-// first (src/common/json_depth.h). nlohmann's lexer copies every byte twice (token buffer and
+// Iterative (no recursion), so nesting depth costs no stack; a caller that caps depth passes
+// `max_depth` (arrays and objects nested deeper are refused with `too_deep`, as soon as the
+// reader gets there). nlohmann's lexer copies every byte twice (token buffer and
 // error context); this reader copies runs of plain string bytes at once, about 3x faster.
 #pragma once
 
@@ -22,10 +23,11 @@ namespace tmcra {
 struct JsonReadResult {
   bool ok = false;
   bool duplicate_key = false;  // with !ok: an object held a key twice
+  bool too_deep = false;       // with !ok: arrays and objects nested deeper than max_depth
 };
 
-// Parses `text` into `out` (left null on failure).
-JsonReadResult ReadJsonStrict(std::string_view text, nlohmann::json& out);
+// Parses `text` into `out` (left null on failure). `max_depth` 0: no limit.
+JsonReadResult ReadJsonStrict(std::string_view text, nlohmann::json& out, size_t max_depth = 0);
 
 // Exactly json::parse(text, nullptr, false): a discarded value on error, the last value under a
 // repeated key, a leading BOM skipped. ReadJsonStrict answers whenever it accepts (it then

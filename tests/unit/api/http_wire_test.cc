@@ -132,6 +132,11 @@ TEST_CASE("an answer must be one strict JSON object", "[wire][h8]") {
   for (int i = 0; i < 63; ++i) deep64 += "]";
   deep64 += "}";
   CHECK(wire::ParseResponseObject(deep64, 200, ""));
+  for (const auto& too_deep : {deep, deep65}) {
+    auto refused = wire::ParseResponseObject(too_deep, 200, "");
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message.find("nested deeper than 64 levels") != std::string::npos);
+  }
   auto ok = wire::ParseResponseObject(" {\"job_id\":\"j\",\"n\":[1,2.5,null,true],\"s\":\"caf\xc3\xa9 \\u00e9\"}\n", 202, "");
   REQUIRE(ok);
   CHECK((*ok)["job_id"] == "j");

@@ -197,6 +197,30 @@ TEST_CASE("JsonNestingDepth skips strings whatever they hold, at every position"
   }
 }
 
+TEST_CASE("ReadJsonStrict refuses nesting deeper than max_depth", "[common][json]") {
+  for (size_t depth : {1u, 2u, 63u, 64u, 65u, 200u}) {
+    const std::string arrays = std::string(depth, '[') + std::string(depth, ']');
+    std::string objects;
+    for (size_t i = 0; i < depth; ++i) objects += "{\"k\":";
+    objects += "1" + std::string(depth, '}');
+    for (const std::string& text : {arrays, objects}) {
+      json out;
+      const auto r = ReadJsonStrict(text, out, 64);
+      INFO("depth " << depth);
+      CHECK(r.ok == (depth <= 64));
+      CHECK(r.too_deep == (depth > 64));
+      CHECK(ReadJsonStrict(text, out).ok);  // no limit
+      CHECK(tmcra::JsonNestingDepth(text, 64) == static_cast<int>(std::min<size_t>(depth, 65)));
+    }
+  }
+  // Brackets inside strings are not nesting; a syntax error before the cap is not "too deep".
+  json out;
+  CHECK(ReadJsonStrict("[\"" + std::string(100, '[') + "\"]", out, 2).ok);
+  const auto bad = ReadJsonStrict("[1,,[[[[", out, 2);
+  CHECK_FALSE(bad.ok);
+  CHECK_FALSE(bad.too_deep);
+}
+
 TEST_CASE("ReadJsonStrict refuses a repeated key at any depth", "[common][json]") {
   for (const char* text : {"{\"a\":1,\"a\":2}", "[{\"b\":1,\"b\":1}]", "{\"x\":{\"\\u0061\":1,\"a\":2}}"}) {
     json out;
