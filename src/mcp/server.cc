@@ -393,7 +393,7 @@ std::optional<json> Server::HandleRequest(const json& id, const std::string& met
       return response;
     }
     StartWorker([this, id, params, call, finish] {
-      if (auto line = RunCallLine(id, params, call)) WriteLine(std::move(*line));
+      RunCallAndWrite(id, params, call);
       finish();
     });
     return std::nullopt;
@@ -510,16 +510,18 @@ std::optional<json> Server::RunCall(const json& id, const json& params,
   return MakeResult(id, ShapeResult(std::move(*outcome.result), outcome.version));
 }
 
-std::optional<std::string> Server::RunCallLine(const json& id, const json& params,
-                                               std::shared_ptr<Call> call) {
+void Server::RunCallAndWrite(const json& id, const json& params, std::shared_ptr<Call> call) {
   CallOutcome outcome = CallTool(id, params, call);
-  if (outcome.error) return Serialize(*outcome.error);
-  if (!outcome.result) return std::nullopt;
-  if (outcome.result->is_error) {
-    return Serialize(MakeResult(id, ShapeResult(std::move(*outcome.result), outcome.version)));
+  if (outcome.error) {
+    Write(*outcome.error);
+  } else if (outcome.result && outcome.result->is_error) {
+    Write(MakeResult(id, ShapeResult(std::move(*outcome.result), outcome.version)));
+  } else if (outcome.result) {
+    WriteLine(SerializeToolResult(id, outcome.result->structured,
+                                  outcome.version >= kStructuredContentVersion));
   }
-  return SerializeToolResult(id, outcome.result->structured,
-                             outcome.version >= kStructuredContentVersion);
+  // `outcome` (the result, and what the tool left in after_reply) is freed here, once the host
+  // has its answer.
 }
 
 Server::CallOutcome Server::CallTool(const json& id, const json& params,

@@ -31,9 +31,14 @@ struct ToolResult {
   json structured = json::object();  // the result object (structuredContent and text)
   bool is_error = false;
   std::string error_text;            // with is_error
+  // What the tool built but does not answer with (e.g. a recall's structured evidence), freed
+  // only after the answer is written: tearing down a large tree is not on the host's wait.
+  json after_reply;
 
-  static ToolResult Ok(json value) { return ToolResult{std::move(value), false, {}}; }
-  static ToolResult Fail(std::string text) { return ToolResult{json::object(), true, std::move(text)}; }
+  static ToolResult Ok(json value) { return ToolResult{std::move(value), false, {}, {}}; }
+  static ToolResult Fail(std::string text) {
+    return ToolResult{json::object(), true, std::move(text), {}};
+  }
 };
 
 struct ElicitResponse {

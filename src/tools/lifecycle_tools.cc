@@ -157,7 +157,6 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps) {
     request.session_id = session;
     request.query = content;
     request.evidence_mode = args.value("evidence_mode", "auto");
-    request.include_evidence = true;
     auto fresh = RecallForTool(deps, request);
     if (!fresh) return Failure(kTool, fresh.error());
     recall = std::move(*fresh);

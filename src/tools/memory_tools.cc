@@ -53,7 +53,7 @@ ToolResult Recall(const json& args, const MemoryToolDeps& deps) {
   request.query = args["query"].get<std::string>();
   request.evidence_mode = args.value("evidence_mode", "auto");
   request.wait_for_job_id = OptionalArg(args, "wait_for_job_id");
-  request.include_evidence = args.value("include_structured_evidence", false);
+  const bool include_evidence = args.value("include_structured_evidence", false);
   request.visible = args.value("visible_context", std::string());
   if (deps.controls != nullptr) {
     auto capture = deps.controls->GetPolicy(deps.control_key(request.scope), request.session_id);
@@ -65,7 +65,16 @@ ToolResult Recall(const json& args, const MemoryToolDeps& deps) {
   }
   auto out = RecallForTool(deps, request);
   if (!out) return Failure("tmcra_recall", out.error());
-  return ToolResult::Ok(std::move(*out));
+  ToolResult result = ToolResult::Ok(std::move(*out));
+  if (!include_evidence) {
+    // §2.2: dropped unless asked for; freed after the answer is written.
+    json& receipt = result.structured;
+    if (auto it = receipt.find("evidence"); it != receipt.end()) {
+      result.after_reply = std::move(*it);
+      receipt.erase(it);
+    }
+  }
+  return result;
 }
 
 // ---- tmcra_ingest ------------------------------------------------------------------------
@@ -264,7 +273,6 @@ Result<json> RecallForTool(const MemoryToolDeps& deps, const RecallRequest& requ
   auto receipt = receipts::RecallReceipt(std::move(*response), request.scope);
   if (!receipt) return receipt.error();
   json out = std::move(*receipt);
-  if (!request.include_evidence) out.erase("evidence");
   const json& prompt = out["prompt_evidence"];
   const auto& content = prompt["content"].get_ref<const std::string&>();
   const controls::Selection selection = controls::SelectEvidence(content, budget, request.visible);

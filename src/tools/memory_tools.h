@@ -37,9 +37,9 @@ void RegisterMemoryTools(mcp::Server& server, const MemoryToolDeps& deps);
 // tmcra_turn_prepare, tmcra_turn_commit, tmcra_reconcile (REQUIRES: deps.delivery).
 void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps);
 
-// The recall receipt a tool returns (§2.2): validated, evidence kept or dropped, budget
-// selection against `visible`, task hand-off, and the top-level trust boundary. Shared by
-// tmcra_recall and tmcra_turn_prepare.
+// The recall receipt a tool returns (§2.2): validated, budget selection against `visible`,
+// task hand-off, and the top-level trust boundary; structured `evidence` kept (tmcra_recall
+// drops it unless asked for it). Shared by tmcra_recall and tmcra_turn_prepare.
 struct RecallRequest {
   std::string scope;
   std::optional<std::string> agent_id;
@@ -47,7 +47,6 @@ struct RecallRequest {
   std::string query;
   std::string evidence_mode = "auto";
   std::string wait_for_job_id;
-  bool include_evidence = false;
   std::string visible;
 };
 [[nodiscard]] Result<nlohmann::json> RecallForTool(const MemoryToolDeps& deps,
