@@ -45,6 +45,10 @@ constexpr auto kShutdownGrace = 500ms;    // in-flight calls may finish on their
 constexpr auto kShutdownCancel = 400ms;   // then they are cancelled and get this long to stop
 constexpr const char* kStructuredContentVersion = "2025-06-18";  // structuredContent from here
 
+// True on the thread in ReaderLoop while it hands a chunk of input to HandleLine: the first
+// tools/call of the chunk is then left in next_call_ for that thread to answer.
+thread_local bool t_reading = false;
+
 }  // namespace
 
 struct Server::Call {
@@ -124,13 +128,47 @@ void Server::HandleLineForTest(std::string_view line, bool oversized) {
 
 int Server::Run(int in_fd, int out_fd) {
   out_fd_ = out_fd;
-  LineReader reader(kMaxLineBytes);
+  in_fd_ = in_fd;
+  // The input is read on a pooled thread; a thread that reads a tools/call hands the reading on
+  // and answers the call itself (ReaderLoop). This thread only waits for the input to end.
+  StartWorker([this] { ReaderLoop(); });
+  {
+    std::unique_lock lock(reading_mu_);
+    reading_cv_.wait(lock, [this] { return reading_done_; });
+  }
+  if (output_broken_.load()) spdlog::info("output closed; shutting down");
+  Shutdown();
+  return 0;
+}
+
+void Server::ReaderLoop() {
+  std::function<void()> call;
+  bool handed_on = false;
+  try {
+    handed_on = ReadUntilCall(call);
+  } catch (const std::exception& e) {
+    spdlog::error("reading the input failed: {}", e.what());
+  } catch (...) {
+    spdlog::error("reading the input failed with an unknown exception");
+  }
+  if (handed_on) {
+    call();
+    return;
+  }
+  {
+    std::lock_guard lock(reading_mu_);
+    reading_done_ = true;
+  }
+  reading_cv_.notify_all();
+}
+
+bool Server::ReadUntilCall(std::function<void()>& call) {
   const LineReader::LineFn on_line = [this](std::string_view line, bool oversized) {
     HandleLine(line, oversized);
   };
-  std::vector<char> buffer(64 * 1024);
+  read_buffer_.resize(64 * 1024);
   while (!output_broken_.load()) {
-    pollfd fds[2] = {{in_fd, POLLIN, 0}, {g_signal_read_fd, POLLIN, 0}};
+    pollfd fds[2] = {{in_fd_, POLLIN, 0}, {g_signal_read_fd, POLLIN, 0}};
     const nfds_t count = g_signal_read_fd >= 0 ? 2 : 1;
     const int ready = poll(fds, count, 250);
     if (ready < 0) {
@@ -144,22 +182,30 @@ int Server::Run(int in_fd, int out_fd) {
       break;
     }
     if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-    const ssize_t n = read(in_fd, buffer.data(), buffer.size());
+    const ssize_t n = read(in_fd_, read_buffer_.data(), read_buffer_.size());
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
       spdlog::error("reading stdin failed: {}", std::strerror(errno));
       break;
     }
     if (n == 0) {
-      reader.Finish(on_line);
+      line_reader_.Finish(on_line);
       spdlog::debug("end of input; shutting down");
       break;
     }
-    reader.Feed(std::string_view(buffer.data(), static_cast<size_t>(n)), on_line);
+    t_reading = true;
+    line_reader_.Feed(std::string_view(read_buffer_.data(), static_cast<size_t>(n)), on_line);
+    t_reading = false;
+    if (next_call_) {
+      // Another pooled thread goes on reading (its wake-up overlaps the call), and this one
+      // answers the call at once instead of waiting for a thread to wake for it.
+      call = std::move(next_call_);
+      next_call_ = nullptr;
+      StartWorker([this] { ReaderLoop(); });
+      return true;
+    }
   }
-  if (output_broken_.load()) spdlog::info("output closed; shutting down");
-  Shutdown();
-  return 0;
+  return false;
 }
 
 void Server::Shutdown() {
@@ -392,10 +438,15 @@ std::optional<json> Server::HandleRequest(const json& id, const std::string& met
       finish();
       return response;
     }
-    StartWorker([this, id, params, call, finish] {
+    auto work = [this, id, params, call, finish] {
       RunCallAndWrite(id, params, call);
       finish();
-    });
+    };
+    if (t_reading && !next_call_) {
+      next_call_ = std::move(work);  // the reading thread answers it (ReadUntilCall)
+    } else {
+      StartWorker(std::move(work));
+    }
     return std::nullopt;
   }
   return MakeError(id, rpc::kMethodNotFound, "Method not found: " + method);

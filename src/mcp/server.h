@@ -1,9 +1,11 @@
 // The MCP stdio server: newline-delimited JSON-RPC 2.0 over a pair of file descriptors.
 //
-// Threads: Run() reads the input on the calling thread and answers initialize, ping, tools/list
-// and errors there; every tools/call runs on a thread of its own, so a tool can send a
+// Threads: the input is read on a pooled thread, which answers initialize, ping, tools/list and
+// errors itself; every tools/call runs on a thread of its own, so a tool can send a
 // server-to-client request (elicitation/create) and wait while the reader routes the answer
-// back. Output goes through one writer (a mutex, one line per message, written in full).
+// back. The thread that reads a tools/call answers it and hands the reading to another pooled
+// thread (leader/follower), so no call waits for a thread to wake. Output goes through one
+// writer (a mutex, one line per message, written in full).
 //
 // Lifecycle: Run() returns 0 on end of input, on SIGTERM/SIGINT/SIGHUP (after
 // InstallSignalHandlers),
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "src/mcp/jsonrpc.h"
+#include "src/mcp/line_reader.h"
 #include "src/mcp/tool.h"
 
 namespace tmcra::mcp {
@@ -114,6 +117,11 @@ class Server {
   void PoolLoop();
   void StopWorkers();
   void Shutdown();
+  // Reads the input until a chunk holds a tools/call, then hands the reading to another pooled
+  // thread and answers the call; at the end of the input (or a signal, or a broken output) it
+  // tells Run(). Runs on one pooled thread at a time.
+  void ReaderLoop();
+  bool ReadUntilCall(std::function<void()>& call);  // true: reading handed on, `call` to run
 
   bool Write(const json& message);
   bool WriteLine(std::string line);  // one serialized message, without its newline
@@ -138,6 +146,15 @@ class Server {
   std::map<std::string, std::shared_ptr<Pending>> pending_;     // key: our request id
   std::atomic<long> next_request_id_{1};
   std::atomic<bool> shutting_down_{false};
+
+  // The reading role: held by one pooled thread at a time, handed on through StartWorker.
+  int in_fd_ = -1;
+  LineReader line_reader_{kMaxLineBytes};
+  std::vector<char> read_buffer_;
+  std::function<void()> next_call_;  // a tools/call for the reading thread to answer
+  std::mutex reading_mu_;
+  std::condition_variable reading_cv_;
+  bool reading_done_ = false;        // guarded by reading_mu_
 
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;
