@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -48,6 +49,13 @@ constexpr const char* kStructuredContentVersion = "2025-06-18";  // structuredCo
 // True on the thread in ReaderLoop while it hands a chunk of input to HandleLine: the first
 // tools/call of the chunk is then left in next_call_ for that thread to answer.
 thread_local bool t_reading = false;
+
+struct ReadingFlag {
+  ReadingFlag() { t_reading = true; }
+  ~ReadingFlag() { t_reading = false; }
+  ReadingFlag(const ReadingFlag&) = delete;
+  ReadingFlag& operator=(const ReadingFlag&) = delete;
+};
 
 }  // namespace
 
@@ -129,6 +137,7 @@ void Server::HandleLineForTest(std::string_view line, bool oversized) {
 int Server::Run(int in_fd, int out_fd) {
   out_fd_ = out_fd;
   in_fd_ = in_fd;
+  reading_done_ = false;
   // The input is read on a pooled thread; a thread that reads a tools/call hands the reading on
   // and answers the call itself (ReaderLoop). This thread only waits for the input to end.
   StartWorker([this] { ReaderLoop(); });
@@ -138,28 +147,35 @@ int Server::Run(int in_fd, int out_fd) {
   }
   if (output_broken_.load()) spdlog::info("output closed; shutting down");
   Shutdown();
-  return 0;
+  return reading_failed_ ? 1 : 0;
 }
 
 void Server::ReaderLoop() {
   std::function<void()> call;
   bool handed_on = false;
+  bool failed = false;
   try {
     handed_on = ReadUntilCall(call);
   } catch (const std::exception& e) {
     spdlog::error("reading the input failed: {}", e.what());
+    failed = true;
   } catch (...) {
     spdlog::error("reading the input failed with an unknown exception");
+    failed = true;
   }
-  if (handed_on) {
-    call();
-    return;
+  if (!handed_on) {
+    // The input is over (or reading failed): Run() shuts down. A call read just before still
+    // gets its answer, within the shutdown's grace.
+    if (!call && next_call_) call = std::move(next_call_);
+    next_call_ = nullptr;
+    {
+      std::lock_guard lock(reading_mu_);
+      reading_done_ = true;
+      reading_failed_ = failed;
+    }
+    reading_cv_.notify_all();
   }
-  {
-    std::lock_guard lock(reading_mu_);
-    reading_done_ = true;
-  }
-  reading_cv_.notify_all();
+  if (call) call();
 }
 
 bool Server::ReadUntilCall(std::function<void()>& call) {
@@ -193,16 +209,23 @@ bool Server::ReadUntilCall(std::function<void()>& call) {
       spdlog::debug("end of input; shutting down");
       break;
     }
-    t_reading = true;
-    line_reader_.Feed(std::string_view(read_buffer_.data(), static_cast<size_t>(n)), on_line);
-    t_reading = false;
+    {
+      const ReadingFlag reading;
+      line_reader_.Feed(std::string_view(read_buffer_.data(), static_cast<size_t>(n)), on_line);
+    }
     if (next_call_) {
       // Another pooled thread goes on reading (its wake-up overlaps the call), and this one
       // answers the call at once instead of waiting for a thread to wake for it.
       call = std::move(next_call_);
       next_call_ = nullptr;
-      StartWorker([this] { ReaderLoop(); });
-      return true;
+      try {
+        StartWorker([this] { ReaderLoop(); });
+        return true;
+      } catch (const std::exception& e) {
+        // No thread for the reading (StartWorker queued nothing): answer here, then read on.
+        spdlog::warn("could not hand the reading to another thread: {}", e.what());
+        std::exchange(call, nullptr)();
+      }
     }
   }
   return false;
@@ -232,7 +255,14 @@ void Server::Shutdown() {
 void Server::StartWorker(std::function<void()> work) {
   std::lock_guard lock(pool_mu_);
   tasks_.push_back(std::move(work));
-  if (idle_ < tasks_.size()) threads_.emplace_back([this] { PoolLoop(); });
+  if (idle_ < tasks_.size()) {
+    try {
+      threads_.emplace_back([this] { PoolLoop(); });
+    } catch (...) {
+      tasks_.pop_back();  // not queued: the caller learns so from the exception
+      throw;
+    }
+  }
   pool_cv_.notify_one();
 }
 
@@ -438,10 +468,7 @@ std::optional<json> Server::HandleRequest(const json& id, const std::string& met
       finish();
       return response;
     }
-    auto work = [this, id, params, call, finish] {
-      RunCallAndWrite(id, params, call);
-      finish();
-    };
+    auto work = [this, id, params, call, finish] { RunCallAndWrite(id, params, call, finish); };
     if (t_reading && !next_call_) {
       next_call_ = std::move(work);  // the reading thread answers it (ReadUntilCall)
     } else {
@@ -561,7 +588,8 @@ std::optional<json> Server::RunCall(const json& id, const json& params,
   return MakeResult(id, ShapeResult(std::move(*outcome.result), outcome.version));
 }
 
-void Server::RunCallAndWrite(const json& id, const json& params, std::shared_ptr<Call> call) {
+void Server::RunCallAndWrite(const json& id, const json& params, std::shared_ptr<Call> call,
+                             const std::function<void()>& finish) {
   CallOutcome outcome = CallTool(id, params, call);
   if (outcome.error) {
     Write(*outcome.error);
@@ -571,8 +599,8 @@ void Server::RunCallAndWrite(const json& id, const json& params, std::shared_ptr
     WriteLine(SerializeToolResult(id, outcome.result->structured,
                                   outcome.version >= kStructuredContentVersion));
   }
-  // `outcome` (the result, and what the tool left in after_reply) is freed here, once the host
-  // has its answer.
+  finish();  // the id is free again as soon as the host has its answer
+  // `outcome` (the result, and what the tool left in after_reply) is freed here, after both.
 }
 
 Server::CallOutcome Server::CallTool(const json& id, const json& params,

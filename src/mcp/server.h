@@ -3,13 +3,14 @@
 // Threads: the input is read on a pooled thread, which answers initialize, ping, tools/list and
 // errors itself; every tools/call runs on a thread of its own, so a tool can send a
 // server-to-client request (elicitation/create) and wait while the reader routes the answer
-// back. The thread that reads a tools/call answers it and hands the reading to another pooled
-// thread (leader/follower), so no call waits for a thread to wake. Output goes through one
+// back. The thread that reads a chunk of input holding a tools/call hands the reading to another
+// pooled thread and answers the chunk's first call itself once the chunk is handled
+// (leader/follower), so a call does not wait for a thread to wake; the chunk's other calls go
+// to pooled threads as they are read. Output goes through one
 // writer (a mutex, one line per message, written in full).
 //
 // Lifecycle: Run() returns 0 on end of input, on SIGTERM/SIGINT/SIGHUP (after
-// InstallSignalHandlers),
-// or when the output is gone (EPIPE). In-flight calls get a short grace to finish, then are
+// InstallSignalHandlers), or when the output is gone (EPIPE); 1 when reading the input failed. In-flight calls get a short grace to finish, then are
 // cancelled; the whole shutdown takes well under a second.
 //
 // Knows nothing about memory: tools register themselves with AddTool().
@@ -60,7 +61,8 @@ class Server {
   // REQUIRES: called before Run().
   void AddTool(ToolSpec spec, ToolHandler handler);
 
-  // Serves until end of input, a termination signal or a broken output. Returns the exit code.
+  // Serves until end of input, a termination signal or a broken output. Returns the exit code:
+  // 0, or 1 when reading the input failed. Call once per Server.
   int Run(int in_fd, int out_fd);
 
   // Handles one framed line as if read from the input; responses go to `out_fd` given to
@@ -107,7 +109,9 @@ class Server {
   // Runs the call and writes its response line (nothing when cancelled): a successful result's
   // structured content is serialized once for both of its copies (SerializeToolResult), and
   // the result is freed only after the line is written.
-  void RunCallAndWrite(const json& id, const json& params, std::shared_ptr<Call> call);
+  // `finish` runs once the line is written, before the result is freed.
+  void RunCallAndWrite(const json& id, const json& params, std::shared_ptr<Call> call,
+                       const std::function<void()>& finish);
   json ToolDefinition(const Tool& tool, const std::string& version) const;
   json ShapeResult(ToolResult result, const std::string& version) const;
 
@@ -155,6 +159,7 @@ class Server {
   std::mutex reading_mu_;
   std::condition_variable reading_cv_;
   bool reading_done_ = false;        // guarded by reading_mu_
+  bool reading_failed_ = false;      // guarded by reading_mu_ (read by Run() after the wait)
 
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;

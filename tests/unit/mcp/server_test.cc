@@ -5,6 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <map>
+#include <set>
 #include <string>
 
 #include "tests/support/pipe_session.h"
@@ -274,6 +277,87 @@ TEST_CASE("concurrent calls run in parallel and each gets its own answer", "[mcp
   CHECK(slow["result"]["structuredContent"]["slept_ms"] >= 300);
 }
 
+TEST_CASE("several messages in one write: every call answered, a ping at once",
+          "[mcp][tools]") {
+  // The reading thread keeps the chunk's first call and hands the reading on; the chunk's
+  // other calls go to pooled threads, and the ping is answered while the calls run.
+  PipeSession s(MakeServer());
+  s.Initialize("2025-11-25");
+  const json a{{"jsonrpc", "2.0"}, {"id", "a"}, {"method", "tools/call"},
+               {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 200}}}}}};
+  const json b{{"jsonrpc", "2.0"}, {"id", "b"}, {"method", "tools/call"},
+               {"params", {{"name", "test_echo"}, {"arguments", {{"flag", true}}}}}};
+  const json ping{{"jsonrpc", "2.0"}, {"id", "p"}, {"method", "ping"}};
+  s.SendLine(a.dump() + "\n" + b.dump() + "\n" + ping.dump());
+  std::map<std::string, json> answers;
+  for (int i = 0; i < 3; ++i) {
+    json r = s.Read();
+    REQUIRE(r.contains("id"));
+    answers[r["id"].get<std::string>()] = r;
+  }
+  CHECK(answers["p"]["result"] == json::object());
+  CHECK(answers["b"]["result"]["structuredContent"]["echo"]["flag"] == true);
+  CHECK(answers["a"]["result"]["structuredContent"]["slept_ms"] >= 200);
+  // The ping and the echo did not wait for the sleep.
+  CHECK(s.Call("after", "ping")["id"] == "after");
+}
+
+TEST_CASE("a call and its cancellation in one write: no answer, and the session goes on",
+          "[mcp][cancel]") {
+  PipeSession s(MakeServer());
+  s.Initialize("2025-11-25");
+  const json call{{"jsonrpc", "2.0"}, {"id", 7}, {"method", "tools/call"},
+                  {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 60000}}}}}};
+  const json cancel{{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"},
+                    {"params", {{"requestId", 7}, {"reason", "user"}}}};
+  s.SendLine(call.dump() + "\n" + cancel.dump());
+  CHECK(s.Call(8, "ping")["id"] == 8);
+  CHECK_FALSE(s.ReadLine(300ms).has_value());
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(s.Finish() == 0);
+  CHECK(std::chrono::steady_clock::now() - start < 1s);
+}
+
+TEST_CASE("a thousand calls back to back, one and two per write, each answered once",
+          "[mcp][tools]") {
+  // The reading moves from thread to thread on every call; the pool must not grow with the
+  // number of calls, and no answer may be lost or doubled.
+  PipeSession s(MakeServer());
+  s.Initialize("2025-11-25");
+  int answered = 0;
+  for (int i = 0; i < 1000; i += 2) {
+    const json one{{"jsonrpc", "2.0"}, {"id", i}, {"method", "tools/call"},
+                   {"params", {{"name", "test_echo"}, {"arguments", {{"flag", i % 4 == 0}}}}}};
+    const json two{{"jsonrpc", "2.0"}, {"id", i + 1}, {"method", "tools/call"},
+                   {"params", {{"name", "test_echo"}, {"arguments", {{"flag", true}}}}}};
+    if (i % 4 == 0) {
+      s.SendLine(one.dump() + "\n" + two.dump());
+    } else {
+      s.Send(one);
+      s.Send(two);
+    }
+    std::set<int> ids;
+    for (int k = 0; k < 2; ++k) {
+      json r = s.Read();
+      REQUIRE(r["id"].is_number_integer());
+      ids.insert(r["id"].get<int>());
+      CHECK(r["result"]["structuredContent"]["echo"]["flag"] ==
+            (r["id"].get<int>() == i ? i % 4 == 0 : true));
+      ++answered;
+    }
+    CHECK(ids == std::set<int>{i, i + 1});
+  }
+  CHECK(answered == 1000);
+  CHECK_FALSE(s.ReadLine(100ms).has_value());
+  // Threads of this test process (the server's pool among them): a handful, not hundreds.
+  size_t threads = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    ++threads;
+  }
+  CHECK(threads < 12);
+  CHECK(s.Finish() == 0);
+}
+
 TEST_CASE("end of input lets a short call finish and exits 0", "[mcp][lifecycle]") {
   PipeSession s(MakeServer());
   s.Initialize("2025-11-25");
@@ -393,6 +477,32 @@ TEST_CASE("elicitation round trips through the reader while the call waits",
     s.Initialize("2025-11-25", {{"elicitation", json::object()}});
     CHECK(Elicit(s, "2025-11-25", {{"action", "accept"}}, nullptr)["outcome"] == "error");
   }
+}
+
+TEST_CASE("an elicitation answer and a new call in one write are both handled",
+          "[mcp][elicitation]") {
+  // The answer is routed by the reading thread to the waiting call; the new call, read in the
+  // same chunk, is answered too (by the thread that read it, once the chunk is handled).
+  PipeSession s(MakeServer());
+  s.Initialize("2025-11-25", {{"elicitation", json::object()}});
+  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+          {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "Save this?"}}}}}});
+  json request = s.Read();
+  REQUIRE(request["method"] == "elicitation/create");
+  const json reply{{"jsonrpc", "2.0"}, {"id", request["id"]},
+                   {"result", {{"action", "accept"}, {"content", {{"confirm", true}}}}}};
+  const json next{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+                  {"params", {{"name", "test_echo"}, {"arguments", {{"flag", true}}}}}};
+  s.SendLine(reply.dump() + "\n" + next.dump());
+  std::map<int, json> answers;
+  for (int i = 0; i < 2; ++i) {
+    json r = s.Read();
+    REQUIRE(r["id"].is_number_integer());
+    answers[r["id"].get<int>()] = r["result"]["structuredContent"];
+  }
+  CHECK(answers[1]["outcome"] == "accept");
+  CHECK(answers[1]["content"]["confirm"] == true);
+  CHECK(answers[2]["echo"]["flag"] == true);
 }
 
 TEST_CASE("cancelling a call mid-elicitation cancels the elicitation too", "[mcp][elicitation]") {
