@@ -8,10 +8,10 @@
 
 namespace tmcra {
 
-// The number of bytes at the start of p[0..n) that a JSON string carries as they are: printable
-// ASCII other than '"' and '\\'. Eight bytes at a time: each test sets a byte's high bit exactly
-// when that byte matches, unless a lower byte of the word matched already (its borrow), so the
-// lowest flagged byte is always a true match.
+// The number of bytes at the start of p[0..n) that a JSON string carries as they are: ASCII from
+// 0x20 up (DEL included) other than '"' and '\\'. Eight bytes at a time: each test sets a byte's
+// high bit exactly when that byte matches, unless a lower byte of the word matched already (its
+// borrow), so the lowest flagged byte is always a true match.
 inline size_t PlainJsonRun(const unsigned char* p, size_t n) {
   size_t i = 0;
   if constexpr (std::endian::native == std::endian::little) {

@@ -26,7 +26,7 @@ struct Selection {
   nlohmann::json ToJson() const;  // {content, omitted, characters, estimatedTokens, tokenEstimateOnly}
 };
 
-// Views into `content`.
+// Views into `content`, which must outlive them.
 std::vector<std::string_view> SplitEvidenceBlocks(std::string_view content);
 Selection SelectEvidence(std::string_view content, size_t budget, std::string_view visible = {});
 
