@@ -1,10 +1,12 @@
 #include "src/common/json_reader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "src/common/json_scan.h"
@@ -15,7 +17,12 @@ namespace tmcra {
 namespace {
 
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
+// Json is nlohmann::json (objects are std::maps: a member's insertion finds a repeated key) or
+// nlohmann::ordered_json (objects are vectors in document order: members are appended, and
+// repeated keys are looked for once the document is read, see HasRepeatedKey).
+template <typename Json>
 class Reader {
  public:
   Reader(std::string_view text, size_t max_depth)
@@ -23,9 +30,9 @@ class Reader {
         end_(p_ + text.size()),
         max_depth_(max_depth) {}
 
-  JsonReadResult Read(json& out) {
+  JsonReadResult Read(Json& out) {
     JsonReadResult result;
-    json root;
+    Json root;
     if (!Document(root)) {
       result.duplicate_key = duplicate_;
       result.too_deep = too_deep_;
@@ -144,7 +151,7 @@ class Reader {
     }
   }
 
-  bool Number(json& out) {
+  bool Number(Json& out) {
     const unsigned char* start = p_;
     const bool negative = *p_ == '-';
     if (negative) ++p_;
@@ -206,9 +213,9 @@ class Reader {
   }
 
   // Containers are built in place: `stack_` holds the open ones.
-  bool Document(json& root) {
+  bool Document(Json& root) {
     SkipSpace();
-    json* slot = &root;  // where the next value goes
+    Json* slot = &root;  // where the next value goes
     for (;;) {
       // A value into *slot.
       if (p_ >= end_) return false;
@@ -221,13 +228,13 @@ class Reader {
       switch (c) {
         case '{':
           ++p_;
-          *slot = json::object();
+          *slot = Json::object();
           stack_.push_back(slot);
           opened = true;
           break;
         case '[':
           ++p_;
-          *slot = json::array();
+          *slot = Json::array();
           stack_.push_back(slot);
           opened = true;
           break;
@@ -256,7 +263,7 @@ class Reader {
       SkipSpace();
       if (opened) {
         // The first member or element, or the end of an empty container.
-        json& container = *stack_.back();
+        Json& container = *stack_.back();
         const bool object = container.is_object();
         if (p_ < end_ && *p_ == (object ? '}' : ']')) {
           ++p_;
@@ -271,7 +278,7 @@ class Reader {
       for (;;) {
         SkipSpace();
         if (stack_.empty()) return p_ == end_;
-        json& container = *stack_.back();
+        Json& container = *stack_.back();
         const bool object = container.is_object();
         if (p_ >= end_) return false;
         if (*p_ == ',') {
@@ -289,7 +296,7 @@ class Reader {
   }
 
   // Reads `"key" :` and returns the new member's slot; nullptr on an error or a repeated key.
-  json* Key(json& object) {
+  Json* Key(Json& object) {
     if (p_ >= end_ || *p_ != '"') return nullptr;
     std::string key;
     if (!String(key)) return nullptr;
@@ -297,17 +304,24 @@ class Reader {
     if (p_ >= end_ || *p_ != ':') return nullptr;
     ++p_;
     SkipSpace();
-    auto& members = object.get_ref<json::object_t&>();
-    auto [it, inserted] = members.emplace(std::move(key), nullptr);
-    if (!inserted) {
-      duplicate_ = true;
-      return nullptr;
+    auto& members = object.template get_ref<typename Json::object_t&>();
+    if constexpr (std::is_same_v<Json, ojson>) {
+      // ordered_map's emplace looks for the key first, member by member: a document with n keys
+      // in one object would take n^2/2 comparisons.
+      members.emplace_back(std::move(key), nullptr);
+      return &members.back().second;
+    } else {
+      auto [it, inserted] = members.emplace(std::move(key), nullptr);
+      if (!inserted) {
+        duplicate_ = true;
+        return nullptr;
+      }
+      return &it->second;
     }
-    return &it->second;
   }
 
-  json* Element(json& array) {
-    auto& elements = array.get_ref<json::array_t&>();
+  Json* Element(Json& array) {
+    auto& elements = array.template get_ref<typename Json::array_t&>();
     elements.emplace_back(nullptr);
     return &elements.back();
   }
@@ -315,16 +329,61 @@ class Reader {
   const unsigned char* p_;
   const unsigned char* end_;
   const size_t max_depth_;
-  std::vector<json*> stack_;
+  std::vector<Json*> stack_;
   bool duplicate_ = false;
   bool too_deep_ = false;
 };
 
 }  // namespace
 
+// True when some object in `value` holds a key twice. Iterative; each object's keys are sorted
+// by pointer, so a document costs O(n log n).
+bool HasRepeatedKey(const ojson& value) {
+  std::vector<const ojson*> stack{&value};
+  std::vector<const std::string*> keys;
+  while (!stack.empty()) {
+    const ojson& node = *stack.back();
+    stack.pop_back();
+    if (node.is_object()) {
+      keys.clear();
+      for (const auto& [key, member] : node.get_ref<const ojson::object_t&>()) {
+        keys.push_back(&key);
+        if (member.is_structured()) stack.push_back(&member);
+      }
+      std::sort(keys.begin(), keys.end(),
+                [](const std::string* a, const std::string* b) { return *a < *b; });
+      for (size_t i = 1; i < keys.size(); ++i) {
+        if (*keys[i - 1] == *keys[i]) return true;
+      }
+    } else if (node.is_array()) {
+      for (const auto& element : node) {
+        if (element.is_structured()) stack.push_back(&element);
+      }
+    }
+  }
+  return false;
+}
+
 JsonReadResult ReadJsonStrict(std::string_view text, json& out, size_t max_depth) {
-  Reader reader(text, max_depth);
+  Reader<json> reader(text, max_depth);
   return reader.Read(out);
+}
+
+JsonReadResult ReadOrderedJsonStrict(std::string_view text, ojson& out) {
+  ojson value;
+  JsonReadResult result = Reader<ojson>(text, 0).Read(value);
+  if (result.ok && HasRepeatedKey(value)) {
+    result.ok = false;
+    result.duplicate_key = true;
+  }
+  if (result.ok) out = std::move(value);
+  return result;
+}
+
+ojson ParseOrderedJsonLenient(std::string_view text) {
+  ojson value;
+  if (ReadOrderedJsonStrict(text, value).ok) return value;
+  return ojson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
 }
 
 json ParseJsonLenient(std::string_view text) {
