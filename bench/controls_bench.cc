@@ -7,10 +7,12 @@
 // writes a state file of N session rows (the contract's shape: sha256(session_id) keys, mode,
 // generation, taskId, currentTurnHash) and times, over `reads` rounds:
 //   * recall_ms — ControlStore::GetPolicy + BudgetChars, what tmcra_recall reads (two reads of
-//                 the file, as src/tools/memory_tools.cc makes them);
+//                 the file, as src/tools/memory_tools.cc makes them; a third when the prompt
+//                 asks to continue a task);
 //   * parse_ms  — ParseOrderedJsonLenient on the file's text (what a read parses with);
 //   * nlohmann_parse_ms — nlohmann::ordered_json::parse on the same text, what a read used
 //                 before (its inserts look each key up member by member: quadratic).
+// Every sample is the median of `reads`.
 // Prints one JSON object per size on stdout. Nothing is timed in the test suite.
 #include <algorithm>
 #include <chrono>
@@ -51,6 +53,10 @@ int main(int argc, char** argv) {
   std::string sizes_arg = "100,1000,10000";
   int reads = 50;
   std::string dir;
+  if (argc % 2 == 0) {
+    std::cerr << "usage: controls_bench [--sessions 100,1000,10000] [--reads 50] [--dir DIR]\n";
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--sessions") sizes_arg = argv[i + 1];
@@ -61,10 +67,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  bool remove_dir = false;
   if (dir.empty()) {
     char tmpl[] = "/tmp/controls_bench.XXXXXX";
     if (mkdtemp(tmpl) == nullptr) return 1;
     dir = tmpl;
+    remove_dir = true;
   }
   std::filesystem::create_directories(dir);
   tmcra::controls::ControlStore store(dir);
@@ -74,9 +82,10 @@ int main(int argc, char** argv) {
                 {"recent", ojson::array()}, {"budgetChars", 12000}};
     auto& sessions = state["sessions"].get_ref<ojson::object_t&>();
     for (int s = 0; s < n; ++s) {
+      const std::string turn = tmcra::Sha256Hex("turn-" + std::to_string(s));
       sessions.emplace_back(tmcra::Sha256Hex("session-" + std::to_string(s)),
                             ojson{{"mode", "normal"}, {"generation", 1}, {"taskId", nullptr},
-                                  {"currentTurnHash", tmcra::Sha256Hex("turn-" + std::to_string(s))}});
+                                  {"currentTurnHash", turn}});
     }
     const std::string text = state.dump();
     std::ofstream(dir + "/" + key + ".json") << text;
@@ -112,5 +121,6 @@ int main(int argc, char** argv) {
                      .dump()
               << "\n";
   }
+  if (remove_dir) std::filesystem::remove_all(dir);
   return 0;
 }

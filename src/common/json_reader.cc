@@ -20,10 +20,11 @@ using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
 // Json is nlohmann::json (objects are std::maps: a member's insertion finds a repeated key) or
-// nlohmann::ordered_json (objects are vectors in document order: members are appended, and
-// repeated keys are looked for once the document is read, see HasRepeatedKey).
+// nlohmann::ordered_json (objects are vectors in document order, see CloseObject).
 template <typename Json>
 class Reader {
+  static constexpr bool kOrdered = std::is_same_v<Json, ojson>;
+
  public:
   Reader(std::string_view text, size_t max_depth)
       : p_(reinterpret_cast<const unsigned char*>(text.data())),
@@ -230,6 +231,7 @@ class Reader {
           ++p_;
           *slot = Json::object();
           stack_.push_back(slot);
+          if constexpr (kOrdered) members_.emplace_back();
           opened = true;
           break;
         case '[':
@@ -267,6 +269,7 @@ class Reader {
         const bool object = container.is_object();
         if (p_ < end_ && *p_ == (object ? '}' : ']')) {
           ++p_;
+          if (object && !CloseObject(container)) return false;
           stack_.pop_back();
         } else {
           slot = object ? Key(container) : Element(container);
@@ -290,6 +293,7 @@ class Reader {
         }
         if (*p_ != (object ? '}' : ']')) return false;
         ++p_;
+        if (object && !CloseObject(container)) return false;
         stack_.pop_back();
       }
     }
@@ -304,13 +308,14 @@ class Reader {
     if (p_ >= end_ || *p_ != ':') return nullptr;
     ++p_;
     SkipSpace();
-    auto& members = object.template get_ref<typename Json::object_t&>();
-    if constexpr (std::is_same_v<Json, ojson>) {
-      // ordered_map's emplace looks for the key first, member by member: a document with n keys
-      // in one object would take n^2/2 comparisons.
+    if constexpr (kOrdered) {
+      // Gathered apart until the object closes (CloseObject).
+      (void)object;
+      auto& members = members_.back();
       members.emplace_back(std::move(key), nullptr);
       return &members.back().second;
     } else {
+      auto& members = object.template get_ref<typename Json::object_t&>();
       auto [it, inserted] = members.emplace(std::move(key), nullptr);
       if (!inserted) {
         duplicate_ = true;
@@ -318,6 +323,36 @@ class Reader {
       }
       return &it->second;
     }
+  }
+
+  // An ordered object's members go into it once it closes. ordered_map's emplace looks for the
+  // key first, member by member (n^2/2 comparisons for n keys), and its elements, pairs with a
+  // const key, are copied, not moved, whenever its vector grows; the members are gathered in a
+  // vector of movable pairs instead, checked for a repeated key once (sorted), and moved in.
+  bool CloseObject(Json& object) {
+    if constexpr (kOrdered) {
+      auto& members = members_.back();
+      if (members.size() > 1) {
+        std::vector<const std::string*> keys;
+        keys.reserve(members.size());
+        for (const auto& member : members) keys.push_back(&member.first);
+        std::sort(keys.begin(), keys.end(),
+                  [](const std::string* a, const std::string* b) { return *a < *b; });
+        for (size_t i = 1; i < keys.size(); ++i) {
+          if (*keys[i - 1] == *keys[i]) {
+            duplicate_ = true;
+            return false;
+          }
+        }
+      }
+      auto& target = object.template get_ref<typename Json::object_t&>();
+      target.reserve(members.size());
+      for (auto& [key, value] : members) target.emplace_back(std::move(key), std::move(value));
+      members_.pop_back();
+    } else {
+      (void)object;
+    }
+    return true;
   }
 
   Json* Element(Json& array) {
@@ -330,39 +365,13 @@ class Reader {
   const unsigned char* end_;
   const size_t max_depth_;
   std::vector<Json*> stack_;
+  // kOrdered: the members of each open object, innermost last.
+  std::vector<std::vector<std::pair<std::string, Json>>> members_;
   bool duplicate_ = false;
   bool too_deep_ = false;
 };
 
 }  // namespace
-
-// True when some object in `value` holds a key twice. Iterative; each object's keys are sorted
-// by pointer, so a document costs O(n log n).
-bool HasRepeatedKey(const ojson& value) {
-  std::vector<const ojson*> stack{&value};
-  std::vector<const std::string*> keys;
-  while (!stack.empty()) {
-    const ojson& node = *stack.back();
-    stack.pop_back();
-    if (node.is_object()) {
-      keys.clear();
-      for (const auto& [key, member] : node.get_ref<const ojson::object_t&>()) {
-        keys.push_back(&key);
-        if (member.is_structured()) stack.push_back(&member);
-      }
-      std::sort(keys.begin(), keys.end(),
-                [](const std::string* a, const std::string* b) { return *a < *b; });
-      for (size_t i = 1; i < keys.size(); ++i) {
-        if (*keys[i - 1] == *keys[i]) return true;
-      }
-    } else if (node.is_array()) {
-      for (const auto& element : node) {
-        if (element.is_structured()) stack.push_back(&element);
-      }
-    }
-  }
-  return false;
-}
 
 JsonReadResult ReadJsonStrict(std::string_view text, json& out, size_t max_depth) {
   Reader<json> reader(text, max_depth);
@@ -370,14 +379,7 @@ JsonReadResult ReadJsonStrict(std::string_view text, json& out, size_t max_depth
 }
 
 JsonReadResult ReadOrderedJsonStrict(std::string_view text, ojson& out) {
-  ojson value;
-  JsonReadResult result = Reader<ojson>(text, 0).Read(value);
-  if (result.ok && HasRepeatedKey(value)) {
-    result.ok = false;
-    result.duplicate_key = true;
-  }
-  if (result.ok) out = std::move(value);
-  return result;
+  return Reader<ojson>(text, 0).Read(out);
 }
 
 ojson ParseOrderedJsonLenient(std::string_view text) {

@@ -138,6 +138,7 @@ int Server::Run(int in_fd, int out_fd) {
   out_fd_ = out_fd;
   in_fd_ = in_fd;
   reading_done_ = false;
+  reading_failed_ = false;
   // The input is read on a pooled thread; a thread that reads a tools/call hands the reading on
   // and answers the call itself (ReaderLoop). This thread only waits for the input to end.
   StartWorker([this] { ReaderLoop(); });
@@ -152,18 +153,15 @@ int Server::Run(int in_fd, int out_fd) {
 
 void Server::ReaderLoop() {
   std::function<void()> call;
-  bool handed_on = false;
-  bool failed = false;
+  ReadEnd end = ReadEnd::kFailed;
   try {
-    handed_on = ReadUntilCall(call);
+    end = ReadUntilCall(call);
   } catch (const std::exception& e) {
     spdlog::error("reading the input failed: {}", e.what());
-    failed = true;
   } catch (...) {
     spdlog::error("reading the input failed with an unknown exception");
-    failed = true;
   }
-  if (!handed_on) {
+  if (end != ReadEnd::kHandedOn) {
     // The input is over (or reading failed): Run() shuts down. A call read just before still
     // gets its answer, within the shutdown's grace.
     if (!call && next_call_) call = std::move(next_call_);
@@ -171,14 +169,14 @@ void Server::ReaderLoop() {
     {
       std::lock_guard lock(reading_mu_);
       reading_done_ = true;
-      reading_failed_ = failed;
+      reading_failed_ = end == ReadEnd::kFailed;
     }
     reading_cv_.notify_all();
   }
   if (call) call();
 }
 
-bool Server::ReadUntilCall(std::function<void()>& call) {
+Server::ReadEnd Server::ReadUntilCall(std::function<void()>& call) {
   const LineReader::LineFn on_line = [this](std::string_view line, bool oversized) {
     HandleLine(line, oversized);
   };
@@ -190,24 +188,28 @@ bool Server::ReadUntilCall(std::function<void()>& call) {
     if (ready < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll on stdin failed: {}", std::strerror(errno));
-      break;
+      return ReadEnd::kFailed;
     }
     if (ready == 0) continue;
     if (count == 2 && (fds[1].revents & POLLIN) != 0) {
       spdlog::info("termination signal received; shutting down");
-      break;
+      return ReadEnd::kEnded;
+    }
+    if ((fds[0].revents & POLLNVAL) != 0) {
+      spdlog::error("stdin is not an open file");
+      return ReadEnd::kFailed;
     }
     if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
     const ssize_t n = read(in_fd_, read_buffer_.data(), read_buffer_.size());
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
       spdlog::error("reading stdin failed: {}", std::strerror(errno));
-      break;
+      return ReadEnd::kFailed;
     }
     if (n == 0) {
       line_reader_.Finish(on_line);
       spdlog::debug("end of input; shutting down");
-      break;
+      return ReadEnd::kEnded;
     }
     {
       const ReadingFlag reading;
@@ -220,15 +222,16 @@ bool Server::ReadUntilCall(std::function<void()>& call) {
       next_call_ = nullptr;
       try {
         StartWorker([this] { ReaderLoop(); });
-        return true;
+        return ReadEnd::kHandedOn;
       } catch (const std::exception& e) {
-        // No thread for the reading (StartWorker queued nothing): answer here, then read on.
+        // Nothing queued (out of memory): answer here, then read on. Nobody reads meanwhile,
+        // so this call cannot be cancelled and an elicitation in it waits for its timeout.
         spdlog::warn("could not hand the reading to another thread: {}", e.what());
         std::exchange(call, nullptr)();
       }
     }
   }
-  return false;
+  return ReadEnd::kEnded;  // the output is gone
 }
 
 void Server::Shutdown() {
@@ -247,20 +250,24 @@ void Server::Shutdown() {
     // transactional, so leaving now loses nothing that was acknowledged.
     spdlog::warn("tool calls still running at shutdown; exiting without them");
     spdlog::default_logger()->flush();
-    std::_Exit(0);
+    std::_Exit(reading_failed_ ? 1 : 0);
   }
   StopWorkers();
 }
 
 void Server::StartWorker(std::function<void()> work) {
   std::lock_guard lock(pool_mu_);
-  tasks_.push_back(std::move(work));
+  tasks_.push_back(std::move(work));  // may throw (out of memory): then nothing is queued
   if (idle_ < tasks_.size()) {
     try {
       threads_.emplace_back([this] { PoolLoop(); });
-    } catch (...) {
-      tasks_.pop_back();  // not queued: the caller learns so from the exception
-      throw;
+    } catch (const std::exception& e) {
+      if (threads_.empty()) {
+        tasks_.pop_back();  // no thread would ever run it
+        throw;
+      }
+      // Queued all the same: it runs when a busy thread is free.
+      spdlog::error("could not start a thread: {}", e.what());
     }
   }
   pool_cv_.notify_one();

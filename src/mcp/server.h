@@ -6,12 +6,13 @@
 // back. The thread that reads a chunk of input holding a tools/call hands the reading to another
 // pooled thread and answers the chunk's first call itself once the chunk is handled
 // (leader/follower), so a call does not wait for a thread to wake; the chunk's other calls go
-// to pooled threads as they are read. Output goes through one
-// writer (a mutex, one line per message, written in full).
+// to pooled threads as they are read. Output goes through one writer (a mutex, one line per
+// message, written in full).
 //
 // Lifecycle: Run() returns 0 on end of input, on SIGTERM/SIGINT/SIGHUP (after
-// InstallSignalHandlers), or when the output is gone (EPIPE); 1 when reading the input failed. In-flight calls get a short grace to finish, then are
-// cancelled; the whole shutdown takes well under a second.
+// InstallSignalHandlers), or when the output is gone (EPIPE); 1 when reading the input failed.
+// In-flight calls get a short grace to finish, then are cancelled; the whole shutdown takes
+// well under a second.
 //
 // Knows nothing about memory: tools register themselves with AddTool().
 #pragma once
@@ -116,7 +117,9 @@ class Server {
   json ShapeResult(ToolResult result, const std::string& version) const;
 
   // Runs `work` on a pooled thread. A thread is added whenever every existing one is busy
-  // (a tool may wait for a human through elicitation), so a call never waits for another.
+  // (a tool may wait for a human through elicitation), so a call never waits for another; if
+  // no thread can be started, the work waits for a busy one. Throws only when nothing was
+  // queued (out of memory, or no thread at all).
   void StartWorker(std::function<void()> work);
   void PoolLoop();
   void StopWorkers();
@@ -125,7 +128,8 @@ class Server {
   // thread and answers the call; at the end of the input (or a signal, or a broken output) it
   // tells Run(). Runs on one pooled thread at a time.
   void ReaderLoop();
-  bool ReadUntilCall(std::function<void()>& call);  // true: reading handed on, `call` to run
+  enum class ReadEnd { kHandedOn, kEnded, kFailed };  // kHandedOn: `call` is to be run
+  ReadEnd ReadUntilCall(std::function<void()>& call);
 
   bool Write(const json& message);
   bool WriteLine(std::string line);  // one serialized message, without its newline
@@ -159,7 +163,7 @@ class Server {
   std::mutex reading_mu_;
   std::condition_variable reading_cv_;
   bool reading_done_ = false;        // guarded by reading_mu_
-  bool reading_failed_ = false;      // guarded by reading_mu_ (read by Run() after the wait)
+  bool reading_failed_ = false;      // guarded by reading_mu_; Run() reads it after the wait
 
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;

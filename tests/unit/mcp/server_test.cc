@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -351,11 +353,23 @@ TEST_CASE("a thousand calls back to back, one and two per write, each answered o
   CHECK_FALSE(s.ReadLine(100ms).has_value());
   // Threads of this test process (the server's pool among them): a handful, not hundreds.
   size_t threads = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
-    ++threads;
-  }
+  const std::filesystem::directory_iterator tasks("/proc/self/task");
+  for ([[maybe_unused]] const auto& entry : tasks) ++threads;
   CHECK(threads < 12);
   CHECK(s.Finish() == 0);
+}
+
+TEST_CASE("input that cannot be read ends Run() with 1", "[mcp][lifecycle]") {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  int out[2];
+  REQUIRE(pipe(out) == 0);
+  close(fds[0]);  // not an open file any more: poll says POLLNVAL
+  close(fds[1]);
+  auto server = MakeServer();
+  CHECK(server->Run(fds[0], out[1]) == 1);
+  close(out[0]);
+  close(out[1]);
 }
 
 TEST_CASE("end of input lets a short call finish and exits 0", "[mcp][lifecycle]") {
