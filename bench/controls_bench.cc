@@ -6,9 +6,10 @@
 // TMCRA), so a long-used install reads a large file on every tool call. For each size N this
 // writes a state file of N session rows (the contract's shape: sha256(session_id) keys, mode,
 // generation, taskId, currentTurnHash) and times, over `reads` rounds:
-//   * recall_ms — ControlStore::GetPolicy + BudgetChars, what tmcra_recall reads (two reads of
-//                 the file, as src/tools/memory_tools.cc makes them; a third when the prompt
-//                 asks to continue a task);
+//   * recall_ms — ControlStore::ForRecall, what tmcra_recall reads (one read of the file:
+//                 policy, task hand-off and budget);
+//   * two_reads_ms — GetPolicy + BudgetChars, the two reads tmcra_recall made before ForRecall
+//                 (and tmcra_turn_prepare still makes around its write);
 //   * parse_ms  — ParseOrderedJsonLenient on the file's text (what a read parses with);
 //   * nlohmann_parse_ms — nlohmann::ordered_json::parse on the same text, what a read used
 //                 before (its inserts look each key up member by member: quadratic).
@@ -92,14 +93,17 @@ int main(int argc, char** argv) {
     // A recall from the newest session (its row is the last one).
     const std::string session = "session-" + std::to_string(n - 1);
     std::vector<double> recall;
+    std::vector<double> two_reads;
     std::vector<double> parse;
     std::vector<double> nlohmann_parse;
     for (int r = 0; r < reads; ++r) {
+      auto t00 = Clock::now();
+      auto controls = store.ForRecall(key, session, "what did we decide about the schema?");
       auto t0 = Clock::now();
       auto policy = store.GetPolicy(key, session);
       auto budget = store.BudgetChars(key);
       auto t1 = Clock::now();
-      if (!policy || !budget) {
+      if (!controls || !policy || !budget) {
         std::cerr << "controls_bench: reading the state failed\n";
         return 1;
       }
@@ -108,7 +112,8 @@ int main(int argc, char** argv) {
       const ojson theirs = ojson::parse(text, nullptr, false);
       auto t3 = Clock::now();
       if (ours.size() != theirs.size()) return 1;
-      recall.push_back(Ms(t1 - t0));
+      recall.push_back(Ms(t0 - t00));
+      two_reads.push_back(Ms(t1 - t0));
       parse.push_back(Ms(t2 - t1));
       nlohmann_parse.push_back(Ms(t3 - t2));
     }
@@ -116,6 +121,7 @@ int main(int argc, char** argv) {
                                 {"state_bytes", text.size()},
                                 {"reads", reads},
                                 {"recall_ms_p50", Median(recall)},
+                                {"two_reads_ms_p50", Median(two_reads)},
                                 {"parse_ms_p50", Median(parse)},
                                 {"nlohmann_parse_ms_p50", Median(nlohmann_parse)}}
                      .dump()

@@ -1165,42 +1165,77 @@ Result<json> ControlStore::Control(const std::string& key, const std::string& se
   });
 }
 
+namespace {
+
+// continuation() against a state already read (§4.2.4).
+Result<json> ContinuationOf(const ojson& state, const std::string& session_id,
+                            const std::string& prompt) {
+  std::vector<const ojson*> active;
+  for (const auto& [id, task] : state.at("tasks").items()) {
+    if (IsActive(task)) active.push_back(&task);
+  }
+  auto row = ReadRow(state, session_id);
+  if (!row) return row.error();
+  const ojson* task = nullptr;
+  if (row->row != nullptr) {
+    const auto bound = row->row->find("taskId");
+    if (bound != row->row->end() && bound->is_string()) {
+      const auto it = state.at("tasks").find(bound->get<std::string>());
+      if (it != state.at("tasks").end() && IsActive(*it)) task = &*it;
+    }
+  }
+  if (task == nullptr && active.size() == 1) task = active.front();
+  if (task == nullptr) {
+    json candidates = json::array();
+    for (const ojson* t : active) {
+      candidates.push_back({{"id", ToPlain(t->value("id", ojson()))},
+                            {"objective", ToPlain(t->value("objective", ojson()))}});
+    }
+    return json{{"query", prompt}, {"task", nullptr}, {"candidates", std::move(candidates)}};
+  }
+  std::string query = prompt + "\nCurrent task: " + FieldText(*task, "objective") +
+                      "\nLast observed result: " + FieldText(*task, "summary") +
+                      "\nNext step: " + FieldText(*task, "nextStep");
+  return json{
+      {"query", std::move(query)}, {"task", ToPlain(*task)}, {"candidates", json::array()}};
+}
+
+json NoContinuation(const std::string& prompt) {
+  return json{{"query", prompt}, {"task", nullptr}, {"candidates", json::array()}};
+}
+
+}  // namespace
+
 Result<json> ControlStore::Continuation(const std::string& key, const std::string& session_id,
                                         const std::string& prompt) {
   return Guarded([&]() -> Result<json> {
-    if (!IsContinuation(prompt)) {
-      return json{{"query", prompt}, {"task", nullptr}, {"candidates", json::array()}};
-    }
+    if (!IsContinuation(prompt)) return NoContinuation(prompt);
     auto state = ReadState(root_, key);
     if (!state) return state.error();
-    std::vector<const ojson*> active;
-    for (const auto& [id, task] : state->at("tasks").items()) {
-      if (IsActive(task)) active.push_back(&task);
+    return ContinuationOf(*state, session_id, prompt);
+  });
+}
+
+Result<RecallControls> ControlStore::ForRecall(const std::string& key,
+                                               const std::string& session_id,
+                                               const std::string& prompt) {
+  return Guarded([&]() -> Result<RecallControls> {
+    auto state = ReadState(root_, key);
+    if (!state) return state.error();
+    RecallControls out;
+    auto policy = PolicyOf(*state, key, session_id);
+    if (!policy) return policy.error();
+    out.policy = std::move(*policy);
+    if (!out.policy.read) return out;  // recall is off: nothing more is looked at
+    if (IsContinuation(prompt)) {
+      auto handoff = ContinuationOf(*state, session_id, prompt);
+      if (!handoff) return handoff.error();
+      out.handoff = std::move(*handoff);
+    } else {
+      out.handoff = NoContinuation(prompt);
     }
-    auto row = ReadRow(*state, session_id);
-    if (!row) return row.error();
-    const ojson* task = nullptr;
-    if (row->row != nullptr) {
-      const auto bound = row->row->find("taskId");
-      if (bound != row->row->end() && bound->is_string()) {
-        const auto it = state->at("tasks").find(bound->get<std::string>());
-        if (it != state->at("tasks").end() && IsActive(*it)) task = &*it;
-      }
-    }
-    if (task == nullptr && active.size() == 1) task = active.front();
-    if (task == nullptr) {
-      json candidates = json::array();
-      for (const ojson* t : active) {
-        candidates.push_back({{"id", ToPlain(t->value("id", ojson()))},
-                              {"objective", ToPlain(t->value("objective", ojson()))}});
-      }
-      return json{{"query", prompt}, {"task", nullptr}, {"candidates", std::move(candidates)}};
-    }
-    std::string query = prompt + "\nCurrent task: " + FieldText(*task, "objective") +
-                        "\nLast observed result: " + FieldText(*task, "summary") +
-                        "\nNext step: " + FieldText(*task, "nextStep");
-    return json{
-        {"query", std::move(query)}, {"task", ToPlain(*task)}, {"candidates", json::array()}};
+    out.budget_chars = EffectiveBudget(*state);
+    return out;
   });
 }
 

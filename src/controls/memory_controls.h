@@ -77,6 +77,13 @@ bool IsContinuation(std::string_view prompt);
 
 
 
+// What tmcra_recall needs from the controls, read together (ControlStore::ForRecall).
+struct RecallControls {
+  Policy policy;
+  json handoff;  // continuation()'s {query, task, candidates}; null when policy.read is false
+  int64_t budget_chars = kDefaultBudgetChars;
+};
+
 class ControlStore {
  public:
   explicit ControlStore(std::string root);
@@ -110,6 +117,11 @@ class ControlStore {
                                           const std::string& prompt);
   // budgetChars of the key (default 12000).
   [[nodiscard]] Result<int64_t> BudgetChars(const std::string& key);
+  // GetPolicy, then (when the policy reads) Continuation and BudgetChars, from one read of the
+  // state: one snapshot, and one parse of a file that grows with the sessions.
+  [[nodiscard]] Result<RecallControls> ForRecall(const std::string& key,
+                                                 const std::string& session_id,
+                                                 const std::string& prompt);
 
  private:
   std::string root_;

@@ -56,12 +56,15 @@ ToolResult Recall(const json& args, const MemoryToolDeps& deps) {
   const bool include_evidence = args.value("include_structured_evidence", false);
   request.visible = args.value("visible_context", std::string());
   if (deps.controls != nullptr) {
-    auto capture = deps.controls->GetPolicy(deps.control_key(request.scope), request.session_id);
-    if (!capture) return Failure("tmcra_recall", capture.error());
-    if (!capture->read) {
+    auto controls = deps.controls->ForRecall(deps.control_key(request.scope), request.session_id,
+                                             request.query);
+    if (!controls) return Failure("tmcra_recall", controls.error());
+    if (!controls->policy.read) {
       return ToolResult::Ok({{"disabled", true}, {"write_allowed", false},
                              {"injectable_context", {{"content", ""}}}});
     }
+    request.handoff = std::move(controls->handoff);
+    request.budget = static_cast<size_t>(controls->budget_chars);
   }
   auto out = RecallForTool(deps, request);
   if (!out) return Failure("tmcra_recall", out.error());
@@ -255,7 +258,10 @@ Result<json> RecallForTool(const MemoryToolDeps& deps, const RecallRequest& requ
   // Task continuation rewrites the query, and the budget is the scope's, when controls apply.
   json handoff{{"query", request.query}, {"task", nullptr}, {"candidates", json::array()}};
   size_t budget = controls::kDefaultEvidenceBudget;
-  if (deps.controls != nullptr) {
+  if (request.handoff && request.budget) {
+    handoff = *request.handoff;
+    budget = *request.budget;
+  } else if (deps.controls != nullptr) {
     const std::string key = deps.control_key(request.scope);
     auto continued = deps.controls->Continuation(key, request.session_id, request.query);
     if (!continued) return continued.error();

@@ -48,6 +48,10 @@ struct RecallRequest {
   std::string evidence_mode = "auto";
   std::string wait_for_job_id;
   std::string visible;
+  // The task hand-off and the evidence budget when the caller has read them already
+  // (ControlStore::ForRecall); otherwise RecallForTool reads them.
+  std::optional<nlohmann::json> handoff;
+  std::optional<size_t> budget;
 };
 [[nodiscard]] Result<nlohmann::json> RecallForTool(const MemoryToolDeps& deps,
                                                    const RecallRequest& request);

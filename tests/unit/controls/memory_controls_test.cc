@@ -436,6 +436,42 @@ TEST_CASE("memory controls: continuation picks the session's task, the single ta
   CHECK(store.Continuation(kKey, "   ", "继续").error().message == "Exact session_id is required");
 }
 
+TEST_CASE("memory controls: ForRecall is GetPolicy, Continuation and BudgetChars in one read",
+          "[controls][continuation]") {
+  TempDir dir;
+  ControlStore store(dir.path());
+  const auto same = [&](const std::string& session, const std::string& prompt) {
+    INFO(session << " / " << prompt);
+    auto together = store.ForRecall(kKey, session, prompt);
+    auto policy = store.GetPolicy(kKey, session);
+    REQUIRE(together.has_value() == policy.has_value());
+    if (!together) {
+      CHECK(together.error().message == policy.error().message);
+      return;
+    }
+    CHECK(together->policy.ToJson() == policy->ToJson());
+    if (!policy->read) {
+      CHECK(together->handoff.is_null());  // nothing more is looked at
+      return;
+    }
+    CHECK(together->handoff == Ok(store.Continuation(kKey, session, prompt)));
+    CHECK(together->budget_chars == *store.BudgetChars(kKey));
+  };
+  same("s", "what is the DB?");  // no state file yet
+  same("s", "continue");
+  REQUIRE(store.Control(kKey, "author", "task", {{"objective", "Migrate the billing DB"}}));
+  REQUIRE(store.Control(kKey, "s", "budget", {{"budgetChars", 3000}}));
+  same("s", "继续");
+  same("author", "continue");
+  same("s", "what is the DB?");
+  REQUIRE(store.Control(kKey, "quiet", "mode", {{"mode", "off"}}));
+  same("quiet", "continue");
+  same("quiet:subagent:1", "continue");
+  REQUIRE(store.Control(kKey, "ro", "mode", {{"mode", "recall_only"}}));
+  same("ro", "continue");
+  same("   ", "continue");  // a blank session id is refused, as GetPolicy refuses it
+}
+
 TEST_CASE("memory controls: budget: an int in 1000..64000, bool and float rejected", "[controls][budget]") {
   TempDir dir;
   ControlStore store(dir.path());
