@@ -63,8 +63,7 @@ ToolResult Recall(const json& args, const MemoryToolDeps& deps) {
       return ToolResult::Ok({{"disabled", true}, {"write_allowed", false},
                              {"injectable_context", {{"content", ""}}}});
     }
-    request.handoff = std::move(controls->handoff);
-    request.budget = static_cast<size_t>(controls->budget_chars);
+    request.read_controls = std::move(*controls);
   }
   auto out = RecallForTool(deps, request);
   if (!out) return Failure("tmcra_recall", out.error());
@@ -258,9 +257,9 @@ Result<json> RecallForTool(const MemoryToolDeps& deps, const RecallRequest& requ
   // Task continuation rewrites the query, and the budget is the scope's, when controls apply.
   json handoff{{"query", request.query}, {"task", nullptr}, {"candidates", json::array()}};
   size_t budget = controls::kDefaultEvidenceBudget;
-  if (request.handoff && request.budget) {
-    handoff = *request.handoff;
-    budget = *request.budget;
+  if (request.read_controls) {
+    handoff = request.read_controls->handoff;
+    budget = static_cast<size_t>(request.read_controls->budget_chars);
   } else if (deps.controls != nullptr) {
     const std::string key = deps.control_key(request.scope);
     auto continued = deps.controls->Continuation(key, request.session_id, request.query);

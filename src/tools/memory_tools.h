@@ -48,10 +48,9 @@ struct RecallRequest {
   std::string evidence_mode = "auto";
   std::string wait_for_job_id;
   std::string visible;
-  // The task hand-off and the evidence budget when the caller has read them already
-  // (ControlStore::ForRecall); otherwise RecallForTool reads them.
-  std::optional<nlohmann::json> handoff;
-  std::optional<size_t> budget;
+  // The controls when the caller has read them already (ControlStore::ForRecall: their
+  // hand-off and budget are used); otherwise RecallForTool reads what it needs.
+  std::optional<controls::RecallControls> read_controls;
 };
 [[nodiscard]] Result<nlohmann::json> RecallForTool(const MemoryToolDeps& deps,
                                                    const RecallRequest& request);

@@ -116,10 +116,6 @@ json Answer(Engine& engine, const std::string& query) {
   return answer;
 }
 
-}  // namespace
-
-namespace {
-
 IndexShape Made(int segments, int64_t pages, int64_t largest, int levels = 4,
                 bool merging = false) {
   IndexShape shape;
