@@ -12,6 +12,9 @@
 //                    SSL_CERT_FILE=ca.pem, TMCRA_DEFAULT_SCOPE=bench), raw pipe (newline JSON-RPC,
 //                    no SDK) and the official SDK client, in rounds interleaved with the floor;
 //                    the client's overhead = tmcra_recall p50 (raw pipe) − floor p50;
+//                    then, as a diagnostic, the same rounds with tmcra-memd pinned to a CPU of
+//                    its own and the clients to the others (split placement, as if tmcra-memd
+//                    ran on another machine; needs taskset; --skip split leaves it out);
 //   * throughput   — remote_bench throughput: 1 client for reference, then in each of R rounds
 //                    (default 3) C clients (default 16), each its own keep-alive handle, for T
 //                    seconds, and as a diagnostic the same C clients against a second
@@ -34,7 +37,7 @@
 //          [--store-report FILE] [--rounds R] [--calls N] [--warmup N] [--turns N] [--gap-ms MS]
 //          [--clients C] [--seconds T] [--throughput-rounds R] [--memd-threads N]
 //          [--memd-concurrency N]
-//          [--delivery-items N] [--skip recall,throughput,commit,delivery] [--out DIR]
+//          [--delivery-items N] [--skip recall,split,throughput,commit,delivery] [--out DIR]
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -311,7 +314,8 @@ async function recallOverhead(opts, memd, key, keyFile, questions) {
           samples.floor.push(...f.samples_ms);
           asked.floor.push(...f.questions);
           floorInfo = { connections: (floorInfo?.connections ?? 0) + f.connections,
-            mean_answer_bytes: f.mean_answer_bytes, mean_wire_bytes: f.mean_wire_bytes };
+            mean_answer_bytes: f.mean_answer_bytes, mean_wire_bytes: f.mean_wire_bytes,
+            cpu_ms: (floorInfo?.cpu_ms ?? 0) + f.cpu_ms_per_call * f.samples_ms.length };
           continue;
         }
         const cpu0 = processJiffies(sessions[kind].pid);
@@ -340,7 +344,9 @@ async function recallOverhead(opts, memd, key, keyFile, questions) {
     return summarize(diffs);
   };
   const floor = summarize(samples.floor);
-  const out = { per_round: perRound, floor: { ...floor, ...floorInfo, samples_ms: samples.floor, questions: asked.floor } };
+  const out = { per_round: perRound, floor: { ...floor, ...floorInfo,
+    cpu_ms_per_call: floorInfo ? floorInfo.cpu_ms / Math.max(1, samples.floor.length) : null,
+    samples_ms: samples.floor, questions: asked.floor } };
   for (const kind of ['raw', 'sdk']) {
     const s = summarize(samples[kind]);
     out[kind] = {
@@ -355,6 +361,36 @@ async function recallOverhead(opts, memd, key, keyFile, questions) {
     };
   }
   return out;
+}
+
+// The same rounds with tmcra-memd on a CPU of its own (the last) and every client (this
+// process, the floor's driver, tmcra-mcp) on the others, as when tmcra-memd runs on another
+// machine: its caches are not shared with the client side, and the client side's hand-offs
+// (Node -> tmcra-mcp -> Node) stay on one CPU. A diagnostic beside the shared-placement figure,
+// which stays the verdict's. Needs >= 2 CPUs and taskset (util-linux); null when either is
+// missing. Affinities are restored afterwards, also on failure.
+async function splitPlacement(opts, memd, key, keyFile, questions) {
+  const n = os.cpus().length;
+  if (n < 2) { log('split placement: skipped (one CPU)'); return null; }
+  const pin = (pid, cpus) => execFileSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
+  const all = `0-${n - 1}`;
+  const clientCpus = n === 2 ? '0' : `0-${n - 2}`;
+  try {
+    pin(memd.pid, String(n - 1));
+    pin(process.pid, clientCpus);
+  } catch (err) {
+    log(`split placement: skipped (taskset: ${err.message.split('\n')[0]})`);
+    try { pin(memd.pid, all); pin(process.pid, all); } catch { /* as it was */ }
+    return null;
+  }
+  log(`split placement: tmcra-memd on CPU ${n - 1}, clients on CPU ${clientCpus}`);
+  try {
+    return { memd_cpus: String(n - 1), client_cpus: clientCpus,
+      ...await recallOverhead(opts, memd, key, keyFile, questions) };
+  } finally {
+    pin(memd.pid, all);
+    pin(process.pid, all);
+  }
 }
 
 // ---- throughput ----------------------------------------------------------------------------
@@ -513,7 +549,7 @@ function render(result) {
     lines.push('| figure | p50 ms | p99 ms | p50 − floor p50 | paired median (same question) | tmcra-mcp CPU ms/call | answer bytes |');
     lines.push('|---|---:|---:|---:|---:|---:|---:|');
     lines.push(`| floor: libcurl keep-alive POST …/recall (${r.floor.n}; ${r.floor.connections} connections) | `
-      + `${f(r.floor.p50, 3)} | ${f(r.floor.p99, 3)} | 0 | 0 | | ${r.floor.mean_answer_bytes} (${r.floor.mean_wire_bytes} on the wire) |`);
+      + `${f(r.floor.p50, 3)} | ${f(r.floor.p99, 3)} | 0 | 0 | (driver ${f(r.floor.cpu_ms_per_call)}) | ${r.floor.mean_answer_bytes} (${r.floor.mean_wire_bytes} on the wire) |`);
     for (const kind of ['raw', 'sdk']) {
       const k = r[kind];
       lines.push(`| \`tmcra_recall\`, ${kind === 'sdk' ? 'SDK client' : 'raw pipe'} (${k.n}) | ${f(k.p50, 3)} | `
@@ -521,6 +557,16 @@ function render(result) {
     }
     if (store) {
       lines.push(`| engine recall alone (memory_bench, in-process) | ${f(store.recall_p50_ms, 3)} | ${f(store.recall_p99_ms, 3)} | | | | |`);
+    }
+    const sp = result.recall_split;
+    if (sp) {
+      lines.push(`| *split placement (diagnostic): tmcra-memd on CPU ${sp.memd_cpus}, clients on CPU ${sp.client_cpus}* | | | | | | |`);
+      lines.push(`| floor, split (${sp.floor.n}) | ${f(sp.floor.p50, 3)} | ${f(sp.floor.p99, 3)} | 0 | 0 | (driver ${f(sp.floor.cpu_ms_per_call)}) | |`);
+      for (const kind of ['raw', 'sdk']) {
+        const k = sp[kind];
+        lines.push(`| \`tmcra_recall\`, ${kind === 'sdk' ? 'SDK client' : 'raw pipe'}, split (${k.n}) | ${f(k.p50, 3)} | `
+          + `${f(k.p99, 3)} | ${f(k.overhead_p50_ms, 3)} | ${f(k.paired_overhead.p50, 3)} | ${f(k.server_cpu_ms_per_call)} | |`);
+      }
     }
     lines.push('');
   }
@@ -566,6 +612,11 @@ function render(result) {
   if (r) {
     lines.push(`| client overhead: \`tmcra_recall\` p50 (raw pipe) − floor p50 ≤ ${TARGETS.recall_overhead_ms} ms | `
       + `${f(r.raw.overhead_p50_ms, 3)} ms (paired ${f(r.raw.paired_overhead.p50, 3)} ms) | ${verdict(r.raw.overhead_p50_ms, TARGETS.recall_overhead_ms)} |`);
+    if (result.recall_split) {
+      const sp = result.recall_split.raw;
+      lines.push(`| (diagnostic, not the verdict) the same with tmcra-memd on a CPU of its own | `
+        + `${f(sp.overhead_p50_ms, 3)} ms (paired ${f(sp.paired_overhead.p50, 3)} ms) | ${verdict(sp.overhead_p50_ms, TARGETS.recall_overhead_ms)} |`);
+    }
   }
   if (d) {
     lines.push(`| delivery over HTTPS ≥ ${TARGETS.delivery_items_per_second} items/s | `
@@ -616,6 +667,10 @@ async function main() {
         phase('recall');
         result.body_check = await bodyCheck(opts, memd, key, questions[0].question);
         result.recall = await recallOverhead(opts, memd, key, keyFile, questions);
+      }
+      if (!opts.skip.has('recall') && !opts.skip.has('split')) {
+        phase('recall (split placement)');
+        result.recall_split = await splitPlacement(opts, memd, key, keyFile, questions);
       }
       if (!opts.skip.has('throughput')) {
         phase('throughput');
