@@ -1082,20 +1082,92 @@ Result<Policy> ControlStore::GetPolicy(const std::string& key, const std::string
   });
 }
 
+namespace {
+
+// continuation() against a state already read (§4.2.4).
+Result<json> ContinuationOf(const ojson& state, const std::string& session_id,
+                            const std::string& prompt) {
+  std::vector<const ojson*> active;
+  for (const auto& [id, task] : state.at("tasks").items()) {
+    if (IsActive(task)) active.push_back(&task);
+  }
+  auto row = ReadRow(state, session_id);
+  if (!row) return row.error();
+  const ojson* task = nullptr;
+  if (row->row != nullptr) {
+    const auto bound = row->row->find("taskId");
+    if (bound != row->row->end() && bound->is_string()) {
+      const auto it = state.at("tasks").find(bound->get<std::string>());
+      if (it != state.at("tasks").end() && IsActive(*it)) task = &*it;
+    }
+  }
+  if (task == nullptr && active.size() == 1) task = active.front();
+  if (task == nullptr) {
+    json candidates = json::array();
+    for (const ojson* t : active) {
+      candidates.push_back({{"id", ToPlain(t->value("id", ojson()))},
+                            {"objective", ToPlain(t->value("objective", ojson()))}});
+    }
+    return json{{"query", prompt}, {"task", nullptr}, {"candidates", std::move(candidates)}};
+  }
+  std::string query = prompt + "\nCurrent task: " + FieldText(*task, "objective") +
+                      "\nLast observed result: " + FieldText(*task, "summary") +
+                      "\nNext step: " + FieldText(*task, "nextStep");
+  return json{
+      {"query", std::move(query)}, {"task", ToPlain(*task)}, {"candidates", json::array()}};
+}
+
+json NoContinuation(const std::string& prompt) {
+  return json{{"query", prompt}, {"task", nullptr}, {"candidates", json::array()}};
+}
+
+// ForRecall's answer from a state already read and the session's policy in it.
+Result<RecallControls> SnapshotOf(const ojson& state, Policy policy, const std::string& session_id,
+                                  const std::string& prompt) {
+  RecallControls out;
+  out.policy = std::move(policy);
+  if (!out.policy.read) return out;  // recall is off: nothing more is looked at
+  if (IsContinuation(prompt)) {
+    auto handoff = ContinuationOf(state, session_id, prompt);
+    if (!handoff) return handoff.error();
+    out.handoff = std::move(*handoff);
+  } else {
+    out.handoff = NoContinuation(prompt);
+  }
+  out.budget_chars = EffectiveBudget(state);
+  return out;
+}
+
+}  // namespace
+
 Result<Policy> ControlStore::BeginTurn(const std::string& key, const std::string& session_id,
                                        const std::string& turn_id) {
-  return Guarded([&]() -> Result<Policy> {
+  auto begun = BeginTurnForRecall(key, session_id, turn_id, "");
+  if (!begun) return begun.error();
+  return std::move(begun->policy);
+}
+
+Result<RecallControls> ControlStore::BeginTurnForRecall(const std::string& key,
+                                                        const std::string& session_id,
+                                                        const std::string& turn_id,
+                                                        const std::string& prompt) {
+  return Guarded([&]() -> Result<RecallControls> {
     if (IsBlank(turn_id)) return Error::Invalid("An exact host turn ID is required");
-    auto before = GetPolicy(key, session_id);
-    if (!before || !before->write) return before;
+    auto read = ReadState(root_, key);
+    if (!read) return read.error();
+    auto before = PolicyOf(*read, key, session_id);
+    if (!before) return before.error();
     const std::string hash = Sha256Hex(turn_id);
-    if (before->turn_hash == hash) return before;  // a replayed prepare: nothing to record
-    return Edit(root_, key, [&](ojson& state, bool& dirty) -> Result<Policy> {
+    // Writing is off, or a replayed prepare: nothing to record.
+    if (!before->write || before->turn_hash == hash) {
+      return SnapshotOf(*read, std::move(*before), session_id, prompt);
+    }
+    return Edit(root_, key, [&](ojson& state, bool& dirty) -> Result<RecallControls> {
       auto current = PolicyOf(state, key, session_id);
       if (!current) return current.error();
       if (!current->write) {  // the mode changed since the check above: record nothing
         dirty = false;
-        return current;
+        return SnapshotOf(state, std::move(*current), session_id, prompt);
       }
       auto row = MutableRow(state, session_id);
       if (!row) return row.error();
@@ -1103,13 +1175,16 @@ Result<Policy> ControlStore::BeginTurn(const std::string& key, const std::string
       const bool new_turn = !r.contains("currentTurnHash") || r["currentTurnHash"] != hash;
       if (!new_turn) {
         dirty = false;
-        return current;
+        return SnapshotOf(state, std::move(*current), session_id, prompt);
       }
       r["currentTurnHash"] = hash;
       // Deviation (§9.4 #21): a new host turn ends the correction that suppressed turn-less
       // capture. The corrected turn itself stays vetoed by its hash in suppressedTurns.
       r.erase("suppressLegacyCapture");
-      return PolicyOf(state, key, session_id);
+      auto fresh = PolicyOf(state, key, session_id);
+      if (!fresh) return fresh.error();
+      // The state as it will be written (Edit writes it unless this returns an error).
+      return SnapshotOf(state, std::move(*fresh), session_id, prompt);
     });
   });
 }
@@ -1165,46 +1240,6 @@ Result<json> ControlStore::Control(const std::string& key, const std::string& se
   });
 }
 
-namespace {
-
-// continuation() against a state already read (§4.2.4).
-Result<json> ContinuationOf(const ojson& state, const std::string& session_id,
-                            const std::string& prompt) {
-  std::vector<const ojson*> active;
-  for (const auto& [id, task] : state.at("tasks").items()) {
-    if (IsActive(task)) active.push_back(&task);
-  }
-  auto row = ReadRow(state, session_id);
-  if (!row) return row.error();
-  const ojson* task = nullptr;
-  if (row->row != nullptr) {
-    const auto bound = row->row->find("taskId");
-    if (bound != row->row->end() && bound->is_string()) {
-      const auto it = state.at("tasks").find(bound->get<std::string>());
-      if (it != state.at("tasks").end() && IsActive(*it)) task = &*it;
-    }
-  }
-  if (task == nullptr && active.size() == 1) task = active.front();
-  if (task == nullptr) {
-    json candidates = json::array();
-    for (const ojson* t : active) {
-      candidates.push_back({{"id", ToPlain(t->value("id", ojson()))},
-                            {"objective", ToPlain(t->value("objective", ojson()))}});
-    }
-    return json{{"query", prompt}, {"task", nullptr}, {"candidates", std::move(candidates)}};
-  }
-  std::string query = prompt + "\nCurrent task: " + FieldText(*task, "objective") +
-                      "\nLast observed result: " + FieldText(*task, "summary") +
-                      "\nNext step: " + FieldText(*task, "nextStep");
-  return json{
-      {"query", std::move(query)}, {"task", ToPlain(*task)}, {"candidates", json::array()}};
-}
-
-json NoContinuation(const std::string& prompt) {
-  return json{{"query", prompt}, {"task", nullptr}, {"candidates", json::array()}};
-}
-
-}  // namespace
 
 Result<json> ControlStore::Continuation(const std::string& key, const std::string& session_id,
                                         const std::string& prompt) {
@@ -1222,20 +1257,9 @@ Result<RecallControls> ControlStore::ForRecall(const std::string& key,
   return Guarded([&]() -> Result<RecallControls> {
     auto state = ReadState(root_, key);
     if (!state) return state.error();
-    RecallControls out;
     auto policy = PolicyOf(*state, key, session_id);
     if (!policy) return policy.error();
-    out.policy = std::move(*policy);
-    if (!out.policy.read) return out;  // recall is off: nothing more is looked at
-    if (IsContinuation(prompt)) {
-      auto handoff = ContinuationOf(*state, session_id, prompt);
-      if (!handoff) return handoff.error();
-      out.handoff = std::move(*handoff);
-    } else {
-      out.handoff = NoContinuation(prompt);
-    }
-    out.budget_chars = EffectiveBudget(*state);
-    return out;
+    return SnapshotOf(*state, std::move(*policy), session_id, prompt);
   });
 }
 

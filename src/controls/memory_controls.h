@@ -103,6 +103,13 @@ class ControlStore {
   // fresh policy.
   [[nodiscard]] Result<Policy> BeginTurn(const std::string& key, const std::string& session_id,
                                          const std::string& turn_id);
+  // BeginTurn, and what the turn's recall of `prompt` needs (ForRecall's hand-off and budget)
+  // from the state it read or wrote: tmcra_turn_prepare reads the file once fewer times per
+  // thing it needs. The policy is the one BeginTurn returns.
+  [[nodiscard]] Result<RecallControls> BeginTurnForRecall(const std::string& key,
+                                                          const std::string& session_id,
+                                                          const std::string& turn_id,
+                                                          const std::string& prompt);
   // may_write(capture) of §4.2.2, against the current state.
   [[nodiscard]] Result<bool> MayWrite(const Policy& capture);
   // suppress_turn: the session's current turn (if any) is never captured; legacy capture of the

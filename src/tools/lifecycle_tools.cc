@@ -123,11 +123,14 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps) {
   }
   controls::Policy capture;
   capture.session_id = session;
+  // The turn's recall takes its task hand-off and budget from the state BeginTurn read.
+  std::optional<controls::RecallControls> read_controls;
   if (deps.controls != nullptr) {
     capture.key = deps.control_key(resolved->scope);
-    auto begun = deps.controls->BeginTurn(capture.key, session, turn_id);
+    auto begun = deps.controls->BeginTurnForRecall(capture.key, session, turn_id, content);
     if (!begun) return Failure(kTool, begun.error());
-    capture = std::move(*begun);
+    capture = begun->policy;
+    read_controls = std::move(*begun);
   }
   if (!capture.read) {
     return ToolResult::Ok({{"status", "disabled"}, {"turn_id", turn_id}, {"write_allowed", false},
@@ -157,6 +160,7 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps) {
     request.session_id = session;
     request.query = content;
     request.evidence_mode = args.value("evidence_mode", "auto");
+    request.read_controls = std::move(read_controls);
     auto fresh = RecallForTool(deps, request);
     if (!fresh) return Failure(kTool, fresh.error());
     recall = std::move(*fresh);

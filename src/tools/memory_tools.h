@@ -48,8 +48,9 @@ struct RecallRequest {
   std::string evidence_mode = "auto";
   std::string wait_for_job_id;
   std::string visible;
-  // The controls when the caller has read them already (ControlStore::ForRecall: their
-  // hand-off and budget are used); otherwise RecallForTool reads what it needs.
+  // The controls when the caller has read them already (ControlStore::ForRecall or
+  // BeginTurnForRecall: their hand-off and budget are used); otherwise RecallForTool reads what
+  // it needs.
   std::optional<controls::RecallControls> read_controls;
 };
 [[nodiscard]] Result<nlohmann::json> RecallForTool(const MemoryToolDeps& deps,

@@ -472,6 +472,56 @@ TEST_CASE("memory controls: ForRecall is GetPolicy, Continuation and BudgetChars
   same("   ", "continue");  // a blank session id is refused, as GetPolicy refuses it
 }
 
+TEST_CASE("memory controls: BeginTurnForRecall is BeginTurn, then ForRecall of the state it left",
+          "[controls][continuation]") {
+  TempDir dir;
+  TempDir twin_dir;  // a copy of the state before each step, for BeginTurn then ForRecall
+  ControlStore store(dir.path());
+  ControlStore twin(twin_dir.path());
+  const auto state_text = [&](const std::string& root) {
+    std::ifstream in(root + "/" + kKey + ".json");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto same = [&](const std::string& session, const std::string& turn,
+                        const std::string& prompt) {
+    INFO(session << " / " << turn << " / " << prompt);
+    std::filesystem::remove_all(twin_dir.path());
+    std::filesystem::copy(dir.path(), twin_dir.path(), std::filesystem::copy_options::recursive);
+    auto together = store.BeginTurnForRecall(kKey, session, turn, prompt);
+    auto begun = twin.BeginTurn(kKey, session, turn);
+    REQUIRE(together.has_value() == begun.has_value());
+    if (!together) {
+      CHECK(together.error().message == begun.error().message);
+      return;
+    }
+    CHECK(together->policy.ToJson() == begun->ToJson());
+    auto after = twin.ForRecall(kKey, session, prompt);
+    REQUIRE(after);
+    CHECK(together->handoff == after->handoff);
+    CHECK(together->budget_chars == after->budget_chars);
+    CHECK(state_text(dir.path()) == state_text(twin_dir.path()));  // the same turn recorded
+  };
+  same("s", "t1", "what is the DB?");  // no state file yet
+  same("s", "t1", "continue");          // a replayed prepare
+  REQUIRE(store.Control(kKey, "author", "task", {{"objective", "Migrate the billing DB"}}));
+  REQUIRE(store.Control(kKey, "s", "budget", {{"budgetChars", 3000}}));
+  same("s", "t2", "继续");
+  auto continued = store.ForRecall(kKey, "s", "继续");
+  REQUIRE(continued);
+  CHECK_FALSE(continued->handoff["task"].is_null());  // the hand-off above had a task
+  same("author", "a1", "continue");
+  same("s", "t3", "what is the DB?");
+  REQUIRE(store.Control(kKey, "s", "correction_start", nullptr));
+  same("s", "t4", "continue");  // a new turn ends the correction of turn-less capture
+  REQUIRE(store.Control(kKey, "ro", "mode", {{"mode", "recall_only"}}));
+  same("ro", "r1", "continue");  // writing off: nothing recorded, recall still served
+  REQUIRE(store.Control(kKey, "quiet", "mode", {{"mode", "off"}}));
+  same("quiet", "q1", "continue");
+  same("quiet:subagent:1", "q2", "continue");
+  same("   ", "t5", "continue");  // a blank session id
+  same("s", "   ", "continue");   // a blank turn id
+}
+
 TEST_CASE("memory controls: budget: an int in 1000..64000, bool and float rejected", "[controls][budget]") {
   TempDir dir;
   ControlStore store(dir.path());
