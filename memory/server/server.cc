@@ -40,15 +40,36 @@ struct RequestContext {
   bool active = false;
   std::string request_id;
   Clock::time_point start;
-  bool holds_slot = false;  // counted in the concurrency limit
-  int reject_status = 0;    // decided before the body was read: 411 (chunked) or 429
+  // The counters this request is counted in: the concurrency limit's (from Handle until its
+  // answer is made, post-routing) and the requests Stop() waits for (from pre-routing until its
+  // answer is written, the logger).
+  std::atomic<int>* slot = nullptr;
+  std::atomic<int>* counted = nullptr;
   bool close_after = false; // close the connection after this answer (a body left unread)
   std::string key_id;       // for the access log
   bool gzip = false;        // the policy allows gzip for this peer (ServerOptions::gzip)
 };
 thread_local RequestContext t_ctx;
 
+// Gives back the request's concurrency slot, if it holds one.
+void ReleaseSlot() {
+  if (t_ctx.slot != nullptr) {
+    t_ctx.slot->fetch_sub(1);
+    t_ctx.slot = nullptr;
+  }
+}
+
+// The request's answer is written: it no longer holds a slot nor delays Stop().
+void EndRequest() {
+  ReleaseSlot();
+  if (t_ctx.counted != nullptr) {
+    t_ctx.counted->fetch_sub(1);
+    t_ctx.counted = nullptr;
+  }
+}
+
 void BeginContext(const Request& req, GzipPolicy gzip) {
+  EndRequest();  // the logger ends a request; this only guards against a path that skipped it
   t_ctx = RequestContext{};
   t_ctx.active = true;
   // A proxy on the same host (it says so with X-Forwarded-For or Forwarded) relays to clients
@@ -66,6 +87,14 @@ void BeginContext(const Request& req, GzipPolicy gzip) {
 // two things: the path used for httplib's own routing (we route on the raw target ourselves) and
 // the Connection header, which is how httplib decides to answer "Connection: close".
 Request& Mutable(const Request& req) { return const_cast<Request&>(req); }
+
+// The path the pre-routing handler gives every request it has seen (httplib routes only this;
+// Handle routes the raw target).
+constexpr const char* kRoutedPath = "/_";
+
+// True when t_ctx is this request's: the pre-routing handler has run for it (a context left
+// over from an earlier request on this thread, whose logger did not run, is not).
+bool OwnContext(const Request& req) { return t_ctx.active && req.path == kRoutedPath; }
 
 // The raw path of the target without the query, printable ASCII only, for logs.
 std::string LogPath(const Request& req) {
@@ -96,15 +125,24 @@ void SendJson(const Request& req, Response& res, int status, const json& body) {
     r.headers.erase("Connection");
     r.headers.emplace("Connection", "close");
   }
-  // A sized content provider: httplib neither compresses it nor changes it. Returning false
-  // after the whole body makes httplib close the connection, which we want when part of the
-  // request body was never read.
-  auto shared = std::make_shared<std::string>(std::move(text));
-  res.set_content_provider(shared->size(), "application/json",
-                           [shared, close](size_t offset, size_t length, httplib::DataSink& sink) {
-                             if (!sink.write(shared->data() + offset, length)) return false;
-                             return !close;
-                           });
+  if (close) {
+    // A sized content provider that returns false after the whole body: httplib then closes
+    // the connection, which we want when part of the request body was never read.
+    auto shared = std::make_shared<std::string>(std::move(text));
+    res.set_content_provider(shared->size(), "application/json",
+                             [shared](size_t offset, size_t length, httplib::DataSink& sink) {
+                               sink.write(shared->data() + offset, length);
+                               return false;
+                             });
+    return;
+  }
+  // A plain body: httplib writes it whole even once its listener is closed (it skips a content
+  // provider then), so an answer in progress at SIGTERM arrives complete. httplib would gzip a
+  // plain application/json body itself when the request accepts gzip: the compression is
+  // decided above, so the request's Accept-Encoding is dropped first.
+  Mutable(req).headers.erase("Accept-Encoding");
+  res.body = std::move(text);
+  res.set_header("Content-Type", "application/json");
 }
 
 void SendApiError(const Request& req, Response& res, int status, std::string_view code,
@@ -143,6 +181,7 @@ std::string_view ErrorCodeForStatus(int status) {
     case 411: return "content_length_required";
     case 413: return "request_too_large";
     case 414: return "uri_too_long";
+    case 415: return "unsupported_media_type";
     case 416: return "range_not_satisfiable";
     case 500: return "internal_error";
     case 503: return "unavailable";
@@ -239,7 +278,8 @@ struct Server::Impl {
   KeyStore& keys;
   std::unique_ptr<httplib::Server> http;
   api::MemoryApi* memory = nullptr;
-  std::atomic<int> in_flight{0};
+  std::atomic<int> in_flight{0};  // requests holding a concurrency slot
+  std::atomic<int> requests{0};   // requests seen by pre-routing and not yet answered
   std::atomic<bool> stopping{false};
 
   Impl(ServerOptions o, KeyStore& k) : options(std::move(o)), keys(k) {}
@@ -265,19 +305,23 @@ void Server::Impl::Configure() {
   s.set_payload_max_length(options.max_body_bytes);
   s.set_pre_routing_handler(
       [this](const Request& req, Response& res) { return PreRouting(req, res); });
-  s.set_expect_100_continue_handler([this](const Request& req, Response&) {
+  // Runs before the pre-routing handler. Over the limit, httplib answers at once (the error
+  // handler writes the 413 and closes the connection) without reading the body.
+  s.set_expect_100_continue_handler([this](const Request& req, Response& res) {
     auto length = ParseContentLength(req.get_header_value("Content-Length"));
-    return length && *length > options.max_body_bytes ? 413 : 100;
+    if (!length || *length <= options.max_body_bytes) return 100;
+    res.status = 413;  // httplib writes res.status, not the value returned here
+    return 413;
   });
   // Every path is routed by Handle from the raw target; httplib only sees "/_" (set in
   // PreRouting), which keeps its std::regex away from long paths.
   auto handler = [this](const Request& req, Response& res) { Handle(req, res); };
-  s.Get("/_", handler);
-  s.Post("/_", handler);
-  s.Put("/_", handler);
-  s.Patch("/_", handler);
-  s.Delete("/_", handler);
-  s.Options("/_", handler);
+  s.Get(kRoutedPath, handler);
+  s.Post(kRoutedPath, handler);
+  s.Put(kRoutedPath, handler);
+  s.Patch(kRoutedPath, handler);
+  s.Delete(kRoutedPath, handler);
+  s.Options(kRoutedPath, handler);
   s.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](const Request& req, Response& res) { return OnError(req, res); }));
   s.set_exception_handler([](const Request& req, Response& res, std::exception_ptr ep) {
@@ -291,17 +335,18 @@ void Server::Impl::Configure() {
     SendApiError(req, res, 500, "internal_error", "internal error");
   });
   s.set_post_routing_handler([this](const Request& req, Response& res) {
-    if (!t_ctx.active) BeginContext(req, options.gzip);
+    if (!OwnContext(req)) BeginContext(req, options.gzip);
     res.set_header("x-request-id", t_ctx.request_id);
-    if (t_ctx.holds_slot) {
-      in_flight.fetch_sub(1);
-      t_ctx.holds_slot = false;
-    }
+    // The answer is made: its slot is free before it is written, so a client that sends its
+    // next request as soon as it has this answer never finds its own slot still taken.
+    ReleaseSlot();
   });
+  // httplib calls the logger once the answer has been written (or failed to be).
   s.set_logger([](const Request& req, const Response& res) {
     const auto ms = std::chrono::duration<double, std::milli>(Clock::now() - t_ctx.start).count();
     spdlog::info("{} {} {} {} {:.1f} ms{}{}", t_ctx.request_id, req.method, LogPath(req),
                  res.status, ms, t_ctx.key_id.empty() ? "" : " key=", t_ctx.key_id);
+    EndRequest();
     t_ctx.active = false;
   });
 }
@@ -309,55 +354,75 @@ void Server::Impl::Configure() {
 HandlerResponse Server::Impl::PreRouting(const Request& req, Response& res) {
   BeginContext(req, options.gzip);
   Request& mutable_req = Mutable(req);
-  const std::string raw_path = req.target.substr(0, req.target.find('?'));
-  mutable_req.path = "/_";
+  mutable_req.path = kRoutedPath;
   mutable_req.ranges.clear();  // a JSON API answers whole bodies
-  const bool health = raw_path == "/healthz" || raw_path == "/readyz";
-  if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
-    if (req.has_header("Transfer-Encoding")) {
-      // Chunked: httplib reads it (bounded by the body limit) and Handle answers 411, so the
-      // connection stays in step.
-      t_ctx.reject_status = 411;
+  // Counted before `stopping` is looked at: Stop() sets `stopping`, then waits for the count to
+  // reach 0, so either this request is refused here or Stop() waits for its answer.
+  t_ctx.counted = &requests;
+  requests.fetch_add(1);
+  if (stopping.load()) {
+    t_ctx.close_after = true;
+    SendApiError(req, res, 503, "unavailable", "shutting down", {}, 1);
+    return HandlerResponse::Handled;
+  }
+  // Answered before any of the body is read, and the connection closed after the answer (what
+  // is left of the body would otherwise be read as the next request).
+  const auto refuse = [&](int status, std::string_view code, std::string_view message) {
+    t_ctx.close_after = true;
+    if (status == 411 || status == 413) {
+      SendEarly(req, res, status, code);
+    } else {
+      SendApiError(req, res, status, code, message);
+    }
+    return HandlerResponse::Handled;
+  };
+  // Chunked (or any other transfer coding): this httplib reads such a body without a size
+  // limit, so it is refused unread, whatever the method.
+  if (req.has_header("Transfer-Encoding")) {
+    return refuse(411, "content_length_required", "");
+  }
+  // A compressed body would be inflated by httplib past the body limit (which it checks on the
+  // compressed length); our clients never compress what they send.
+  if (req.has_header("Content-Encoding") &&
+      strcasecmp(req.get_header_value("Content-Encoding").c_str(), "identity") != 0) {
+    return refuse(415, "unsupported_media_type", "Content-Encoding is not supported");
+  }
+  if (req.get_header_value_count("Content-Length") > 1) {
+    return refuse(400, "bad_request", "more than one Content-Length");
+  }
+  std::optional<uint64_t> length;
+  if (req.has_header("Content-Length")) {
+    length = ParseContentLength(req.get_header_value("Content-Length"));
+    if (!length) return refuse(400, "bad_request", "invalid Content-Length");
+  }
+  const bool with_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+  if (!with_body && req.method != "DELETE" && length && *length > 0) {
+    // httplib does not read the body of a GET, HEAD or OPTIONS: its bytes would be taken for the
+    // next request on the connection.
+    return refuse(400, "bad_request", "this method takes no body");
+  }
+  if (with_body && !length) {
+    return refuse(411, "content_length_required", "");
+  }
+  if (length && *length > options.max_body_bytes) {
+    // Up to twice the limit, httplib reads and drops the body, then answers 413 (OnError): the
+    // client, still sending, reads the answer instead of a reset connection. Beyond that we
+    // answer at once and close.
+    t_ctx.close_after = true;
+    if (*length <= 2 * static_cast<uint64_t>(options.max_body_bytes)) {
       return HandlerResponse::Unhandled;
     }
-    if (!req.has_header("Content-Length")) {
-      SendEarly(req, res, 411, "content_length_required");
-      return HandlerResponse::Handled;
-    }
-    const auto length = ParseContentLength(req.get_header_value("Content-Length"));
-    if (!length) {
-      t_ctx.close_after = true;
-      SendApiError(req, res, 400, "bad_request", "invalid Content-Length");
-      return HandlerResponse::Handled;
-    }
-    if (*length > options.max_body_bytes) {
-      t_ctx.close_after = true;
-      // Up to twice the limit, httplib reads and drops the body, then answers 413 (OnError): the
-      // client, still sending, reads the answer instead of a reset connection. Beyond that we
-      // answer at once and close.
-      if (*length <= 2 * static_cast<uint64_t>(options.max_body_bytes)) {
-        return HandlerResponse::Unhandled;
-      }
-      SendEarly(req, res, 413, "request_too_large");
-      return HandlerResponse::Handled;
-    }
-  }
-  if (!health) {
-    if (in_flight.fetch_add(1) >= options.max_concurrency) {
-      in_flight.fetch_sub(1);
-      t_ctx.reject_status = 429;  // answered by Handle once the body is read
-    } else {
-      t_ctx.holds_slot = true;
-    }
+    return refuse(413, "request_too_large", "");
   }
   return HandlerResponse::Unhandled;
 }
 
 HandlerResponse Server::Impl::OnError(const Request& req, Response& res) {
   if (res.has_header("Content-Type")) return HandlerResponse::Unhandled;  // one of ours
-  if (!t_ctx.active) BeginContext(req, options.gzip);
-  int status = res.status;
-  if (status == 413 && t_ctx.reject_status == 411) status = 411;
+  // httplib answers some requests (URI too long, an unreadable request line, 413 to
+  // Expect: 100-continue) before the pre-routing handler: they start their own context.
+  if (!OwnContext(req)) BeginContext(req, options.gzip);
+  const int status = res.status;
   const std::string_view code = ErrorCodeForStatus(status);
   if (status == 411 || status == 413) {
     t_ctx.close_after = true;
@@ -369,18 +434,20 @@ HandlerResponse Server::Impl::OnError(const Request& req, Response& res) {
 }
 
 void Server::Impl::Handle(const Request& req, Response& res) {
-  if (t_ctx.reject_status == 411) {
-    SendEarly(req, res, 411, "content_length_required");
-    return;
-  }
   auto segments = SplitTargetPath(req.target);
   std::optional<Route> route;
   if (segments) route = MatchRoute(*segments);
   const bool health =
       route && (route->endpoint == Endpoint::kHealthz || route->endpoint == Endpoint::kReadyz);
-  if (t_ctx.reject_status == 429 && !health) {
-    SendApiError(req, res, 429, "rate_limited", "too many requests in progress; retry", {}, 1);
-    return;
+  if (!health) {
+    // The slot is taken once the body has been read (a slow upload holds a connection thread,
+    // not a slot) and given back when the answer is made (post-routing).
+    t_ctx.slot = &in_flight;
+    if (in_flight.fetch_add(1) >= options.max_concurrency) {
+      ReleaseSlot();
+      SendApiError(req, res, 429, "rate_limited", "too many requests in progress; retry", {}, 1);
+      return;
+    }
   }
   if (!route) {
     SendApiError(req, res, 404, "not_found", "Not Found");
@@ -650,6 +717,12 @@ Status Server::Serve(api::MemoryApi& memory) {
 
 void Server::Stop() {
   impl_->stopping = true;
+  // The requests in progress (their headers read) finish and write their answers before the
+  // listener closes; new ones are answered 503 meanwhile.
+  const auto deadline = Clock::now() + kDrainLimit;
+  while (impl_->requests.load() > 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   if (impl_->http) impl_->http->stop();
 }
 

@@ -59,7 +59,9 @@ class Server {
   // Serves until Stop(): returns once the listener is closed and every request in progress has
   // been answered.
   [[nodiscard]] Status Serve(api::MemoryApi& memory);
-  // Stops accepting; thread-safe (not async-signal-safe: call it from a normal thread).
+  // Stops: new requests are answered 503 (connection closed), the requests in progress finish
+  // and write their answers (up to kDrainLimit), then the listener closes. Blocks for that
+  // long; thread-safe (not async-signal-safe: call it from a normal thread).
   void Stop();
   bool tls() const;
 

@@ -9,6 +9,7 @@
 #include "src/common/json_depth.h"
 #include "src/config/identifiers.h"
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -76,6 +77,8 @@ Result<std::string> Gzip(std::string_view bytes);
 // Responses at least this large are compressed when the client accepts gzip (as the service's
 // GZip middleware does).
 inline constexpr size_t kGzipMinimumBytes = 1024;
+// How long Server::Stop() waits for the requests in progress to write their answers.
+inline constexpr std::chrono::seconds kDrainLimit{10};
 
 // A client's X-Request-ID worth echoing: ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$ (nothing that could
 // forge a log line or a header).

@@ -27,6 +27,7 @@ if (!BIN || !fs.existsSync(BIN)) {
 }
 
 const r = new Runner('memd_https', { budgetMs: 240_000 });
+const STORE_CHECK = process.env.TMCRA_STORE_CHECK;
 const TMP = tmpDir('tmcra-memd-');
 const ENV = serverEnv();
 const CERT = path.join(TMP, 'cert.pem');
@@ -554,44 +555,97 @@ await r.test('feedback "correct" needs memory:write as well', async () => {
 });
 
 await r.test('429 rate_limited with Retry-After: 1 under --max-concurrency 1', async () => {
-  // A request whose body is still coming holds the only slot. The slot goes to whichever request
-  // reaches the server first, so the probes start only once the held request is connected and
-  // its headers are sent. Should a probe still get there first (a loaded machine), the probe
-  // takes the slot and the held request is the one answered 429, once its body is in: that round
-  // proves nothing and is run again.
-  const body = JSON.stringify(RECALL);
-  const holdSlot = () => new Promise((resolve) => {
-    const done = rawTls(main, 'POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\n' +
-      `Authorization: Bearer ${FULL}\r\nContent-Type: application/json\r\nConnection: close\r\n` +
-      `Content-Length: ${body.length}\r\n\r\n{`, { waitMs: 8000, onConnect: (s) => resolve({ s, done }) });
-  });
-  let held;
-  let limited;
-  for (let round = 1; round <= 3 && !limited; round += 1) {
-    held = await holdSlot();
-    await sleep(100);
-    const deadline = Date.now() + 4000;
+  // A slot is taken once a request's body is in and given back once its answer is made. An
+  // ingest waiting for the store's write lock (held by another process, tmcra-store-check)
+  // holds the only slot; a request sent meanwhile is answered 429.
+  assert.ok(STORE_CHECK, 'TMCRA_STORE_CHECK (the tmcra-store-check binary) must be set; CTest sets it');
+  const holder = spawn(STORE_CHECK, ['--hold-write-lock', path.join(DATA, 'memory.db')],
+    { stdio: ['pipe', 'pipe', 'pipe'] });
+  const holderExit = new Promise((resolve) => holder.on('exit', (code) => resolve(code)));
+  try {
+    await new Promise((resolve, reject) => {
+      let out = '';
+      holder.stdout.on('data', (d) => { out += d; if (out.includes('held')) resolve(); });
+      holder.on('exit', (code) => reject(new Error(`tmcra-store-check exited ${code} before holding the lock`)));
+    });
+    const waiting = request(main, 'POST', '/v1/scopes/team/ingest', { key: FULL,
+      body: ingestBody('Written once the lock is free'), headers: { 'Idempotency-Key': 'slot-holder-0001' } });
+    let limited;
+    const deadline = Date.now() + 5000;
     while (!limited && Date.now() < deadline) {
+      await sleep(50);
       const res = await request(main, 'GET', `/v1/jobs/${firstJob.job_id}`, { key: FULL });
-      if (res.status === 429) limited = res; else await sleep(20);
+      if (res.status === 429) limited = res; else assert.equal(res.status, 200, res.text);
     }
-    if (!limited) {
-      held.s.write(body.slice(1));
-      const lost = await held.done;
-      assert.match(lost.data, /^HTTP\/1\.1 (429|200) /, `round ${round}: ${lost.data.slice(0, 200)}`);
-    }
+    assert.ok(limited, 'a request sent while the ingest waits was answered 429');
+    assertEnvelope(limited, 429, 'rate_limited');
+    assert.equal(limited.headers['retry-after'], '1');
+    assert.equal(limited.json.error.retry_after_seconds, 1);
+    const health = await request(main, 'GET', '/healthz');
+    assert.equal(health.status, 200, 'health checks are not limited');
+    holder.stdin.end();  // the lock goes: the ingest goes through
+    const done = await waiting;
+    assert.equal(done.status, 202, done.text);
+  } finally {
+    holder.stdin.end();
+    assert.equal(await holderExit, 0);
   }
-  assert.ok(limited, 'a second request was answered 429');
-  assertEnvelope(limited, 429, 'rate_limited');
-  assert.equal(limited.headers['retry-after'], '1');
-  assert.equal(limited.json.error.retry_after_seconds, 1);
-  const health = await request(main, 'GET', '/healthz');
-  assert.equal(health.status, 200, 'health checks are not limited');
-  held.s.write(body.slice(1));
-  const done = await held.done;
-  assert.match(done.data, /^HTTP\/1\.1 200 /, done.data.slice(0, 200));
   const after = await request(main, 'GET', `/v1/jobs/${firstJob.job_id}`, { key: FULL });
   assert.equal(after.status, 200, 'the slot is free again');
+});
+
+await r.test('a slow upload does not hold a slot (a slot is taken once the body is in)', async () => {
+  const body = JSON.stringify(RECALL);
+  let held;
+  const slow = rawTls(main, 'POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\n' +
+    `Authorization: Bearer ${FULL}\r\nContent-Type: application/json\r\nConnection: close\r\n` +
+    `Content-Length: ${body.length}\r\n\r\n{`, { waitMs: 8000, onConnect: (s) => { held = s; } });
+  await sleep(300);
+  for (let i = 0; i < 5; i += 1) {
+    const res = await request(main, 'GET', `/v1/jobs/${firstJob.job_id}`, { key: FULL });
+    assert.equal(res.status, 200, res.text);
+  }
+  held.write(body.slice(1));
+  const done = await slow;
+  assert.match(done.data, /^HTTP\/1\.1 200 /, done.data.slice(0, 200));
+});
+
+await r.test('refused unread, connection closed: any Transfer-Encoding, Content-Encoding, two Content-Lengths, a GET with a body', async () => {
+  const cases = [
+    // Chunked, endless: answered at once, not read until memory runs out.
+    ['POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n' +
+      'Content-Type: application/json\r\n\r\n1000\r\n' + ' '.repeat(4096), 411, 'content_length_required'],
+    ['DELETE /v1/jobs/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n', 411, 'content_length_required'],
+    ['POST /v1/scopes/team/ingest HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n' +
+      'Content-Type: application/json\r\nContent-Length: 10\r\n\r\n', 415, 'unsupported_media_type'],
+    ['POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 40\r\n' +
+      'Content-Type: application/json\r\n\r\n{}', 400, 'bad_request'],
+    // A request hidden in the body of a GET would be read as the next request.
+    ['GET /v1/jobs/x HTTP/1.1\r\nHost: x\r\nContent-Length: 37\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'bad_request'],
+  ];
+  for (const [text, status, code] of cases) {
+    const res = await rawTls(main, text, { waitMs: 4000 });
+    assert.match(res.data, new RegExp(`^HTTP/1\\.1 ${status} `), `${JSON.stringify(text.slice(0, 60))}: ${res.data.slice(0, 200)}`);
+    assert.match(res.data, new RegExp(`"code":"${code}"`), res.data);
+    assert.equal((res.data.match(/^HTTP\/1\.1 /gm) || []).length, 1, `one answer only: ${res.data}`);
+    assert.match(res.data, /\r\nConnection: close\r\n/i);
+    assert.equal(res.how, 'closed', `${JSON.stringify(text.slice(0, 60))}: the connection is closed`);
+  }
+  const after = await request(main, 'GET', '/healthz');
+  assert.equal(after.status, 200);
+});
+
+await r.test('Expect: 100-continue over the body limit: 413 at once, connection closed', async () => {
+  const res = await rawTls(main, 'POST /v1/scopes/team/ingest HTTP/1.1\r\nHost: x\r\n' +
+    `Authorization: Bearer ${FULL}\r\nContent-Type: application/json\r\nContent-Length: 3000000\r\n` +
+    'Expect: 100-continue\r\n\r\n', { waitMs: 4000 });
+  assert.match(res.data, /^HTTP\/1\.1 413 /, res.data.slice(0, 200));
+  assert.match(res.data, /"code":"request_too_large"/);
+  assert.equal(res.how, 'closed');
+  // Within the limit, the client is told to go on and the request is served.
+  const ok = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body: RECALL,
+    headers: { Expect: '100-continue' } });
+  assert.equal(ok.status, 200, ok.text);
 });
 
 await r.test('SIGTERM: exits 0', async () => {
@@ -618,6 +672,10 @@ await r.test('SIGTERM finishes a request in progress before exiting 0', async ()
   held.write(JSON.stringify(RECALL).slice(1));
   const done = await slow;
   assert.match(done.data, /^HTTP\/1\.1 200 /, done.data.slice(0, 200));
+  // The whole answer: httplib writes no content-provider body once its listener is closed.
+  const [head, answer] = done.data.split('\r\n\r\n');
+  assert.equal(Buffer.byteLength(answer), Number(/content-length: (\d+)/i.exec(head)[1]), done.data.slice(0, 400));
+  assert.ok(JSON.parse(answer).prompt_evidence, answer.slice(0, 200));
   const t0 = Date.now();
   const exit = await waitExit(srv);
   assert.deepEqual(exit, { code: 0, signal: null });

@@ -2,7 +2,11 @@
 // as one JSON object, for crash tests written in other languages:
 //   {"memory_integrity", "outbox_integrity", "records", "message_counts": {message_id: n},
 //    "jobs", "jobs_not_succeeded", "outbox_items", "outbox_not_succeeded"}
+// tmcra-store-check --hold-write-lock DB_FILE: takes SQLite's write lock of DB_FILE (BEGIN
+// IMMEDIATE), prints "held", and keeps it until its stdin ends; then rolls back. For tests that
+// need a writer of the store to wait (a real lock held by a real process).
 #include <iostream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -23,9 +27,27 @@ json Scalar(tmcra::db::Database& db, const std::string& sql) {
 
 }  // namespace
 
+int HoldWriteLock(const std::string& file) {
+  auto db = tmcra::db::Database::Open({file});
+  if (!db) {
+    std::cerr << "cannot open " << file << ": " << db.error().message << "\n";
+    return 1;
+  }
+  if (auto begun = (*db)->Exec("BEGIN IMMEDIATE"); !begun) {
+    std::cerr << "cannot take the write lock: " << begun.error().message << "\n";
+    return 1;
+  }
+  std::cout << "held" << std::endl;  // stdout-ok: a test tool
+  for (std::string line; std::getline(std::cin, line);) {
+  }
+  (void)(*db)->Exec("ROLLBACK");
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--hold-write-lock") return HoldWriteLock(argv[2]);
   if (argc != 2) {
-    std::cerr << "usage: tmcra-store-check DATA_DIR\n";
+    std::cerr << "usage: tmcra-store-check DATA_DIR | --hold-write-lock DB_FILE\n";
     return 2;
   }
   const std::string dir = argv[1];
