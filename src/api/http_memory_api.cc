@@ -481,7 +481,7 @@ struct HttpMemoryApi::Impl {
     for (int attempt = 1;; ++attempt) {
       if (options.before_attempt) {
         Status guard = options.before_attempt();
-        if (!guard) return guard.error();
+        if (!guard) return Blocked(guard.error(), earlier_reached);
       }
       AttemptResult result = RunOnce(req);
       const RetryStep step = NextStep(result.outcome, attempt, options.max_attempts,
@@ -514,6 +514,19 @@ struct HttpMemoryApi::Impl {
       spdlog::debug("memory API {}: {} after {} attempt(s)", req.what, error.ToString(), attempt);
       return error;
     }
+  }
+
+  // The connection guard stopped the call. That is no refusal of what is sent (whatever error
+  // the guard gave, e.g. an invalid config file read while the app rewrites it): the call is
+  // blocked (kPermissionDenied, so delivery keeps the write pending), and when an earlier
+  // attempt reached the server, its outcome is unknown.
+  Error Blocked(const Error& guard, bool earlier_reached) const {
+    Error error{Errc::kPermissionDenied, false, Scrub(guard.message)};
+    error.api_code = std::string(earlier_reached ? kTransportInDoubt : kConnectionBlocked);
+    if (earlier_reached) {
+      error.message += " (an earlier attempt reached the server; the outcome is unknown)";
+    }
+    return error;
   }
 
   void Sleep(std::chrono::milliseconds delay) const {

@@ -48,6 +48,8 @@ namespace tmcra::api {
 // api_code values of errors this client makes itself (the service's own codes pass through).
 inline constexpr std::string_view kTransportNotSent = "transport_not_sent";
 inline constexpr std::string_view kTransportInDoubt = "transport_error";
+// The connection guard (HttpOptions::before_attempt) stopped the call before it was sent.
+inline constexpr std::string_view kConnectionBlocked = "connection_blocked";
 inline constexpr std::string_view kTlsVerificationFailed = "tls_verification_failed";
 inline constexpr std::string_view kResponseTooLarge = "response_too_large";
 inline constexpr std::string_view kInvalidJsonResponse = "invalid_json_response";
@@ -82,7 +84,9 @@ struct HttpOptions {
   // refuses to build a service-mode client while it is set (local mode has no TLS).
   bool allow_keylog = false;
 
-  // The connection guard, run before every attempt; its error is returned as is, never retried.
+  // The connection guard, run before every attempt. When it fails the call ends, not retried,
+  // with kPermissionDenied (its message kept): api_code kConnectionBlocked, or
+  // kTransportInDoubt when an earlier attempt reached the server.
   std::function<Status()> before_attempt;
   // Sleeps between attempts (tests inject a recorder); default std::this_thread::sleep_for.
   std::function<void(std::chrono::milliseconds)> sleep;

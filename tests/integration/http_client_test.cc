@@ -3,6 +3,7 @@
 // Retry-After (H3), TLS (H5), size and stall caps (H6), proxies (H7), invalid bodies (H8),
 // secret hygiene (S1), SSLKEYLOGFILE (S3) and path/header injection (S5) of
 // reliability-security.md §5.
+#include "queue/delivery.h"
 #include "src/api/http_memory_api.h"
 
 #include <fcntl.h>
@@ -1037,8 +1038,22 @@ TEST_CASE_METHOD(ClientTest,
   fail_at = 2;
   fs.Script(json::array({Answer(503, Envelope("busy"))}));
   Error e = ErrorOf(api->Ingest("p", kIngestBody, Key("key-00000001")));
-  CHECK(e.message == "the memory connection changed");  // returned as is, not retried
-  CHECK(e.code == Errc::kInvalidArgument);
+  // Not retried; kept pending by delivery (not a refusal of the content), and in doubt: the
+  // first attempt's 503 came from a server that may have applied it.
+  CHECK(e.message == "the memory connection changed (an earlier attempt reached the server; "
+                     "the outcome is unknown)");
+  CHECK(e.code == Errc::kPermissionDenied);
+  CHECK(e.api_code == "transport_error");
+  CHECK(tmcra::queue::ClassifyFailure(e, 0) == tmcra::queue::FailureAction::kHold);
+  CHECK(fs.Requests().size() == 4);
+  // Blocked before anything was sent.
+  guard_calls = 0;
+  fail_at = 1;
+  e = ErrorOf(api->Ingest("p", kIngestBody, Key("key-00000001")));
+  CHECK(e.message == "the memory connection changed");
+  CHECK(e.code == Errc::kPermissionDenied);
+  CHECK(e.api_code == "connection_blocked");
+  CHECK(tmcra::queue::ClassifyFailure(e, 0) == tmcra::queue::FailureAction::kHold);
   CHECK(fs.Requests().size() == 4);
   fail_at = 0;
 
