@@ -325,7 +325,13 @@ Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
     s.queue_path = queue.empty() ? home + "/.config/tmcra/mcp-queue.sqlite3"
                                  : ExpandHome(queue, home);
 
-    // 1. The base URL (§5.4).
+    // 1. The base URL (§5.4). A baseUrl of another type is an error, not a fall-back to the
+    // default host: the key would go to a service the user did not name.
+    if (const auto it = config.find("baseUrl");
+        it != config.end() && !it->is_null() && !it->is_string() &&
+        (local || NonBlank(env, "TMCRA_BASE_URL").empty())) {
+      return Error::Invalid("baseUrl " + in_file + " must be a string");
+    }
     Sourced url;
     if (local) {
       url = {StringField(config, "baseUrl"), "baseUrl " + in_file};
@@ -355,13 +361,19 @@ Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
           return Error::Invalid("TMCRA credential expiry is invalid (expiresAt " + in_file +
                                 "); sign in with the TMCRA app again");
         }
-        const auto expires = Clock::time_point(std::chrono::duration_cast<Clock::duration>(
-            std::chrono::duration<double>(*epoch)));
-        if (expires <= now) {
+        // Compared in seconds: a far expiry (9999-12-31) does not fit the clock's nanoseconds
+        // (they end in 2262), and converting it would overflow.
+        const double now_seconds =
+            std::chrono::duration<double>(now.time_since_epoch()).count();
+        if (*epoch <= now_seconds) {
           return Error::Invalid("TMCRA credential expired (expiresAt " + in_file +
                                 "); sign in with the TMCRA app again");
         }
-        s.expires_at = expires;
+        const double last = std::chrono::duration<double>(Clock::duration::max()).count();
+        s.expires_at = *epoch >= last
+                           ? Clock::time_point::max()
+                           : Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(*epoch)));
       }
     }
   } else {

@@ -346,6 +346,18 @@ TEST_CASE("expiresAt of the config file's credential", "[config]") {
     CHECK_FALSE(Load(f).expires_at);
   }
 
+  // Past the clock's range (its nanoseconds end in 2262): still a future expiry, not an overflow.
+  for (const char* far : {R"("2262-04-12T00:00:00Z")", R"("9999-12-31T23:59:59Z")"}) {
+    INFO(far);
+    with_expiry(far);
+    const auto loaded = Load(f);
+    REQUIRE(loaded.expires_at);
+    CHECK(*loaded.expires_at == std::chrono::system_clock::time_point::max());
+  }
+  with_expiry(R"("2262-04-11T00:00:00Z")");  // just inside the range
+  CHECK(*Load(f).expires_at > kNow + seconds(86400LL * 365 * 236));
+  CHECK(*Load(f).expires_at < std::chrono::system_clock::time_point::max());
+
   with_expiry(R"("2026-01-01T00:00:00Z")");  // at now: expired
   CHECK(Contains(LoadError(f), "TMCRA credential expired"));
   with_expiry(R"("2025-06-01T00:00:00")");
@@ -368,6 +380,25 @@ TEST_CASE("expiresAt of the config file's credential", "[config]") {
   with_expiry(R"("2020-01-01T00:00:00Z")");
   f.Set("TMCRA_API_KEY", "env-key");
   CHECK(Load(f).mode == "service");
+}
+
+TEST_CASE("a baseUrl that is not a string is an error, not the default host", "[config]") {
+  ConfigFixture f;
+  for (const char* bad : {"8443", R"(["https://memory.example.com"])", R"({"url":"x"})", "true"}) {
+    INFO(bad);
+    WriteFile(f.DeviceConfig(), std::string(R"({"accessToken":"tok-secret","baseUrl":)") + bad + "}");
+    const std::string error = LoadError(f);
+    CHECK(Contains(error, "baseUrl"));
+    CHECK(Contains(error, "must be a string"));
+    CHECK_FALSE(Contains(error, "tok-secret"));
+  }
+  // null is absent: the default host.
+  WriteFile(f.DeviceConfig(), R"({"accessToken":"tok-secret","baseUrl":null})");
+  CHECK(Load(f).base_url == "https://api.tmcra.com");
+  // TMCRA_BASE_URL wins and the file's value is not looked at.
+  WriteFile(f.DeviceConfig(), R"({"accessToken":"tok-secret","baseUrl":8443})");
+  f.Set("TMCRA_BASE_URL", "https://memory.example.com");
+  CHECK(Load(f).base_url == "https://memory.example.com");
 }
 
 TEST_CASE("request timeout validation", "[config]") {
