@@ -430,7 +430,8 @@ struct HttpMemoryApi::Impl {
     curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &status);
     Release(std::move(h));  // before `headers`, `ex` and `errbuf` go away
 
-    const std::string request_id = wire::SafeText(ex.First("x-request-id"), 128);
+    // Redacted before it is cut (a cut key would no longer be recognised).
+    const std::string request_id = wire::SafeText(Scrub(ex.First("x-request-id")), 128);
     const bool too_large = ex.body_too_large || ex.headers_too_large ||
                            code == CURLE_FILESIZE_EXCEEDED;
     const bool answered = status >= 100 && (code == CURLE_OK || too_large);
@@ -450,7 +451,7 @@ struct HttpMemoryApi::Impl {
       result.outcome.kind = AttemptKind::kAnswered;
       result.outcome.retry_after = ex.Values("retry-after");
       const std::string body = too_large ? std::string() : Scrub(std::move(ex.body));
-      result.error = wire::ApiError(http_status, body, request_id);
+      result.error = wire::ApiError(http_status, body, request_id, secrets);
       return result;
     }
     if (too_large) {

@@ -101,7 +101,8 @@ Result<json> ParseResponseObject(std::string_view body, int status, std::string_
   return value;
 }
 
-Error ApiError(int status, std::string_view body, std::string_view request_id_header) {
+Error ApiError(int status, std::string_view body, std::string_view request_id_header,
+               const std::vector<std::string>& secrets) {
   json payload;
   if (!body.empty() && body.substr(0, 3) != "\xEF\xBB\xBF" &&
       body.find('\0') == std::string_view::npos) {
@@ -117,7 +118,7 @@ Error ApiError(int status, std::string_view body, std::string_view request_id_he
   const auto text_field = [&](const char* key) -> std::string {
     auto it = envelope.find(key);
     if (it == envelope.end() || !it->is_string()) return {};
-    return it->get<std::string>();
+    return Redact(it->get<std::string>(), secrets);
   };
   std::string code = SafeText(text_field("code"), 100);
   if (code.empty()) code = "http_error";
@@ -130,7 +131,7 @@ Error ApiError(int status, std::string_view body, std::string_view request_id_he
   if (request_id.empty()) request_id = std::string(request_id_header);
   std::string details;
   if (auto it = envelope.find("details"); it != envelope.end() && !it->is_null()) {
-    details = it->dump(-1, ' ', false, json::error_handler_t::replace);
+    details = Redact(it->dump(-1, ' ', false, json::error_handler_t::replace), secrets);
     if (details.size() > kMaxErrorDetailsBytes) details.clear();
   }
   return Error::Api(status, std::move(code), WithRequestId(std::move(message), request_id),

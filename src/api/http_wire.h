@@ -45,7 +45,10 @@ Result<nlohmann::json> ParseResponseObject(std::string_view body, int status,
 // code = error.code or "http_error", message = error.message or "TMCRA returned HTTP <status>",
 // the request id from error.request_id or the x-request-id header, details as JSON text.
 // Retryable exactly for the retry set (Error::Api). Never throws, whatever the body holds.
-Error ApiError(int status, std::string_view body, std::string_view request_id_header);
+// Every decoded text is redacted of `secrets` (Redact) before it is cut to its length limit,
+// so neither a JSON-escaped echo of the key nor a cut one survives.
+Error ApiError(int status, std::string_view body, std::string_view request_id_header,
+               const std::vector<std::string>& secrets = {});
 
 // Text from the network made safe for an error message: valid UTF-8, control characters
 // replaced by spaces, at most `max_bytes` (cut on a character boundary, "..." appended).

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+
 #include <string>
 #include <vector>
 
@@ -201,6 +203,32 @@ TEST_CASE("the error envelope maps as the contract's api_error", "[wire]") {
   CHECK(e.message.find('\x1b') == std::string::npos);
   CHECK(e.message.size() <= wire::kMaxErrorMessageBytes + 3);
   CHECK(e.details_json.empty());
+}
+
+TEST_CASE("an error envelope that echoes the key, escaped or where it is cut, keeps none of it",
+          "[wire][s1]") {
+  const auto secrets = wire::SecretsOf(kKey);
+  // Every character of the key \u-escaped: the raw body holds no copy of it to scrub.
+  std::string escaped;
+  for (char c : kKey) {
+    char unit[7];
+    std::snprintf(unit, sizeof unit, "\\u%04x", static_cast<unsigned char>(c));
+    escaped += unit;
+  }
+  // The key straddles the message's 1000-byte limit: cut first, it would lose its tail and no
+  // longer match.
+  const std::string pad(wire::kMaxErrorMessageBytes - 10, 'p');
+  const std::string body = R"({"error":{"code":"bad_)" + escaped + R"(","message":")" + pad +
+                           escaped + R"(","request_id":"req_)" + escaped +
+                           R"(","details":{"echo":")" + escaped + R"("}}})";
+  const tmcra::Error e = wire::ApiError(400, body, "", secrets);
+  for (const std::string& text : {e.api_code, e.message, e.details_json}) {
+    INFO(text);
+    for (size_t at = 0; at + 8 <= kKey.size(); ++at) {
+      CHECK(text.find(kKey.substr(at, 8)) == std::string::npos);
+    }
+  }
+  CHECK(e.details_json.find("[REDACTED]") != std::string::npos);
 }
 
 TEST_CASE("secrets are scrubbed from any text", "[wire][s1]") {
