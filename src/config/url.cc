@@ -269,6 +269,10 @@ Result<BaseUrl> ValidateBaseUrl(std::string_view url, bool local_mode, std::stri
                      CurlPart(handle.get(), CURLUPART_QUERY) ||
                      CurlPart(handle.get(), CURLUPART_FRAGMENT) ||
                      CurlPart(handle.get(), CURLUPART_ZONEID);
+  if (!extra && curl_host && out.host.front() == '[' && Lower(*curl_host) != out.host) {
+    // libcurl shortens an IPv6 address (RFC 5952); the URL must already be what it sends.
+    return fail("write the IPv6 address in its shortest form, " + Lower(*curl_host));
+  }
   if (extra || !curl_scheme || !curl_host || !curl_port || !curl_path ||
       Lower(*curl_scheme) != out.scheme || Lower(*curl_host) != out.host ||
       *curl_port != std::to_string(out.port) ||

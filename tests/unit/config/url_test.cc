@@ -199,6 +199,17 @@ TEST_CASE("base URL parts and the error's setting name", "[config][url]") {
   CHECK(l->host == "[::1]");
   CHECK(l->port == 2009);
 
+  // An IPv6 address libcurl would shorten: refused, with the form to write instead.
+  for (const char* longer : {"https://[0:0:0:0:0:0:0:1]:8443", "https://[2001:db8:0:0::1]"}) {
+    INFO(longer);
+    auto r6 = ValidateBaseUrl(longer, false);
+    REQUIRE_FALSE(r6);
+    CHECK(r6.error().message.find("shortest form") != std::string::npos);
+  }
+  CHECK(ValidateBaseUrl("https://[0:0:0:0:0:0:0:1]:8443", false).error().message.find("[::1]") !=
+        std::string::npos);
+  CHECK(ValidateBaseUrl("https://[2001:db8::1]", false));
+
   auto bad = ValidateBaseUrl("https://user:hunter2@h.example", false, "baseUrl in /x/config.json");
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message.rfind("baseUrl in /x/config.json must be", 0) == 0);
