@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -288,6 +289,10 @@ tmcra::Result<std::string> LocalKey(KeyStore& keys,
 }
 
 std::atomic<tmcra::memd::Server*> g_server{nullptr};
+// The thread running Server::Stop() (which waits for the requests in progress), so the signal
+// thread keeps listening for a second signal meanwhile; ServeCommand joins it.
+std::mutex g_stop_mu;
+std::thread g_stopper;  // guarded by g_stop_mu
 
 // Waits for SIGTERM/SIGINT (blocked in every thread) and stops the server; a second one ends
 // the process at once (every write we make is transactional).
@@ -302,7 +307,8 @@ void SignalLoop(sigset_t set) {
     }
     stopping = true;
     spdlog::info("signal {}: no new connections; finishing the requests in progress", sig);
-    if (auto* server = g_server.load()) server->Stop();
+    std::lock_guard lock(g_stop_mu);
+    if (auto* server = g_server.load()) g_stopper = std::thread([server] { server->Stop(); });
   }
 }
 
@@ -466,7 +472,11 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   std::fflush(stdout);
 
   auto served = server->Serve(memory);
-  g_server.store(nullptr);
+  {
+    std::lock_guard lock(g_stop_mu);
+    g_server.store(nullptr);
+    if (g_stopper.joinable()) g_stopper.join();
+  }
   if (!served) {
     spdlog::critical("{}", served.error().ToString());
     return 1;

@@ -46,6 +46,7 @@ struct RequestContext {
   std::atomic<int>* slot = nullptr;
   std::atomic<int>* counted = nullptr;
   bool close_after = false; // close the connection after this answer (a body left unread)
+  bool shutting_down = false;  // arrived after Stop(): answered 503
   std::string key_id;       // for the access log
   bool gzip = false;        // the policy allows gzip for this peer (ServerOptions::gzip)
 };
@@ -92,7 +93,8 @@ Request& Mutable(const Request& req) { return const_cast<Request&>(req); }
 // Handle routes the raw target).
 constexpr const char* kRoutedPath = "/_";
 
-// True when t_ctx is this request's: the pre-routing handler has run for it (a context left
+// True when t_ctx is this request's: the pre-routing handler (or the error handler, for an
+// answer httplib makes before routing) has started it and marked the request (a context left
 // over from an earlier request on this thread, whose logger did not run, is not).
 bool OwnContext(const Request& req) { return t_ctx.active && req.path == kRoutedPath; }
 
@@ -127,7 +129,10 @@ void SendJson(const Request& req, Response& res, int status, const json& body) {
   }
   if (close) {
     // A sized content provider that returns false after the whole body: httplib then closes
-    // the connection, which we want when part of the request body was never read.
+    // the connection, which we want when part of the request body was never read. httplib
+    // calls no provider for HEAD (so the connection would stay open, and the unread body be
+    // read as the next request): such a HEAD is answered as a GET, body included.
+    if (req.method == "HEAD") Mutable(req).method = "GET";
     auto shared = std::make_shared<std::string>(std::move(text));
     res.set_content_provider(shared->size(), "application/json",
                              [shared](size_t offset, size_t length, httplib::DataSink& sink) {
@@ -357,14 +362,13 @@ HandlerResponse Server::Impl::PreRouting(const Request& req, Response& res) {
   mutable_req.path = kRoutedPath;
   mutable_req.ranges.clear();  // a JSON API answers whole bodies
   // Counted before `stopping` is looked at: Stop() sets `stopping`, then waits for the count to
-  // reach 0, so either this request is refused here or Stop() waits for its answer.
+  // reach 0, so every request is answered before the listener closes (with 503 if it saw
+  // `stopping`).
   t_ctx.counted = &requests;
   requests.fetch_add(1);
-  if (stopping.load()) {
-    t_ctx.close_after = true;
-    SendApiError(req, res, 503, "unavailable", "shutting down", {}, 1);
-    return HandlerResponse::Handled;
-  }
+  // While stopping, a new request is answered 503 by Handle, once httplib has read its body
+  // (the checks below bound it), so the connection stays in step.
+  t_ctx.shutting_down = stopping.load();
   // Answered before any of the body is read, and the connection closed after the answer (what
   // is left of the body would otherwise be read as the next request).
   const auto refuse = [&](int status, std::string_view code, std::string_view message) {
@@ -420,12 +424,20 @@ HandlerResponse Server::Impl::PreRouting(const Request& req, Response& res) {
 HandlerResponse Server::Impl::OnError(const Request& req, Response& res) {
   if (res.has_header("Content-Type")) return HandlerResponse::Unhandled;  // one of ours
   // httplib answers some requests (URI too long, an unreadable request line, 413 to
-  // Expect: 100-continue) before the pre-routing handler: they start their own context.
-  if (!OwnContext(req)) BeginContext(req, options.gzip);
+  // Expect: 100-continue) before the pre-routing handler: they start their own context, and
+  // the request is marked as the pre-routing handler marks it, so that the post-routing
+  // handler and the logger keep this context (its request id is the one in the body).
+  if (!OwnContext(req)) {
+    BeginContext(req, options.gzip);
+    Mutable(req).path = kRoutedPath;
+  }
   const int status = res.status;
   const std::string_view code = ErrorCodeForStatus(status);
+  // An error of httplib's own (a body it could not read, a multipart body without a boundary,
+  // a request it could not parse): what is left of the request may still be on the
+  // connection, so it is closed after the answer.
+  t_ctx.close_after = true;
   if (status == 411 || status == 413) {
-    t_ctx.close_after = true;
     SendEarly(req, res, status, code);
   } else {
     SendApiError(req, res, status, code, StatusText(status));
@@ -434,6 +446,16 @@ HandlerResponse Server::Impl::OnError(const Request& req, Response& res) {
 }
 
 void Server::Impl::Handle(const Request& req, Response& res) {
+  if (t_ctx.shutting_down) {
+    // A plain body (not the closing content provider, which httplib skips once its listener
+    // is closed): the answer arrives whole even then. "Connection: close" asks the client to
+    // go; the server's connection loop ends with the listener anyway.
+    Request& r = Mutable(req);
+    r.headers.erase("Connection");
+    r.headers.emplace("Connection", "close");
+    SendApiError(req, res, 503, "unavailable", "shutting down", {}, 1);
+    return;
+  }
   auto segments = SplitTargetPath(req.target);
   std::optional<Route> route;
   if (segments) route = MatchRoute(*segments);

@@ -782,7 +782,7 @@ json HttpMemoryApi::Describe() const {
 Result<json> HttpMemoryApi::Stats() {
   if (impl_->options.before_attempt) {
     Status guard = impl_->options.before_attempt();
-    if (!guard) return guard.error();
+    if (!guard) return impl_->Blocked(guard.error(), /*earlier_reached=*/false);
   }
   // A handle of its own: a connect-only connection cannot serve requests afterwards.
   Easy h(curl_easy_init());

@@ -620,8 +620,12 @@ await r.test('refused unread, connection closed: any Transfer-Encoding, Content-
       'Content-Type: application/json\r\nContent-Length: 10\r\n\r\n', 415, 'unsupported_media_type'],
     ['POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 40\r\n' +
       'Content-Type: application/json\r\n\r\n{}', 400, 'bad_request'],
-    // A request hidden in the body of a GET would be read as the next request.
+    // A request hidden in the body of a GET or HEAD would be read as the next request.
     ['GET /v1/jobs/x HTTP/1.1\r\nHost: x\r\nContent-Length: 37\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'bad_request'],
+    ['HEAD /v1/jobs/x HTTP/1.1\r\nHost: x\r\nContent-Length: 37\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'bad_request'],
+    // httplib's own 400 (a multipart body without a boundary, refused before it is read).
+    ['POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data\r\n' +
+      'Content-Length: 37\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'bad_request'],
   ];
   for (const [text, status, code] of cases) {
     const res = await rawTls(main, text, { waitMs: 4000 });
@@ -642,6 +646,10 @@ await r.test('Expect: 100-continue over the body limit: 413 at once, connection 
   assert.match(res.data, /^HTTP\/1\.1 413 /, res.data.slice(0, 200));
   assert.match(res.data, /"code":"request_too_large"/);
   assert.equal(res.how, 'closed');
+  // Answered before routing, it still has one request id, in the header and the body.
+  const header = /\r\nx-request-id: ([^\r]+)\r\n/i.exec(res.data);
+  assert.ok(header, res.data.slice(0, 400));
+  assert.match(res.data, new RegExp(`"request_id":"${header[1]}"`));
   // Within the limit, the client is told to go on and the request is served.
   const ok = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body: RECALL,
     headers: { Expect: '100-continue' } });
@@ -680,6 +688,30 @@ await r.test('SIGTERM finishes a request in progress before exiting 0', async ()
   const exit = await waitExit(srv);
   assert.deepEqual(exit, { code: 0, signal: null });
   assert.ok(Date.now() - t0 < 2000, `exited ${Date.now() - t0} ms after the last answer`);
+});
+
+await r.test('while stopping, a new request gets a whole 503; a second SIGTERM exits at once', async () => {
+  const srv = await startMemd(TLS_ARGS);
+  const body = JSON.stringify(RECALL);
+  let held;
+  const slow = rawTls(srv, 'POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\n' +
+    `Authorization: Bearer ${FULL}\r\nContent-Type: application/json\r\nConnection: close\r\n` +
+    `Content-Length: ${body.length}\r\n\r\n{`, { waitMs: 8000, onConnect: (s) => { held = s; } });
+  await sleep(300);
+  srv.proc.kill('SIGTERM');
+  await sleep(300);
+  const late = await request(srv, 'POST', '/v1/scopes/team/recall', { key: FULL, body: RECALL });
+  assertEnvelope(late, 503, 'unavailable');
+  assert.equal(late.headers['retry-after'], '1');
+  assert.equal(late.headers.connection, 'close');
+  assert.equal(srv.exit, null, 'still draining');
+  const t0 = Date.now();
+  srv.proc.kill('SIGTERM');
+  const exit = await waitExit(srv);
+  assert.deepEqual(exit, { code: 1, signal: null });
+  assert.ok(Date.now() - t0 < 2000, `exited ${Date.now() - t0} ms after the second signal`);
+  held.destroy();
+  await slow;
 });
 
 await r.test('an accepted job left queued at SIGTERM runs at the next start', async () => {
