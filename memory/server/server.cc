@@ -5,6 +5,8 @@
 #include <httplib.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -267,6 +269,60 @@ void ReuseAddressOnly(socket_t sock) {
   setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
 }
 
+// ---- What a TLS connection may send before its next request is routed -----------------------
+//
+// cpp-httplib 0.11 reads a request's head with no limit on its header lines or on a line still
+// being read (SECURITY.md, "Known limitations"). Under TLS every record passes OpenSSL's message
+// callback, on the connection's own thread, before httplib sees its bytes: the callback counts
+// what arrives, and the pre-routing handler, which runs once a head is complete, grants the
+// next allowance (the declared body, plus the next head). A connection that sends more than
+// its allowance is shut down, so httplib's read ends and frees what it buffered. Records of the
+// handshake reset the allowance (a new connection on this thread); renegotiation is off, so
+// only a connection's start has them.
+constexpr int64_t kHeadAllowance = 64 * 1024;
+
+struct TlsAllowance {
+  const SSL* ssl = nullptr;  // the connection counted (this thread serves one at a time)
+  int64_t left = 0;
+  bool shut = false;
+};
+thread_local TlsAllowance t_allowance;
+
+void OnTlsMessage(int write_p, int, int content_type, const void* buf, size_t len, SSL* ssl,
+                  void*) {
+  if (write_p != 0 || content_type != SSL3_RT_HEADER || len < SSL3_RT_HEADER_LENGTH) return;
+  if (t_allowance.ssl != ssl || !SSL_is_init_finished(ssl)) {
+    t_allowance = TlsAllowance{ssl, kHeadAllowance, false};
+  }
+  const auto* header = static_cast<const unsigned char*>(buf);
+  t_allowance.left -= (static_cast<int64_t>(header[3]) << 8) | header[4];
+  if (t_allowance.left < 0 && !t_allowance.shut) {
+    t_allowance.shut = true;
+    spdlog::warn("a TLS connection sent more than its request allows ({} bytes of head past "
+                 "the declared body): closed",
+                 kHeadAllowance);
+    // The socket is reset at once (no linger: the peer's writes fail instead of filling
+    // buffers) and its descriptor number now names /dev/null, on which every further read
+    // and write of OpenSSL and httplib fails: nothing more of the connection is read (a
+    // shutdown() would still let recv() return what the kernel had queued, megabytes).
+    const int fd = SSL_get_fd(ssl);
+    const linger reset{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0 || dup2(null, fd) < 0) shutdown(fd, SHUT_RDWR);  // the next best thing
+    if (null >= 0) close(null);
+  }
+}
+
+// The allowance once a request's head is in: its declared body and the next head. Records are
+// counted whole (their length includes the cipher's overhead, about 20 bytes each), so the body
+// gets a quarter more: enough for records of 100 bytes and up.
+void GrantTlsAllowance(uint64_t body_bytes) {
+  if (t_allowance.ssl == nullptr) return;  // plain HTTP (--local, loopback only)
+  const auto body = static_cast<int64_t>(std::min<uint64_t>(body_bytes, uint64_t{1} << 40));
+  t_allowance.left = kHeadAllowance + body + body / 4;
+}
+
 std::string OpenSslError() {
   const unsigned long code = ERR_get_error();
   if (code == 0) return "unknown error";
@@ -399,6 +455,7 @@ HandlerResponse Server::Impl::PreRouting(const Request& req, Response& res) {
     length = ParseContentLength(req.get_header_value("Content-Length"));
     if (!length) return refuse(400, "bad_request", "invalid Content-Length");
   }
+  GrantTlsAllowance(length.value_or(0));
   const bool with_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
   if (!with_body && req.method != "DELETE" && length && *length > 0) {
     // httplib does not read the body of a GET, HEAD or OPTIONS: its bytes would be taken for the
@@ -676,6 +733,8 @@ Result<int> Server::Bind() {
     std::string problem;
     auto setup = [&](SSL_CTX& ctx) {
       SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+      SSL_CTX_set_options(&ctx, SSL_OP_NO_RENEGOTIATION);
+      SSL_CTX_set_msg_callback(&ctx, &OnTlsMessage);
       if (SSL_CTX_use_certificate_chain_file(&ctx, o.tls_cert_file.c_str()) != 1) {
         problem = "cannot load the TLS certificate " + o.tls_cert_file + ": " + OpenSslError();
         return false;

@@ -639,6 +639,49 @@ await r.test('refused unread, connection closed: any Transfer-Encoding, Content-
   assert.equal(after.status, 200);
 });
 
+/** Streams a request head that never ends; resolves with the bytes sent before the server closed. */
+function endlessHead(srv, piece, limitBytes) {
+  return new Promise((resolve) => {
+    let sent = 0;
+    let done = false;
+    const finish = (how) => { if (!done) { done = true; s.destroy(); resolve({ sent, how }); } };
+    const s = tls.connect({ host: '127.0.0.1', port: srv.port, ca: CA }, () => {
+      s.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+      const pump = () => {
+        while (!done) {
+          if (sent > limitBytes) { finish('still open'); return; }
+          sent += piece.length;
+          if (!s.write(piece)) { s.once('drain', pump); return; }
+        }
+      };
+      pump();
+    });
+    s.on('error', () => finish('closed'));
+    s.on('close', () => finish('closed'));
+    s.resume();
+  });
+}
+
+await r.test('TLS: a request head past 64 KiB closes the connection (the library reads heads without bounds)', async () => {
+  // What the client gets to write before it sees the reset is mostly its own and the kernel's
+  // buffers; what matters is that the server stops reading (its memory does not grow).
+  const rss = () => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${main.proc.pid}/status`, 'utf8'))[1]) * 1024;
+  const before = rss();
+  const line = await endlessHead(main, `X-Long: ${'a'.repeat(8192)}`, 64 << 20);
+  assert.equal(line.how, 'closed', `an endless header line: ${line.sent} bytes sent`);
+  let n = 0;
+  const many = await endlessHead(main, Array.from({ length: 200 }, () => `X-H${n++}: v\r\n`).join(''), 64 << 20);
+  assert.equal(many.how, 'closed', `endless header lines: ${many.sent} bytes sent`);
+  assert.ok(rss() - before < (16 << 20), `tmcra-memd grew by ${rss() - before} bytes`);
+  // A large but bounded head (five 6 KB headers) is served, and so are keep-alive requests.
+  const big = {};
+  for (let i = 0; i < 5; i += 1) big[`X-Big-${i}`] = 'b'.repeat(6000);
+  const ok = await request(main, 'GET', '/healthz', { headers: big });
+  assert.equal(ok.status, 200, ok.text);
+  const after = await request(main, 'GET', '/healthz');
+  assert.equal(after.status, 200);
+});
+
 await r.test('Expect: 100-continue over the body limit: 413 at once, connection closed', async () => {
   const res = await rawTls(main, 'POST /v1/scopes/team/ingest HTTP/1.1\r\nHost: x\r\n' +
     `Authorization: Bearer ${FULL}\r\nContent-Type: application/json\r\nContent-Length: 3000000\r\n` +
