@@ -49,6 +49,7 @@ struct RequestContext {
   std::atomic<int>* counted = nullptr;
   bool close_after = false; // close the connection after this answer (a body left unread)
   bool shutting_down = false;  // arrived after Stop(): answered 503
+  std::string logged_method;   // the request's method when the answer changed it (HEAD)
   std::string key_id;       // for the access log
   bool gzip = false;        // the policy allows gzip for this peer (ServerOptions::gzip)
 };
@@ -134,7 +135,10 @@ void SendJson(const Request& req, Response& res, int status, const json& body) {
     // the connection, which we want when part of the request body was never read. httplib
     // calls no provider for HEAD (so the connection would stay open, and the unread body be
     // read as the next request): such a HEAD is answered as a GET, body included.
-    if (req.method == "HEAD") Mutable(req).method = "GET";
+    if (req.method == "HEAD") {
+      t_ctx.logged_method = "HEAD";
+      Mutable(req).method = "GET";
+    }
     auto shared = std::make_shared<std::string>(std::move(text));
     res.set_content_provider(shared->size(), "application/json",
                              [shared](size_t offset, size_t length, httplib::DataSink& sink) {
@@ -274,12 +278,16 @@ void ReuseAddressOnly(socket_t sock) {
 // cpp-httplib 0.11 reads a request's head with no limit on its header lines or on a line still
 // being read (SECURITY.md, "Known limitations"). Under TLS every record passes OpenSSL's message
 // callback, on the connection's own thread, before httplib sees its bytes: the callback counts
-// what arrives, and the pre-routing handler, which runs once a head is complete, grants the
-// next allowance (the declared body, plus the next head). A connection that sends more than
-// its allowance is shut down, so httplib's read ends and frees what it buffered. Records of the
-// handshake reset the allowance (a new connection on this thread); renegotiation is off, so
-// only a connection's start has them.
+// what arrives once the connection's first handshake is done (every record from then on,
+// post-handshake messages included), and the connection gets, in turn:
+//   - 64 KiB for a request's head;
+//   - once the head is in (pre-routing), its declared body four times over (a record's length
+//     includes the cipher's overhead, up to about 80 bytes: a body sent in records of 30 bytes
+//     or more fits), plus 64 KiB;
+//   - once the body is in (Handle), 64 KiB for the next head again.
+// A connection past its allowance is reset and never read again.
 constexpr int64_t kHeadAllowance = 64 * 1024;
+constexpr int64_t kBodyFactor = 4;
 
 struct TlsAllowance {
   const SSL* ssl = nullptr;  // the connection counted (this thread serves one at a time)
@@ -288,39 +296,59 @@ struct TlsAllowance {
 };
 thread_local TlsAllowance t_allowance;
 
+// On the SSL object itself: set once its first handshake is done (a new SSL, even at an address
+// an earlier one had, starts without it; a client cannot clear it).
+int g_established_index = -1;
+char g_established_mark = 1;
+// Opened once (with TLS): the descriptor a reset connection's number is pointed at.
+int g_devnull = -1;
+
 void OnTlsMessage(int write_p, int, int content_type, const void* buf, size_t len, SSL* ssl,
                   void*) {
   if (write_p != 0 || content_type != SSL3_RT_HEADER || len < SSL3_RT_HEADER_LENGTH) return;
-  if (t_allowance.ssl != ssl || !SSL_is_init_finished(ssl)) {
+  if (SSL_get_ex_data(ssl, g_established_index) == nullptr) {
+    if (!SSL_is_init_finished(ssl)) return;  // the first handshake: OpenSSL bounds it
+    SSL_set_ex_data(ssl, g_established_index, &g_established_mark);
     t_allowance = TlsAllowance{ssl, kHeadAllowance, false};
+  } else if (t_allowance.ssl != ssl) {
+    t_allowance = TlsAllowance{ssl, kHeadAllowance, false};  // not expected: one per thread
   }
   const auto* header = static_cast<const unsigned char*>(buf);
   t_allowance.left -= (static_cast<int64_t>(header[3]) << 8) | header[4];
   if (t_allowance.left < 0 && !t_allowance.shut) {
     t_allowance.shut = true;
-    spdlog::warn("a TLS connection sent more than its request allows ({} bytes of head past "
-                 "the declared body): closed",
-                 kHeadAllowance);
+    spdlog::warn("a TLS connection sent more than its request allows (64 KiB of head, its "
+                 "declared body): reset");
     // The socket is reset at once (no linger: the peer's writes fail instead of filling
-    // buffers) and its descriptor number now names /dev/null, on which every further read
-    // and write of OpenSSL and httplib fails: nothing more of the connection is read (a
-    // shutdown() would still let recv() return what the kernel had queued, megabytes).
+    // buffers), and its descriptor number now names /dev/null, where every further read of
+    // OpenSSL and httplib ends (a shutdown() would still let recv() return what the kernel
+    // had queued, megabytes). Writes go nowhere.
     const int fd = SSL_get_fd(ssl);
     const linger reset{1, 0};
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-    const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null < 0 || dup2(null, fd) < 0) shutdown(fd, SHUT_RDWR);  // the next best thing
-    if (null >= 0) close(null);
+    if (g_devnull < 0 || dup2(g_devnull, fd) < 0) shutdown(fd, SHUT_RDWR);  // the next best
   }
 }
 
-// The allowance once a request's head is in: its declared body and the next head. Records are
-// counted whole (their length includes the cipher's overhead, about 20 bytes each), so the body
-// gets a quarter more: enough for records of 100 bytes and up.
+// Sets up the above for an SSL_CTX: false when OpenSSL cannot (no ex_data index).
+bool BoundTlsConnections(SSL_CTX& ctx) {
+  static const bool ready = [] {
+    g_established_index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+    g_devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    return g_established_index >= 0;
+  }();
+  if (!ready) return false;
+  SSL_CTX_set_options(&ctx, SSL_OP_NO_RENEGOTIATION);
+  SSL_CTX_set_msg_callback(&ctx, &OnTlsMessage);
+  return true;
+}
+
+// The allowance for what comes next on this thread's TLS connection: `bytes` of body (in
+// records of any size from 30 bytes), then a head.
 void GrantTlsAllowance(uint64_t body_bytes) {
   if (t_allowance.ssl == nullptr) return;  // plain HTTP (--local, loopback only)
   const auto body = static_cast<int64_t>(std::min<uint64_t>(body_bytes, uint64_t{1} << 40));
-  t_allowance.left = kHeadAllowance + body + body / 4;
+  t_allowance.left = kHeadAllowance + kBodyFactor * body;
 }
 
 std::string OpenSslError() {
@@ -405,7 +433,8 @@ void Server::Impl::Configure() {
   // httplib calls the logger once the answer has been written (or failed to be).
   s.set_logger([](const Request& req, const Response& res) {
     const auto ms = std::chrono::duration<double, std::milli>(Clock::now() - t_ctx.start).count();
-    spdlog::info("{} {} {} {} {:.1f} ms{}{}", t_ctx.request_id, req.method, LogPath(req),
+    spdlog::info("{} {} {} {} {:.1f} ms{}{}", t_ctx.request_id,
+                 t_ctx.logged_method.empty() ? req.method : t_ctx.logged_method, LogPath(req),
                  res.status, ms, t_ctx.key_id.empty() ? "" : " key=", t_ctx.key_id);
     EndRequest();
     t_ctx.active = false;
@@ -503,6 +532,7 @@ HandlerResponse Server::Impl::OnError(const Request& req, Response& res) {
 }
 
 void Server::Impl::Handle(const Request& req, Response& res) {
+  GrantTlsAllowance(0);  // the body is in: what comes next is the next head
   if (t_ctx.shutting_down) {
     // A plain body (not the closing content provider, which httplib skips once its listener
     // is closed): the answer arrives whole even then. "Connection: close" asks the client to
@@ -733,8 +763,10 @@ Result<int> Server::Bind() {
     std::string problem;
     auto setup = [&](SSL_CTX& ctx) {
       SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
-      SSL_CTX_set_options(&ctx, SSL_OP_NO_RENEGOTIATION);
-      SSL_CTX_set_msg_callback(&ctx, &OnTlsMessage);
+      if (!BoundTlsConnections(ctx)) {
+        problem = "cannot set up TLS: " + OpenSslError();
+        return false;
+      }
       if (SSL_CTX_use_certificate_chain_file(&ctx, o.tls_cert_file.c_str()) != 1) {
         problem = "cannot load the TLS certificate " + o.tls_cert_file + ": " + OpenSslError();
         return false;
