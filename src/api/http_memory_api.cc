@@ -601,9 +601,10 @@ Status CheckKey(std::string_view key, std::string_view field) {
 
 Result<std::unique_ptr<HttpMemoryApi>> HttpMemoryApi::Create(HttpOptions options) {
   // libcurl's OpenSSL backend opens SSLKEYLOGFILE when it initialises (curl_global_init) and
-  // then writes every session key to it, so refuse before initialising anything. Local mode is
-  // plain HTTP on loopback: there are no TLS keys to leak (as src/config decides too).
-  if (Env("SSLKEYLOGFILE") && !options.local_mode) {
+  // then writes every session key to it, so refuse before initialising anything. Local mode
+  // too: it has no TLS keys to leak, but the file would still be created (as src/config
+  // decides too).
+  if (Env("SSLKEYLOGFILE")) {
     if (!options.allow_keylog) {
       return Error::Invalid(
           "SSLKEYLOGFILE is set: the HTTPS client refuses to start, because libcurl would write "

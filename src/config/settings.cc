@@ -448,15 +448,17 @@ Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
       s.ca_file = NonBlank(env, "SSL_CERT_FILE");
     }
     s.ca_dir = NonBlank(env, "SSL_CERT_DIR");
-    if (!NonBlank(env, "SSLKEYLOGFILE").empty()) {
-      if (!s.allow_keylog) {
-        return Error::Invalid(
-            "SSLKEYLOGFILE is set: refusing to start, TLS session keys would be written to "
-            "disk (set TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1 to allow it while debugging)");
-      }
-      problems.push_back("SSLKEYLOGFILE is set and allowed by TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1: "
-                         "TLS session keys are written to disk (debugging only)");
+  }
+  // libcurl opens the key-log file when it initialises, whatever the mode (in local mode it
+  // stays empty, there being no TLS, but it is still created): refused in both remote modes.
+  if (s.remote() && !NonBlank(env, "SSLKEYLOGFILE").empty()) {
+    if (!s.allow_keylog) {
+      return Error::Invalid(
+          "SSLKEYLOGFILE is set: refusing to start, TLS session keys would be written to "
+          "disk (set TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1 to allow it while debugging)");
     }
+    problems.push_back("SSLKEYLOGFILE is set and allowed by TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1: "
+                       "TLS session keys are written to disk (debugging only)");
   }
 
   s.problem = Join(problems);

@@ -988,9 +988,14 @@ TEST_CASE_METHOD(ClientTest, "S3: SSLKEYLOGFILE stops the client unless explicit
   CHECK(refused.error().message.find("SSLKEYLOGFILE") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(keylog));
   CHECK(fs.AllRequests().empty());
-  auto local = o;  // plain HTTP on loopback: no TLS keys to leak
+  auto local = o;  // plain HTTP on loopback: no TLS keys, but libcurl would create the file
   local.base_url = fs.Http();
   local.local_mode = true;
+  auto local_refused = HttpMemoryApi::Create(local);
+  REQUIRE_FALSE(local_refused);
+  CHECK(local_refused.error().message.find("SSLKEYLOGFILE") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(keylog));
+  local.allow_keylog = true;
   REQUIRE(HttpMemoryApi::Create(local));
   CHECK(fs.AllRequests().empty());
   o.allow_keylog = true;  // a debugging session asked for it

@@ -522,7 +522,20 @@ TEST_CASE("TLS settings: custom CA and the key-log guard (service mode only)", "
 
   f.Unset("TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE");
   f.Unset("TMCRA_API_KEY");
-  CHECK(Load(f).mode == "embedded");  // no TLS at all: the key log is irrelevant
+  CHECK(Load(f).mode == "embedded");  // no libcurl at all: the key log is irrelevant
+}
+
+TEST_CASE("SSLKEYLOGFILE is refused in local mode too (libcurl would create the file)",
+          "[config]") {
+  ConfigFixture f;
+  f.InstallLocal(kLocalIdentity);
+  f.Set("SSLKEYLOGFILE", f.home() + "/keys.log");
+  CHECK(Contains(LoadError(f), "SSLKEYLOGFILE is set"));
+  f.Set("TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE", "1");
+  const Settings s = Load(f);
+  CHECK(s.mode == "local");
+  CHECK(s.allow_keylog);
+  CHECK(Contains(s.problem, "SSLKEYLOGFILE"));
 }
 
 TEST_CASE("permissions of the config file", "[config][permissions]") {
