@@ -326,16 +326,16 @@ void OnTlsMessage(int write_p, int, int content_type, const void* buf, size_t le
     const int fd = SSL_get_fd(ssl);
     const linger reset{1, 0};
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-    if (g_devnull < 0 || dup2(g_devnull, fd) < 0) shutdown(fd, SHUT_RDWR);  // the next best
+    if (dup2(g_devnull, fd) < 0) shutdown(fd, SHUT_RDWR);  // the next best thing
   }
 }
 
-// Sets up the above for an SSL_CTX: false when OpenSSL cannot (no ex_data index).
+// Sets up the above for an SSL_CTX: false when it cannot be (no ex_data index, no /dev/null).
 bool BoundTlsConnections(SSL_CTX& ctx) {
   static const bool ready = [] {
     g_established_index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
     g_devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    return g_established_index >= 0;
+    return g_established_index >= 0 && g_devnull >= 0;
   }();
   if (!ready) return false;
   SSL_CTX_set_options(&ctx, SSL_OP_NO_RENEGOTIATION);
@@ -764,7 +764,8 @@ Result<int> Server::Bind() {
     auto setup = [&](SSL_CTX& ctx) {
       SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
       if (!BoundTlsConnections(ctx)) {
-        problem = "cannot set up TLS: " + OpenSslError();
+        problem = "cannot set up TLS (an SSL ex_data index and /dev/null are needed): " +
+                  OpenSslError();
         return false;
       }
       if (SSL_CTX_use_certificate_chain_file(&ctx, o.tls_cert_file.c_str()) != 1) {

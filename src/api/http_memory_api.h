@@ -80,8 +80,8 @@ struct HttpOptions {
 
   std::string ca_file;  // CA bundle replacing the system one (e.g. a corporate proxy's root)
   std::string ca_dir;   // hashed CA directory, likewise
-  // Allow SSLKEYLOGFILE (libcurl would write the TLS session keys to it); otherwise Create
-  // refuses to build a service-mode client while it is set (local mode has no TLS).
+  // Allow SSLKEYLOGFILE (libcurl would write the TLS session keys to it, and create it even in
+  // local mode, which has no TLS); otherwise Create refuses to build a client while it is set.
   bool allow_keylog = false;
 
   // The connection guard, run before every attempt. When it fails the call ends, not retried,

@@ -434,7 +434,8 @@ Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
     }
   }
 
-  // TLS trust and the key log, which only matter for https (service mode).
+  // TLS trust, which only matters for https (service mode); the key log (below) for both remote
+  // modes.
   s.allow_keylog = NonBlank(env, "TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE") == "1";
   if (s.mode == kModeService) {
     if (std::string ca = NonBlank(env, "TMCRA_CA_FILE"); !ca.empty()) {
@@ -451,11 +452,12 @@ Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
   }
   // libcurl opens the key-log file when it initialises, whatever the mode (in local mode it
   // stays empty, there being no TLS, but it is still created): refused in both remote modes.
-  if (s.remote() && !NonBlank(env, "SSLKEYLOGFILE").empty()) {
+  // Any non-empty value, as libcurl takes it (even blanks name a file).
+  if (const auto keylog = env("SSLKEYLOGFILE"); s.remote() && keylog && !keylog->empty()) {
     if (!s.allow_keylog) {
       return Error::Invalid(
-          "SSLKEYLOGFILE is set: refusing to start, TLS session keys would be written to "
-          "disk (set TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1 to allow it while debugging)");
+          "SSLKEYLOGFILE is set: refusing to start, libcurl would write TLS session keys to it "
+          "(set TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1 to allow it while debugging)");
     }
     problems.push_back("SSLKEYLOGFILE is set and allowed by TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1: "
                        "TLS session keys are written to disk (debugging only)");

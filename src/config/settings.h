@@ -67,8 +67,9 @@ struct Settings {
   // SSL_CERT_DIR. Proxy variables are likewise honoured in service mode only (trust_env()).
   std::string ca_file;
   std::string ca_dir;
-  // TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1: the only way a set SSLKEYLOGFILE is tolerated in service
-  // mode (otherwise loading fails, so no TLS keys are ever written by accident).
+  // TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1: the only way a set SSLKEYLOGFILE is tolerated in a remote
+  // mode (otherwise loading fails, so no TLS keys, nor an empty key-log file in local mode, are
+  // ever written by accident).
   bool allow_keylog = false;
 
   std::string data_dir;       // embedded data directory ($TMCRA_DATA_DIR, ~/.local/share/tmcra)

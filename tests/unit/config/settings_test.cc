@@ -531,6 +531,8 @@ TEST_CASE("SSLKEYLOGFILE is refused in local mode too (libcurl would create the 
   f.InstallLocal(kLocalIdentity);
   f.Set("SSLKEYLOGFILE", f.home() + "/keys.log");
   CHECK(Contains(LoadError(f), "SSLKEYLOGFILE is set"));
+  f.Set("SSLKEYLOGFILE", " ");  // libcurl would create a file named " "
+  CHECK(Contains(LoadError(f), "SSLKEYLOGFILE is set"));
   f.Set("TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE", "1");
   const Settings s = Load(f);
   CHECK(s.mode == "local");
