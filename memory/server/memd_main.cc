@@ -61,6 +61,8 @@ constexpr const char* kUsage =
     "  --threads N            connection threads (default 16)\n"
     "  --max-concurrency N    requests in progress at once; more are answered 429 (default 8)\n"
     "  --max-body-bytes N     request body limit; larger bodies are answered 413 (default 2 MiB)\n"
+    "  --request-timeout S    over TLS, seconds a connection may take to send a request's head,\n"
+    "                         and a body (plus 1 s per 16 KiB), before it is reset (default 30)\n"
     "  --gzip MODE            gzip answers of 1 KiB or more for clients that accept it: auto\n"
     "                         (default; not to a loopback peer, where it only costs CPU,\n"
     "                         unless it is a proxy that sends X-Forwarded-For or Forwarded),\n"
@@ -328,7 +330,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   std::string error;
   auto args = ParseArgs(argc, argv, 2,
                         {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads",
-                         "max-concurrency", "max-body-bytes", "gzip"},
+                         "max-concurrency", "max-body-bytes", "gzip", "request-timeout"},
                         {"local", "no-job-worker"}, &error);
   if (!args) return UsageError(error);
   if (!args->positional.empty()) return UsageError("serve takes no positional argument");
@@ -370,6 +372,11 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     auto n = PositiveInt(*v, 1LL << 30);
     if (!n) return UsageError("--max-body-bytes must be 1..1073741824");
     options.max_body_bytes = static_cast<size_t>(*n);
+  }
+  if (auto v = args->Get("request-timeout")) {
+    auto n = PositiveInt(*v, 86400);
+    if (!n) return UsageError("--request-timeout must be 1..86400 seconds");
+    options.request_timeout_seconds = static_cast<int>(*n);
   }
   if (auto v = args->Get("gzip")) {
     if (*v == "auto") {

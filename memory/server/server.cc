@@ -16,8 +16,10 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -300,12 +302,74 @@ thread_local TlsAllowance t_allowance;
 // an earlier one had, starts without it; a client cannot clear it).
 int g_established_index = -1;
 char g_established_mark = 1;
+
+// ---- How long a TLS connection may take to send a request -----------------------------------
+//
+// A connection holds one of httplib's threads for its whole life, and its reads time out only
+// when nothing at all arrives for the read timeout: a client sending a byte every few seconds
+// holds a thread for as long as it likes, and a few such clients hold them all. Every TLS
+// connection is registered (by its first record) with a deadline for what it is sending: its
+// handshake and first head, a body, the next head after an answer. A watchdog thread resets a
+// connection past its deadline (shutdown() wakes the thread blocked in its read). A connection
+// leaves the registry when OpenSSL frees its SSL object (the ex_data free callback), which
+// httplib does before it closes the descriptor, so the watchdog never touches a descriptor
+// number that has been reused.
+struct Deadline {
+  int fd = -1;
+  Clock::time_point at;  // Clock::time_point::max(): none (a request is being answered)
+};
+std::mutex g_deadlines_mu;
+std::unordered_map<const SSL*, Deadline> g_deadlines;  // guarded by g_deadlines_mu
+int g_registered_index = -1;
+char g_registered_mark = 1;
+std::atomic<int> g_request_timeout_seconds{30};
+
+void ForgetConnection(void* parent, void*, CRYPTO_EX_DATA*, int, long, void*) {  // NOLINT
+  std::lock_guard lock(g_deadlines_mu);
+  g_deadlines.erase(static_cast<const SSL*>(parent));
+}
+
+// The deadline of the connection this thread serves: `seconds` from now, or none.
+void SetDeadline(const SSL* ssl, std::optional<std::chrono::seconds> seconds) {
+  if (ssl == nullptr) return;
+  std::lock_guard lock(g_deadlines_mu);
+  auto it = g_deadlines.find(ssl);
+  if (it == g_deadlines.end()) return;
+  it->second.at = seconds ? Clock::now() + *seconds : Clock::time_point::max();
+}
+
+std::chrono::seconds RequestTimeout() {
+  return std::chrono::seconds(g_request_timeout_seconds.load());
+}
+
+// Resets every connection past its deadline, looking four times a second, until `stop`.
+void WatchDeadlines(const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    const auto now = Clock::now();
+    std::lock_guard lock(g_deadlines_mu);
+    for (auto& [ssl, deadline] : g_deadlines) {
+      if (deadline.at > now) continue;
+      spdlog::warn("a TLS connection took longer than {} s to send its request: reset",
+                   g_request_timeout_seconds.load());
+      deadline.at = Clock::time_point::max();  // once
+      const linger reset{1, 0};
+      setsockopt(deadline.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+      shutdown(deadline.fd, SHUT_RDWR);
+    }
+  }
+}
 // Opened once (with TLS): the descriptor a reset connection's number is pointed at.
 int g_devnull = -1;
 
 void OnTlsMessage(int write_p, int, int content_type, const void* buf, size_t len, SSL* ssl,
                   void*) {
   if (write_p != 0 || content_type != SSL3_RT_HEADER || len < SSL3_RT_HEADER_LENGTH) return;
+  if (SSL_get_ex_data(ssl, g_registered_index) == nullptr) {  // its first record
+    SSL_set_ex_data(ssl, g_registered_index, &g_registered_mark);
+    std::lock_guard lock(g_deadlines_mu);
+    g_deadlines[ssl] = Deadline{SSL_get_fd(ssl), Clock::now() + RequestTimeout()};
+  }
   if (SSL_get_ex_data(ssl, g_established_index) == nullptr) {
     if (!SSL_is_init_finished(ssl)) return;  // the first handshake: OpenSSL bounds it
     SSL_set_ex_data(ssl, g_established_index, &g_established_mark);
@@ -334,8 +398,9 @@ void OnTlsMessage(int write_p, int, int content_type, const void* buf, size_t le
 bool BoundTlsConnections(SSL_CTX& ctx) {
   static const bool ready = [] {
     g_established_index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+    g_registered_index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, &ForgetConnection);
     g_devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    return g_established_index >= 0 && g_devnull >= 0;
+    return g_established_index >= 0 && g_registered_index >= 0 && g_devnull >= 0;
   }();
   if (!ready) return false;
   SSL_CTX_set_options(&ctx, SSL_OP_NO_RENEGOTIATION);
@@ -349,6 +414,13 @@ void GrantTlsAllowance(uint64_t body_bytes) {
   if (t_allowance.ssl == nullptr) return;  // plain HTTP (--local, loopback only)
   const auto body = static_cast<int64_t>(std::min<uint64_t>(body_bytes, uint64_t{1} << 40));
   t_allowance.left = kHeadAllowance + kBodyFactor * body;
+}
+
+// The deadline for the body of a request whose head is in (none when it has no body): the
+// request timeout plus a second per 16 KiB.
+void BodyDeadline(uint64_t body_bytes) {
+  SetDeadline(t_allowance.ssl,
+              RequestTimeout() + std::chrono::seconds(std::min<uint64_t>(body_bytes, uint64_t{1} << 40) / 16384));
 }
 
 std::string OpenSslError() {
@@ -437,6 +509,7 @@ void Server::Impl::Configure() {
                  t_ctx.logged_method.empty() ? req.method : t_ctx.logged_method, LogPath(req),
                  res.status, ms, t_ctx.key_id.empty() ? "" : " key=", t_ctx.key_id);
     EndRequest();
+    SetDeadline(t_allowance.ssl, RequestTimeout());  // for the next head (or the idle close)
     t_ctx.active = false;
   });
 }
@@ -485,6 +558,7 @@ HandlerResponse Server::Impl::PreRouting(const Request& req, Response& res) {
     if (!length) return refuse(400, "bad_request", "invalid Content-Length");
   }
   GrantTlsAllowance(length.value_or(0));
+  BodyDeadline(length.value_or(0));
   const bool with_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
   if (!with_body && req.method != "DELETE" && length && *length > 0) {
     // httplib does not read the body of a GET, HEAD or OPTIONS: its bytes would be taken for the
@@ -533,6 +607,7 @@ HandlerResponse Server::Impl::OnError(const Request& req, Response& res) {
 
 void Server::Impl::Handle(const Request& req, Response& res) {
   GrantTlsAllowance(0);  // the body is in: what comes next is the next head
+  SetDeadline(t_allowance.ssl, std::nullopt);  // our time, not the client's
   if (t_ctx.shutting_down) {
     // A plain body (not the closing content provider, which httplib skips once its listener
     // is closed): the answer arrives whole even then. "Connection: close" asks the client to
@@ -815,6 +890,13 @@ Status Server::Serve(api::MemoryApi& memory) {
   // would be lost and the server would serve on. This thread repeats the stop once the loop
   // runs. Both sides are sequentially consistent atomics: either Stop() sees the loop running,
   // or this thread sees `stopping`.
+  // Over TLS, the watchdog of how long a connection takes to send a request.
+  std::atomic<bool> watch_stop{false};
+  std::thread watchdog;
+  if (!impl_->options.tls_cert_file.empty()) {
+    g_request_timeout_seconds = std::max(1, impl_->options.request_timeout_seconds);
+    watchdog = std::thread([&watch_stop] { WatchDeadlines(watch_stop); });
+  }
   std::atomic<bool> listen_returned{false};
   std::thread late_stop([this, &listen_returned] {
     while (!impl_->http->is_running() && !listen_returned.load()) {
@@ -825,6 +907,8 @@ Status Server::Serve(api::MemoryApi& memory) {
   const bool listened = impl_->http->listen_after_bind();
   listen_returned = true;
   late_stop.join();
+  watch_stop = true;
+  if (watchdog.joinable()) watchdog.join();
   if (!listened) return Error::Unavailable("the listener failed");
   return Ok();
 }

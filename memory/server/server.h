@@ -39,6 +39,11 @@ struct ServerOptions {
   int threads = 16;            // connection threads (an idle keep-alive connection holds one)
   int keep_alive_seconds = 5;  // also bounds how long shutdown waits for an idle connection
   int read_timeout_seconds = 10;
+  // Over TLS, how long a connection may take to send a request's head (from its first record,
+  // or from the previous answer), and a body (this, plus a second per 16 KiB declared), before
+  // it is reset: a client trickling bytes under the read timeout cannot hold a connection
+  // thread for longer.
+  int request_timeout_seconds = 30;
   // Gzip for answers of 1024 bytes or more to clients that accept it: kAuto compresses unless
   // the peer is a loopback address that is not a proxy (no X-Forwarded-For or Forwarded
   // header), where compression costs CPU at both ends and saves no bandwidth; kAlways and

@@ -751,6 +751,31 @@ await r.test('SIGTERM finishes a request in progress before exiting 0', async ()
   assert.ok(Date.now() - t0 < 2000, `exited ${Date.now() - t0} ms after the last answer`);
 });
 
+await r.test('TLS: a client trickling its request is reset at --request-timeout and frees its thread', async () => {
+  const srv = await startMemd([...TLS_ARGS, '--threads', '1', '--request-timeout', '2']);
+  const t0 = Date.now();
+  let trickler;
+  const trickled = new Promise((resolve) => {
+    trickler = tls.connect({ host: '127.0.0.1', port: srv.port, ca: CA }, () => {
+      trickler.write('GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+      const timer = setInterval(() => trickler.write('a'), 500);  // well under the read timeout
+      trickler.on('close', () => { clearInterval(timer); resolve(Date.now() - t0); });
+    });
+    trickler.on('error', () => {});
+  });
+  await sleep(300);
+  // The server's only connection thread is held by the trickler; this request waits for it.
+  const other = await request(srv, 'GET', '/healthz');
+  assert.equal(other.status, 200, other.text);
+  const waited = Date.now() - t0;
+  const resetAfter = await trickled;
+  assert.ok(resetAfter >= 1500 && resetAfter < 6000, `trickler reset after ${resetAfter} ms`);
+  assert.ok(waited < 6000, `the other request was answered after ${waited} ms`);
+  assert.match(srv.stderr, /took longer than 2 s to send its request: reset/);
+  const exit = await stopMemd(srv);
+  assert.deepEqual(exit, { code: 0, signal: null });
+});
+
 await r.test('while stopping, a new request gets a whole 503; a second SIGTERM exits at once', async () => {
   const srv = await startMemd(TLS_ARGS);
   const body = JSON.stringify(RECALL);
