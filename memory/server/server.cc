@@ -323,6 +323,7 @@ std::unordered_map<const SSL*, Deadline> g_deadlines;  // guarded by g_deadlines
 int g_registered_index = -1;
 char g_registered_mark = 1;
 std::atomic<int> g_request_timeout_seconds{30};
+std::atomic<int> g_keep_alive_seconds{5};  // an idle connection's wait before its next head
 
 void ForgetConnection(void* parent, void*, CRYPTO_EX_DATA*, int, long, void*) {  // NOLINT
   std::lock_guard lock(g_deadlines_mu);
@@ -332,7 +333,7 @@ void ForgetConnection(void* parent, void*, CRYPTO_EX_DATA*, int, long, void*) { 
 // The deadline of the connection this thread serves: `seconds` from now, or none.
 void SetDeadline(const SSL* ssl, std::optional<std::chrono::seconds> seconds) {
   if (ssl == nullptr) return;
-  std::lock_guard lock(g_deadlines_mu);
+  std::lock_guard lock(g_deadlines_mu);  // (a std::mutex that cannot fail here)
   auto it = g_deadlines.find(ssl);
   if (it == g_deadlines.end()) return;
   it->second.at = seconds ? Clock::now() + *seconds : Clock::time_point::max();
@@ -342,20 +343,33 @@ std::chrono::seconds RequestTimeout() {
   return std::chrono::seconds(g_request_timeout_seconds.load());
 }
 
-// Resets every connection past its deadline, looking four times a second, until `stop`.
+// After an answer: the keep-alive wait for the next request, then its head.
+std::chrono::seconds NextHeadTimeout() {
+  return std::chrono::seconds(g_keep_alive_seconds.load() + g_request_timeout_seconds.load());
+}
+
+// Resets every connection past its deadline, looking four times a second, until `stop`. The
+// descriptors are acted on under the lock (an entry leaves the map before its descriptor is
+// closed); the log line comes after it.
 void WatchDeadlines(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
     const auto now = Clock::now();
-    std::lock_guard lock(g_deadlines_mu);
-    for (auto& [ssl, deadline] : g_deadlines) {
-      if (deadline.at > now) continue;
-      spdlog::warn("a TLS connection took longer than {} s to send its request: reset",
-                   g_request_timeout_seconds.load());
-      deadline.at = Clock::time_point::max();  // once
-      const linger reset{1, 0};
-      setsockopt(deadline.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-      shutdown(deadline.fd, SHUT_RDWR);
+    int reset_count = 0;
+    {
+      std::lock_guard lock(g_deadlines_mu);
+      for (auto& [ssl, deadline] : g_deadlines) {
+        if (deadline.at > now) continue;
+        deadline.at = Clock::time_point::max();  // once
+        const linger reset{1, 0};
+        setsockopt(deadline.fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        shutdown(deadline.fd, SHUT_RDWR);
+        ++reset_count;
+      }
+    }
+    if (reset_count > 0) {
+      spdlog::warn("{} TLS connection(s) took longer than {} s to send a request: reset",
+                   reset_count, g_request_timeout_seconds.load());
     }
   }
 }
@@ -365,10 +379,14 @@ int g_devnull = -1;
 void OnTlsMessage(int write_p, int, int content_type, const void* buf, size_t len, SSL* ssl,
                   void*) {
   if (write_p != 0 || content_type != SSL3_RT_HEADER || len < SSL3_RT_HEADER_LENGTH) return;
-  if (SSL_get_ex_data(ssl, g_registered_index) == nullptr) {  // its first record
-    SSL_set_ex_data(ssl, g_registered_index, &g_registered_mark);
-    std::lock_guard lock(g_deadlines_mu);
-    g_deadlines[ssl] = Deadline{SSL_get_fd(ssl), Clock::now() + RequestTimeout()};
+  if (SSL_get_ex_data(ssl, g_registered_index) == nullptr &&  // its first record
+      SSL_set_ex_data(ssl, g_registered_index, &g_registered_mark) == 1) {
+    try {  // nothing may throw out of OpenSSL's callback
+      std::lock_guard lock(g_deadlines_mu);
+      g_deadlines[ssl] = Deadline{SSL_get_fd(ssl), Clock::now() + RequestTimeout()};
+    } catch (...) {
+      // Out of memory: this connection goes unwatched (its reads still time out).
+    }
   }
   if (SSL_get_ex_data(ssl, g_established_index) == nullptr) {
     if (!SSL_is_init_finished(ssl)) return;  // the first handshake: OpenSSL bounds it
@@ -509,7 +527,7 @@ void Server::Impl::Configure() {
                  t_ctx.logged_method.empty() ? req.method : t_ctx.logged_method, LogPath(req),
                  res.status, ms, t_ctx.key_id.empty() ? "" : " key=", t_ctx.key_id);
     EndRequest();
-    SetDeadline(t_allowance.ssl, RequestTimeout());  // for the next head (or the idle close)
+    SetDeadline(t_allowance.ssl, NextHeadTimeout());  // the keep-alive wait, then the next head
     t_ctx.active = false;
   });
 }
@@ -885,18 +903,20 @@ Status Server::Serve(api::MemoryApi& memory) {
   if (!impl_->http) return Error::Internal("Serve before Bind");
   impl_->memory = &memory;
   if (impl_->stopping.load()) return Ok();  // stopped before it started: nothing to finish
+  // Over TLS, the watchdog of how long a connection takes to send a request (its settings are
+  // process-wide: one TLS server per process).
+  std::atomic<bool> watch_stop{false};
+  std::thread watchdog;
+  if (!impl_->options.tls_cert_file.empty()) {
+    g_request_timeout_seconds = std::max(1, impl_->options.request_timeout_seconds);
+    g_keep_alive_seconds = std::max(0, impl_->options.keep_alive_seconds);
+    watchdog = std::thread([&watch_stop] { WatchDeadlines(watch_stop); });
+  }
   // httplib's stop() does nothing until its accept loop runs (is_running()), which starts only
   // inside listen_after_bind: a Stop() in between (a SIGTERM right after the readiness line)
   // would be lost and the server would serve on. This thread repeats the stop once the loop
   // runs. Both sides are sequentially consistent atomics: either Stop() sees the loop running,
   // or this thread sees `stopping`.
-  // Over TLS, the watchdog of how long a connection takes to send a request.
-  std::atomic<bool> watch_stop{false};
-  std::thread watchdog;
-  if (!impl_->options.tls_cert_file.empty()) {
-    g_request_timeout_seconds = std::max(1, impl_->options.request_timeout_seconds);
-    watchdog = std::thread([&watch_stop] { WatchDeadlines(watch_stop); });
-  }
   std::atomic<bool> listen_returned{false};
   std::thread late_stop([this, &listen_returned] {
     while (!impl_->http->is_running() && !listen_returned.load()) {
