@@ -13,7 +13,6 @@
 
 #include <charconv>
 #include <chrono>
-#include <cmath>
 
 #include <spdlog/spdlog.h>
 
@@ -65,9 +64,7 @@ Result<App> BuildApp() {
     http.local_mode = settings.mode == config::kModeLocal;
     http.integration_id = settings.integration_id;
     http.default_agent_id = settings.default_agent_id;
-    // Whole milliseconds, rounded up: a positive timeout under 1 ms stays positive.
-    http.total_timeout = std::chrono::milliseconds(
-        static_cast<int64_t>(std::ceil(settings.request_timeout_seconds * 1000.0)));
+    http.total_timeout = settings.RequestTimeout();
     http.max_attempts = settings.max_attempts;
     http.ca_file = settings.ca_file;
     http.ca_dir = settings.ca_dir;

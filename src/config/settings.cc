@@ -484,6 +484,10 @@ Status CheckActiveConnection(const Settings& settings, const EnvLookup& env) {
   return Ok();
 }
 
+std::chrono::milliseconds Settings::RequestTimeout() const {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(request_timeout_seconds * 1000.0)));
+}
+
 json Settings::ToJson() const {
   json out{{"mode", mode},
            {"credential", credential_source},

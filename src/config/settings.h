@@ -53,6 +53,9 @@ struct Settings {
   std::optional<std::string> default_agent_id;  // validated with IsValidAgentId
   std::optional<std::string> integration_id;    // validated with IsValidIntegrationId
   double request_timeout_seconds = 60;          // > 0 and <= 86400
+  // The timeout in whole milliseconds for the HTTP client, rounded up (a positive timeout under
+  // 1 ms stays positive).
+  std::chrono::milliseconds RequestTimeout() const;
   int max_attempts = 3;                         // 1..100
   // Credential expiry from the config file's expiresAt (checked against `now` at load only).
   std::optional<std::chrono::system_clock::time_point> expires_at;

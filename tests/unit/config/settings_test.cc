@@ -409,6 +409,13 @@ TEST_CASE("request timeout validation", "[config]") {
     f.Set("TMCRA_REQUEST_TIMEOUT_SECONDS", text);
     CHECK(Load(f).request_timeout_seconds == Approx(seconds));
   }
+  // The HTTP client's milliseconds, rounded up: under 1 ms is 1 ms, not 0 (no timeout).
+  for (const auto& [text, ms] : std::vector<std::pair<std::string, int64_t>>{
+           {"0.0004", 1}, {"0.001", 1}, {"0.0015", 2}, {"2.5", 2500}, {"86400", 86400000}}) {
+    INFO(text);
+    f.Set("TMCRA_REQUEST_TIMEOUT_SECONDS", text);
+    CHECK(Load(f).RequestTimeout().count() == ms);
+  }
   for (const char* text : {"abc", "5s", "nan", "inf", "-inf", "1,5", "0x10", "--1"}) {
     INFO(text);
     f.Set("TMCRA_REQUEST_TIMEOUT_SECONDS", text);
