@@ -30,7 +30,6 @@
 // The API key is read from F, which must not be readable by group or others; never from argv.
 // Each mode prints one JSON object on stdout. Nothing here asserts a figure.
 #include <curl/curl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -248,14 +247,6 @@ void WriteTrickle(const Target& target, const std::vector<std::string>& question
 
 // ---- floor --------------------------------------------------------------------------------
 
-// This process's CPU time so far (user + system), ms.
-double CpuMs() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
-  return ms(usage.ru_utime) + ms(usage.ru_stime);
-}
-
 int Floor(const std::map<std::string, std::string>& args) {
   Target target;
   std::vector<std::string> questions;
@@ -279,7 +270,7 @@ int Floor(const std::map<std::string, std::string>& args) {
   int64_t wire_bytes = 0;
   double cpu_ms = 0;  // this process's CPU (user + system) over the timed calls
   for (int i = -warmup; i < iterations; ++i) {
-    if (i == 0) cpu_ms = -CpuMs();
+    if (i == 0) cpu_ms = -CpuSeconds() * 1e3;
     // Timed call i asks question (K + i) % Q; the warm-up calls the ones just before.
     const auto count = static_cast<long>(questions.size());
     const size_t q = static_cast<size_t>(
@@ -304,7 +295,7 @@ int Floor(const std::map<std::string, std::string>& args) {
       wire_bytes += client.wire_bytes();
     }
   }
-  cpu_ms += CpuMs();
+  cpu_ms += CpuSeconds() * 1e3;
   const auto n = std::max<int64_t>(1, static_cast<int64_t>(samples.size()));
   std::cout << json{{"kind", "floor"},
                     {"cpu_ms_per_call", cpu_ms / static_cast<double>(n)},

@@ -74,7 +74,23 @@ void EndRequest() {
   }
 }
 
+// httplib's Request is a mutable object of its connection loop; handlers see it const. We change
+// two things: the path used for httplib's own routing (we route on the raw target ourselves) and
+// the Connection header, which is how httplib decides to answer "Connection: close".
+Request& Mutable(const Request& req) { return const_cast<Request&>(req); }
+
+// The path the pre-routing handler gives every request it has seen (httplib routes only this;
+// Handle routes the raw target).
+constexpr const char* kRoutedPath = "/_";
+
+// True when t_ctx is this request's: BeginContext has run for it (in the pre-routing handler,
+// or the error handler for an answer httplib makes before routing); a context left over from
+// an earlier request on this thread, whose logger did not run, is not.
+bool OwnContext(const Request& req) { return t_ctx.active && req.path == kRoutedPath; }
+
+// Starts `req`'s context on this thread and marks the request as having one (OwnContext).
 void BeginContext(const Request& req, GzipPolicy gzip) {
+  Mutable(req).path = kRoutedPath;
   EndRequest();  // the logger ends a request; this only guards against a path that skipped it
   t_ctx = RequestContext{};
   t_ctx.active = true;
@@ -88,20 +104,6 @@ void BeginContext(const Request& req, GzipPolicy gzip) {
   const std::string client_id = req.get_header_value("X-Request-ID");
   t_ctx.request_id = IsSaneRequestId(client_id) ? client_id : UuidV4();
 }
-
-// httplib's Request is a mutable object of its connection loop; handlers see it const. We change
-// two things: the path used for httplib's own routing (we route on the raw target ourselves) and
-// the Connection header, which is how httplib decides to answer "Connection: close".
-Request& Mutable(const Request& req) { return const_cast<Request&>(req); }
-
-// The path the pre-routing handler gives every request it has seen (httplib routes only this;
-// Handle routes the raw target).
-constexpr const char* kRoutedPath = "/_";
-
-// True when t_ctx is this request's: the pre-routing handler (or the error handler, for an
-// answer httplib makes before routing) has started it and marked the request (a context left
-// over from an earlier request on this thread, whose logger did not run, is not).
-bool OwnContext(const Request& req) { return t_ctx.active && req.path == kRoutedPath; }
 
 // The raw path of the target without the query, printable ASCII only, for logs.
 std::string LogPath(const Request& req) {
@@ -533,10 +535,8 @@ void Server::Impl::Configure() {
 }
 
 HandlerResponse Server::Impl::PreRouting(const Request& req, Response& res) {
-  BeginContext(req, options.gzip);
-  Request& mutable_req = Mutable(req);
-  mutable_req.path = kRoutedPath;
-  mutable_req.ranges.clear();  // a JSON API answers whole bodies
+  BeginContext(req, options.gzip);  // httplib now routes every request to kRoutedPath
+  Mutable(req).ranges.clear();  // a JSON API answers whole bodies
   // Counted before `stopping` is looked at: Stop() sets `stopping`, then waits for the count to
   // reach 0, so every request is answered before the listener closes (with 503 if it saw
   // `stopping`).
@@ -602,13 +602,9 @@ HandlerResponse Server::Impl::PreRouting(const Request& req, Response& res) {
 HandlerResponse Server::Impl::OnError(const Request& req, Response& res) {
   if (res.has_header("Content-Type")) return HandlerResponse::Unhandled;  // one of ours
   // httplib answers some requests (URI too long, an unreadable request line, 413 to
-  // Expect: 100-continue) before the pre-routing handler: they start their own context, and
-  // the request is marked as the pre-routing handler marks it, so that the post-routing
-  // handler and the logger keep this context (its request id is the one in the body).
-  if (!OwnContext(req)) {
-    BeginContext(req, options.gzip);
-    Mutable(req).path = kRoutedPath;
-  }
+  // Expect: 100-continue) before the pre-routing handler: they start their own context here,
+  // which the post-routing handler and the logger keep (its request id is the one in the body).
+  if (!OwnContext(req)) BeginContext(req, options.gzip);
   const int status = res.status;
   const std::string_view code = ErrorCodeForStatus(status);
   // An error of httplib's own (a body it could not read, a multipart body without a boundary,

@@ -260,14 +260,6 @@ Result<json> RecallForTool(const MemoryToolDeps& deps, const RecallRequest& requ
   if (request.read_controls) {
     handoff = request.read_controls->handoff;
     budget = static_cast<size_t>(request.read_controls->budget_chars);
-  } else if (deps.controls != nullptr) {
-    const std::string key = deps.control_key(request.scope);
-    auto continued = deps.controls->Continuation(key, request.session_id, request.query);
-    if (!continued) return continued.error();
-    handoff = std::move(*continued);
-    auto chars = deps.controls->BudgetChars(key);
-    if (!chars) return chars.error();
-    budget = static_cast<size_t>(*chars);
   }
   json body{{"query", handoff.value("query", request.query)},
             {"evidence_mode", request.evidence_mode},

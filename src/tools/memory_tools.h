@@ -48,9 +48,9 @@ struct RecallRequest {
   std::string evidence_mode = "auto";
   std::string wait_for_job_id;
   std::string visible;
-  // The controls when the caller has read them already (ControlStore::ForRecall or
-  // BeginTurnForRecall: their hand-off and budget are used); otherwise RecallForTool reads what
-  // it needs.
+  // The controls the caller read (ControlStore::ForRecall or BeginTurnForRecall): their hand-off
+  // and budget are used. Empty only without memory controls (then the prompt and the default
+  // budget).
   std::optional<controls::RecallControls> read_controls;
 };
 [[nodiscard]] Result<nlohmann::json> RecallForTool(const MemoryToolDeps& deps,
