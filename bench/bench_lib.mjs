@@ -57,8 +57,9 @@ export function verdict(value, target, lowerIsBetter = true) {
 }
 
 // ---- tmcra-mcp sessions --------------------------------------------------------------------
-// Both kinds have one interface: call(name, args) -> { value: structuredContent, bytes } (bytes:
-// the answer line's length, raw pipe only), close(), pid, stderr().
+// Both kinds have one interface: call(name, args) -> { value: structuredContent, bytes, lastByteMs }
+// (raw pipe only: bytes, the answer line's length, and lastByteMs, the time from the request's
+// write to the arrival of the answer's last byte), close(), pid, stderr().
 
 /** A newline-delimited JSON-RPC pipe without the SDK: server time plus pipe, no client-side
  *  schema validation. */
@@ -67,7 +68,11 @@ export async function connectRaw(bin, env, label, clientName) {
   let stderr = '';
   child.stderr.on('data', (c) => { stderr = (stderr + c.toString('utf8')).slice(-4096); });
   const pending = new Map();
-  let buf = '';
+  // Bytes, not text: a line is decoded once it is whole. The time a line's last byte reached
+  // this process is taken as its chunk arrives, before decoding and JSON.parse, so that a
+  // benchmark can stop its clock where the floor's driver stops its own (the whole answer
+  // received, not yet interpreted).
+  let chunks = [];
   let nextId = 1;
   const exited = new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
   exited.then(({ code, signal }) => {
@@ -75,27 +80,33 @@ export async function connectRaw(bin, env, label, clientName) {
     pending.clear();
   });
   child.stdin.on('error', () => {});
-  child.stdout.setEncoding('utf8');
   child.stdout.on('data', (chunk) => {
-    buf += chunk;
+    const arrived = performance.now();
+    let start = 0;
     let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
+    while ((nl = chunk.indexOf(10, start)) >= 0) {
+      chunks.push(chunk.subarray(start, nl));
+      const line = (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)).toString('utf8');
+      chunks = [];
+      start = nl + 1;
       if (!line.trim()) continue;
       const msg = JSON.parse(line);
       const p = msg.id !== undefined ? pending.get(msg.id) : undefined;
       if (p) {
         pending.delete(msg.id);
         if (msg.error) p.reject(new Error(`${label}: JSON-RPC error ${JSON.stringify(msg.error)}`));
-        else p.resolve({ result: msg.result, bytes: Buffer.byteLength(line) });
+        else p.resolve({ result: msg.result, bytes: Buffer.byteLength(line), lastByteMs: arrived - p.sentAt });
       }
     }
+    if (start < chunk.length) chunks.push(chunk.subarray(start));
   });
   const request = (method, params) => {
     const id = nextId++;
-    const done = new Promise((resolve, reject) => pending.set(id, { resolve, reject }));
-    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
+    const line = `${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`;
+    const entry = { sentAt: 0 };
+    const done = new Promise((resolve, reject) => pending.set(id, Object.assign(entry, { resolve, reject })));
+    entry.sentAt = performance.now();
+    child.stdin.write(line);
     return withTimeout(done, CALL_TIMEOUT_MS, `${label}: ${method}`);
   };
   await withTimeout(request('initialize', {
@@ -105,11 +116,11 @@ export async function connectRaw(bin, env, label, clientName) {
   child.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
   await request('tools/list', {});
   const call = async (name, args) => {
-    const { result: r, bytes } = await request('tools/call', { name, arguments: args });
+    const { result: r, bytes, lastByteMs } = await request('tools/call', { name, arguments: args });
     if (r.isError) {
       throw new Error(`${label}: ${name} returned an error: ${JSON.stringify(r.content).slice(0, 500)}\n${stderr}`);
     }
-    return { value: r.structuredContent ?? {}, bytes };
+    return { value: r.structuredContent ?? {}, bytes, lastByteMs };
   };
   const close = async () => {
     child.stdin.end();

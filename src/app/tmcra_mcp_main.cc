@@ -1,5 +1,6 @@
 // tmcra-mcp: the stdio MCP server. stdout carries JSON-RPC only; every log line goes to stderr.
 
+#include <fcntl.h>
 #include <malloc.h>
 
 #include <cstdio>
@@ -69,6 +70,18 @@ int main(int argc, char** argv) {
                  static_cast<int>(arg.size()), arg.data());
     return 2;
   }
+  // stdin and stdout are the session: without them there is nothing to serve. Checked before
+  // any descriptor is opened, since the first one opened would take a closed one's number (the
+  // server would then read its own signal pipe as its input). A closed stderr gets /dev/null,
+  // so that no file we open later becomes the log.
+  for (int fd : {0, 1}) {
+    if (fcntl(fd, F_GETFD) < 0) {
+      std::fprintf(stderr, "tmcra-mcp: %s is not open; the host must give it a pipe\n",
+                   fd == 0 ? "stdin" : "stdout");
+      return 1;
+    }
+  }
+  if (fcntl(2, F_GETFD) < 0 && open("/dev/null", O_WRONLY) != 2) return 1;
   TuneAllocator();
   try {
     tmcra::InitLogging();

@@ -60,7 +60,11 @@ std::string SerializeToolResult(const json& id, const json& structured, bool wit
   // Keys in the order the writer sorts them: id < jsonrpc < result; content < structuredContent;
   // text < type.
   const std::string text = Serialize(structured);
-  std::string line = "{\"id\":";
+  // One allocation for the whole line: the text escaped (a quote or backslash in every eighth
+  // byte is already a lot), the structured copy, and the newline WriteLine adds.
+  std::string line;
+  line.reserve(text.size() + text.size() / 8 + (with_structured ? text.size() : 0) + 128);
+  line += "{\"id\":";
   AppendJson(line, id);
   line += ",\"jsonrpc\":\"2.0\",\"result\":{\"content\":[{\"text\":";
   AppendJsonString(line, text);

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -102,6 +104,9 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {}
 Server::~Server() {
   shutting_down_ = true;
   StopWorkers();
+  for (int fd : {handoff_timer_fd_, standby_wake_fd_}) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 void Server::AddTool(ToolSpec spec, ToolHandler handler) {
@@ -135,13 +140,20 @@ void Server::HandleLineForTest(std::string_view line, bool oversized) {
 }
 
 int Server::Run(int in_fd, int out_fd) {
+  // Checked before any descriptor of ours is made: one could take a closed input's number.
+  if (fcntl(in_fd, F_GETFD) < 0) {
+    spdlog::error("stdin is not an open file");
+    return 1;
+  }
   out_fd_ = out_fd;
   in_fd_ = in_fd;
   reading_done_ = false;
   reading_failed_ = false;
-  // The input is read on a pooled thread; a thread that reads a tools/call hands the reading on
-  // and answers the call itself (ReaderLoop). This thread only waits for the input to end.
+  // The input is read on a pooled thread, which answers a tools/call it reads itself; a standby
+  // thread takes the reading over when such a call runs long (ReadUntilCall). This thread only
+  // waits for the input to end.
   StartWorker([this] { ReaderLoop(); });
+  StartStandby();  // after the reader: a standby that got the only thread would block it
   {
     std::unique_lock lock(reading_mu_);
     reading_cv_.wait(lock, [this] { return reading_done_; });
@@ -216,10 +228,16 @@ Server::ReadEnd Server::ReadUntilCall(std::function<void()>& call) {
       line_reader_.Feed(std::string_view(read_buffer_.data(), static_cast<size_t>(n)), on_line);
     }
     if (next_call_) {
-      // Another pooled thread goes on reading (its wake-up overlaps the call), and this one
-      // answers the call at once instead of waiting for a thread to wake for it.
       call = std::move(next_call_);
       next_call_ = nullptr;
+      // This thread answers the call at once instead of waiting for a thread to wake for it,
+      // and goes on reading afterwards unless the call outlasted the hand-off delay: then the
+      // standby has taken the reading over meanwhile. A short call wakes no other thread.
+      if (const auto inline_call = AnswerWithStandby(call); inline_call.has_value()) {
+        if (*inline_call) continue;
+        return ReadEnd::kHandedOn;  // `call` has run
+      }
+      // No standby: another pooled thread goes on reading (its wake-up overlaps the call).
       try {
         StartWorker([this] { ReaderLoop(); });
         return ReadEnd::kHandedOn;
@@ -232,6 +250,116 @@ Server::ReadEnd Server::ReadUntilCall(std::function<void()>& call) {
     }
   }
   return ReadEnd::kEnded;  // the output is gone
+}
+
+void Server::StartStandby() {
+  if (options_.hand_off_delay <= std::chrono::microseconds::zero()) return;
+  if (handoff_timer_fd_ < 0 || standby_wake_fd_ < 0) {
+    const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    const int wake = timer < 0 ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake < 0) {
+      spdlog::warn("no timer for handing the reading on ({}); every call wakes a thread",
+                   std::strerror(errno));
+      if (timer >= 0) close(timer);
+      return;
+    }
+    handoff_timer_fd_ = timer;
+    standby_wake_fd_ = wake;
+  }
+  // Set first: a standby whose poll fails at once clears it, and that must stand.
+  standby_ready_ = true;
+  try {
+    StartWorker([this] { StandbyLoop(); });
+  } catch (const std::exception& e) {
+    standby_ready_ = false;
+    spdlog::warn("could not start the standby reader: {}; every call wakes a thread", e.what());
+  }
+}
+
+bool Server::ArmHandOff(bool arm) const {
+  itimerspec spec{};
+  if (arm) {
+    const auto delay = options_.hand_off_delay;
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(delay);
+    spec.it_value.tv_sec = static_cast<time_t>(seconds.count());
+    spec.it_value.tv_nsec = static_cast<long>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(delay - seconds).count());
+  }
+  return timerfd_settime(handoff_timer_fd_, 0, &spec, nullptr) == 0;
+}
+
+namespace {
+
+void RunLogged(std::function<void()>& call) {
+  try {
+    std::exchange(call, nullptr)();
+  } catch (const std::exception& e) {
+    spdlog::error("worker failed: {}", e.what());
+  } catch (...) {
+    spdlog::error("worker failed with an unknown exception");
+  }
+}
+
+}  // namespace
+
+std::optional<bool> Server::AnswerWithStandby(std::function<void()>& call) {
+  if (!standby_ready_.load() || standby_stop_.load()) return std::nullopt;
+  // Mark the turn as answering before the timer can fire, so that the standby finds it so.
+  const uint64_t answering = reading_turn_.load(std::memory_order_relaxed) | 1;
+  reading_turn_.store(answering, std::memory_order_release);
+  if (!ArmHandOff(true)) {
+    uint64_t expected = answering;
+    if (reading_turn_.compare_exchange_strong(expected, answering - 1,
+                                              std::memory_order_acq_rel)) {
+      return std::nullopt;  // the caller hands the reading on at once
+    }
+    // A late expiry let the standby take the reading over already: this thread only answers.
+    RunLogged(call);
+    return false;
+  }
+  RunLogged(call);
+  // Back to reading, unless the standby has moved the turn on: then another thread reads, and
+  // the timer is its own (disarming it here could leave its call without a standby).
+  uint64_t expected = answering;
+  if (!reading_turn_.compare_exchange_strong(expected, answering - 1, std::memory_order_acq_rel)) {
+    return false;
+  }
+  ArmHandOff(false);  // a late expiry finds the turn even: the standby lets it be
+  return true;
+}
+
+void Server::StandbyLoop() {
+  for (;;) {
+    pollfd fds[2] = {{handoff_timer_fd_, POLLIN, 0}, {standby_wake_fd_, POLLIN, 0}};
+    const int ready = poll(fds, 2, -1);
+    if (standby_stop_.load()) return;
+    if (ready < 0 && errno == EINTR) continue;
+    uint64_t turn = reading_turn_.load(std::memory_order_acquire);
+    if (ready < 0) {
+      // Without a standby, calls go back to waking a thread each (the reader checks this flag);
+      // a call being answered right now would have nobody to take over, so take over at once.
+      standby_ready_ = false;
+      spdlog::error("the standby reader's poll failed: {}", std::strerror(errno));
+      if ((turn & 1) != 0 &&
+          reading_turn_.compare_exchange_strong(turn, turn + 1, std::memory_order_acq_rel)) {
+        ReaderLoop();
+      }
+      return;
+    }
+    uint64_t expirations = 0;
+    [[maybe_unused]] const ssize_t cleared =
+        read(handoff_timer_fd_, &expirations, sizeof expirations);
+    turn = reading_turn_.load(std::memory_order_acquire);
+    // A timer that fired as the reader came back finds the turn even: nothing to take over.
+    if ((turn & 1) == 0) continue;
+    if (!reading_turn_.compare_exchange_strong(turn, turn + 1, std::memory_order_acq_rel)) {
+      continue;
+    }
+    // This thread reads now (the reading thread's call goes on); another one stands by.
+    StartStandby();
+    ReaderLoop();
+    return;
+  }
 }
 
 void Server::Shutdown() {
@@ -300,6 +428,11 @@ void Server::StopWorkers() {
     std::lock_guard lock(pool_mu_);
     pool_stopping_ = true;
     threads.swap(threads_);
+  }
+  standby_stop_ = true;
+  if (standby_wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t woken = write(standby_wake_fd_, &one, sizeof one);
   }
   pool_cv_.notify_all();
   for (auto& t : threads) {

@@ -1,13 +1,15 @@
 // The MCP stdio server: newline-delimited JSON-RPC 2.0 over a pair of file descriptors.
 //
 // Threads: the input is read on a pooled thread, which answers initialize, ping, tools/list and
-// errors itself; every tools/call runs on a thread of its own, so a tool can send a
+// errors itself. The thread that reads a chunk of input holding a tools/call answers the
+// chunk's first call itself once the chunk is handled, so a call does not wait for a thread to
+// wake; the chunk's other calls go to pooled threads as they are read. While it answers, a
+// standby thread waits on a timer: if the call outlasts ServerOptions::hand_off_delay (2 ms),
+// the standby takes the reading over (leader/follower, deferred). So a tool can send a
 // server-to-client request (elicitation/create) and wait while the reader routes the answer
-// back. The thread that reads a chunk of input holding a tools/call hands the reading to another
-// pooled thread and answers the chunk's first call itself once the chunk is handled
-// (leader/follower), so a call does not wait for a thread to wake; the chunk's other calls go
-// to pooled threads as they are read. Output goes through one writer (a mutex, one line per
-// message, written in full).
+// back, and a message that comes during a long call is read after the delay and a thread's
+// wake-up. A short call wakes no other thread. Output goes through one writer (a mutex, one
+// line per message, written in full).
 //
 // Lifecycle: Run() returns 0 on end of input, on SIGTERM/SIGINT/SIGHUP (after
 // InstallSignalHandlers), or when the output is gone (EPIPE); 1 when reading the input failed.
@@ -18,7 +20,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <list>
@@ -50,6 +54,10 @@ struct ServerOptions {
   std::string instructions;
   // Run tools on the reading thread (for the fuzzer and unit tests): no elicitation then.
   bool inline_tools = false;
+  // How long the reading thread answers a call itself before a standby thread takes the
+  // reading over (see Server). Zero: the reading is handed to another thread at once on every
+  // call, as before session 8 (and whenever the timer or the standby cannot be had).
+  std::chrono::microseconds hand_off_delay{2000};
 };
 
 class Server {
@@ -124,12 +132,26 @@ class Server {
   void PoolLoop();
   void StopWorkers();
   void Shutdown();
-  // Reads the input until a chunk holds a tools/call, then hands the reading to another pooled
-  // thread and answers the call; at the end of the input (or a signal, or a broken output) it
-  // tells Run(). Runs on one pooled thread at a time.
+  // Reads the input and answers the first tools/call of a chunk itself; at the end of the
+  // input (or a signal, or a broken output) it tells Run(). Runs on one pooled thread at a time.
   void ReaderLoop();
-  enum class ReadEnd { kHandedOn, kEnded, kFailed };  // kHandedOn: `call` is to be run
+  // kHandedOn: another thread reads now; `call`, if set, is still to be run by this one.
+  enum class ReadEnd { kHandedOn, kEnded, kFailed };
   ReadEnd ReadUntilCall(std::function<void()>& call);
+
+  // The deferred hand-off. While the reading thread answers a call, a timer is armed for
+  // the hand-off delay; a standby thread (StandbyLoop, one at a time) waits on it and, when it
+  // fires, takes the reading over and starts the next standby. reading_turn_ decides who
+  // reads: generation × 2 while a thread reads, + 1 while it answers a call; the standby
+  // moves it to the next generation, and the answering thread goes back to reading only if
+  // the turn is still its own. Without a timer or a standby, every call hands the reading to
+  // another pooled thread at once instead.
+  void StartStandby();
+  void StandbyLoop();
+  bool ArmHandOff(bool arm) const;
+  // Runs `call` on the reading thread: true when this thread still reads afterwards, false
+  // when the standby took the reading over; nothing (and `call` untouched) without a standby.
+  std::optional<bool> AnswerWithStandby(std::function<void()>& call);
 
   bool Write(const json& message);
   bool WriteLine(std::string line);  // one serialized message, without its newline
@@ -155,11 +177,17 @@ class Server {
   std::atomic<long> next_request_id_{1};
   std::atomic<bool> shutting_down_{false};
 
-  // The reading role: held by one pooled thread at a time, handed on through StartWorker.
+  // The reading role: held by one pooled thread at a time, taken over by the standby through
+  // reading_turn_ (or, without one, handed on through StartWorker).
   int in_fd_ = -1;
   LineReader line_reader_{kMaxLineBytes};
   std::vector<char> read_buffer_;
   std::function<void()> next_call_;  // a tools/call for the reading thread to answer
+  int handoff_timer_fd_ = -1;               // timerfd, armed while the reader answers a call
+  int standby_wake_fd_ = -1;                // eventfd: ends StandbyLoop at shutdown
+  std::atomic<bool> standby_ready_{false};  // a standby runs or is queued
+  std::atomic<bool> standby_stop_{false};
+  std::atomic<uint64_t> reading_turn_{0};
   std::mutex reading_mu_;
   std::condition_variable reading_cv_;
   bool reading_done_ = false;        // guarded by reading_mu_

@@ -104,6 +104,23 @@ TEST_CASE("a closed stdout (EPIPE) ends the process instead of killing it", "[pr
   CHECK(WIFEXITED(*status));  // not killed by SIGPIPE
 }
 
+TEST_CASE("started without stdin or stdout, it says so and exits 1", "[process][lifecycle]") {
+  // A descriptor we open would otherwise take the closed one's number: without stdin the server
+  // read its own signal pipe as its input and waited forever.
+  tmcra::testing::TempDir home;
+  for (const char* redirect : {"<&-", ">&-"}) {
+    INFO(redirect);
+    Subprocess p({"/bin/sh", "-c", std::string("exec \"$0\" ") + redirect, TMCRA_MCP_BIN},
+                 IsolatedEnv(home));
+    auto status = p.Wait(5s);
+    REQUIRE(status);
+    CHECK(WIFEXITED(*status));
+    CHECK(WEXITSTATUS(*status) == 1);
+    CHECK(p.Stderr().find(redirect[0] == '<' ? "stdin is not open" : "stdout is not open") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("a whole session writes nothing but JSON-RPC to stdout", "[process][stdout]") {
   tmcra::testing::TempDir home;
   Subprocess p({TMCRA_MCP_BIN}, {{"HOME", home.path()}, {"TMCRA_LOG_LEVEL", "trace"}});

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "tests/support/test_tools.h"
 
 #include <chrono>
@@ -49,8 +50,9 @@ void RegisterTestTools(mcp::Server& server, bool with_sleep) {
       const auto total = args["ms"].get<long>();
       long slept = 0;
       while (slept < total && !ctx.cancelled()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        slept += 5;
+        const long step = std::min(5L, total - slept);
+        std::this_thread::sleep_for(std::chrono::milliseconds(step));
+        slept += step;
       }
       return mcp::ToolResult::Ok({{"slept_ms", slept}, {"cancelled", ctx.cancelled()}});
     });

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "tests/support/pipe_session.h"
 #include "tests/support/test_tools.h"
@@ -23,8 +24,9 @@ using json = nlohmann::json;
 
 namespace {
 
-std::unique_ptr<Server> MakeServer() {
+std::unique_ptr<Server> MakeServer(std::chrono::microseconds hand_off_delay = 2ms) {
   ServerOptions options;
+  options.hand_off_delay = hand_off_delay;
   options.name = "test";
   options.title = "Test Server";
   options.version = "9.9.9";
@@ -32,6 +34,15 @@ std::unique_ptr<Server> MakeServer() {
   auto server = std::make_unique<Server>(options);
   tmcra::testing::RegisterTestTools(*server);
   return server;
+}
+
+// The reading thread's two ways of letting another thread read while it answers a call: a
+// standby that takes over only when the call runs long (the default), and the hand-off on
+// every call (delay 0; also what happens when no timer or standby can be had).
+std::chrono::microseconds HandOffDelay() {
+  const auto delay = std::chrono::microseconds(GENERATE(as<long>{}, 2000, 0));
+  UNSCOPED_INFO("hand-off delay " << delay.count() << " us");
+  return delay;
 }
 
 json FindTool(const json& list, const std::string& name) {
@@ -251,7 +262,7 @@ TEST_CASE("an unknown tool is -32602 and a throwing tool is a tool error", "[mcp
 }
 
 TEST_CASE("a cancelled call stops its work and sends no response", "[mcp][cancel]") {
-  PipeSession s(MakeServer());
+  PipeSession s(MakeServer(HandOffDelay()));
   s.Initialize("2025-11-25");
   s.Send({{"jsonrpc", "2.0"}, {"id", 10}, {"method", "tools/call"},
           {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 60000}}}}}});
@@ -265,6 +276,27 @@ TEST_CASE("a cancelled call stops its work and sends no response", "[mcp][cancel
   const auto start = std::chrono::steady_clock::now();
   CHECK(s.Finish() == 0);
   CHECK(std::chrono::steady_clock::now() - start < 1s);
+}
+
+TEST_CASE("long calls cancelled one after another: every ping is answered at once",
+          "[mcp][cancel]") {
+  // Each long call is answered by the thread that read it, and the standby reads on; the next
+  // call comes while the cancelled one winds down, on the thread that now reads.
+  PipeSession s(MakeServer(HandOffDelay()));
+  s.Initialize("2025-11-25");
+  for (int i = 0; i < 20; ++i) {
+    INFO("call " << i);
+    s.Send({{"jsonrpc", "2.0"}, {"id", i}, {"method", "tools/call"},
+            {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 60000}}}}}});
+    s.Send({{"jsonrpc", "2.0"}, {"id", "p" + std::to_string(i)}, {"method", "ping"}});
+    json pong = s.Read(1s);
+    REQUIRE(pong["id"] == "p" + std::to_string(i));
+    s.Send({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"},
+            {"params", {{"requestId", i}, {"reason", "user"}}}});
+  }
+  CHECK(s.Call("last", "ping")["id"] == "last");
+  CHECK_FALSE(s.ReadLine(200ms).has_value());  // no answer for any cancelled call
+  CHECK(s.Finish() == 0);
 }
 
 TEST_CASE("concurrent calls run in parallel and each gets its own answer", "[mcp][tools]") {
@@ -281,9 +313,9 @@ TEST_CASE("concurrent calls run in parallel and each gets its own answer", "[mcp
 
 TEST_CASE("several messages in one write: every call answered, a ping at once",
           "[mcp][tools]") {
-  // The reading thread keeps the chunk's first call and hands the reading on; the chunk's
-  // other calls go to pooled threads, and the ping is answered while the calls run.
-  PipeSession s(MakeServer());
+  // The reading thread keeps the chunk's first call (the standby reads on if it runs long);
+  // the chunk's other calls go to pooled threads, and the ping is answered while they run.
+  PipeSession s(MakeServer(HandOffDelay()));
   s.Initialize("2025-11-25");
   const json a{{"jsonrpc", "2.0"}, {"id", "a"}, {"method", "tools/call"},
                {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 200}}}}}};
@@ -322,16 +354,18 @@ TEST_CASE("a call and its cancellation in one write: no answer, and the session 
 
 TEST_CASE("a thousand calls back to back, one and two per write, each answered once",
           "[mcp][tools]") {
-  // The reading moves from thread to thread on every call; the pool must not grow with the
-  // number of calls, and no answer may be lost or doubled.
-  PipeSession s(MakeServer());
+  // The reading moves between threads: on every call with a hand-off delay of 0, and with the
+  // standby whenever a call outlasts the delay (the second call of each pair sleeps 0-3 ms,
+  // around the 2 ms delay, where the hand-back races the timer). The pool must not grow with
+  // the number of calls, and no answer may be lost or doubled.
+  PipeSession s(MakeServer(HandOffDelay()));
   s.Initialize("2025-11-25");
   int answered = 0;
   for (int i = 0; i < 1000; i += 2) {
     const json one{{"jsonrpc", "2.0"}, {"id", i}, {"method", "tools/call"},
                    {"params", {{"name", "test_echo"}, {"arguments", {{"flag", i % 4 == 0}}}}}};
     const json two{{"jsonrpc", "2.0"}, {"id", i + 1}, {"method", "tools/call"},
-                   {"params", {{"name", "test_echo"}, {"arguments", {{"flag", true}}}}}};
+                   {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", (i / 2) % 4}}}}}};
     if (i % 4 == 0) {
       s.SendLine(one.dump() + "\n" + two.dump());
     } else {
@@ -343,8 +377,11 @@ TEST_CASE("a thousand calls back to back, one and two per write, each answered o
       json r = s.Read();
       REQUIRE(r["id"].is_number_integer());
       ids.insert(r["id"].get<int>());
-      CHECK(r["result"]["structuredContent"]["echo"]["flag"] ==
-            (r["id"].get<int>() == i ? i % 4 == 0 : true));
+      if (r["id"].get<int>() == i) {
+        CHECK(r["result"]["structuredContent"]["echo"]["flag"] == (i % 4 == 0));
+      } else {
+        CHECK(r["result"]["structuredContent"]["slept_ms"] == (i / 2) % 4);
+      }
       ++answered;
     }
     CHECK(ids == std::set<int>{i, i + 1});
@@ -497,7 +534,7 @@ TEST_CASE("an elicitation answer and a new call in one write are both handled",
           "[mcp][elicitation]") {
   // The answer is routed by the reading thread to the waiting call; the new call, read in the
   // same chunk, is answered too (by the thread that read it, once the chunk is handled).
-  PipeSession s(MakeServer());
+  PipeSession s(MakeServer(HandOffDelay()));
   s.Initialize("2025-11-25", {{"elicitation", json::object()}});
   s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
           {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "Save this?"}}}}}});
@@ -519,8 +556,45 @@ TEST_CASE("an elicitation answer and a new call in one write are both handled",
   CHECK(answers[2]["echo"]["flag"] == true);
 }
 
+TEST_CASE("back-to-back elicitations: each waiting call gets its answer read", "[mcp][elicitation]") {
+  // The thread that reads a call answers it; while the call waits for its elicitation answer,
+  // a standby takes the reading over. The next call comes as soon as the previous answer is
+  // out, so the thread that answered it is still finishing while the new reader starts the
+  // next call: the previous one must leave the new call's hand-off alone, or nobody reads the
+  // next elicitation answer and the call waits for its 30 s timeout.
+  PipeSession s(MakeServer(HandOffDelay()));
+  s.Initialize("2025-11-25", {{"elicitation", json::object()}});
+  for (int i = 1; i <= 300; ++i) {
+    INFO("call " << i);
+    s.Send({{"jsonrpc", "2.0"}, {"id", i}, {"method", "tools/call"},
+            {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "?"}}}}}});
+    json request = s.Read(10s);
+    REQUIRE(request["method"] == "elicitation/create");
+    s.Send({{"jsonrpc", "2.0"}, {"id", request["id"]}, {"result", {{"action", "decline"}}}});
+    json r = s.Read(10s);
+    REQUIRE(r["id"] == i);
+    REQUIRE(r["result"]["structuredContent"]["outcome"] == "decline");
+  }
+}
+
+TEST_CASE("a long call does not hold up the input: a ping is answered while it runs",
+          "[mcp][tools]") {
+  // The reading thread answers the call itself; a standby takes the reading over when the call
+  // runs long, so the ping is read and answered long before the call ends.
+  PipeSession s(MakeServer(HandOffDelay()));
+  s.Initialize("2025-11-25");
+  s.Send({{"jsonrpc", "2.0"}, {"id", "slow"}, {"method", "tools/call"},
+          {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 3000}}}}}});
+  std::this_thread::sleep_for(50ms);
+  s.Send({{"jsonrpc", "2.0"}, {"id", "ping"}, {"method", "ping"}});
+  json first = s.Read(2s);  // well before the call's 3 s
+  CHECK(first["id"] == "ping");
+  json second = s.Read(5s);
+  CHECK(second["id"] == "slow");
+}
+
 TEST_CASE("cancelling a call mid-elicitation cancels the elicitation too", "[mcp][elicitation]") {
-  PipeSession s(MakeServer());
+  PipeSession s(MakeServer(HandOffDelay()));
   s.Initialize("2025-11-25", {{"elicitation", json::object()}});
   s.Send({{"jsonrpc", "2.0"}, {"id", 5}, {"method", "tools/call"},
           {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "?"}}}}}});
