@@ -156,7 +156,8 @@ Result<json> RecallReceipt(const json& response, std::string_view expected_scope
   return RecallReceipt(json(response), expected_scope);
 }
 
-Result<json> RecallReceipt(json&& response, std::string_view expected_scope) {
+Result<json> RecallReceipt(json&& response, std::string_view expected_scope,
+                           const ElidedMember* elided) {
   auto body = Fields::Of(response, "recall");
   if (!body) return body.error();
   for (const char* key : {"query_id", "scope_name", "index_job_id"}) {
@@ -174,7 +175,9 @@ Result<json> RecallReceipt(json&& response, std::string_view expected_scope) {
     return Violation("recall.prompt_evidence.content_sha256", "does not match sha256 of content");
   }
 
-  json watermarks = Watermarks(response);
+  const bool was_elided = elided != nullptr && elided->elided;
+  json watermarks =
+      Watermarks(response, was_elided ? body->Find("evidence") : nullptr, elided);
   json receipt = std::move(response);  // nothing below reads `response` or `body`
   receipt["evidence_route"] = std::move(*route);
   receipt["schema_version"] = kRecallReceiptSchemaVersion;
@@ -292,9 +295,17 @@ json QueuedIngestReceipt(std::string_view scope, std::string_view queue_item_id,
   };
 }
 
-json Watermarks(const json& value) {
-  constexpr std::array<const char*, 4> kKeys = {"source_event_seq", "promoted_event_seq",
-                                                "indexed_event_seq", "source_raw_token_estimate"};
+namespace {
+constexpr std::array<const char*, 4> kWatermarkKeys = {
+    "source_event_seq", "promoted_event_seq", "indexed_event_seq", "source_raw_token_estimate"};
+}  // namespace
+
+std::vector<std::string> WatermarkKeys() {
+  return {kWatermarkKeys.begin(), kWatermarkKeys.end()};
+}
+
+json Watermarks(const json& value, const json* elided_node, const ElidedMember* elided) {
+  const auto& kKeys = kWatermarkKeys;
   std::array<const json*, 4> found{};
   size_t missing = kKeys.size();
   // Pre-order with an explicit stack: children are pushed last-first, so they pop first-first.
@@ -302,6 +313,17 @@ json Watermarks(const json& value) {
   while (!stack.empty() && missing > 0) {
     const json& node = *stack.back();
     stack.pop_back();
+    if (&node == elided_node && elided != nullptr) {
+      // The walk would have gone through the elided object here, whole, in the same order
+      // that the reader used to pick what it found.
+      for (size_t i = 0; i < kKeys.size() && i < elided->found.size(); ++i) {
+        if (found[i] == nullptr && !elided->found[i].is_null()) {
+          found[i] = &elided->found[i];
+          --missing;
+        }
+      }
+      continue;
+    }
     if (node.is_object()) {
       for (size_t i = 0; i < kKeys.size(); ++i) {
         if (found[i] != nullptr) continue;

@@ -18,9 +18,11 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "src/common/json_reader.h"
 #include "src/common/result.h"
 
 namespace tmcra::receipts {
@@ -50,7 +52,14 @@ Result<json> JobReceipt(const json& job);
 // "recall".
 Result<json> RecallReceipt(const json& response, std::string_view expected_scope = {});
 // The same, taking the response's contents instead of copying them (a recall is tens of kB).
-Result<json> RecallReceipt(json&& response, std::string_view expected_scope = {});
+// `elided`: the response was read with its `evidence` elided (ElidedMember, watching
+// WatermarkKeys()); its watermarks then come from what the reader gathered there, exactly as if
+// the walk had gone through the evidence, and the receipt's `evidence` is {}.
+Result<json> RecallReceipt(json&& response, std::string_view expected_scope = {},
+                           const ElidedMember* elided = nullptr);
+
+// The four watermark keys, in Watermarks' order (what an ElidedMember is to watch).
+std::vector<std::string> WatermarkKeys();
 
 // An ingest response (POST /v1/scopes/{scope}/ingest) as an ingest receipt. Both shapes are
 // accepted: the bulk shape {scope_name, jobs: [JobView, ...]} and a single JobView, which is
@@ -71,8 +80,11 @@ json QueuedIngestReceipt(std::string_view scope, std::string_view queue_item_id,
 // indexed_event_seq, source_raw_token_estimate: integer or null, available: bool}. A pre-order
 // walk; the first JSON integer (not bool, not float) found for a key wins. Object members are
 // visited in nlohmann::json's key order (sorted), not the service's insertion order: see
-// FORMAT.md. Iterative, so any nesting depth is safe.
-json Watermarks(const json& value);
+// FORMAT.md. Iterative, so any nesting depth is safe. `elided_node`, a node of `value` that
+// stands for an elided object, is taken to hold what `elided` found (ElidedMember::found,
+// per WatermarkKeys()) when the walk reaches it.
+json Watermarks(const json& value, const json* elided_node = nullptr,
+                const ElidedMember* elided = nullptr);
 
 // True for "succeeded", "failed" and "cancelled".
 bool IsTerminalStatus(std::string_view status);

@@ -187,6 +187,7 @@ struct Request {
   int expected_status = 200;
   // The attribution headers (part of the service's idempotency hash): "mcp" and the configured
   // integration id unless an ingest passes on other values.
+  ElidedMember* elide = nullptr;  // a recall's evidence read but not built (RecallOptions)
   std::string client_platform = "mcp";
   std::optional<std::string> integration_id;
 };
@@ -465,7 +466,7 @@ struct HttpMemoryApi::Impl {
       result.error = std::move(error);
       return result;
     }
-    auto parsed = wire::ParseResponseObject(ex.body, http_status, request_id);
+    auto parsed = wire::ParseResponseObject(ex.body, http_status, request_id, req.elide);
     if (!parsed) {
       result.outcome.kind = AttemptKind::kFatal;
       result.error = parsed.error();
@@ -682,6 +683,7 @@ Result<json> HttpMemoryApi::Recall(std::string_view scope, const json& body,
   if (!text) return text.error();
   Request req = impl_->Make("recall", true, "/v1/scopes/" + config::QuoteSegment(scope) + "/recall",
                             std::move(*text), std::move(*agent), 200);
+  req.elide = options.elide_evidence;
   return impl_->Execute(req);
 }
 

@@ -31,9 +31,9 @@ Error InvalidJson(std::string message, int status, std::string_view request_id) 
 // any failure; `why` tells a duplicate key (a second value under one key is ambiguous: which
 // would the service mean?) and too deep a nesting apart from a syntax error. The caller refuses
 // a BOM and NUL bytes first, the two inputs on which nlohmann's parser would be more lenient.
-json StrictParse(std::string_view body, JsonReadResult* why) {
+json StrictParse(std::string_view body, JsonReadResult* why, ElidedMember* elide = nullptr) {
   json value;
-  *why = ReadJsonStrict(body, value, kMaxResponseDepth);
+  *why = ReadJsonStrict(body, value, kMaxResponseDepth, elide);
   return why->ok ? std::move(value) : json(json::value_t::discarded);
 }
 
@@ -66,7 +66,8 @@ Status CheckHeaderValue(std::string_view value, std::string_view field) {
   return Ok();
 }
 
-Result<json> ParseResponseObject(std::string_view body, int status, std::string_view request_id) {
+Result<json> ParseResponseObject(std::string_view body, int status, std::string_view request_id,
+                                 ElidedMember* elide) {
   const std::string what = "TMCRA returned ";
   const std::string with_status = " with HTTP " + std::to_string(status);
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
@@ -82,7 +83,7 @@ Result<json> ParseResponseObject(std::string_view body, int status, std::string_
     return InvalidJson(what + "a body with a NUL byte" + with_status, status, request_id);
   }
   JsonReadResult why;
-  json value = StrictParse(body, &why);
+  json value = StrictParse(body, &why, elide);
   if (why.too_deep) {
     return InvalidJson(what + "JSON nested deeper than " + std::to_string(kMaxResponseDepth) +
                            " levels" + with_status,

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/common/json_reader.h"
 #include "src/common/result.h"
 
 namespace tmcra::api::wire {
@@ -38,8 +39,10 @@ Status CheckHeaderValue(std::string_view value, std::string_view field);
 // JSON (invalid UTF-8, lone surrogates, NaN, trailing bytes, ...), a duplicate key in any
 // object, and a top-level value other than an object. `request_id` (the x-request-id header,
 // may be empty) is named in the message.
+// `elide`: see ElidedMember (the same checks; the member's object comes back as {}).
 Result<nlohmann::json> ParseResponseObject(std::string_view body, int status,
-                                           std::string_view request_id);
+                                           std::string_view request_id,
+                                           ElidedMember* elide = nullptr);
 
 // The Error for an answer whose status is not the expected one (tmcra-contract.md §1.3):
 // code = error.code or "http_error", message = error.message or "TMCRA returned HTTP <status>",

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/common/json_reader.h"
 #include "src/common/result.h"
 
 namespace tmcra::api {
@@ -34,6 +35,11 @@ struct IngestOptions {
 
 struct RecallOptions {
   std::optional<std::string> agent_id;    // X-TMCRA-Agent-ID
+  // Set: the answer's `evidence` may come back elided (checked as strictly, built as {}, with
+  // what the ElidedMember watches gathered; `elided` says whether it was). An implementation
+  // that has no answer text to read (the embedded engine) leaves it unset and the evidence
+  // whole.
+  ElidedMember* elide_evidence = nullptr;
 };
 
 struct FeedbackOptions {

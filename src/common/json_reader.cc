@@ -5,8 +5,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 #include "src/common/json_scan.h"
@@ -26,10 +28,17 @@ class Reader {
   static constexpr bool kOrdered = std::is_same_v<Json, ojson>;
 
  public:
-  Reader(std::string_view text, size_t max_depth)
+  Reader(std::string_view text, size_t max_depth, ElidedMember* elide = nullptr)
       : p_(reinterpret_cast<const unsigned char*>(text.data())),
         end_(p_ + text.size()),
-        max_depth_(max_depth) {}
+        max_depth_(max_depth),
+        elide_(elide) {
+    if (elide_ != nullptr) {
+      elide_->elided = false;
+      elide_->found.assign(elide_->watch.size(), nullptr);
+      best_paths_.assign(elide_->watch.size(), {});
+    }
+  }
 
   JsonReadResult Read(Json& out) {
     JsonReadResult result;
@@ -226,7 +235,17 @@ class Reader {
         too_deep_ = true;
         return false;
       }
-      switch (c) {
+      bool elided = false;  // then the value, read whole, is one value like a scalar
+      if constexpr (!kOrdered) {
+        if (slot == elide_slot_ && c == '{') {
+          elide_slot_ = nullptr;
+          if (!ElideObject()) return false;
+          *slot = Json::object();
+          elide_->elided = true;
+          elided = true;
+        }
+      }
+      if (!elided) switch (c) {
         case '{':
           ++p_;
           *slot = Json::object();
@@ -316,11 +335,13 @@ class Reader {
       return &members.back().second;
     } else {
       auto& members = object.template get_ref<typename Json::object_t&>();
+      const bool elide = elide_ != nullptr && stack_.size() == 1 && key == elide_->key;
       auto [it, inserted] = members.emplace(std::move(key), nullptr);
       if (!inserted) {
         duplicate_ = true;
         return nullptr;
       }
+      if (elide) elide_slot_ = &it->second;
       return &it->second;
     }
   }
@@ -361,9 +382,199 @@ class Reader {
     return &elements.back();
   }
 
+  // ---- the elided member (ElidedMember) ----
+  // One open container of the elided value. An object's keys are kept (decoded) in
+  // `key_bytes_`, from `bytes_begin`, and listed in `keys_`, from `keys_begin`, until it closes.
+  static constexpr size_t kSearched = 16;
+  struct Frame {
+    bool object = false;
+    size_t index = 0;  // an array's current element
+    size_t keys_begin = 0;
+    size_t bytes_begin = 0;
+    std::unique_ptr<std::unordered_set<std::string>> seen;  // a large object's keys
+  };
+  struct Span {
+    size_t offset = 0;
+    size_t size = 0;
+  };
+  // A place in the elided value, as a walk of the built value orders it: a key or an index.
+  struct Step {
+    bool index = false;
+    size_t at = 0;
+    std::string key;
+  };
+
+  std::string_view KeyAt(const Span& span) const {
+    return std::string_view(key_bytes_).substr(span.offset, span.size);
+  }
+
+  // At `"key"`: reads it and the colon, and records it as the innermost object's current key;
+  // false on an error or on a key the object already holds (as Key(): after the colon).
+  bool ElidedKey() {
+    if (p_ >= end_ || *p_ != '"') return false;
+    scratch_.clear();
+    if (!String(scratch_)) return false;
+    SkipSpace();
+    if (p_ >= end_ || *p_ != ':') return false;
+    ++p_;
+    SkipSpace();
+    Frame& frame = frames_.back();
+    if (!frame.seen) {
+      // Small objects are searched; from kSearched keys on, a set of the object's keys is kept.
+      for (size_t i = frame.keys_begin; i < keys_.size(); ++i) {
+        if (KeyAt(keys_[i]) == scratch_) {
+          duplicate_ = true;
+          return false;
+        }
+      }
+      if (keys_.size() - frame.keys_begin + 1 >= kSearched) {
+        frame.seen = std::make_unique<std::unordered_set<std::string>>();
+        for (size_t i = frame.keys_begin; i < keys_.size(); ++i) {
+          frame.seen->emplace(KeyAt(keys_[i]));
+        }
+        frame.seen->insert(scratch_);
+      }
+    } else if (!frame.seen->insert(scratch_).second) {
+      duplicate_ = true;
+      return false;
+    }
+    const Span span{key_bytes_.size(), scratch_.size()};
+    key_bytes_ += scratch_;
+    keys_.push_back(span);
+    current_key_.back() = span;
+    return true;
+  }
+
+  // Whether the object at frames_[depth] comes before the one whose path is `best` in a
+  // pre-order walk (members in key order): the first differing step decides; an ancestor
+  // comes first.
+  bool Before(size_t depth, const std::vector<Step>& best) const {
+    for (size_t i = 0; i < depth && i < best.size(); ++i) {
+      const Frame& f = frames_[i];
+      if (f.object) {
+        const std::string_view key = KeyAt(current_key_[i]);
+        if (key != best[i].key) return key < best[i].key;
+      } else if (f.index != best[i].at) {
+        return f.index < best[i].at;
+      }
+    }
+    return depth < best.size();
+  }
+
+  // A number was read as the value of the innermost object's current key.
+  void Consider(const Json& number) {
+    if (!number.is_number_integer() || frames_.empty() || !frames_.back().object) return;
+    const std::string_view key = KeyAt(current_key_.back());
+    for (size_t w = 0; w < elide_->watch.size(); ++w) {
+      if (key != elide_->watch[w]) continue;
+      const size_t depth = frames_.size() - 1;  // the path of the object holding the key
+      if (!elide_->found[w].is_null() && !Before(depth, best_paths_[w])) return;
+      elide_->found[w] = number;
+      std::vector<Step>& path = best_paths_[w];
+      path.clear();
+      for (size_t i = 0; i < depth; ++i) {
+        const Frame& f = frames_[i];
+        if (f.object) {
+          path.push_back({false, 0, std::string(KeyAt(current_key_[i]))});
+        } else {
+          path.push_back({true, f.index, {}});
+        }
+      }
+      return;
+    }
+  }
+
+  void Open(bool object) {
+    Frame f;
+    f.object = object;
+    f.keys_begin = keys_.size();
+    f.bytes_begin = key_bytes_.size();
+    frames_.push_back(std::move(f));
+    current_key_.emplace_back();
+  }
+
+  void Close() {
+    const Frame& f = frames_.back();
+    keys_.resize(f.keys_begin);
+    key_bytes_.resize(f.bytes_begin);
+    frames_.pop_back();
+    current_key_.pop_back();
+  }
+
+  // At the `{` of the elided member's value: reads to its end, building nothing.
+  bool ElideObject() {
+    frames_.clear();
+    keys_.clear();
+    key_bytes_.clear();
+    current_key_.clear();
+    for (;;) {
+      // A value.
+      if (p_ >= end_) return false;
+      const unsigned char c = *p_;
+      if (c == '{' || c == '[') {
+        if (max_depth_ > 0 && stack_.size() + frames_.size() >= max_depth_) {
+          too_deep_ = true;
+          return false;
+        }
+        ++p_;
+        Open(c == '{');
+        SkipSpace();
+        if (p_ < end_ && *p_ == (c == '{' ? '}' : ']')) {
+          ++p_;
+          Close();
+        } else {
+          if (c == '{' && !ElidedKey()) return false;
+          continue;
+        }
+      } else if (c == '"') {
+        scratch_.clear();
+        if (!String(scratch_)) return false;
+      } else if (c == 't') {
+        if (!Literal("true", 4)) return false;
+      } else if (c == 'f') {
+        if (!Literal("false", 5)) return false;
+      } else if (c == 'n') {
+        if (!Literal("null", 4)) return false;
+      } else {
+        if (c != '-' && (c < '0' || c > '9')) return false;
+        if (!Number(number_)) return false;
+        Consider(number_);
+      }
+      // After a value: a comma, or closing brackets; done when the elided object closes.
+      for (;;) {
+        SkipSpace();
+        if (frames_.empty()) return true;
+        Frame& f = frames_.back();
+        if (p_ >= end_) return false;
+        if (*p_ == ',') {
+          ++p_;
+          SkipSpace();
+          if (f.object) {
+            if (!ElidedKey()) return false;
+          } else {
+            ++f.index;
+          }
+          break;
+        }
+        if (*p_ != (f.object ? '}' : ']')) return false;
+        ++p_;
+        Close();
+      }
+    }
+  }
+
   const unsigned char* p_;
   const unsigned char* end_;
   const size_t max_depth_;
+  ElidedMember* const elide_;
+  Json* elide_slot_ = nullptr;  // the slot of the member to elide, once its key is read
+  std::vector<Frame> frames_;
+  std::vector<Span> current_key_;  // per frame: an object's current key
+  std::vector<Span> keys_;
+  std::string key_bytes_;
+  std::string scratch_;
+  Json number_;
+  std::vector<std::vector<Step>> best_paths_;
   std::vector<Json*> stack_;
   // kOrdered: the members of each open object, innermost last.
   std::vector<std::vector<std::pair<std::string, Json>>> members_;
@@ -373,8 +584,9 @@ class Reader {
 
 }  // namespace
 
-JsonReadResult ReadJsonStrict(std::string_view text, json& out, size_t max_depth) {
-  Reader<json> reader(text, max_depth);
+JsonReadResult ReadJsonStrict(std::string_view text, json& out, size_t max_depth,
+                              ElidedMember* elide) {
+  Reader<json> reader(text, max_depth, elide);
   return reader.Read(out);
 }
 

@@ -54,6 +54,7 @@ ToolResult Recall(const json& args, const MemoryToolDeps& deps) {
   request.evidence_mode = args.value("evidence_mode", "auto");
   request.wait_for_job_id = OptionalArg(args, "wait_for_job_id");
   const bool include_evidence = args.value("include_structured_evidence", false);
+  request.evidence_unused = !include_evidence;
   request.visible = args.value("visible_context", std::string());
   if (deps.controls != nullptr) {
     auto controls = deps.controls->ForRecall(deps.control_key(request.scope), request.session_id,
@@ -69,7 +70,8 @@ ToolResult Recall(const json& args, const MemoryToolDeps& deps) {
   if (!out) return Failure("tmcra_recall", out.error());
   ToolResult result = ToolResult::Ok(std::move(*out));
   if (!include_evidence) {
-    // §2.2: dropped unless asked for; freed after the answer is written.
+    // §2.2: dropped unless asked for ({} when it was read without being built); freed after
+    // the answer is written.
     json& receipt = result.structured;
     if (auto it = receipt.find("evidence"); it != receipt.end()) {
       result.after_reply = std::move(*it);
@@ -265,9 +267,13 @@ Result<json> RecallForTool(const MemoryToolDeps& deps, const RecallRequest& requ
             {"evidence_mode", request.evidence_mode},
             {"max_windows", 8}};
   if (!request.wait_for_job_id.empty()) body["wait_for_job_id"] = request.wait_for_job_id;
-  auto response = deps.memory->Recall(request.scope, body, {request.agent_id});
+  ElidedMember elide{"evidence", receipts::WatermarkKeys()};
+  api::RecallOptions options{request.agent_id};
+  if (request.evidence_unused) options.elide_evidence = &elide;
+  auto response = deps.memory->Recall(request.scope, body, options);
   if (!response) return response.error();
-  auto receipt = receipts::RecallReceipt(std::move(*response), request.scope);
+  auto receipt = receipts::RecallReceipt(std::move(*response), request.scope,
+                                         request.evidence_unused ? &elide : nullptr);
   if (!receipt) return receipt.error();
   json out = std::move(*receipt);
   const json& prompt = out["prompt_evidence"];

@@ -52,6 +52,9 @@ struct RecallRequest {
   // and budget are used. Empty only without memory controls (then the prompt and the default
   // budget).
   std::optional<controls::RecallControls> read_controls;
+  // The structured `evidence` is not wanted (tmcra_recall without include_evidence): it may be
+  // read without being built, and the receipt's `evidence` is then {}.
+  bool evidence_unused = false;
 };
 [[nodiscard]] Result<nlohmann::json> RecallForTool(const MemoryToolDeps& deps,
                                                    const RecallRequest& request);
