@@ -16,6 +16,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,6 +39,9 @@ struct JsonReadResult {
 // structured evidence of a recall answer took about a third of tmcra-mcp's CPU per recall,
 // for a value that tmcra_recall drops unless asked for it.
 struct ElidedMember {
+  ElidedMember(std::string_view member_key, std::vector<std::string> watched_keys)
+      : key(member_key), watch(std::move(watched_keys)) {}
+
   std::string_view key;               // in
   std::vector<std::string> watch;     // in
   bool elided = false;                // out: the member was there, an object, and is {} now
