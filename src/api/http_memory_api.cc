@@ -185,9 +185,9 @@ struct Request {
   std::string body;  // JSON text (POST)
   std::vector<std::string> headers;  // per-request "Name: value"
   int expected_status = 200;
+  ElidedMember* elide = nullptr;  // a recall's evidence read but not built (RecallOptions)
   // The attribution headers (part of the service's idempotency hash): "mcp" and the configured
   // integration id unless an ingest passes on other values.
-  ElidedMember* elide = nullptr;  // a recall's evidence read but not built (RecallOptions)
   std::string client_platform = "mcp";
   std::optional<std::string> integration_id;
 };

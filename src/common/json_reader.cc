@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
-#include <unordered_set>
+#include <set>
 #include <vector>
 
 #include "src/common/json_scan.h"
@@ -29,7 +29,8 @@ class Reader {
 
  public:
   Reader(std::string_view text, size_t max_depth, ElidedMember* elide = nullptr)
-      : p_(reinterpret_cast<const unsigned char*>(text.data())),
+      : begin_(reinterpret_cast<const unsigned char*>(text.data())),
+        p_(begin_),
         end_(p_ + text.size()),
         max_depth_(max_depth),
         elide_(elide) {
@@ -237,8 +238,10 @@ class Reader {
       }
       bool elided = false;  // then the value, read whole, is one value like a scalar
       if constexpr (!kOrdered) {
-        if (slot == elide_slot_ && c == '{') {
-          elide_slot_ = nullptr;
+        if (slot == elide_slot_) {
+          elide_slot_ = nullptr;  // one member, elided only when its value is an object
+        }
+        if (c == '{' && slot == elided_at_) {
           if (!ElideObject()) return false;
           *slot = Json::object();
           elide_->elided = true;
@@ -341,7 +344,7 @@ class Reader {
         duplicate_ = true;
         return nullptr;
       }
-      if (elide) elide_slot_ = &it->second;
+      if (elide) elide_slot_ = elided_at_ = &it->second;
       return &it->second;
     }
   }
@@ -386,16 +389,25 @@ class Reader {
   // One open container of the elided value. An object's keys are kept (decoded) in
   // `key_bytes_`, from `bytes_begin`, and listed in `keys_`, from `keys_begin`, until it closes.
   static constexpr size_t kSearched = 16;
+  struct Span {
+    size_t offset = 0;
+    size_t size = 0;
+  };
+  // Orders spans by the keys they hold (bytes, as std::map orders std::string); spans stay
+  // valid as key_bytes_ grows. An ordered set: no hash for a hostile server to collide.
+  struct SpanLess {
+    const std::string* bytes;
+    bool operator()(const Span& a, const Span& b) const {
+      return std::string_view(*bytes).substr(a.offset, a.size) <
+             std::string_view(*bytes).substr(b.offset, b.size);
+    }
+  };
   struct Frame {
     bool object = false;
     size_t index = 0;  // an array's current element
     size_t keys_begin = 0;
     size_t bytes_begin = 0;
-    std::unique_ptr<std::unordered_set<std::string>> seen;  // a large object's keys
-  };
-  struct Span {
-    size_t offset = 0;
-    size_t size = 0;
+    std::unique_ptr<std::set<Span, SpanLess>> seen;  // a large object's keys
   };
   // A place in the elided value, as a walk of the built value orders it: a key or an index.
   struct Step {
@@ -419,6 +431,8 @@ class Reader {
     ++p_;
     SkipSpace();
     Frame& frame = frames_.back();
+    const Span span{key_bytes_.size(), scratch_.size()};
+    key_bytes_ += scratch_;
     if (!frame.seen) {
       // Small objects are searched; from kSearched keys on, a set of the object's keys is kept.
       for (size_t i = frame.keys_begin; i < keys_.size(); ++i) {
@@ -428,18 +442,14 @@ class Reader {
         }
       }
       if (keys_.size() - frame.keys_begin + 1 >= kSearched) {
-        frame.seen = std::make_unique<std::unordered_set<std::string>>();
-        for (size_t i = frame.keys_begin; i < keys_.size(); ++i) {
-          frame.seen->emplace(KeyAt(keys_[i]));
-        }
-        frame.seen->insert(scratch_);
+        frame.seen = std::make_unique<std::set<Span, SpanLess>>(SpanLess{&key_bytes_});
+        for (size_t i = frame.keys_begin; i < keys_.size(); ++i) frame.seen->insert(keys_[i]);
+        frame.seen->insert(span);
       }
-    } else if (!frame.seen->insert(scratch_).second) {
+    } else if (!frame.seen->insert(span).second) {
       duplicate_ = true;
       return false;
     }
-    const Span span{key_bytes_.size(), scratch_.size()};
-    key_bytes_ += scratch_;
     keys_.push_back(span);
     current_key_.back() = span;
     return true;
@@ -448,11 +458,12 @@ class Reader {
   // Whether the object at frames_[depth] comes before the one whose path is `best` in a
   // pre-order walk (members in key order): the first differing step decides; an ancestor
   // comes first.
-  bool Before(size_t depth, const std::vector<Step>& best) const {
+  bool Before(size_t depth, const std::vector<Step>& best) {
     for (size_t i = 0; i < depth && i < best.size(); ++i) {
       const Frame& f = frames_[i];
       if (f.object) {
         const std::string_view key = KeyAt(current_key_[i]);
+        work_ += std::min(key.size(), best[i].key.size()) + 1;
         if (key != best[i].key) return key < best[i].key;
       } else if (f.index != best[i].at) {
         return f.index < best[i].at;
@@ -461,28 +472,41 @@ class Reader {
     return depth < best.size();
   }
 
-  // A number was read as the value of the innermost object's current key.
+  // A number was read as the value of the innermost object's current key. Comparing and
+  // copying paths is counted in `work_`: a hostile answer (a long key above many candidates)
+  // could make it quadratic, so past a budget the elision is given up (ReadJsonStrict then
+  // reads the text again, building the member).
   void Consider(const Json& number) {
     if (!number.is_number_integer() || frames_.empty() || !frames_.back().object) return;
     const std::string_view key = KeyAt(current_key_.back());
+    const size_t depth = frames_.size() - 1;  // the path of the object holding the key
     for (size_t w = 0; w < elide_->watch.size(); ++w) {
       if (key != elide_->watch[w]) continue;
-      const size_t depth = frames_.size() - 1;  // the path of the object holding the key
-      if (!elide_->found[w].is_null() && !Before(depth, best_paths_[w])) return;
+      if (!elide_->found[w].is_null() && !Before(depth, best_paths_[w])) continue;
       elide_->found[w] = number;
       std::vector<Step>& path = best_paths_[w];
       path.clear();
       for (size_t i = 0; i < depth; ++i) {
         const Frame& f = frames_[i];
         if (f.object) {
-          path.push_back({false, 0, std::string(KeyAt(current_key_[i]))});
+          const std::string_view step = KeyAt(current_key_[i]);
+          work_ += step.size() + 1;
+          path.push_back({false, 0, std::string(step)});
         } else {
           path.push_back({true, f.index, {}});
         }
       }
-      return;
     }
   }
+
+ public:
+  // The paths compared and copied for the elided member outgrew twice the text: its result
+  // is not to be used (ReadJsonStrict reads again without eliding).
+  bool elision_over_budget() const {
+    return work_ > 2 * static_cast<size_t>(end_ - begin_) + 4096;
+  }
+
+ private:
 
   void Open(bool object) {
     Frame f;
@@ -563,11 +587,14 @@ class Reader {
     }
   }
 
+  const unsigned char* begin_;
   const unsigned char* p_;
   const unsigned char* end_;
   const size_t max_depth_;
   ElidedMember* const elide_;
-  Json* elide_slot_ = nullptr;  // the slot of the member to elide, once its key is read
+  Json* elide_slot_ = nullptr;  // the slot of the member to elide, until its value is read
+  Json* elided_at_ = nullptr;    // the same, kept for the check at its value
+  size_t work_ = 0;              // see Consider
   std::vector<Frame> frames_;
   std::vector<Span> current_key_;  // per frame: an object's current key
   std::vector<Span> keys_;
@@ -587,7 +614,14 @@ class Reader {
 JsonReadResult ReadJsonStrict(std::string_view text, json& out, size_t max_depth,
                               ElidedMember* elide) {
   Reader<json> reader(text, max_depth, elide);
-  return reader.Read(out);
+  const JsonReadResult result = reader.Read(out);
+  if (elide == nullptr || !reader.elision_over_budget()) return result;
+  // Too much work to pick the watched integers: read the member whole instead.
+  out = json();
+  Reader<json> again(text, max_depth);
+  elide->elided = false;
+  elide->found.assign(elide->watch.size(), nullptr);
+  return again.Read(out);
 }
 
 JsonReadResult ReadOrderedJsonStrict(std::string_view text, ojson& out) {

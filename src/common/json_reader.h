@@ -30,14 +30,15 @@ struct JsonReadResult {
 };
 
 // A member of the top-level object that ReadJsonStrict checks exactly as strictly as the rest
-// (the same grammar, UTF-8, repeated keys and depth) but does not build: when its value is an
-// object, it becomes {} in the result, and what a caller still needs from it is gathered
-// meanwhile: for each `watch` key, the first integer held under that key by an object of the
-// member's value, in the order a pre-order walk of the built value would meet those objects
-// (an object before its members' values, members in key order, elements in index order).
-// A value that is not an object is built as usual (`elided` stays false). Building the
-// structured evidence of a recall answer took about a third of tmcra-mcp's CPU per recall,
-// for a value that tmcra_recall drops unless asked for it.
+// (the same grammar, UTF-8, repeated keys and depth: the same JsonReadResult for every text)
+// but does not build: when its value is an object, it becomes {} in the result, and what a
+// caller still needs from it is gathered meanwhile: for each `watch` key, the first integer
+// held under that key by an object of the member's value, in the order a pre-order walk of the
+// built value would meet those objects (an object before its members' values, members in key
+// order, elements in index order). A value that is not an object is built as usual (`elided`
+// stays false), and so is one whose watched integers would take too much work to pick (paths
+// compared and copied past twice the text's size: the text is then read again, whole). The
+// outputs are reset first and mean something only when the read succeeds.
 struct ElidedMember {
   ElidedMember(std::string_view member_key, std::vector<std::string> watched_keys)
       : key(member_key), watch(std::move(watched_keys)) {}

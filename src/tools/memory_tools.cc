@@ -267,13 +267,16 @@ Result<json> RecallForTool(const MemoryToolDeps& deps, const RecallRequest& requ
             {"evidence_mode", request.evidence_mode},
             {"max_windows", 8}};
   if (!request.wait_for_job_id.empty()) body["wait_for_job_id"] = request.wait_for_job_id;
-  ElidedMember elide{"evidence", receipts::WatermarkKeys()};
+  std::optional<ElidedMember> elide;
   api::RecallOptions options{request.agent_id};
-  if (request.evidence_unused) options.elide_evidence = &elide;
+  if (request.evidence_unused) {
+    elide.emplace("evidence", receipts::WatermarkKeys());
+    options.elide_evidence = &*elide;
+  }
   auto response = deps.memory->Recall(request.scope, body, options);
   if (!response) return response.error();
   auto receipt = receipts::RecallReceipt(std::move(*response), request.scope,
-                                         request.evidence_unused ? &elide : nullptr);
+                                         elide ? &*elide : nullptr);
   if (!receipt) return receipt.error();
   json out = std::move(*receipt);
   const json& prompt = out["prompt_evidence"];
