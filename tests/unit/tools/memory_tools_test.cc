@@ -189,6 +189,17 @@ class ScriptedApi final : public tmcra::api::MemoryApi {
   Result<json> Stats() override { return json::object(); }
 };
 
+// A server with the memory tools over `api` (scope "personal"), for a PipeSession.
+std::unique_ptr<tmcra::mcp::Server> MemoryToolsOver(tmcra::api::MemoryApi& api) {
+  auto server = std::make_unique<tmcra::mcp::Server>(tmcra::mcp::ServerOptions{});
+  tmcra::tools::MemoryToolDeps deps;
+  deps.memory = &api;
+  deps.default_scope = "personal";
+  deps.version = "0.1.0";
+  tmcra::tools::RegisterMemoryTools(*server, deps);
+  return server;
+}
+
 json GoodJob(const std::string& status) {
   return {{"job_id", "job_1"}, {"tenant_id", "t"}, {"scope_name", "personal"},
           {"job_type", "ingest"}, {"status", status}, {"attempts", 0},
@@ -200,13 +211,7 @@ json GoodJob(const std::string& status) {
 TEST_CASE("a response that fails receipt validation never reaches the host as success",
           "[tools][memory][receipts]") {
   ScriptedApi api;
-  auto server = std::make_unique<tmcra::mcp::Server>(tmcra::mcp::ServerOptions{});
-  tmcra::tools::MemoryToolDeps deps;
-  deps.memory = &api;
-  deps.default_scope = "personal";
-  deps.version = "0.1.0";
-  tmcra::tools::RegisterMemoryTools(*server, deps);
-  PipeSession s(std::move(server));
+  PipeSession s(MemoryToolsOver(api));
   s.Initialize("2025-11-25");
   int id = 1;
   const auto call = [&](const std::string& tool, const json& args) {
@@ -319,13 +324,7 @@ TEST_CASE("tmcra_recall reads the evidence it drops without building it: the sam
       R"("prompt_evidence":)" + prompt.dump() + R"(,"debug":null})";
   TextApi api;
   api.text = text;
-  auto server = std::make_unique<tmcra::mcp::Server>(tmcra::mcp::ServerOptions{});
-  tmcra::tools::MemoryToolDeps deps;
-  deps.memory = &api;
-  deps.default_scope = "personal";
-  deps.version = "0.1.0";
-  tmcra::tools::RegisterMemoryTools(*server, deps);
-  PipeSession s(std::move(server));
+  PipeSession s(MemoryToolsOver(api));
   s.Initialize("2025-11-25");
   const json dropped =
       s.Call(1, "tools/call", {{"name", "tmcra_recall"}, {"arguments", {{"query", "build"}}}});
