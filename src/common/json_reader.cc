@@ -238,9 +238,7 @@ class Reader {
       }
       bool elided = false;  // then the value, read whole, is one value like a scalar
       if constexpr (!kOrdered) {
-        if (slot == elide_slot_) {
-          elide_slot_ = nullptr;  // one member, elided only when its value is an object
-        }
+        // The member to elide, when its value is an object (otherwise it is built).
         if (c == '{' && slot == elided_at_) {
           if (!ElideObject()) return false;
           *slot = Json::object();
@@ -344,7 +342,7 @@ class Reader {
         duplicate_ = true;
         return nullptr;
       }
-      if (elide) elide_slot_ = elided_at_ = &it->second;
+      if (elide) elided_at_ = &it->second;
       return &it->second;
     }
   }
@@ -592,8 +590,7 @@ class Reader {
   const unsigned char* end_;
   const size_t max_depth_;
   ElidedMember* const elide_;
-  Json* elide_slot_ = nullptr;  // the slot of the member to elide, until its value is read
-  Json* elided_at_ = nullptr;    // the same, kept for the check at its value
+  Json* elided_at_ = nullptr;  // the slot of the member to elide, once its key is read
   size_t work_ = 0;              // see Consider
   std::vector<Frame> frames_;
   std::vector<Span> current_key_;  // per frame: an object's current key
