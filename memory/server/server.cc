@@ -428,19 +428,23 @@ bool BoundTlsConnections(SSL_CTX& ctx) {
   return true;
 }
 
+// A declared body length, capped (at 1 TiB) so that the sums below cannot overflow.
+int64_t CappedBody(uint64_t body_bytes) {
+  return static_cast<int64_t>(std::min<uint64_t>(body_bytes, uint64_t{1} << 40));
+}
+
 // The allowance for what comes next on this thread's TLS connection: `bytes` of body (in
 // records of any size from 30 bytes), then a head.
 void GrantTlsAllowance(uint64_t body_bytes) {
   if (t_allowance.ssl == nullptr) return;  // plain HTTP (--local, loopback only)
-  const auto body = static_cast<int64_t>(std::min<uint64_t>(body_bytes, uint64_t{1} << 40));
-  t_allowance.left = kHeadAllowance + kBodyFactor * body;
+  t_allowance.left = kHeadAllowance + kBodyFactor * CappedBody(body_bytes);
 }
 
 // The deadline for the body of a request whose head is in (none when it has no body): the
 // request timeout plus a second per 16 KiB.
 void BodyDeadline(uint64_t body_bytes) {
   SetDeadline(t_allowance.ssl,
-              RequestTimeout() + std::chrono::seconds(std::min<uint64_t>(body_bytes, uint64_t{1} << 40) / 16384));
+              RequestTimeout() + std::chrono::seconds(CappedBody(body_bytes) / 16384));
 }
 
 std::string OpenSslError() {
