@@ -3,7 +3,7 @@
 //
 //   remote_bench body       --query TEXT
 //   remote_bench floor      --url URL --key-file F --ca CA --scope S --questions FILE
-//                           [--iterations N] [--warmup W] [--offset K]
+//                           [--iterations N] [--warmup W] [--offset K] [--pause-us P]
 //   remote_bench throughput --url URL --key-file F --ca CA --scope S --questions FILE
 //                           [--clients C] [--seconds T] [--warmup W] [--write-every-ms N]
 //
@@ -18,6 +18,9 @@
 //   Accept-Encoding: gzip, no Expect, no TLS session cache), N timed POST
 //   /v1/scopes/S/recall: perform() issued -> whole (decoded) body received. Question i of the
 //   timed loop is questions[(K + i) % Q]. The answer is checked for status 200, not parsed.
+//   With --pause-us P, the driver sleeps P microseconds before each request, outside the clock:
+//   tmcra-memd then waits between requests as long as it does behind a slower client (a
+//   diagnostic of what an idle gap costs its next answer; remote_latency.mjs, "paced floor").
 //
 // throughput: C threads, each with its own keep-alive handle, POST recalls for T seconds after
 //   W untimed warm-up requests each (so every connection is open when the clock starts);
@@ -256,6 +259,11 @@ int Floor(const std::map<std::string, std::string>& args) {
   const int iterations = std::stoi(Get(args, "--iterations", "200"));
   const int warmup = std::stoi(Get(args, "--warmup", "20"));
   const size_t offset = std::stoul(Get(args, "--offset", "0"));
+  const long pause_us = std::stol(Get(args, "--pause-us", "0"));
+  if (pause_us < 0 || pause_us > 1'000'000) {
+    std::cerr << "floor: --pause-us 0..1000000\n";
+    return 2;
+  }
   // Bodies made before the loop: the floor times the transfer only.
   std::vector<std::string> bodies;
   for (const auto& q : questions) bodies.push_back(RecallBody(q));
@@ -276,6 +284,7 @@ int Floor(const std::map<std::string, std::string>& args) {
     const size_t q = static_cast<size_t>(
         ((static_cast<long>(offset % questions.size()) + i) % count + count) % count);
     std::string error;
+    if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
     const auto start = Clock::now();
     const long status = client.Post(bodies[q], &error);
     const double ms = Ms(Clock::now() - start);
@@ -301,6 +310,7 @@ int Floor(const std::map<std::string, std::string>& args) {
                     {"cpu_ms_per_call", cpu_ms / static_cast<double>(n)},
                     {"iterations", iterations},
                     {"warmup", warmup},
+                    {"pause_us", pause_us},
                     {"connections", client.connects()},
                     {"mean_answer_bytes", answer_bytes / n},
                     {"mean_wire_bytes", wire_bytes / n},
@@ -438,7 +448,7 @@ int main(int argc, char** argv) {
   } else {
     std::cerr << "usage: remote_bench body --query TEXT\n"
                  "       remote_bench floor --url URL --key-file F --ca CA --scope S "
-                 "--questions FILE [--iterations N] [--warmup W] [--offset K]\n"
+                 "--questions FILE [--iterations N] [--warmup W] [--offset K] [--pause-us P]\n"
                  "       remote_bench throughput --url URL --key-file F --ca CA --scope S "
                  "--questions FILE [--clients C] [--seconds T] [--warmup W] "
                  "[--write-every-ms N]\n";

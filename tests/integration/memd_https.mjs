@@ -698,6 +698,27 @@ await r.test('TLS: a request head past 64 KiB closes the connection (the library
   assert.equal(ok.status, 200, ok.text);
   const after = await request(main, 'GET', '/healthz');
   assert.equal(after.status, 200);
+  // A connection serves up to 1,000 requests (at 100, every hundredth recall paid a new TLS
+  // handshake): 150 requests, each sent once the previous answer is in, get 150 answers on one
+  // connection.
+  const kept = await new Promise((resolve) => {
+    let data = '';
+    let sent = 0;
+    const next = (s) => {
+      sent += 1;
+      s.write(`GET /healthz HTTP/1.1\r\nHost: x\r\n${sent === 150 ? 'Connection: close\r\n' : ''}\r\n`);
+    };
+    const s = tls.connect({ host: '127.0.0.1', port: main.port, ca: CA }, () => next(s));
+    s.on('data', (d) => {
+      data += d;
+      const answered = (data.match(/\{"status":"ok"\}/g) || []).length;
+      if (answered === sent && sent < 150) next(s);
+    });
+    s.on('error', (e) => resolve({ data, how: `error ${e.code}` }));
+    s.on('close', () => resolve({ data, how: 'closed' }));
+  });
+  assert.equal((kept.data.match(/HTTP\/1\.1 200 /g) || []).length, 150, kept.data.slice(-300));
+  assert.equal(kept.how, 'closed');
 });
 
 await r.test('Expect: 100-continue over the body limit: 413 at once, connection closed', async () => {
