@@ -102,7 +102,7 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs" --target tmcra-mcp
 export TMCRA_STRESS_BIN="$root/build/release/src/app/tmcra-mcp"
 
-log "fuzz smoke (two targets, 60 s each)"
+log "fuzz smoke (three targets, 60 s each)"
 ctest --preset fuzz
 log "unit, integration and peer tests"
 ctest --preset ci

@@ -34,7 +34,7 @@ constexpr const char* kInstructions =
 
 }  // namespace
 
-Result<App> BuildApp() {
+Result<App> BuildApp(const AppOptions& app_options) {
   App app;
   const config::EnvLookup env = config::ProcessEnv();
   // Invalid settings stop the server before it serves anything (tmcra-contract.md §5): memory
@@ -120,6 +120,7 @@ Result<App> BuildApp() {
   options.title = "TMCRA Memory";
   options.version = kVersion;
   options.instructions = kInstructions;
+  options.inline_tools = app_options.inline_tools;
   app.server = std::make_unique<mcp::Server>(std::move(options));
   // TMCRA's order: memory_control, feedback, then the memory and lifecycle tools.
   tools::ControlToolDeps control;

@@ -22,12 +22,17 @@ struct App {
   std::unique_ptr<mcp::Server> server;
 };
 
+// What a caller other than main() may change: the fuzzer runs the tools on its own thread.
+struct AppOptions {
+  bool inline_tools = false;  // mcp::ServerOptions::inline_tools
+};
+
 // The production server with every tmcra_* tool registered over the memory the environment
 // selects (embedded by default). Opens no store: the memory and the outbox are opened on first
 // use; background delivery starts at once only when an outbox file already exists (pending
 // writes of an earlier run are delivered without waiting for the host). Fails, before anything
 // is opened, when the settings are invalid (src/config/settings.h); the message names the
 // setting or file and never holds a credential.
-Result<App> BuildApp();
+Result<App> BuildApp(const AppOptions& app_options = {});
 
 }  // namespace tmcra::app
