@@ -60,6 +60,9 @@ struct EngineOptions {
   // Read every record's length and scope for recall ranking (memory/bm25.h) while opening,
   // instead of in the first recall: about 25 ms per 100k records. tmcra-memd does.
   bool warm_recall = false;
+  // The worker truncates the write-ahead log once its file passes this many bytes (Engine::
+  // BoundWal): readers that always overlap keep SQLite's own checkpoints from ever resetting it.
+  int64_t wal_limit_bytes = 32 << 20;
 };
 
 // The attribution an ingest carries in headers.
@@ -146,6 +149,9 @@ class Engine {
   // found compact.
   Result<bool> CompactOnce(db::Database& db, bool force);
   void WorkerLoop();
+  // Truncates the WAL when its file is past wal_limit_bytes; true when it is past it and
+  // readers kept it from being truncated (the worker tries again later, backing off).
+  bool BoundWal(db::Database& db);
 
   EngineOptions options_;
   std::string owner_;  // lease owner id of this process

@@ -246,6 +246,55 @@ TEST_CASE("the same message stored twice under different keys is kept once", "[m
   CHECK(e->Stats()->records == 2);
 }
 
+// A reader that holds its snapshot keeps SQLite's automatic checkpoints from resetting the WAL
+// (tmcra-memd under steady recalls always has one); the worker truncates it once past the limit
+// and the readers of older snapshots are gone, with no write needed to trigger it.
+TEST_CASE("a WAL that readers kept from being reset is truncated by the worker", "[memory][wal]") {
+  TempDir dir;
+  EngineOptions options;
+  options.path = dir.File("data/memory.db");
+  options.idle_poll_ms = 50;
+  options.wal_limit_bytes = 64 * 1024;
+  auto engine = Engine::Open(options);
+  REQUIRE(engine);
+  Engine& e = **engine;
+  const std::string wal = dir.File("data/memory.db-wal");
+  const auto wal_bytes = [&] {
+    struct stat st {};
+    return stat(wal.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : int64_t{0};
+  };
+  auto reader = tmcra::db::Database::Open({options.path});
+  REQUIRE(reader);
+  {
+    auto snapshot = tmcra::db::Transaction::Deferred(**reader);
+    REQUIRE(snapshot);
+    REQUIRE((*reader)->Exec("SELECT COUNT(*) FROM sqlite_schema"));  // the snapshot is taken
+    std::string last_job;
+    for (int i = 0; i < 40; ++i) {
+      json messages = json::array();
+      for (int m = 0; m < 10; ++m) {
+        messages.push_back(Message("m" + std::to_string(i) + "-" + std::to_string(m), "user",
+                                   "wal growth " + std::to_string(i * 10 + m) + " " +
+                                       std::string(400, static_cast<char>('a' + m))));
+      }
+      last_job = Ingest(e, "p", Body(std::move(messages)), "key-wal-" + std::to_string(1000 + i));
+    }
+    for (int i = 0; i < 500 && (*e.GetJob(last_job))["status"] != "succeeded"; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    REQUIRE((*e.GetJob(last_job))["status"] == "succeeded");
+    INFO("WAL bytes while the snapshot is held: " << wal_bytes());
+    CHECK(wal_bytes() > 4 * options.wal_limit_bytes);  // held: nothing could reset it
+  }  // the snapshot ends (rolled back)
+  int64_t bytes = wal_bytes();
+  for (int i = 0; i < 400 && bytes > 0; ++i) {  // the worker backs off to 2, 4 … s while held
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    bytes = wal_bytes();
+  }
+  CHECK(bytes == 0);
+  CHECK(Content(Recall(e, "p", "wal growth 399")).find("wal growth 399") != std::string::npos);
+}
+
 TEST_CASE("files are private: directory 0700, database and WAL 0600", "[memory][security]") {
   TempDir dir;
   auto e = OpenEngine(dir);
