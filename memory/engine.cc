@@ -748,13 +748,18 @@ bool Engine::BoundWal(db::Database& db) {
   struct stat st {};
   const std::string wal = options_.path + "-wal";
   if (stat(wal.c_str(), &st) != 0 || st.st_size <= options_.wal_limit_bytes) return false;
+  // The connection's own busy timeout, put back afterwards (SQLite reads it as a pragma only).
+  int timeout_ms = db::Database::Options{}.busy_timeout_ms;
+  if (auto q = db.Prepare("PRAGMA busy_timeout"); q) {
+    if (auto row = q->Step(); row && *row) timeout_ms = static_cast<int>(q->Int(0));
+  }
   sqlite3* handle = db.handle();
   sqlite3_busy_timeout(handle, 250);
   int frames = 0;
   int copied = 0;
   const int rc =
       sqlite3_wal_checkpoint_v2(handle, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &frames, &copied);
-  sqlite3_busy_timeout(handle, db::Database::Options{}.busy_timeout_ms);
+  sqlite3_busy_timeout(handle, timeout_ms);
   if (rc != SQLITE_OK) {
     spdlog::debug("WAL of {} bytes not truncated yet: {}", st.st_size, sqlite3_errstr(rc));
     return true;
