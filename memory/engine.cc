@@ -741,9 +741,10 @@ Result<int> Engine::CompactIndexes() {
 // with every read slower for it. Past the limit, a TRUNCATE checkpoint takes the write lock,
 // waits for the readers of older snapshots to finish (recalls take milliseconds; new readers
 // start from the database once every frame is copied, so they do not hold it up), copies every
-// frame and empties the file. It waits at most a quarter of a second, so writers are never held
-// up longer; when readers are still there (one that never lets go is another bug), it is tried
-// again after 2, 4, 8 … up to 60 s.
+// frame and empties the file. It waits at most a quarter of a second for those readers; writers
+// wait for that and for the copy (their busy timeout is 10 s). When readers are still there (one
+// that never lets go is another bug), it is tried again after 2, 4, 8 … up to 60 s, with a
+// warning once the waits reach a minute.
 bool Engine::BoundWal(db::Database& db) {
   struct stat st {};
   const std::string wal = options_.path + "-wal";
@@ -786,6 +787,11 @@ void Engine::WorkerLoop() {
         wal_backoff = BoundWal(*worker_db_)
                           ? std::min(wal_backoff * 2, std::chrono::seconds(60))
                           : std::chrono::seconds(1);
+        if (wal_backoff == std::chrono::seconds(60)) {
+          spdlog::warn("the WAL of {} stays past {} bytes: a reader has held one snapshot for "
+                       "minutes (the WAL cannot be truncated until it ends)",
+                       options_.path, options_.wal_limit_bytes);
+        }
         wal_next = Clock::now() + wal_backoff;
       }
       auto r = RunJobs(*worker_db_, kJobsPerTransaction);

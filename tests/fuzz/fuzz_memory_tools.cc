@@ -5,12 +5,16 @@
 //   - a line on the output that is not one JSON value;
 //   - an internal error: a tool whose handler threw or returned no object ("<tool> failed:
 //     internal error"), or a request that failed with JSON-RPC -32603. Arguments that pass the
-//     tool's schema must be handled; arguments that do not must be refused naming the field.
+//     tool's schema must be handled (refused with a message, or served), never thrown on.
+// The scratch directory is on /dev/shm when there is one (a new store per input costs fsyncs);
+// the engine's worker runs jobs in the background, so an input does not always replay alike.
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +35,21 @@ int g_out = -1;         // the server's output: a memory file, read back after e
 void RemoveScratch() {
   std::error_code ec;
   if (!g_scratch.empty()) std::filesystem::remove_all(g_scratch, ec);
+}
+
+// Scratch directories of earlier runs whose process is gone (a crash or a -timeout exits
+// without atexit handlers).
+void RemoveStaleScratch(const std::string& parent) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    constexpr std::string_view kPrefix = "tmcra-fuzz-tools-";
+    if (name.rfind(kPrefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + kPrefix.size(), nullptr, 10);
+    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::filesystem::remove_all(entry.path(), ec);
+    }
+  }
 }
 
 [[noreturn]] void Bug(std::string_view what, std::string_view line) {
@@ -89,8 +108,11 @@ void CheckOutput() {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  char dir[] = "/tmp/tmcra-fuzz-tools-XXXXXX";
-  if (mkdtemp(dir) == nullptr) {
+  std::error_code ec;
+  const std::string parent = std::filesystem::is_directory("/dev/shm", ec) ? "/dev/shm" : "/tmp";
+  RemoveStaleScratch(parent);
+  std::string dir = parent + "/tmcra-fuzz-tools-" + std::to_string(getpid()) + "-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) {
     std::perror("mkdtemp");
     std::abort();
   }
@@ -100,7 +122,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // machine's user, a confirmation that times out at once (the fuzzer answers no elicitation).
   for (const char* name :
        {"TMCRA_API_KEY", "TMCRA_BASE_URL", "TMCRA_CONFIG_FILE", "TMCRA_LOCAL_BINDING_FILE",
-        "TMCRA_DEFAULT_SCOPE", "TMCRA_AGENT_ID", "TMCRA_INTEGRATION_ID", "SSLKEYLOGFILE"}) {
+        "TMCRA_DEFAULT_SCOPE", "TMCRA_AGENT_ID", "TMCRA_INTEGRATION_ID", "SSLKEYLOGFILE",
+        "TMCRA_MEMORY_STATE_DIR", "PLUGIN_DATA", "TMCRA_MCP_QUEUE_FILE", "TMCRA_CA_FILE",
+        "TMCRA_MAX_ATTEMPTS", "TMCRA_REQUEST_TIMEOUT_SECONDS", "TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE",
+        "TMCRA_FAILPOINTS"}) {
     unsetenv(name);
   }
   const std::string home = g_scratch + "/home";
