@@ -7,6 +7,16 @@ if(TMCRA_SANITIZE)
   target_link_options(tmcra_sanitizers INTERFACE ${_tmcra_san})
 endif()
 
+# ThreadSanitizer (preset tsan); exclusive with ASan, so never together with TMCRA_SANITIZE.
+if(TMCRA_TSAN)
+  if(TMCRA_SANITIZE)
+    message(FATAL_ERROR "TMCRA_TSAN and TMCRA_SANITIZE cannot be combined")
+  endif()
+  set(_tmcra_tsan -fsanitize=thread -fno-omit-frame-pointer)
+  target_compile_options(tmcra_sanitizers INTERFACE ${_tmcra_tsan})
+  target_link_options(tmcra_sanitizers INTERFACE ${_tmcra_tsan})
+endif()
+
 # libFuzzer coverage for every target of ours in the fuzz preset; only the fuzz targets
 # themselves link the fuzzer's main (-fsanitize=fuzzer).
 if(TMCRA_FUZZ)

@@ -97,6 +97,10 @@ log "building the fuzz preset (clang-14, libFuzzer)"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$jobs"
 
+log "building the tsan preset (Debug, ThreadSanitizer, -Werror)"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j "$jobs"
+
 log "building the release binary for the stress tests (random kills, shared outbox)"
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs" --target tmcra-mcp
@@ -104,5 +108,18 @@ export TMCRA_STRESS_BIN="$root/build/release/src/app/tmcra-mcp"
 
 log "fuzz smoke (three targets, 60 s each)"
 ctest --preset fuzz
-log "unit, integration and peer tests"
+log "unit, integration and peer tests (ASan + UBSan)"
 ctest --preset ci
+# Every process of the tsan run (tests and the servers they start) writes its reports to
+# build/tsan/tsan-report.<pid> (CMakePresets.json), so a race in a child process whose exit
+# code a test does not look at still fails the run.
+log "unit, integration and peer tests again under ThreadSanitizer"
+rm -f build/tsan/tsan-report.*
+tsan_rc=0
+ctest --preset tsan || tsan_rc=$?
+if compgen -G "build/tsan/tsan-report.*" >/dev/null; then
+  log "ThreadSanitizer reported:"
+  cat build/tsan/tsan-report.* >&2
+  exit 1
+fi
+exit "$tsan_rc"
