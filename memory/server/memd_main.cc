@@ -59,6 +59,9 @@ constexpr const char* kUsage =
     "                         of its previous identity when it is free)\n"
     "  --public-url URL       origin used in job status_url (default: the listening origin)\n"
     "  --threads N            connection threads (default 16)\n"
+    "  --max-queued-connections N\n"
+    "                         accepted connections waiting for a thread; past it, accepting\n"
+    "                         pauses until one frees up (default 64)\n"
     "  --max-concurrency N    requests in progress at once; more are answered 429 (default 8)\n"
     "  --max-body-bytes N     request body limit; larger bodies are answered 413 (default 2 MiB)\n"
     "  --request-timeout S    over TLS, seconds a connection may take to send a request's head,\n"
@@ -330,7 +333,8 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   std::string error;
   auto args = ParseArgs(argc, argv, 2,
                         {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads",
-                         "max-concurrency", "max-body-bytes", "gzip", "request-timeout"},
+                         "max-queued-connections", "max-concurrency", "max-body-bytes", "gzip",
+                         "request-timeout"},
                         {"local", "no-job-worker"}, &error);
   if (!args) return UsageError(error);
   if (!args->positional.empty()) return UsageError("serve takes no positional argument");
@@ -362,6 +366,11 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     auto n = PositiveInt(*v, 1024);
     if (!n) return UsageError("--threads must be 1..1024");
     options.threads = *n;
+  }
+  if (auto v = args->Get("max-queued-connections")) {
+    auto n = PositiveInt(*v, 65536);
+    if (!n) return UsageError("--max-queued-connections must be 1..65536");
+    options.max_queued_connections = *n;
   }
   if (auto v = args->Get("max-concurrency")) {
     auto n = PositiveInt(*v, 100000);

@@ -25,6 +25,7 @@
 #include <spdlog/spdlog.h>
 
 #include "memory/engine.h"
+#include "memory/server/connection_pool.h"
 #include "src/common/ids.h"
 #include "src/common/json_writer.h"
 
@@ -458,10 +459,27 @@ std::string OpenSslError() {
 
 }  // namespace
 
+// The listen backlog (nginx's default on Linux; the kernel caps it at net.core.somaxconn).
+constexpr int kListenBacklog = 511;
+
+// httplib's task queue over a ConnectionPool that Server::Stop() can release.
+class BoundedTaskQueue : public httplib::TaskQueue {
+ public:
+  explicit BoundedTaskQueue(std::shared_ptr<ConnectionPool> pool) : pool_(std::move(pool)) {}
+  void enqueue(std::function<void()> fn) override { pool_->Enqueue(std::move(fn)); }
+  void shutdown() override { pool_->Shutdown(); }
+
+ private:
+  std::shared_ptr<ConnectionPool> pool_;
+};
+
 struct Server::Impl {
   ServerOptions options;
   KeyStore& keys;
   std::unique_ptr<httplib::Server> http;
+  socket_t listen_fd = -1;  // httplib's listening socket (seen by the socket-options hook)
+  std::mutex pool_mu;
+  std::shared_ptr<ConnectionPool> pool;  // guarded by pool_mu; made when the accept loop starts
   api::MemoryApi* memory = nullptr;
   std::atomic<int> in_flight{0};  // requests holding a concurrency slot
   std::atomic<int> requests{0};   // requests seen by pre-routing and not yet answered
@@ -480,8 +498,20 @@ struct Server::Impl {
 void Server::Impl::Configure() {
   httplib::Server& s = *http;
   const size_t threads = static_cast<size_t>(std::max(1, options.threads));
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.set_socket_options(ReuseAddressOnly);
+  const size_t queued = static_cast<size_t>(std::max(1, options.max_queued_connections));
+  s.new_task_queue = [this, threads, queued] {
+    auto made = std::make_shared<ConnectionPool>(threads, queued);
+    {
+      std::lock_guard lock(pool_mu);
+      pool = made;
+      if (stopping.load()) made->Release();
+    }
+    return new BoundedTaskQueue(std::move(made));
+  };
+  s.set_socket_options([this](socket_t sock) {
+    ReuseAddressOnly(sock);
+    listen_fd = sock;
+  });
   s.set_tcp_nodelay(true);
   // A client keeps its connection for this many requests, then makes a new one (a full TLS
   // handshake: our client resumes no session). nginx's default since 1.19.10; at 100, one recall
@@ -899,6 +929,11 @@ Result<int> Server::Bind() {
     return Error::Unavailable("cannot listen on " + o.listen.Origin("tcp", o.listen.port) +
                               (err != 0 ? std::string(": ") + std::strerror(err) : ""));
   }
+  // httplib 0.11 listens with a backlog of 5. Connections beyond the threads and the queue wait
+  // in that backlog (ConnectionPool), so give it room; listen() again only resizes it.
+  if (impl_->listen_fd >= 0 && ::listen(impl_->listen_fd, kListenBacklog) != 0) {
+    spdlog::warn("cannot raise the listen backlog to {}: {}", kListenBacklog, std::strerror(errno));
+  }
   return port;
 }
 
@@ -945,6 +980,9 @@ void Server::Stop() {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   if (impl_->http) impl_->http->stop();
+  // An accept loop waiting for room in the connection queue must get to see the closed listener.
+  std::lock_guard lock(impl_->pool_mu);
+  if (impl_->pool) impl_->pool->Release();
 }
 
 }  // namespace tmcra::memd

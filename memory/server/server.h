@@ -37,6 +37,9 @@ struct ServerOptions {
   size_t max_body_bytes = 2 * 1024 * 1024;
   int max_concurrency = 8;     // requests in progress at once; more are answered 429
   int threads = 16;            // connection threads (an idle keep-alive connection holds one)
+  // Accepted connections waiting for a thread; past it the server stops accepting until a
+  // thread frees up (further connections wait in the kernel's listen backlog).
+  int max_queued_connections = 64;
   int keep_alive_seconds = 5;  // also bounds how long shutdown waits for an idle connection
   int read_timeout_seconds = 10;
   // Over TLS, how long a connection may take to send a request's head (from its first record,
