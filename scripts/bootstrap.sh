@@ -118,7 +118,7 @@ rm -f build/tsan/tsan-report.*
 tsan_rc=0
 ctest --preset tsan || tsan_rc=$?
 if compgen -G "build/tsan/tsan-report.*" >/dev/null; then
-  log "ThreadSanitizer reported:"
+  log "ThreadSanitizer reported (a race, or a fatal error of its own):"
   cat build/tsan/tsan-report.* >&2
   exit 1
 fi

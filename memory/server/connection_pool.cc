@@ -1,7 +1,6 @@
 #include "memory/server/connection_pool.h"
 
 #include <algorithm>
-#include <exception>
 
 #include <spdlog/spdlog.h>
 
@@ -18,7 +17,14 @@ ConnectionPool::~ConnectionPool() { Shutdown(); }
 
 void ConnectionPool::Enqueue(std::function<void()> task) {
   std::unique_lock lock(mu_);
-  if (tasks_.size() >= max_queued_ && !released_ && !shutdown_) {
+  if (shutdown_) {
+    // The threads may be gone (httplib never does this): run it here, so that the connection
+    // it owns is closed rather than leaked.
+    lock.unlock();
+    task();
+    return;
+  }
+  if (tasks_.size() >= max_queued_ && !released_) {
     ++waits_;
     if (waits_ == 1 || waits_ % 1000 == 0) {
       spdlog::warn("{} connections are waiting for a connection thread: accepting paused until "
@@ -26,6 +32,11 @@ void ConnectionPool::Enqueue(std::function<void()> task) {
                    tasks_.size(), waits_);
     }
     has_room_.wait(lock, [this] { return tasks_.size() < max_queued_ || released_ || shutdown_; });
+    if (shutdown_) {
+      lock.unlock();
+      task();
+      return;
+    }
   }
   tasks_.push_back(std::move(task));
   lock.unlock();
@@ -73,15 +84,11 @@ void ConnectionPool::Work() {
       tasks_.pop_front();
     }
     has_room_.notify_one();
-    // A connection's task is httplib's (it catches what its handlers throw); a throw escaping
-    // it must not end the thread and shrink the pool.
-    try {
-      task();
-    } catch (const std::exception& e) {
-      spdlog::error("a connection thread caught: {}", e.what());
-    } catch (...) {
-      spdlog::error("a connection thread caught an unknown exception");
-    }
+    // A connection's task is httplib's, which catches what the route handlers throw. Anything
+    // else escaping it ends the process (std::terminate), as with httplib's own pool: caught
+    // here, it would leak the connection's socket (httplib closes it only on a normal return)
+    // and a slot Stop() waits for.
+    task();
   }
 }
 

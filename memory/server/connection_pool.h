@@ -30,7 +30,8 @@ class ConnectionPool {
   ConnectionPool& operator=(const ConnectionPool&) = delete;
 
   // Queues `task` for a thread; blocks while `max_queued` tasks already wait (until a thread
-  // takes one, or Release()).
+  // takes one, or Release()). After Shutdown() it runs `task` on the calling thread. A task
+  // that throws ends the process (std::terminate), as in httplib's own pool.
   void Enqueue(std::function<void()> task);
   // From now on Enqueue never blocks. Safe from any thread, any number of times.
   void Release();
