@@ -820,19 +820,25 @@ async function eventually(done, ms = 10_000) {
   return true;
 }
 
+/** Opens `n` TCP connections to the server, one after another, that send nothing. */
+async function silentConnections(srv, n) {
+  const sockets = [];
+  for (let i = 0; i < n; i += 1) {
+    sockets.push(await new Promise((resolve) => {
+      const s = net.connect({ host: '127.0.0.1', port: srv.port }, () => resolve(s));
+      s.on('error', () => resolve(s));
+    }));
+  }
+  return sockets;
+}
+
 const PAUSED = /waiting for a connection thread: accepting paused until one frees up/;
 
 await r.test('a flood of silent connections: accepting pauses past --max-queued-connections, descriptors stay bounded', async () => {
   const srv = await startMemd([...TLS_ARGS, '--threads', '2', '--max-queued-connections', '3']);
   const descriptors = () => fs.readdirSync(`/proc/${srv.proc.pid}/fd`).length;
   const before = descriptors();
-  const flood = [];
-  for (let i = 0; i < 40; i += 1) {
-    flood.push(await new Promise((resolve) => {
-      const s = net.connect({ host: '127.0.0.1', port: srv.port }, () => resolve(s));
-      s.on('error', () => resolve(s));
-    }));
-  }
+  const flood = await silentConnections(srv, 40);
   assert.ok(await eventually(() => PAUSED.test(srv.stderr)), srv.stderr);
   await sleep(300);  // time for the server to accept anything more it would
   const grown = descriptors() - before;
@@ -852,13 +858,7 @@ await r.test('a flood of silent connections: accepting pauses past --max-queued-
 
 await r.test('SIGTERM while accepting is paused: exits 0 once the connections it holds end', async () => {
   const srv = await startMemd([...TLS_ARGS, '--threads', '1', '--max-queued-connections', '1']);
-  const flood = [];
-  for (let i = 0; i < 6; i += 1) {
-    flood.push(await new Promise((resolve) => {
-      const s = net.connect({ host: '127.0.0.1', port: srv.port }, () => resolve(s));
-      s.on('error', () => resolve(s));
-    }));
-  }
+  const flood = await silentConnections(srv, 6);
   assert.ok(await eventually(() => PAUSED.test(srv.stderr)), srv.stderr);
   const t0 = Date.now();
   srv.proc.kill('SIGTERM');
