@@ -449,6 +449,41 @@ TEST_CASE("equal scores go to the newest message by time, not by the order writt
   for (size_t i = 0; i < 8; ++i) CHECK(windows[i]["session_id"] == "sess" + std::to_string(11 - i));
 }
 
+// A word whose document count the vocabulary cannot give (an accented word, found only
+// folded) makes recall rank in SQL instead of tmcra_rank (memory/recall.cc, Search). More tied
+// rows than one index keeps (64) must leave the newest, as tmcra_rank does: windows are then
+// the newest sessions. Both SQL paths: the scope's rows in FTS5's own best list, and the exact
+// scope join when another scope's better rows crowd them out of it.
+TEST_CASE("ranked in SQL, equal scores past the cut keep the newest rows", "[memory][recall]") {
+  TempDir dir;
+  auto e = OpenEngine(dir);
+  for (int s = 0; s < 100; ++s) {
+    char ts[32];
+    std::snprintf(ts, sizeof ts, "2026-07-01T%02d:%02d:00Z", s / 60, s % 60);  // newer each
+    Ingest(*e, "p", Body({Message("a", "user", "café quagga note from the same session", ts)},
+                         "sess" + std::to_string(s)),
+           "key-sqltie-p-" + std::to_string(s));
+  }
+  REQUIRE(e->RunPendingJobs());
+  const auto newest_first = [](const json& recall) {
+    const json& windows = recall["evidence"]["windows"];
+    REQUIRE(windows.size() == 8);
+    for (size_t i = 0; i < 8; ++i) {
+      CHECK(windows[i]["session_id"] == "sess" + std::to_string(99 - i));
+    }
+  };
+  SECTION("the scope's rows in FTS5's best list") { newest_first(Recall(*e, "p", "café")); }
+  SECTION("crowded out by another scope: the exact scope join") {
+    // 300 shorter rows elsewhere score better and fill FTS5's list of 256.
+    for (int s = 0; s < 300; ++s) {
+      Ingest(*e, "other", Body({Message("a", "user", "café")}, "o" + std::to_string(s)),
+             "key-sqltie-o-" + std::to_string(s));
+    }
+    REQUIRE(e->RunPendingJobs());
+    newest_first(Recall(*e, "p", "café"));
+  }
+}
+
 TEST_CASE("CJK and accented text are findable", "[memory][recall]") {
   TempDir dir;
   auto e = OpenEngine(dir);
