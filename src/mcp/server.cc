@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -135,6 +136,21 @@ std::string Server::negotiated_version() const {
 
 void Server::SetOutputForTest(int out_fd) { out_fd_ = out_fd; }
 
+void Server::WidenOutputPipe(int out_fd) {
+  struct stat st {};
+  if (fstat(out_fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;  // a socket (Node hosts), a file
+  const int before = fcntl(out_fd, F_GETPIPE_SZ);
+  // 1 MiB is Linux's default pipe-max-size for an unprivileged process; then a quarter of it.
+  for (const int bytes : {kOutputPipeBytes, kOutputPipeBytes / 4}) {
+    if (before >= bytes) return;
+    if (fcntl(out_fd, F_SETPIPE_SZ, bytes) >= 0) {
+      spdlog::debug("stdout is a pipe of {} bytes; widened to {}", before, bytes);
+      return;
+    }
+  }
+  spdlog::debug("stdout is a pipe of {} bytes; cannot widen it: {}", before, std::strerror(errno));
+}
+
 void Server::HandleLineForTest(std::string_view line, bool oversized) {
   HandleLine(line, oversized);
 }
@@ -147,6 +163,7 @@ int Server::Run(int in_fd, int out_fd) {
   }
   out_fd_ = out_fd;
   in_fd_ = in_fd;
+  WidenOutputPipe(out_fd);
   reading_done_ = false;
   reading_failed_ = false;
   // The input is read on a pooled thread, which answers a tools/call it reads itself; a standby

@@ -82,6 +82,13 @@ class Server {
   // SIGTERM, SIGINT and SIGHUP end Run(); SIGPIPE is ignored. Call once, from main.
   static void InstallSignalHandlers();
 
+  // When `out_fd` is a pipe (Python and Rust hosts, e.g. Codex; Node hosts give a socket),
+  // widens it to kOutputPipeBytes (else a quarter of that) if it is smaller: a 64 KiB pipe
+  // holds less than one recall's answer line (about 75 kB), whose write would then wait for
+  // the host to read the first part. Run() does it; best effort.
+  static void WidenOutputPipe(int out_fd);
+  static constexpr int kOutputPipeBytes = 1 << 20;
+
   std::string negotiated_version() const;
 
  private:

@@ -1,4 +1,5 @@
 // The real binaries as a host runs them: spawned with pipes, ended by EOF or signals.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -53,6 +54,21 @@ TEST_CASE("startup says on stderr that it waits, and stdout stays silent", "[pro
   CHECK(p.Stderr().find("waiting for an MCP client") != std::string::npos);
   p.CloseStdin();
   CHECK(ExitedZero(p.Wait(2s)));
+}
+
+TEST_CASE("a pipe on stdout is widened to hold a whole recall answer line", "[process]") {
+  // A 64 KiB pipe holds less than one recall's answer (about 75 kB): its write would wait for
+  // the host to read the first part. Node hosts give a socket; Python and Rust hosts (Codex) a
+  // pipe, as here.
+  tmcra::testing::TempDir home;
+  Subprocess p({TMCRA_MCP_BIN}, IsolatedEnv(home));
+  CHECK(fcntl(p.stdout_fd(), F_GETPIPE_SZ) <= 65536);  // as the kernel made it
+  p.WriteLine(kInit);
+  REQUIRE(p.ReadLine());  // serving: the pipe was looked at before the first read
+  // 1 MiB (Linux's default pipe-max-size, and root may exceed it), else a quarter of that.
+  CHECK(fcntl(p.stdout_fd(), F_GETPIPE_SZ) >= 256 * 1024);
+  p.CloseStdin();
+  CHECK(ExitedZero(p.Wait(5s)));
 }
 
 TEST_CASE("end of input ends the process with 0 within a second", "[process][lifecycle]") {

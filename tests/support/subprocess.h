@@ -36,6 +36,8 @@ class Subprocess {
   std::string Stderr();
 
   pid_t pid() const { return pid_; }
+  // Our end of the child's stdout pipe.
+  int stdout_fd() const { return stdout_; }
 
  private:
   void DrainStderr();
