@@ -5,7 +5,8 @@
 #   bash scripts/bootstrap.sh serve   install what is missing, build (release), start tmcra-mcp on
 #                                     stdio with its embedded default
 #   bash scripts/bootstrap.sh test    install what is missing, build, run the whole test suite
-#                                     (unit, integration, peers, fuzz smoke)
+#                                     (fuzz smoke; unit, integration and peers under ASan+UBSan,
+#                                     then again under ThreadSanitizer)
 #
 # In `serve` mode everything but the server's own JSON-RPC goes to stderr, so the command can be
 # used as an MCP host's server command.

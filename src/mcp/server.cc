@@ -140,8 +140,7 @@ void Server::WidenOutputPipe(int out_fd) {
   struct stat st {};
   if (fstat(out_fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;  // a socket (Node hosts), a file
   const int before = fcntl(out_fd, F_GETPIPE_SZ);
-  // 1 MiB is Linux's default pipe-max-size for an unprivileged process; then a quarter of it.
-  for (const int bytes : {kOutputPipeBytes, kOutputPipeBytes / 4}) {
+  for (const int bytes : {kOutputPipeBytes, kOutputPipeBytes / 2}) {
     if (before >= bytes) return;
     if (fcntl(out_fd, F_SETPIPE_SZ, bytes) >= 0) {
       spdlog::debug("stdout is a pipe of {} bytes; widened to {}", before, bytes);

@@ -83,11 +83,13 @@ class Server {
   static void InstallSignalHandlers();
 
   // When `out_fd` is a pipe (Python and Rust hosts, e.g. Codex; Node hosts give a socket),
-  // widens it to kOutputPipeBytes (else a quarter of that) if it is smaller: a 64 KiB pipe
-  // holds less than one recall's answer line (about 75 kB), whose write would then wait for
-  // the host to read the first part. Run() does it; best effort.
+  // widens it to kOutputPipeBytes (else half of that) if it is smaller: a 64 KiB pipe holds
+  // less than one recall's answer line (about 75 kB), whose write would then wait for the host
+  // to read the first part. Not more: a pipe's pages count against its creator's
+  // pipe-user-pages-soft (64 MiB), past which every new pipe of that user is made tiny. Run()
+  // does it; best effort.
   static void WidenOutputPipe(int out_fd);
-  static constexpr int kOutputPipeBytes = 1 << 20;
+  static constexpr int kOutputPipeBytes = 256 * 1024;
 
   std::string negotiated_version() const;
 

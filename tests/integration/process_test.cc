@@ -1,6 +1,7 @@
 // The real binaries as a host runs them: spawned with pipes, ended by EOF or signals.
 #include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -60,12 +61,22 @@ TEST_CASE("a pipe on stdout is widened to hold a whole recall answer line", "[pr
   // A 64 KiB pipe holds less than one recall's answer (about 75 kB): its write would wait for
   // the host to read the first part. Node hosts give a socket; Python and Rust hosts (Codex) a
   // pipe, as here.
+  {
+    // Only where this user may have such a pipe (pipe-max-size, the per-user pipe limits).
+    int scratch[2];
+    REQUIRE(pipe2(scratch, O_CLOEXEC) == 0);
+    const bool allowed = fcntl(scratch[0], F_SETPIPE_SZ, 256 * 1024) >= 0;
+    close(scratch[0]);
+    close(scratch[1]);
+    if (!allowed) {
+      WARN("this user cannot have a 256 KiB pipe here; nothing to check");
+      return;
+    }
+  }
   tmcra::testing::TempDir home;
   Subprocess p({TMCRA_MCP_BIN}, IsolatedEnv(home));
-  CHECK(fcntl(p.stdout_fd(), F_GETPIPE_SZ) <= 65536);  // as the kernel made it
   p.WriteLine(kInit);
   REQUIRE(p.ReadLine());  // serving: the pipe was looked at before the first read
-  // 1 MiB (Linux's default pipe-max-size, and root may exceed it), else a quarter of that.
   CHECK(fcntl(p.stdout_fd(), F_GETPIPE_SZ) >= 256 * 1024);
   p.CloseStdin();
   CHECK(ExitedZero(p.Wait(5s)));

@@ -474,7 +474,8 @@ TEST_CASE("ranked in SQL, equal scores past the cut keep the newest rows", "[mem
   };
   SECTION("the scope's rows in FTS5's best list") { newest_first(Recall(*e, "p", "café")); }
   SECTION("crowded out by another scope: the exact scope join") {
-    // 300 shorter rows elsewhere score better and fill FTS5's list of 256.
+    // 300 shorter rows elsewhere score better and fill the wide query's LIMIT of 4 × 64 = 256
+    // (memory/recall.cc), so this scope gets none of them and the exact join runs.
     for (int s = 0; s < 300; ++s) {
       Ingest(*e, "other", Body({Message("a", "user", "café")}, "o" + std::to_string(s)),
              "key-sqltie-o-" + std::to_string(s));
