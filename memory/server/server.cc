@@ -457,8 +457,6 @@ std::string OpenSslError() {
   return buf;
 }
 
-}  // namespace
-
 // The listen backlog (nginx's default on Linux; the kernel caps it at net.core.somaxconn).
 constexpr int kListenBacklog = 511;
 
@@ -472,6 +470,8 @@ class BoundedTaskQueue : public httplib::TaskQueue {
  private:
   std::shared_ptr<ConnectionPool> pool_;
 };
+
+}  // namespace
 
 struct Server::Impl {
   ServerOptions options;
