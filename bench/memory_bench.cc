@@ -1,7 +1,7 @@
 // memory_bench: the memory engine on a synthetic conversation corpus.
 //
 //   memory_bench --messages N [--dir DIR] [--questions Q] [--batch B] [--seed S]
-//                [--export FILE]
+//                [--export FILE] [--language en|ja]
 //
 // Generates sessions of user/assistant turns; one user turn per session plants a fact
 // ("The backup window for cluster tango-417 is 03:40 UTC."), and a paraphrased question that
@@ -11,6 +11,10 @@
 //   recall latency p50/p99 over Q questions, store size, peak RSS, and evidence-hit@8 (a
 //   returned window holds the planted fact's record).
 // --export writes the corpus and questions as JSON lines, for running another server on them.
+// --language ja writes the corpus in Japanese, without spaces: filler of two-kanji words joined
+// by particles, facts ("覚えておいてください:計画北川の期限はカモメ-4821です。") and questions
+// that share only two-character words with them, in another order and with other particles
+// ("北川計画における期限を教えて?"): the case the CJK index is for (memory/cjk.h).
 // Nothing here asserts a figure; see docs/benchmarks.md.
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -42,6 +46,7 @@ struct Options {
   unsigned seed = 42;
   std::string export_file;
   bool reuse = false;  // keep an existing store from an earlier run with the same seed
+  bool japanese = false;
 };
 
 struct Fact {
@@ -66,10 +71,30 @@ const char* kAttributes[][2] = {
 };
 const char* kKinds[] = {"cluster", "service", "project", "pipeline", "tenant", "gateway"};
 
+const char* kKanji[] = {
+    "東", "京", "大", "阪", "北", "南", "西", "山", "川", "田", "中", "本", "日", "月", "火",
+    "水", "木", "金", "土", "上", "下", "左", "右", "前", "後", "時", "間", "分", "年", "国",
+    "人", "会", "社", "電", "気", "車", "道", "駅", "店", "学", "校", "先", "生", "新", "古",
+    "長", "高", "安", "白", "黒", "赤", "青", "花", "海", "空", "雨", "雪", "風", "森", "林",
+    "石", "村", "町", "市", "県", "区", "部", "課", "室", "所", "場", "物", "品", "食", "飲",
+    "読", "書", "話", "語", "文", "字", "数", "計", "画", "開", "発", "運", "用", "管", "理",
+    "設", "定", "保", "存", "期", "限", "担", "当", "地", "域", "番", "号", "予", "算", "名",
+    "称", "記", "録", "方", "法", "問", "題", "答", "案", "色", "形", "音", "楽", "図", "表"};
+const char* kParticles[] = {"の", "は", "を", "に", "で", "が", "と", "も", "から", "まで"};
+const char* kKana[] = {"カ", "モ", "メ", "サ", "ク", "ラ", "ト", "リ", "ノ", "ハ", "ネ", "ミ"};
+const char* kAttributesJa[] = {"期限", "担当", "地域", "番号", "予算", "名称", "記録", "方法"};
+const char* kKindsJa[] = {"計画", "部署", "施設", "回線", "系統", "窓口"};
+
 class Generator {
  public:
-  explicit Generator(unsigned seed) : rng_(seed) {
-    for (int i = 0; i < 3000; ++i) vocabulary_.push_back(Word(2 + static_cast<int>(rng_() % 3)));
+  Generator(unsigned seed, bool japanese) : rng_(seed), japanese_(japanese) {
+    for (int i = 0; i < 3000; ++i) {
+      vocabulary_.push_back(japanese ? Kanji2() : Word(2 + static_cast<int>(rng_() % 3)));
+    }
+  }
+
+  std::string Kanji2() {
+    return std::string(kKanji[rng_() % std::size(kKanji)]) + kKanji[rng_() % std::size(kKanji)];
   }
 
   std::string Word(int syllables) {
@@ -80,6 +105,13 @@ class Generator {
 
   std::string Filler(int words) {
     std::string s;
+    if (japanese_) {
+      for (int i = 0; i < words; ++i) {
+        s += vocabulary_[Zipf()];
+        s += i + 1 < words ? kParticles[rng_() % std::size(kParticles)] : "です";
+      }
+      return s + "。";
+    }
     for (int i = 0; i < words; ++i) {
       if (!s.empty()) s += ' ';
       s += vocabulary_[Zipf()];
@@ -89,6 +121,7 @@ class Generator {
   }
 
   Fact MakeFact(const std::string& session, const std::string& message_id) {
+    if (japanese_) return MakeFactJa(session, message_id);
     const auto& attr = kAttributes[rng_() % std::size(kAttributes)];
     const std::string entity = std::string(kKinds[rng_() % std::size(kKinds)]) + " " + Word(2) +
                                "-" + std::to_string(100 + rng_() % 900);
@@ -103,6 +136,22 @@ class Generator {
     return f;
   }
 
+  Fact MakeFactJa(const std::string& session, const std::string& message_id) {
+    const std::string attr = kAttributesJa[rng_() % std::size(kAttributesJa)];
+    const std::string kind = kKindsJa[rng_() % std::size(kKindsJa)];
+    const std::string entity = Kanji2();
+    std::string value;
+    for (int i = 0; i < 3; ++i) value += kKana[rng_() % std::size(kKana)];
+    value += "-" + std::to_string(rng_() % 10000);
+    Fact f;
+    f.session = session;
+    f.message_id = message_id;
+    f.value = value;
+    f.statement = "覚えておいてください:" + kind + entity + "の" + attr + "は" + value + "です。";
+    f.question = entity + kind + "における" + attr + "を教えて?";
+    return f;
+  }
+
   std::mt19937& rng() { return rng_; }
 
  private:
@@ -114,6 +163,7 @@ class Generator {
   }
 
   std::mt19937 rng_;
+  bool japanese_ = false;
   std::vector<std::string> vocabulary_;
 };
 
@@ -158,6 +208,7 @@ int main(int argc, char** argv) {
     else if (k == "--seed") o.seed = static_cast<unsigned>(std::stoul(v));
     else if (k == "--export") o.export_file = v;
     else if (k == "--reuse") o.reuse = v == "1";
+    else if (k == "--language" && (v == "en" || v == "ja")) o.japanese = v == "ja";
     else {
       std::cerr << "unknown option " << k << "\n";
       return 2;
@@ -177,7 +228,7 @@ int main(int argc, char** argv) {
   }
   auto& engine = **opened;
 
-  Generator gen(o.seed);
+  Generator gen(o.seed, o.japanese);
   std::vector<Fact> facts;
   std::ofstream exported;
   if (!o.export_file.empty()) exported.open(o.export_file);
@@ -284,6 +335,7 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &usage);
   const json report{
       {"messages", o.messages},
+      {"language", o.japanese ? "ja" : "en"},
       {"sessions", session_index},
       {"batch", o.batch},
       {"ingest_seconds", ingest_seconds},

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <sqlite3.h>
@@ -86,7 +88,8 @@ double Bm25Score(const QueryData& data, const double* freq, double length) {
   return -1.0 * score;
 }
 
-// tmcra_bm25(records_fts, 'df1,df2,...'): one row's score.
+// tmcra_bm25(records_fts, 'df1,df2,...'): one row's score. tmcra_sized_bm25 registers it with
+// no RowFacts (nullptr): the row's length always comes from FTS5.
 void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int argc,
           sqlite3_value** argv) {
   const auto* facts = static_cast<const RowFacts*>(api->xUserData(fts));
@@ -96,7 +99,7 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   }
   const sqlite3_int64 rowid = api->xRowid(fts);
   // The row's entry is most often not in the CPU cache: start loading it.
-  facts->Prefetch(rowid);
+  if (facts != nullptr) facts->Prefetch(rowid);
   auto* data = static_cast<QueryData*>(api->xGetAuxdata(fts, 0));
   if (data == nullptr) {
     std::unique_ptr<QueryData> loaded;
@@ -132,7 +135,7 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   }
   double length = 0;
   if (rc == SQLITE_OK) {
-    if (const auto row = facts->Get(rowid)) {
+    if (const auto row = facts != nullptr ? facts->Get(rowid) : std::nullopt) {
       length = static_cast<double>(row->length);
     } else {
       int tokens = 0;
@@ -176,9 +179,14 @@ int CollectPostings(const Fts5ExtensionApi* api, Fts5Context* fts, void* user) {
 void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int argc,
           sqlite3_value** argv) {
   const auto* facts = static_cast<const RowFacts*>(api->xUserData(fts));
-  if (argc != 4) {
-    sqlite3_result_error(
-        ctx, "tmcra_rank: expects the document counts, a scope id, a limit and a pointer", -1);
+  const auto* lengths =
+      argc == 5 ? reinterpret_cast<const char*>(sqlite3_value_text(argv[4])) : nullptr;
+  const bool cjk = lengths != nullptr && std::string_view(lengths) == "cjk";
+  if ((argc != 4 && argc != 5) || (argc == 5 && !cjk)) {
+    sqlite3_result_error(ctx,
+                         "tmcra_rank: expects the document counts, a scope id, a limit, a "
+                         "pointer, and optionally 'cjk'",
+                         -1);
     return;
   }
   auto* out =
@@ -234,7 +242,8 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
       return;
     }
     if (row->scope != scope) continue;
-    const double score = Bm25Score(*data, freq.data(), static_cast<double>(row->length));
+    const uint32_t length = cjk ? facts->CjkLength(rowid).value_or(0) : row->length;
+    const double score = Bm25Score(*data, freq.data(), static_cast<double>(length));
     if (std::isnan(score)) {
       sqlite3_result_null(ctx);
       return;
@@ -255,10 +264,13 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
 }  // namespace
 
 RowFacts::RowFacts()
-    : chunks_(new std::atomic<Facts*>[kChunks]), sessions_(new std::atomic<uint32_t*>[kChunks]) {
+    : chunks_(new std::atomic<Facts*>[kChunks]),
+      sessions_(new std::atomic<uint32_t*>[kChunks]),
+      cjk_lengths_(new std::atomic<uint32_t*>[kChunks]) {
   for (size_t i = 0; i < kChunks; ++i) {
     chunks_[i].store(nullptr, std::memory_order_relaxed);
     sessions_[i].store(nullptr, std::memory_order_relaxed);
+    cjk_lengths_[i].store(nullptr, std::memory_order_relaxed);
   }
 }
 
@@ -266,7 +278,16 @@ RowFacts::~RowFacts() {
   for (size_t i = 0; i < kChunks; ++i) {
     delete[] chunks_[i].load(std::memory_order_relaxed);
     delete[] sessions_[i].load(std::memory_order_relaxed);
+    delete[] cjk_lengths_[i].load(std::memory_order_relaxed);
   }
+}
+
+std::optional<uint32_t> RowFacts::CjkLength(int64_t rowid) const {
+  if (!Get(rowid)) return std::nullopt;  // checks the range and that the row is held
+  const uint32_t* chunk = cjk_lengths_[static_cast<size_t>(rowid >> kChunkBits)].load(
+      std::memory_order_acquire);
+  if (chunk == nullptr) return 0u;
+  return chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
 }
 
 uint32_t RowFacts::HashSession(std::string_view session_id) {
@@ -314,8 +335,9 @@ Status RowFacts::CatchUp(db::Database& db) {
   std::lock_guard lock(write_mu_);
   const int64_t from = highest_.load(std::memory_order_relaxed);
   auto st = db.Prepare(
-      "SELECT r.event_seq, r.scope_name, d.sz, r.session_id FROM records r "
+      "SELECT r.event_seq, r.scope_name, d.sz, r.session_id, c.sz FROM records r "
       "JOIN records_fts_docsize d ON d.id = r.event_seq "
+      "LEFT JOIN records_cjk_docsize c ON c.id = r.event_seq "
       "WHERE r.event_seq > ? ORDER BY r.event_seq");
   if (!st) return st.error();
   st->Bind(1, from);
@@ -355,6 +377,20 @@ Status RowFacts::CatchUp(db::Database& db) {
     // Written before highest_ is published (below), like the facts.
     session_slot.load(std::memory_order_relaxed)[static_cast<size_t>(id & (kChunkSize - 1))] =
         HashSession(st->Text(3));
+    if (!st->IsNull(4)) {
+      const std::string cjk_blob = st->Text(4);
+      uint64_t cjk_size = 0;
+      size_t cjk_at = 0;
+      if (db::ReadVarint(cjk_blob, cjk_at, cjk_size) && cjk_size > 0 && cjk_size < kMissing) {
+        auto& cjk_slot = cjk_lengths_[static_cast<size_t>(id >> kChunkBits)];
+        uint32_t* lengths = cjk_slot.load(std::memory_order_relaxed);
+        if (lengths == nullptr) {
+          lengths = new uint32_t[kChunkSize]();
+          cjk_slot.store(lengths, std::memory_order_release);
+        }
+        lengths[static_cast<size_t>(id & (kChunkSize - 1))] = static_cast<uint32_t>(cjk_size);
+      }
+    }
     chunk[static_cast<size_t>(id & (kChunkSize - 1))] =
         Facts{static_cast<uint32_t>(size), last_scope_id};
     top = id;
@@ -362,6 +398,12 @@ Status RowFacts::CatchUp(db::Database& db) {
   if (top > from) highest_.store(top, std::memory_order_release);
   return Ok();
 }
+
+WordCounts::WordCounts(std::string index)
+    : index_(std::move(index)),
+      count_since_sql_("SELECT count(*) FROM " + index_ + " WHERE " + index_ +
+                       " MATCH ?1 AND rowid > ?2 AND rowid <= ?3"),
+      vocabulary_sql_("SELECT doc FROM temp." + index_ + "_vocab WHERE term = ?") {}
 
 Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::string& word,
                                                int64_t highest) {
@@ -374,9 +416,7 @@ Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::stri
   if (known && known->as_of == highest) return std::optional<int64_t>(known->documents);
   if (known && known->as_of < highest) {
     // Add the rows this snapshot holds beyond the remembered one.
-    auto st = db.Prepare(
-        "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?1 AND rowid > ?2 AND "
-        "rowid <= ?3");
+    auto st = db.Prepare(count_since_sql_);
     if (!st) return st.error();
     std::string quoted = "\"";
     for (char c : word) {
@@ -393,7 +433,7 @@ Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::stri
     // Nothing remembered, or remembered from a newer snapshot than the caller's: the rows in
     // between are not visible here, so they cannot be counted off. Count from the vocabulary
     // (and remember it only if nothing newer is known).
-    auto st = db.Prepare("SELECT doc FROM temp.records_fts_vocab WHERE term = ?");
+    auto st = db.Prepare(vocabulary_sql_);
     if (!st) return st.error();
     st->Bind(1, word);
     auto row = st->Step();
@@ -430,6 +470,7 @@ Status RegisterBm25(db::Database& db, const RowFacts* facts) {
     return Error::Internal("FTS5 is not available to register tmcra_bm25");
   }
   rc = api->xCreateFunction(api, "tmcra_bm25", const_cast<RowFacts*>(facts), Bm25, nullptr);
+  if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "tmcra_sized_bm25", nullptr, Bm25, nullptr);
   if (rc == SQLITE_OK) {
     rc = api->xCreateFunction(api, "tmcra_rank", const_cast<RowFacts*>(facts), Rank, nullptr);
   }

@@ -12,6 +12,9 @@
 //
 //   tmcra_bm25(records_fts, 'df1,df2,...')
 //       one row's score; a row RowFacts does not hold gets its length from FTS5's own lookup.
+//   tmcra_sized_bm25(index, 'df1,df2,...')
+//       the same with every row's length from FTS5's lookup (for the CJK index, whose lengths
+//       tmcra_bm25 does not read from RowFacts).
 //   tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer)
 //       called once, on the first row of `... WHERE records_fts MATCH ?1 LIMIT 1` where ?1 is
 //       an OR of phrases (recall's), it ranks the whole query within one scope: it walks each phrase's doclist once (xQueryPhrase), merges
@@ -20,6 +23,8 @@
 //       kRankedRowsPointer): best first, equal scores newest row (highest rowid) first. It
 //       returns how many it stored, or NULL (storing nothing) when a matching row is not in
 //       RowFacts or a score is not a number: the caller then ranks with tmcra_bm25 in SQL.
+//   tmcra_rank(records_cjk, 'df1,df2,...', scope_id, limit, pointer, 'cjk')
+//       the same for the CJK index (memory/cjk.h), with each row's length in that index.
 //       Against `ORDER BY tmcra_bm25(...) LIMIT n` this saves the virtual machine, the OR
 //       merge and the sorter on every matching row: a third of a recall's search.
 //
@@ -28,7 +33,8 @@
 // caller's read transaction): about 25 ms per 100k records the first time, then only new rows.
 // It costs 12 bytes per record: the length and scope, and apart from them (so ranking's reads
 // stay dense) a 32-bit hash of the record's session id, with which recall passes over hits of
-// sessions it does not show without reading them.
+// sessions it does not show without reading them. A record's length in the CJK index takes 4
+// bytes more, in chunks of rows made only where a record has CJK text.
 #pragma once
 
 #include <atomic>
@@ -64,6 +70,9 @@ class RowFacts {
 
   // The facts of row `rowid`, or nullopt when this copy does not hold it.
   std::optional<Facts> Get(int64_t rowid) const;
+  // Row `rowid`'s length in tokens in the CJK index (0 when it has no CJK text), or nullopt
+  // when this copy does not hold the row.
+  std::optional<uint32_t> CjkLength(int64_t rowid) const;
   // Starts loading row `rowid`'s entry into the CPU cache, so a Get after other work finds it
   // there (the rows a query matches are spread over the whole copy).
   void Prefetch(int64_t rowid) const;
@@ -84,27 +93,36 @@ class RowFacts {
   std::mutex write_mu_;
   std::unique_ptr<std::atomic<Facts*>[]> chunks_;
   std::unique_ptr<std::atomic<uint32_t*>[]> sessions_;  // per chunk of chunks_, set before it
+  // Per chunk of chunks_, made (zeroed) when a row of it first has CJK text, before highest_
+  // passes that row; a row of a chunk without one has none.
+  std::unique_ptr<std::atomic<uint32_t*>[]> cjk_lengths_;
   std::atomic<int64_t> highest_{0};
   mutable std::mutex scopes_mu_;
   std::map<std::string, uint32_t, std::less<>> scope_ids_;  // guarded by scopes_mu_
 };
 
-// How many records of the word index hold a word, remembered per word with the highest rowid
-// it was counted at. A newer snapshot adds the matching rows written since (records are only
-// ever added), which walks only those; counting from scratch walks the word's whole doclist. An
-// older snapshot cannot see the rows in between, so it counts from scratch (and is not
-// remembered over the newer count). Every answer is exact for the caller's snapshot.
+// How many records of a full-text index (the word index by default; also the CJK index) hold a
+// word, remembered per word with the highest rowid it was counted at. A newer snapshot adds the
+// matching rows written since (records are only ever added), which walks only those; counting
+// from scratch walks the word's whole doclist. An older snapshot cannot see the rows in
+// between, so it counts from scratch (and is not remembered over the newer count). Every answer
+// is exact for the caller's snapshot.
 class WordCounts {
  public:
+  explicit WordCounts(std::string index = "records_fts");
+
   // The count for `word` in `db`'s current snapshot, whose highest record is `highest`; nullopt
   // when the vocabulary does not hold the word as written (e.g. a non-ASCII word the tokenizer
-  // folds). `db` must have the temp.records_fts_vocab table (fts5vocab 'row').
+  // folds). `db` must have the temp.<index>_vocab table (fts5vocab 'row').
   [[nodiscard]] Result<std::optional<int64_t>> Get(db::Database& db, const std::string& word,
                                                    int64_t highest);
 
   static constexpr size_t kMaxWords = 50000;  // then it starts again from empty
 
  private:
+  const std::string index_;
+  const std::string count_since_sql_;  // the word's rows in a range of rowids
+  const std::string vocabulary_sql_;   // the word's document count in the vocabulary
   struct Entry {
     int64_t documents = 0;
     int64_t as_of = 0;  // the highest rowid when counted
@@ -120,7 +138,7 @@ struct RankedRow {
 };
 inline constexpr const char* kRankedRowsPointer = "tmcra_ranked_rows";
 
-// Registers tmcra_bm25 and tmcra_rank on `db`; `facts` must outlive `db`.
+// Registers tmcra_bm25, tmcra_sized_bm25 and tmcra_rank on `db`; `facts` must outlive `db`.
 [[nodiscard]] Status RegisterBm25(db::Database& db, const RowFacts* facts);
 
 }  // namespace tmcra::memory

@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "memory/cjk.h"
 #include "memory/compaction.h"
 #include "memory/ingest_validation.h"
 #include "src/common/canonical_json.h"
@@ -112,6 +113,15 @@ CREATE TABLE IF NOT EXISTS feedback_targets(
   PRIMARY KEY(feedback_seq, position));
 CREATE INDEX IF NOT EXISTS feedback_targets_scope ON feedback_targets(scope_name, feedback_seq);
 )sql",
+    // 2 -> 3: the CJK index (memory/cjk.h), contentless: its text is derived from `content`
+    // (tmcra_cjk_text, registered before migrating), and a record without CJK text has no row.
+    R"sql(
+CREATE VIRTUAL TABLE IF NOT EXISTS records_cjk USING fts5(
+  grams, content='', tokenize='ascii');
+INSERT INTO records_cjk(rowid, grams)
+  SELECT event_seq, grams FROM (SELECT event_seq, tmcra_cjk_text(content) AS grams FROM records)
+  WHERE grams <> '';
+)sql",
 };
 
 Status Migrate(db::Database& db) { return db::Migrate(db, kMigrations, "the memory database"); }
@@ -200,9 +210,11 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
       std::make_unique<Permits>(static_cast<unsigned>(engine->options_.read_connections));
   auto api_db = db::Database::Open({engine->options_.path});
   if (!api_db) return api_db.error();
+  if (auto s = RegisterCjkFunction(**api_db); !s) return s.error();
   if (auto s = Migrate(**api_db); !s) return s.error();
   engine->row_facts_ = std::make_unique<RowFacts>();
   engine->word_counts_ = std::make_unique<WordCounts>();
+  engine->cjk_counts_ = std::make_unique<WordCounts>("records_cjk");
   if (auto s = RegisterBm25(**api_db, engine->row_facts_.get()); !s) return s.error();
   engine->api_db_ = std::move(*api_db);
   if (engine->options_.warm_recall) {
@@ -230,9 +242,12 @@ Result<std::unique_ptr<db::Database>> Engine::OpenReader() {
   auto db = db::Database::Open(reader_options);
   if (!db) return db.error();
   if (auto s = RegisterBm25(**db, row_facts_.get()); !s) return s.error();
-  // Recall reads the word index's vocabulary (document counts per word) through this table.
+  // Recall reads the word and CJK indexes' vocabularies (document counts per term) through
+  // these tables.
   if (auto s = (*db)->Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab USING "
-                           "fts5vocab(main, records_fts, 'row')");
+                           "fts5vocab(main, records_fts, 'row');"
+                           "CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_cjk_vocab USING "
+                           "fts5vocab(main, records_cjk, 'row')");
       !s) {
     return s.error();
   }
@@ -591,6 +606,7 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
       "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   auto fts = db.Prepare("INSERT INTO records_fts(rowid, content) VALUES(?, ?)");
   auto tri = db.Prepare("INSERT INTO records_tri(rowid, content) VALUES(?, ?)");
+  auto cjk = db.Prepare("INSERT INTO records_cjk(rowid, grams) VALUES(?, ?)");
   auto existing = db.Prepare(
       "SELECT event_seq FROM records WHERE scope_name = ? AND session_id = ? AND message_id = ?");
   auto upsert = db.Prepare(
@@ -602,7 +618,7 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
       "UPDATE jobs SET status = ?, finished_at = ?, updated_at = ?, heartbeat_at = ?, "
       "lease_owner = NULL, lease_expires_at = NULL, result_json = ?, error_json = ?, "
       "payload_json = NULL WHERE job_id = ?");
-  for (auto* st : {&load, &insert, &fts, &tri, &existing, &upsert, &done}) {
+  for (auto* st : {&load, &insert, &fts, &tri, &cjk, &existing, &upsert, &done}) {
     if (!*st) return st->error();
   }
   const double now = NowSeconds();
@@ -652,6 +668,16 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
           (*index)->Bind(1, seq).Bind(2, m.content);
           if (auto s = (*index)->Run(); !s) return s.error();
         }
+        // The CJK index holds a row only for a record with CJK text (never deleted: records
+        // are not, and a contentless FTS5 row could only be deleted with its exact text).
+        if (non_ascii) {
+          const std::string grams = CjkIndexText(m.content);
+          if (!grams.empty()) {
+            cjk->Reset();
+            cjk->Bind(1, seq).Bind(2, grams);
+            if (auto s = cjk->Run(); !s) return s.error();
+          }
+        }
         ++written;
       } else {
         // The same message was stored before (a retry under another key): keep one copy.
@@ -695,7 +721,7 @@ Result<int> Engine::RunPendingJobs() {
 }
 
 Result<bool> Engine::CompactOnce(db::Database& db, bool force) {
-  static constexpr const char* kIndexTables[] = {"records_fts", "records_tri"};
+  static constexpr const char* kIndexTables[] = {"records_fts", "records_tri", "records_cjk"};
   std::lock_guard lock(compaction_mu_);
   // Jobs run since the indexes were last found compact; a job that commits while this looks
   // raises the count again, so it is looked at next time.

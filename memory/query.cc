@@ -5,6 +5,7 @@
 #include <set>
 #include <string_view>
 
+#include "memory/cjk.h"
 #include "src/common/utf8.h"
 
 namespace tmcra::memory {
@@ -69,11 +70,25 @@ std::string JoinOr(const std::vector<std::string>& terms) {
 
 std::string SearchTerms::WordMatch() const { return JoinOr(words); }
 std::string SearchTerms::TrigramMatch() const { return JoinOr(trigrams); }
+std::string SearchTerms::CjkMatch() const {
+  std::string out = JoinOr(cjk_bigrams);
+  for (const auto& p : cjk_prefixes) {
+    if (!out.empty()) out += " OR ";
+    out += Quote(p) + "*";
+  }
+  return out;
+}
 
 SearchTerms ParseQuery(const std::string& query) {
   SearchTerms terms;
   std::set<std::string> seen_words;
   std::set<std::string> seen_trigrams;
+  std::set<std::string> seen_cjk;
+  const auto add_cjk = [&](std::vector<std::string>& list, std::string term) {
+    if (terms.cjk_bigrams.size() + terms.cjk_prefixes.size() < 96 && seen_cjk.insert(term).second) {
+      list.push_back(std::move(term));
+    }
+  };
   const auto flush = [&](std::vector<std::pair<uint32_t, std::string>>& word) {
     if (word.empty()) return;
     bool ascii = true;
@@ -94,6 +109,23 @@ SearchTerms ParseQuery(const std::string& query) {
         std::string gram = word[i].second + word[i + 1].second + word[i + 2].second;
         if (seen_trigrams.insert(gram).second) terms.trigrams.push_back(gram);
       }
+    }
+    for (size_t i = 0; i < word.size();) {  // the word's runs of CJK code points
+      if (!IsCjk(word[i].first)) {
+        ++i;
+        continue;
+      }
+      size_t end = i + 1;
+      while (end < word.size() && IsCjk(word[end].first)) ++end;
+      // A lone kana is a particle or a sound, found in most records; not searched alone.
+      const uint32_t cp = word[i].first;
+      const bool kana = (cp >= 0x3041 && cp <= 0x30ff) || (cp >= 0x31f0 && cp <= 0x31ff) ||
+                        (cp >= 0xff66 && cp <= 0xff9f);
+      if (end - i == 1 && !kana && terms.cjk_prefixes.size() < 8) {
+        add_cjk(terms.cjk_prefixes, word[i].second);
+      }
+      for (size_t k = i; k + 1 < end; ++k) add_cjk(terms.cjk_bigrams, word[k].second + word[k + 1].second);
+      i = end;
     }
     word.clear();
   };

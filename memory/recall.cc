@@ -69,22 +69,34 @@ Record ReadRecord(const db::Statement& st) {
   return r;
 }
 
+// One full-text search of recall.
+struct IndexSearch {
+  const char* table = "";
+  std::string match;          // an OR of quoted terms; nothing is searched when empty
+  std::string documents;      // "df1,df2,...", one per term, or "" when one is unknown
+  const RowFacts* facts = nullptr;  // for tmcra_rank; nullptr: ranked in SQL
+  bool cjk = false;           // the CJK index: rows' lengths are their CJK lengths
+};
+
 // Top hits of one full-text index within `scope`, ranked by BM25; equal scores newest first.
 //
-// With `facts` (the word index, when every word's document count is known) tmcra_rank ranks
-// within the scope in one call (memory/bm25.h). Otherwise, or when it finds a matching row
-// that `facts` does not hold, SQL ranks: FTS5 ranks the whole index alone (it keeps only the
-// best kWideHits) and the scope's rows are kept; only when other scopes crowd the scope out of
-// that list does it rank with the scope join, which looks up every matching row.
-Status Search(db::Database& db, const char* table, const std::string& match,
-              const std::string& documents, const RowFacts* facts, std::string_view scope,
+// With `facts` and every term's document count, tmcra_rank ranks within the scope in one call
+// (memory/bm25.h). Otherwise, or when it finds a matching row that `facts` does not hold, SQL
+// ranks: FTS5 ranks the whole index alone (it keeps only the best kWideHits) and the scope's
+// rows are kept; only when other scopes crowd the scope out of that list does it rank with the
+// scope join, which looks up every matching row. The document counts, when known, spare SQL's
+// ranking a scan of every term's doclist to count them.
+Status Search(db::Database& db, const IndexSearch& search, std::string_view scope,
               std::vector<std::pair<int64_t, double>>& out) {
+  const std::string& match = search.match;
+  const std::string& documents = search.documents;
   if (match.empty()) return Ok();
-  const std::string t(table);
-  if (facts != nullptr && !documents.empty()) {
-    if (auto scope_id = facts->ScopeId(scope)) {
-      auto ranked = db.Prepare("SELECT tmcra_rank(" + t + ", ?2, ?3, ?4, ?5) FROM " + t +
-                               " WHERE " + t + " MATCH ?1 LIMIT 1");
+  const std::string t(search.table);
+  if (search.facts != nullptr && !documents.empty()) {
+    if (auto scope_id = search.facts->ScopeId(scope)) {
+      auto ranked = db.Prepare("SELECT tmcra_rank(" + t + ", ?2, ?3, ?4, ?5" +
+                               (search.cjk ? ", 'cjk'" : "") + ") FROM " + t + " WHERE " + t +
+                               " MATCH ?1 LIMIT 1");
       if (!ranked) return ranked.error();
       std::vector<RankedRow> rows;
       ranked->Bind(1, match).Bind(2, documents).Bind(3, static_cast<int64_t>(*scope_id))
@@ -99,8 +111,10 @@ Status Search(db::Database& db, const char* table, const std::string& match,
     }
   }
   constexpr int kWideHits = 4 * kHitsPerIndex;
-  const std::string score_expr =
-      documents.empty() ? "bm25(" + t + ")" : "tmcra_bm25(" + t + ", ?2)";
+  // tmcra_bm25 takes a row's length from RowFacts, which holds the word index's lengths.
+  const std::string score_expr = documents.empty() ? "bm25(" + t + ")"
+                                 : search.cjk      ? "tmcra_sized_bm25(" + t + ", ?2)"
+                                                   : "tmcra_bm25(" + t + ", ?2)";
   auto wide = db.Prepare("SELECT rowid, " + score_expr + " AS score FROM " + t + " WHERE " + t +
                          " MATCH ?1 ORDER BY score, rowid DESC LIMIT " + std::to_string(kWideHits));
   auto in_scope = db.Prepare("SELECT 1 FROM records WHERE event_seq = ? AND scope_name = ?");
@@ -145,17 +159,19 @@ Status Search(db::Database& db, const char* table, const std::string& match,
 // postings fit kPostingsBudget (always at least the two rarest), and words no record holds are
 // dropped. A common word adds little to BM25 (its IDF is small) and a record holding the rare
 // words of the query ranks first either way.
-Status ChooseWords(db::Database& db, WordCounts& counts, SearchTerms& terms) {
-  constexpr int64_t kPostingsBudget = 8000;
+constexpr int64_t kPostingsBudget = 8000;
+
+// This snapshot's newest record (0 when there is none).
+Result<int64_t> HighestRecord(db::Database& db) {
+  auto st = db.Prepare("SELECT max(event_seq) FROM records");
+  if (!st) return st.error();
+  auto row = st->Step();
+  if (!row) return row.error();
+  return *row && !st->IsNull(0) ? st->Int(0) : 0;
+}
+
+Status ChooseWords(db::Database& db, WordCounts& counts, int64_t highest, SearchTerms& terms) {
   if (terms.words.empty()) return Ok();
-  int64_t highest = 0;  // this snapshot's newest record
-  {
-    auto st = db.Prepare("SELECT max(event_seq) FROM records");
-    if (!st) return st.error();
-    auto row = st->Step();
-    if (!row) return row.error();
-    if (*row && !st->IsNull(0)) highest = st->Int(0);
-  }
   std::vector<std::pair<int64_t, std::string>> by_frequency;
   std::set<std::string> exact;  // words whose count the vocabulary gave
   for (const auto& word : terms.words) {
@@ -182,6 +198,46 @@ Status ChooseWords(db::Database& db, WordCounts& counts, SearchTerms& terms) {
   terms.words = std::move(kept);
   terms.word_documents = std::move(documents);
   return Ok();
+}
+
+// Chooses the CJK bigrams to search with, as ChooseWords does: rarest first while their
+// postings fit kPostingsBudget (always the two rarest), none that no record holds. A common
+// bigram (a particle and the character after it) adds little and costs the most. The prefix
+// terms are kept as they are.
+Status ChooseCjkTerms(db::Database& db, WordCounts& counts, int64_t highest, SearchTerms& terms) {
+  if (terms.cjk_bigrams.empty()) return Ok();
+  std::vector<std::pair<int64_t, std::string>> by_frequency;
+  for (auto& bigram : terms.cjk_bigrams) {
+    auto count = counts.Get(db, bigram, highest);
+    if (!count) return count.error();
+    if (*count && **count > 0) by_frequency.emplace_back(**count, std::move(bigram));
+  }
+  std::stable_sort(by_frequency.begin(), by_frequency.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> kept;
+  std::vector<int64_t> documents;
+  int64_t postings = 0;
+  for (auto& [df, bigram] : by_frequency) {
+    if (kept.size() >= 2 && postings + df > kPostingsBudget) break;
+    kept.push_back(std::move(bigram));
+    documents.push_back(df);
+    postings += df;
+  }
+  terms.cjk_bigrams = std::move(kept);
+  terms.cjk_documents = std::move(documents);
+  return Ok();
+}
+
+// The CJK terms' document counts for tmcra_rank, or "" with a prefix term (its count is
+// not looked up) or none at all.
+std::string CjkDocumentCounts(const SearchTerms& terms) {
+  if (!terms.cjk_prefixes.empty()) return "";
+  std::string out;
+  for (const int64_t df : terms.cjk_documents) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(df);
+  }
+  return out;
 }
 
 // The document counts for tmcra_bm25 ("df1,df2,..." in the order of the words), or "" when one
@@ -433,24 +489,33 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   if (!effects) return effects.error();
   size_t withheld = 0;
 
-  // Search both indexes and fuse their rankings (reciprocal rank), so a CJK trigram hit and a
-  // word hit count alike. Ties go to the newer record.
+  // Search the three indexes and fuse their rankings (reciprocal rank), so a trigram hit, a CJK
+  // bigram hit and a word hit count alike. Ties go to the newer record.
   SearchTerms terms = ParseQuery(query);
-  if (auto s = ChooseWords(db, *word_counts_, terms); !s) return s.error();
+  auto highest = HighestRecord(db);
+  if (!highest) return highest.error();
+  if (auto s = ChooseWords(db, *word_counts_, *highest, terms); !s) return s.error();
+  if (auto s = ChooseCjkTerms(db, *cjk_counts_, *highest, terms); !s) return s.error();
   std::vector<std::pair<int64_t, double>> word_hits;
   std::vector<std::pair<int64_t, double>> trigram_hits;
   if (auto s = row_facts_->CatchUp(db); !s) return s.error();
-  if (auto s = Search(db, "records_fts", terms.WordMatch(), DocumentCounts(terms),
-                      row_facts_.get(), scope, word_hits);
+  if (auto s = Search(db, {"records_fts", terms.WordMatch(), DocumentCounts(terms), row_facts_.get(), false},
+                      scope, word_hits);
       !s) {
     return s.error();
   }
-  if (auto s = Search(db, "records_tri", terms.TrigramMatch(), "", nullptr, scope, trigram_hits);
+  if (auto s = Search(db, {"records_tri", terms.TrigramMatch(), "", nullptr, false}, scope, trigram_hits); !s) {
+    return s.error();
+  }
+  std::vector<std::pair<int64_t, double>> cjk_hits;
+  if (auto s = Search(db, {"records_cjk", terms.CjkMatch(), CjkDocumentCounts(terms),
+                           row_facts_.get(), /*cjk=*/true},
+                      scope, cjk_hits);
       !s) {
     return s.error();
   }
   std::map<int64_t, double> fused;
-  for (const auto* list : {&word_hits, &trigram_hits}) {
+  for (const auto* list : {&word_hits, &trigram_hits, &cjk_hits}) {
     size_t rank = 0;  // competition rank: equal BM25 scores share a rank
     for (size_t i = 0; i < list->size(); ++i) {
       if (i == 0 || (*list)[i].second != (*list)[i - 1].second) rank = i + 1;
@@ -660,7 +725,8 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   json evidence = json::object();
   if (projection == "full") {
     evidence = {{"windows", std::move(evidence_windows)},
-                {"query_terms", {{"words", terms.words}, {"trigrams", terms.trigrams.size()}}},
+                {"query_terms", {{"words", terms.words}, {"trigrams", terms.trigrams.size()},
+                                 {"cjk_terms", terms.cjk_bigrams.size() + terms.cjk_prefixes.size()}}},
                 {"snapshot", {{"source_event_seq", scope_row["last_event_seq"]},
                               {"records", scope_row["records"]}}}};
   }

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "memory/cjk.h"
 #include "memory/engine.h"
 #include "tests/support/temp_dir.h"
 
@@ -279,6 +281,141 @@ TEST_CASE("tmcra_rank ranks a scope as SQL does with tmcra_bm25, to the last bit
     CHECK(Rank(**db, {"tango"}, *facts.ScopeId("b"), 5)->empty());
     CHECK(Rank(**db, {"alpha"}, 99, 5)->empty());
   }
+}
+
+TEST_CASE("tmcra_rank ranks the CJK index with its own lengths, as FTS5's bm25 does",
+          "[memory][bm25][cjk]") {
+  TempDir dir;
+  tmcra::memory::EngineOptions options;
+  options.path = dir.File("data/memory.db");
+  options.start_worker = false;
+  {
+    auto engine = tmcra::memory::Engine::Open(options);
+    REQUIRE(engine);
+    // Runs of a few kanji between English words: a row's length in the CJK index differs from
+    // its length in the word index, and some rows have no CJK text at all.
+    const std::vector<std::string> kanji = {"東", "京", "大", "阪", "会", "議"};
+    std::mt19937 rng(11);
+    for (int s = 0; s < 40; ++s) {
+      json messages = json::array();
+      for (int m = 0; m < 10; ++m) {
+        std::string text;
+        const int runs = static_cast<int>(rng() % 4);  // 0: English only
+        for (int r = 0; r < runs; ++r) {
+          text += "word" + std::to_string(rng() % 5) + " ";
+          const int n = 1 + static_cast<int>(rng() % 12);
+          for (int k = 0; k < n; ++k) text += kanji[std::min(rng() % 6, rng() % 6)];
+          text += " ";
+        }
+        text += "tail" + std::to_string(rng() % 3);
+        messages.push_back({{"message_id", "m" + std::to_string(m)}, {"role", "user"},
+                            {"content", text}, {"timestamp", "2026-07-15T00:00:00Z"}});
+      }
+      tmcra::memory::IngestContext context;
+      context.idempotency_key = "bm25-cjk-" + std::to_string(s);
+      REQUIRE((*engine)->Ingest(s % 3 ? "a" : "b",
+                                {{"session_id", "s" + std::to_string(s)}, {"messages", messages}},
+                                context));
+    }
+    REQUIRE((*engine)->RunPendingJobs());
+  }
+  auto db = tmcra::db::Database::Open({options.path});
+  REQUIRE(db);
+  RowFacts facts;
+  REQUIRE(tmcra::memory::RegisterBm25(**db, &facts));
+  REQUIRE((*db)->Exec("CREATE VIRTUAL TABLE temp.cv USING fts5vocab(main, records_cjk, 'row')"));
+  auto tx = tmcra::db::Transaction::Deferred(**db);
+  REQUIRE(tx);
+  REQUIRE(facts.CatchUp(**db));
+  // Each row's CJK length is the index's own; rows without CJK text have 0.
+  {
+    auto st = (*db)->Prepare(
+        "SELECT r.event_seq, (SELECT count(*) FROM records_cjk_docsize d WHERE d.id = r.event_seq) "
+        "FROM records r");
+    REQUIRE(st);
+    int with = 0;
+    for (;;) {
+      auto row = st->Step();
+      REQUIRE(row);
+      if (!*row) break;
+      const int64_t seq = st->Int(0);
+      if (st->Int(1) == 0) {
+        CHECK(facts.CjkLength(seq) == 0u);
+        continue;
+      }
+      ++with;
+      const auto cjk = tmcra::memory::CjkIndexText(
+          [&] {
+            auto c = (*db)->Prepare("SELECT content FROM records WHERE event_seq = ?");
+            c->Bind(1, seq);
+            REQUIRE(*c->Step());
+            return c->Text(0);
+          }());
+      const auto tokens = static_cast<uint32_t>(std::count(cjk.begin(), cjk.end(), ' ') + 1);
+      CHECK(facts.CjkLength(seq) == tokens);
+    }
+    CHECK(with > 100);
+    CHECK_FALSE(facts.CjkLength(401));
+  }
+  const auto counts_of = [&](const std::vector<std::string>& grams) {
+    std::pair<std::string, std::string> out;
+    for (const auto& g : grams) {
+      auto st = (*db)->Prepare("SELECT doc FROM temp.cv WHERE term = ?");
+      st->Bind(1, g);
+      auto row = st->Step();
+      REQUIRE(row);
+      out.first += (out.first.empty() ? "\"" : " OR \"") + g + "\"";
+      out.second += (out.second.empty() ? "" : ",") + std::to_string(*row ? st->Int(0) : 0);
+    }
+    return out;
+  };
+  int compared = 0;
+  for (const std::vector<std::string>& grams :
+       {std::vector<std::string>{"東京"}, {"大阪", "会議"}, {"東京", "京大", "議"}, {"阪会", "議東"}}) {
+    const auto [match, counts] = counts_of(grams);
+    for (const std::string scope : {"a", "b"}) {
+      for (const int64_t limit : {3, 64, 100000}) {
+        INFO(match << " scope " << scope << " limit " << limit);
+        auto rank = (*db)->Prepare(
+            "SELECT tmcra_rank(records_cjk, ?2, ?3, ?4, ?5, 'cjk') FROM records_cjk WHERE "
+            "records_cjk MATCH ?1 LIMIT 1");
+        REQUIRE(rank);
+        std::vector<tmcra::memory::RankedRow> ours;
+        rank->Bind(1, match).Bind(2, counts).Bind(3, static_cast<int64_t>(*facts.ScopeId(scope)))
+            .Bind(4, limit).BindPointer(5, &ours, tmcra::memory::kRankedRowsPointer);
+        REQUIRE(*rank->Step());
+        REQUIRE_FALSE(rank->IsNull(0));
+        auto sql = (*db)->Prepare(
+            "SELECT c.rowid, tmcra_sized_bm25(records_cjk, ?2) AS score, bm25(records_cjk) "
+            "FROM records_cjk c JOIN records r ON r.event_seq = c.rowid WHERE records_cjk "
+            "MATCH ?1 AND r.scope_name = ?3 ORDER BY score, c.rowid DESC LIMIT ?4");
+        REQUIRE(sql);
+        sql->Bind(1, match).Bind(2, counts).Bind(3, scope).Bind(4, limit);
+        size_t i = 0;
+        for (;; ++i) {
+          auto row = sql->Step();
+          REQUIRE(row);
+          if (!*row) break;
+          REQUIRE(i < ours.size());
+          CHECK(ours[i].rowid == sql->Int(0));
+          CHECK(ours[i].score == sql->Double(1));  // bit for bit
+          const double theirs = sql->Double(2);
+          CHECK(std::fabs(theirs - ours[i].score) <= 1e-12 * std::max(1.0, std::fabs(theirs)));
+        }
+        CHECK(i == ours.size());
+        compared += static_cast<int>(i);
+      }
+    }
+  }
+  CHECK(compared > 500);
+  // Only 'cjk' may follow the pointer.
+  auto bad = (*db)->Prepare(
+      "SELECT tmcra_rank(records_cjk, '1', 0, 5, NULL, 'words') FROM records_cjk WHERE "
+      "records_cjk MATCH '\"東京\"' LIMIT 1");
+  REQUIRE(bad);
+  auto row = bad->Step();
+  REQUIRE_FALSE(row);
+  CHECK(row.error().message.find("tmcra_rank") != std::string::npos);
 }
 
 TEST_CASE("tmcra_rank refuses bad arguments, naming itself", "[memory][bm25]") {

@@ -500,6 +500,74 @@ TEST_CASE("CJK and accented text are findable", "[memory][recall]") {
   CHECK(Content(Recall(*e, "p", "Café")).find("Le café de Zoë") != std::string::npos);
 }
 
+TEST_CASE("two-character and one-character CJK words are found inside sentences",
+          "[memory][recall][cjk]") {
+  TempDir dir;
+  auto e = OpenEngine(dir);
+  // None of these words stands alone: the word index holds each sentence as one token, and the
+  // trigram index cannot look up fewer than three characters.
+  // Each in a session of its own, so a window holds its hit alone.
+  const std::vector<std::string> texts = {
+      "明日は東京で会議があります", "大阪の天気は晴れです", "我们的服务端口是八零八零",
+      "내일 서울에서 회의가 있습니다", "黒猫が好き", "这是我的猫", "犬の散歩は朝です",
+      "unrelated english text"};
+  for (size_t i = 0; i < texts.size(); ++i) {
+    Ingest(*e, "p", Body({Message("m", "user", texts[i])}, "s" + std::to_string(i)),
+           "key-cjk-short-" + std::to_string(i));
+  }
+  REQUIRE(e->RunPendingJobs());
+  const auto first = [&](const std::string& query) -> std::string {
+    json r = Recall(*e, "p", query);
+    if (r["evidence"]["windows"].empty()) return "";
+    return r["evidence"]["windows"][0]["records"][0]["text"].get<std::string>();
+  };
+  CHECK(first("東京") == "明日は東京で会議があります");
+  CHECK(first("大阪") == "大阪の天気は晴れです");
+  CHECK(first("端口") == "我们的服务端口是八零八零");
+  CHECK(first("서울") == "내일 서울에서 회의가 있습니다");
+  // A sentence of a query: its two-character windows find a record that shares only one word.
+  CHECK(first("来週の東京出張") == "明日は東京で会議があります");
+  // One character: inside a run ("黒猫が") and as a run's last ("我的猫").
+  const std::string cats = Content(Recall(*e, "p", "猫"));
+  CHECK(cats.find("黒猫が好き") != std::string::npos);
+  CHECK(cats.find("这是我的猫") != std::string::npos);
+  CHECK(cats.find("犬の散歩") == std::string::npos);
+  CHECK(Recall(*e, "p", "北海")["evidence"]["windows"].empty());
+}
+
+TEST_CASE("a store from before the CJK index is migrated in place", "[memory][recall][cjk][migration]") {
+  TempDir dir;
+  {
+    auto e = OpenEngine(dir);
+    Ingest(*e, "p", Body({Message("tokyo", "user", "明日は東京で会議があります"),
+                          Message("en", "user", "an english line about puffins")}),
+           "key-cjk-migrate");
+    REQUIRE(e->RunPendingJobs());
+  }
+  {
+    tmcra::db::Database::Options options;
+    options.path = dir.File("data/memory.db");
+    auto db = tmcra::db::Database::Open(options);
+    REQUIRE(db);
+    REQUIRE((*db)->Exec("DROP TABLE records_cjk; PRAGMA user_version=2"));
+  }
+  auto e = OpenEngine(dir);
+  CHECK(Content(Recall(*e, "p", "東京")).find("明日は東京で会議があります") != std::string::npos);
+  // New records join the migrated index; only records with CJK text have a row in it.
+  Ingest(*e, "p", Body({Message("osaka", "user", "大阪の天気は晴れです")}, "s2"), "key-cjk-migrate-2");
+  REQUIRE(e->RunPendingJobs());
+  CHECK(Content(Recall(*e, "p", "大阪")).find("大阪の天気") != std::string::npos);
+  tmcra::db::Database::Options options;
+  options.path = dir.File("data/memory.db");
+  auto db = tmcra::db::Database::Open(options);
+  REQUIRE(db);
+  CHECK((*db)->Exec("INSERT INTO records_cjk(records_cjk) VALUES('integrity-check')"));
+  auto rows = (*db)->Prepare("SELECT count(*) FROM records_cjk_docsize");
+  REQUIRE(rows);
+  REQUIRE(*rows->Step());
+  CHECK(rows->Int(0) == 2);
+}
+
 TEST_CASE("accented queries find unaccented text and rare words beat common ones",
           "[memory][recall]") {
   TempDir dir;

@@ -1,5 +1,7 @@
 #include "memory/query.h"
 
+#include "memory/cjk.h"
+
 #include <catch2/catch.hpp>
 
 using tmcra::memory::ParseQuery;
@@ -15,4 +17,49 @@ TEST_CASE("queries become words without stop words, and CJK trigrams", "[memory]
   auto quote = ParseQuery("say \"hi\"");
   CHECK(quote.WordMatch() == "\"say\" OR \"hi\"");
   CHECK(ParseQuery("the a of").words.empty());
+}
+
+TEST_CASE("CJK runs become bigrams, and a run of one a prefix query", "[memory][query][cjk]") {
+  auto t = ParseQuery("東京と大阪");
+  CHECK(t.cjk_bigrams == std::vector<std::string>{"東京", "京と", "と大", "大阪"});
+  CHECK(t.cjk_prefixes.empty());
+  auto one = ParseQuery("猫 cat");
+  CHECK(one.cjk_bigrams.empty());
+  CHECK(one.cjk_prefixes == std::vector<std::string>{"猫"});
+  CHECK(one.CjkMatch() == "\"猫\"*");
+  // A run inside a mixed word; Latin, Cyrillic and accented letters are not CJK.
+  auto mixed = ParseQuery("FooServiceのテスト привет café");
+  CHECK(mixed.cjk_bigrams == std::vector<std::string>{"のテ", "テス", "スト"});
+  CHECK(mixed.CjkMatch() == "\"のテ\" OR \"テス\" OR \"スト\"");
+  CHECK(ParseQuery("plain english").CjkMatch().empty());
+  CHECK(ParseQuery("東京 の 大阪").cjk_prefixes.empty());  // a lone kana is not searched
+  CHECK(ParseQuery("一 二 三 四 五 六 七 八 九 十").cjk_prefixes.size() == 8);
+  auto korean = ParseQuery("서울 날씨");
+  CHECK(korean.cjk_bigrams == std::vector<std::string>{"서울", "날씨"});
+  // Distinct, and at most 96 terms however long the query.
+  CHECK(ParseQuery("東京 東京").cjk_bigrams.size() == 1);
+  std::string han;
+  for (uint32_t cp = 0x4e00; cp < 0x4e00 + 300; ++cp) {
+    han += static_cast<char>(0xe0 | (cp >> 12));
+    han += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    han += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+  auto capped = ParseQuery(han);
+  CHECK(capped.cjk_bigrams.size() + capped.cjk_prefixes.size() == 96);
+}
+
+TEST_CASE("the CJK index text: each code point of a run with the next, the last alone",
+          "[memory][query][cjk]") {
+  using tmcra::memory::CjkIndexText;
+  CHECK(CjkIndexText("東京は大阪") == "東京 京は は大 大阪 阪");
+  CHECK(CjkIndexText("abc 猫 def") == "猫");
+  CHECK(CjkIndexText("Port 8080、東京") == "東京 京");  // 、 is punctuation, not CJK
+  CHECK(CjkIndexText("").empty());
+  CHECK(CjkIndexText("Le café de Zoë, привет").empty());
+  CHECK(CjkIndexText("서울에서") == "서울 울에 에서 서");
+  CHECK(CjkIndexText("ラーメン") == "ラー ーメ メン ン");
+  CHECK(CjkIndexText("\xf0\xa0\xae\xb7野家") == "\xf0\xa0\xae\xb7野 野家 家");  // U+20BB7
+  // An invalid byte ends a run and is dropped.
+  CHECK(CjkIndexText("東\xff京") == "東 京");
+  CHECK(CjkIndexText("東\xe4\xba") == "東");  // cut short
 }

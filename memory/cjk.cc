@@ -1,0 +1,102 @@
+#include "memory/cjk.h"
+
+#include <sqlite3.h>
+
+#include "src/common/utf8.h"
+
+namespace tmcra::memory {
+
+bool IsCjk(uint32_t cp) {
+  if (cp < 0x1100) return false;
+  return (cp >= 0x1100 && cp <= 0x11ff) ||    // Hangul jamo
+         (cp >= 0x3005 && cp <= 0x3007) ||    // 々 〆 〇
+         (cp >= 0x3041 && cp <= 0x3096) ||    // hiragana
+         (cp >= 0x309d && cp <= 0x309f) ||    // ゝ ゞ ゟ
+         (cp >= 0x30a1 && cp <= 0x30fa) ||    // katakana
+         (cp >= 0x30fc && cp <= 0x30ff) ||    // ー ヽ ヾ ヿ
+         (cp >= 0x3131 && cp <= 0x318e) ||    // Hangul compatibility jamo
+         (cp >= 0x31f0 && cp <= 0x31ff) ||    // katakana phonetic extensions
+         (cp >= 0x3400 && cp <= 0x4dbf) ||    // Han extension A
+         (cp >= 0x4e00 && cp <= 0x9fff) ||    // Han
+         (cp >= 0xa960 && cp <= 0xa97f) ||    // Hangul jamo extended A
+         (cp >= 0xac00 && cp <= 0xd7a3) ||    // Hangul syllables
+         (cp >= 0xd7b0 && cp <= 0xd7ff) ||    // Hangul jamo extended B
+         (cp >= 0xf900 && cp <= 0xfaff) ||    // Han compatibility ideographs
+         (cp >= 0xff66 && cp <= 0xff9f) ||    // half-width katakana
+         (cp >= 0x20000 && cp <= 0x323af);    // Han extensions B to H
+}
+
+std::string CjkIndexText(std::string_view content) {
+  std::string out;
+  // The byte range of the previous CJK code point when it continues a run, else npos.
+  size_t prev_at = std::string_view::npos;
+  size_t prev_len = 0;
+  const auto end_run = [&] {
+    if (prev_at == std::string_view::npos) return;
+    if (!out.empty()) out.push_back(' ');
+    out.append(content.substr(prev_at, prev_len));  // the run's last code point, alone
+    prev_at = std::string_view::npos;
+  };
+  for (size_t i = 0; i < content.size();) {
+    const auto lead = static_cast<unsigned char>(content[i]);
+    if (lead < 0x80) {
+      end_run();
+      ++i;
+      continue;
+    }
+    const size_t n = Utf8SequenceLength(content, i);
+    if (n == 0) {
+      end_run();
+      ++i;
+      continue;
+    }
+    uint32_t cp = n == 2 ? (lead & 0x1fu) : n == 3 ? (lead & 0x0fu) : (lead & 0x07u);
+    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(content[i + k]) & 0x3fu);
+    if (!IsCjk(cp)) {
+      end_run();
+    } else {
+      if (prev_at != std::string_view::npos) {
+        if (!out.empty()) out.push_back(' ');
+        out.append(content.substr(prev_at, prev_len + n));  // the previous one and this one
+      }
+      prev_at = i;
+      prev_len = n;
+    }
+    i += n;
+  }
+  end_run();
+  return out;
+}
+
+namespace {
+
+void CjkTextFunction(sqlite3_context* ctx, int argc, sqlite3_value** argv) {
+  if (argc != 1 || sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+    sqlite3_result_text(ctx, "", 0, SQLITE_STATIC);
+    return;
+  }
+  const auto* text = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
+  const int bytes = sqlite3_value_bytes(argv[0]);
+  if (text == nullptr) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  try {
+    const std::string out = CjkIndexText(std::string_view(text, static_cast<size_t>(bytes)));
+    sqlite3_result_text(ctx, out.data(), static_cast<int>(out.size()), SQLITE_TRANSIENT);
+  } catch (const std::bad_alloc&) {
+    sqlite3_result_error_nomem(ctx);
+  }
+}
+
+}  // namespace
+
+Status RegisterCjkFunction(db::Database& db) {
+  const int rc = sqlite3_create_function_v2(
+      db.handle(), "tmcra_cjk_text", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
+      nullptr, CjkTextFunction, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return Error::Internal("could not register tmcra_cjk_text");
+  return Ok();
+}
+
+}  // namespace tmcra::memory

@@ -1,0 +1,36 @@
+// The CJK index: Chinese and Japanese are written without spaces, and many of their words are
+// two characters long ("東京", "会議", "端口"). The word index (unicode61) keeps a whole run of
+// such text as one token and the trigram index needs three characters, so neither finds a
+// two-character word inside a sentence. The CJK index holds, for every run of CJK code points
+// (Han, kana, Hangul), each code point together with the one after it; the run's last code
+// point stands alone. A query's runs of two or more become their bigrams; a run of one becomes
+// a prefix query, which finds every place that code point appears, since every code point of
+// an indexed run starts one token.
+//
+// The index is an FTS5 table with the `ascii` tokenizer over text this module writes: tokens
+// of non-ASCII code points separated by spaces (the `ascii` tokenizer treats every non-ASCII
+// code point as a token character, so no Unicode table of SQLite's decides what a token is).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "src/common/result.h"
+#include "src/db/sqlite_db.h"
+
+namespace tmcra::memory {
+
+// Han (with extensions and compatibility ideographs), hiragana, katakana (with the half-width
+// forms and the prolonged sound mark), Hangul syllables and jamo, and 々 〆 〇.
+bool IsCjk(uint32_t cp);
+
+// The CJK index's text for a record's `content`: its tokens separated by single spaces, or ""
+// when `content` holds no CJK code point. Invalid UTF-8 sequences end a run.
+std::string CjkIndexText(std::string_view content);
+
+// Registers tmcra_cjk_text(content), the same function in SQL (deterministic), which the schema
+// migration that adds the index uses to fill it from the records already stored.
+[[nodiscard]] Status RegisterCjkFunction(db::Database& db);
+
+}  // namespace tmcra::memory
