@@ -93,8 +93,9 @@ double Bm25Score(const QueryData& data, const double* freq, double length) {
 void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int argc,
           sqlite3_value** argv) {
   const auto* facts = static_cast<const RowFacts*>(api->xUserData(fts));
+  const char* name = facts != nullptr ? "tmcra_bm25" : "tmcra_sized_bm25";
   if (argc != 1) {
-    sqlite3_result_error(ctx, "tmcra_bm25: expects the document counts", -1);
+    sqlite3_result_error(ctx, (std::string(name) + ": expects the document counts").c_str(), -1);
     return;
   }
   const sqlite3_int64 rowid = api->xRowid(fts);
@@ -104,7 +105,7 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   if (data == nullptr) {
     std::unique_ptr<QueryData> loaded;
     std::string error;
-    int rc = LoadQueryData("tmcra_bm25", api, fts, argv[0], &loaded, &error);
+    int rc = LoadQueryData(name, api, fts, argv[0], &loaded, &error);
     if (rc != SQLITE_OK) return ResultLoadError(ctx, rc, error);
     // Kept for the query's other rows; FTS5 frees it (and frees it at once on failure).
     data = loaded.release();
@@ -243,6 +244,10 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
     }
     if (row->scope != scope) continue;
     const uint32_t length = cjk ? facts->CjkLength(rowid).value_or(0) : row->length;
+    if (length == 0) {
+      sqlite3_result_null(ctx);  // a matching row without a known length: ranked another way
+      return;
+    }
     const double score = Bm25Score(*data, freq.data(), static_cast<double>(length));
     if (std::isnan(score)) {
       sqlite3_result_null(ctx);
@@ -266,7 +271,7 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
 RowFacts::RowFacts()
     : chunks_(new std::atomic<Facts*>[kChunks]),
       sessions_(new std::atomic<uint32_t*>[kChunks]),
-      cjk_lengths_(new std::atomic<uint32_t*>[kChunks]) {
+      cjk_lengths_(new std::atomic<std::atomic<uint32_t>*>[kChunks]) {
   for (size_t i = 0; i < kChunks; ++i) {
     chunks_[i].store(nullptr, std::memory_order_relaxed);
     sessions_[i].store(nullptr, std::memory_order_relaxed);
@@ -284,10 +289,21 @@ RowFacts::~RowFacts() {
 
 std::optional<uint32_t> RowFacts::CjkLength(int64_t rowid) const {
   if (!Get(rowid)) return std::nullopt;  // checks the range and that the row is held
-  const uint32_t* chunk = cjk_lengths_[static_cast<size_t>(rowid >> kChunkBits)].load(
-      std::memory_order_acquire);
+  const std::atomic<uint32_t>* chunk =
+      cjk_lengths_[static_cast<size_t>(rowid >> kChunkBits)].load(std::memory_order_acquire);
   if (chunk == nullptr) return 0u;
-  return chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
+  return chunk[static_cast<size_t>(rowid & (kChunkSize - 1))].load(std::memory_order_relaxed);
+}
+
+void RowFacts::SetCjkLength(int64_t rowid, uint32_t length) {
+  if (rowid <= 0 || static_cast<uint64_t>(rowid >> kChunkBits) >= kChunks) return;
+  auto& slot = cjk_lengths_[static_cast<size_t>(rowid >> kChunkBits)];
+  std::atomic<uint32_t>* lengths = slot.load(std::memory_order_relaxed);
+  if (lengths == nullptr) {
+    lengths = new std::atomic<uint32_t>[kChunkSize]();  // zeroed before it is published
+    slot.store(lengths, std::memory_order_release);
+  }
+  lengths[static_cast<size_t>(rowid & (kChunkSize - 1))].store(length, std::memory_order_relaxed);
 }
 
 uint32_t RowFacts::HashSession(std::string_view session_id) {
@@ -378,17 +394,10 @@ Status RowFacts::CatchUp(db::Database& db) {
     session_slot.load(std::memory_order_relaxed)[static_cast<size_t>(id & (kChunkSize - 1))] =
         HashSession(st->Text(3));
     if (!st->IsNull(4)) {
-      const std::string cjk_blob = st->Text(4);
       uint64_t cjk_size = 0;
       size_t cjk_at = 0;
-      if (db::ReadVarint(cjk_blob, cjk_at, cjk_size) && cjk_size > 0 && cjk_size < kMissing) {
-        auto& cjk_slot = cjk_lengths_[static_cast<size_t>(id >> kChunkBits)];
-        uint32_t* lengths = cjk_slot.load(std::memory_order_relaxed);
-        if (lengths == nullptr) {
-          lengths = new uint32_t[kChunkSize]();
-          cjk_slot.store(lengths, std::memory_order_release);
-        }
-        lengths[static_cast<size_t>(id & (kChunkSize - 1))] = static_cast<uint32_t>(cjk_size);
+      if (db::ReadVarint(st->Text(4), cjk_at, cjk_size) && cjk_size < kMissing) {
+        SetCjkLength(id, static_cast<uint32_t>(cjk_size));
       }
     }
     chunk[static_cast<size_t>(id & (kChunkSize - 1))] =
@@ -396,6 +405,32 @@ Status RowFacts::CatchUp(db::Database& db) {
     top = id;
   }
   if (top > from) highest_.store(top, std::memory_order_release);
+  // Rows read before without a row in the CJK index may have been given one since, by its
+  // back-fill (records stored before it existed, or written by an earlier build): those the
+  // watermark has passed since it was last read. (Rows read just now are read as of this
+  // snapshot, in which every row at or below the watermark is indexed.)
+  auto mark = db.Prepare("SELECT through_seq FROM index_watermarks WHERE name = 'records_cjk'");
+  if (!mark) return mark.error();
+  auto mark_row = mark->Step();
+  if (!mark_row) return mark_row.error();
+  const int64_t watermark = *mark_row ? mark->Int(0) : 0;
+  if (watermark > cjk_through_) {
+    auto lengths = db.Prepare("SELECT id, sz FROM records_cjk_docsize WHERE id > ? AND id <= ?");
+    if (!lengths) return lengths.error();
+    lengths->Bind(1, cjk_through_).Bind(2, std::min(watermark, from));
+    for (;;) {
+      auto row = lengths->Step();
+      if (!row) return row.error();
+      if (!*row) break;
+      uint64_t size = 0;
+      size_t at = 0;
+      if (lengths->Int(0) <= highest() && db::ReadVarint(lengths->Text(1), at, size) &&
+          size < kMissing) {
+        SetCjkLength(lengths->Int(0), static_cast<uint32_t>(size));
+      }
+    }
+    cjk_through_ = watermark;
+  }
   return Ok();
 }
 

@@ -65,13 +65,14 @@ class RowFacts {
   RowFacts(const RowFacts&) = delete;
   RowFacts& operator=(const RowFacts&) = delete;
 
-  // Reads the records above highest(), in `db`'s current snapshot.
+  // Reads the records above highest(), in `db`'s current snapshot, and the CJK index lengths
+  // of rows read before that the index's watermark has passed since.
   [[nodiscard]] Status CatchUp(db::Database& db);
 
   // The facts of row `rowid`, or nullopt when this copy does not hold it.
   std::optional<Facts> Get(int64_t rowid) const;
-  // Row `rowid`'s length in tokens in the CJK index (0 when it has no CJK text), or nullopt
-  // when this copy does not hold the row.
+  // Row `rowid`'s length in tokens in the CJK index (0 when it has no CJK text, or had none
+  // in the index when read), or nullopt when this copy does not hold the row.
   std::optional<uint32_t> CjkLength(int64_t rowid) const;
   // Starts loading row `rowid`'s entry into the CPU cache, so a Get after other work finds it
   // there (the rows a query matches are spread over the whole copy).
@@ -93,9 +94,12 @@ class RowFacts {
   std::mutex write_mu_;
   std::unique_ptr<std::atomic<Facts*>[]> chunks_;
   std::unique_ptr<std::atomic<uint32_t*>[]> sessions_;  // per chunk of chunks_, set before it
-  // Per chunk of chunks_, made (zeroed) when a row of it first has CJK text, before highest_
-  // passes that row; a row of a chunk without one has none.
-  std::unique_ptr<std::atomic<uint32_t*>[]> cjk_lengths_;
+  // Per chunk of chunks_, made (zeroed) when a row of it first has CJK text; a row of a chunk
+  // without one has none. Atomic: a row's length goes from 0 to its length when the CJK
+  // index's back-fill reaches a row read before (Engine::RepairCjkIndex), while readers read.
+  std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> cjk_lengths_;
+  int64_t cjk_through_ = 0;  // the CJK index's watermark when last read; guarded by write_mu_
+  void SetCjkLength(int64_t rowid, uint32_t length);  // with write_mu_ held
   std::atomic<int64_t> highest_{0};
   mutable std::mutex scopes_mu_;
   std::map<std::string, uint32_t, std::less<>> scope_ids_;  // guarded by scopes_mu_

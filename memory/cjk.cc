@@ -1,7 +1,5 @@
 #include "memory/cjk.h"
 
-#include <sqlite3.h>
-
 #include "src/common/utf8.h"
 
 namespace tmcra::memory {
@@ -51,7 +49,9 @@ std::string CjkIndexText(std::string_view content) {
       continue;
     }
     uint32_t cp = n == 2 ? (lead & 0x1fu) : n == 3 ? (lead & 0x0fu) : (lead & 0x07u);
-    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(content[i + k]) & 0x3fu);
+    for (size_t k = 1; k < n; ++k) {
+      cp = (cp << 6) | (static_cast<unsigned char>(content[i + k]) & 0x3fu);
+    }
     if (!IsCjk(cp)) {
       end_run();
     } else {
@@ -66,37 +66,6 @@ std::string CjkIndexText(std::string_view content) {
   }
   end_run();
   return out;
-}
-
-namespace {
-
-void CjkTextFunction(sqlite3_context* ctx, int argc, sqlite3_value** argv) {
-  if (argc != 1 || sqlite3_value_type(argv[0]) == SQLITE_NULL) {
-    sqlite3_result_text(ctx, "", 0, SQLITE_STATIC);
-    return;
-  }
-  const auto* text = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
-  const int bytes = sqlite3_value_bytes(argv[0]);
-  if (text == nullptr) {
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  try {
-    const std::string out = CjkIndexText(std::string_view(text, static_cast<size_t>(bytes)));
-    sqlite3_result_text(ctx, out.data(), static_cast<int>(out.size()), SQLITE_TRANSIENT);
-  } catch (const std::bad_alloc&) {
-    sqlite3_result_error_nomem(ctx);
-  }
-}
-
-}  // namespace
-
-Status RegisterCjkFunction(db::Database& db) {
-  const int rc = sqlite3_create_function_v2(
-      db.handle(), "tmcra_cjk_text", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
-      nullptr, CjkTextFunction, nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) return Error::Internal("could not register tmcra_cjk_text");
-  return Ok();
 }
 
 }  // namespace tmcra::memory

@@ -30,6 +30,26 @@ namespace {
 constexpr int kMaxJobAttempts = 5;
 // Jobs claimed and run per transaction: one fsync covers them all.
 constexpr int kJobsPerTransaction = 64;
+// The CJK index's watermark: every record at or below it is in the index.
+constexpr const char* kCjkWatermarkSql =
+    "SELECT through_seq FROM index_watermarks WHERE name = 'records_cjk'";
+constexpr const char* kCjkAdvanceSql =
+    "UPDATE index_watermarks SET through_seq = ?1 WHERE name = 'records_cjk'";
+// Records looked at per transaction of the CJK index's back-fill (about 25 ms of Japanese text).
+constexpr int64_t kCjkRepairBatch = 2000;
+
+// The first column of the statement's first row as an integer; 0 without a row or for NULL.
+Result<int64_t> ReadInt(db::Statement& st) {
+  auto row = st.Step();
+  if (!row) return row.error();
+  return *row && !st.IsNull(0) ? st.Int(0) : 0;
+}
+
+Result<int64_t> ReadInt(db::Database& db, const char* sql) {
+  auto st = db.Prepare(sql);
+  if (!st) return st.error();
+  return ReadInt(*st);
+}
 
 // Each entry moves user_version from its index to index + 1. Never edit a shipped entry; add one.
 constexpr const char* kMigrations[] = {
@@ -113,14 +133,17 @@ CREATE TABLE IF NOT EXISTS feedback_targets(
   PRIMARY KEY(feedback_seq, position));
 CREATE INDEX IF NOT EXISTS feedback_targets_scope ON feedback_targets(scope_name, feedback_seq);
 )sql",
-    // 2 -> 3: the CJK index (memory/cjk.h), contentless: its text is derived from `content`
-    // (tmcra_cjk_text, registered before migrating), and a record without CJK text has no row.
+    // 2 -> 3: the CJK index (memory/cjk.h), contentless: its text is derived from `content`,
+    // and a record without CJK text has no row. Every record at or below the watermark is
+    // indexed; the records stored before are indexed after the migration, in batches
+    // (Engine::RepairCjkIndex), as are any an earlier build sharing the file writes later.
     R"sql(
 CREATE VIRTUAL TABLE IF NOT EXISTS records_cjk USING fts5(
   grams, content='', tokenize='ascii');
-INSERT INTO records_cjk(rowid, grams)
-  SELECT event_seq, grams FROM (SELECT event_seq, tmcra_cjk_text(content) AS grams FROM records)
-  WHERE grams <> '';
+CREATE TABLE IF NOT EXISTS index_watermarks(
+  name TEXT PRIMARY KEY,
+  through_seq INTEGER NOT NULL);
+INSERT OR REPLACE INTO index_watermarks(name, through_seq) VALUES('records_cjk', 0);
 )sql",
 };
 
@@ -210,7 +233,6 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
       std::make_unique<Permits>(static_cast<unsigned>(engine->options_.read_connections));
   auto api_db = db::Database::Open({engine->options_.path});
   if (!api_db) return api_db.error();
-  if (auto s = RegisterCjkFunction(**api_db); !s) return s.error();
   if (auto s = Migrate(**api_db); !s) return s.error();
   engine->row_facts_ = std::make_unique<RowFacts>();
   engine->word_counts_ = std::make_unique<WordCounts>();
@@ -607,6 +629,9 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
   auto fts = db.Prepare("INSERT INTO records_fts(rowid, content) VALUES(?, ?)");
   auto tri = db.Prepare("INSERT INTO records_tri(rowid, content) VALUES(?, ?)");
   auto cjk = db.Prepare("INSERT INTO records_cjk(rowid, grams) VALUES(?, ?)");
+  auto watermark = db.Prepare(kCjkWatermarkSql);
+  auto newest = db.Prepare("SELECT max(event_seq) FROM records");
+  auto advance = db.Prepare(kCjkAdvanceSql);
   auto existing = db.Prepare(
       "SELECT event_seq FROM records WHERE scope_name = ? AND session_id = ? AND message_id = ?");
   auto upsert = db.Prepare(
@@ -618,9 +643,17 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
       "UPDATE jobs SET status = ?, finished_at = ?, updated_at = ?, heartbeat_at = ?, "
       "lease_owner = NULL, lease_expires_at = NULL, result_json = ?, error_json = ?, "
       "payload_json = NULL WHERE job_id = ?");
-  for (auto* st : {&load, &insert, &fts, &tri, &cjk, &existing, &upsert, &done}) {
+  for (auto* st : {&load, &insert, &fts, &tri, &cjk, &watermark, &newest, &advance, &existing,
+                   &upsert, &done}) {
     if (!*st) return st->error();
   }
+  // Whether every record so far is in the CJK index (the watermark is the newest record): then
+  // the records written here, which are, move it on. Otherwise RepairCjkIndex looks at them.
+  auto indexed = ReadInt(*watermark);
+  auto before = ReadInt(*newest);
+  if (!indexed) return indexed.error();
+  if (!before) return before.error();
+  int64_t newest_written = 0;
   const double now = NowSeconds();
   for (const std::string& job_id : claimed) {
     load->Reset();
@@ -658,6 +691,7 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
       int64_t seq = 0;
       if (db.Changes() == 1) {
         seq = db.LastInsertRowId();
+        newest_written = std::max(newest_written, seq);
         // The trigram index serves queries with non-ASCII words (CJK has no spaces); ASCII-only
         // text cannot contain such a word, and the word index finds it, so it stays out.
         const bool non_ascii = std::any_of(m.content.begin(), m.content.end(),
@@ -703,10 +737,66 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
         .BindNull(6).Bind(7, job_id);
     if (auto s = done->Run(); !s) return s.error();
   }
+  if (*indexed == *before && newest_written > *before) {
+    advance->Bind(1, newest_written);
+    if (auto s = advance->Run(); !s) return s.error();
+  }
   TMCRA_FAILPOINT("engine.job.before_commit");
   if (auto s = tx->Commit(); !s) return s.error();
   index_writes_.fetch_add(1);  // the indexes may need compacting now
   return static_cast<int>(claimed.size());
+}
+
+Result<bool> Engine::RepairCjkIndex(db::Database& db) {
+  // Looked at without the write lock first: nearly always there is nothing to do.
+  {
+    auto tx = db::Transaction::Deferred(db);
+    if (!tx) return tx.error();
+    auto indexed = ReadInt(db, kCjkWatermarkSql);
+    if (!indexed) return indexed.error();
+    auto newest = ReadInt(db, "SELECT max(event_seq) FROM records");
+    if (!newest) return newest.error();
+    if (*indexed >= *newest) return false;
+    if (auto s = tx->Commit(); !s) return s.error();
+  }
+  auto tx = db::Transaction::Immediate(db);
+  if (!tx) return tx.error();
+  auto indexed = ReadInt(db, kCjkWatermarkSql);
+  if (!indexed) return indexed.error();
+  auto newest = ReadInt(db, "SELECT max(event_seq) FROM records");
+  if (!newest) return newest.error();
+  if (*indexed >= *newest) return false;
+  const int64_t through = std::min(*newest, *indexed + kCjkRepairBatch);
+  auto missing = db.Prepare(
+      "SELECT r.event_seq, r.content FROM records r WHERE r.event_seq > ?1 AND "
+      "r.event_seq <= ?2 AND NOT EXISTS (SELECT 1 FROM records_cjk_docsize d "
+      "WHERE d.id = r.event_seq)");
+  auto insert = db.Prepare("INSERT INTO records_cjk(rowid, grams) VALUES(?, ?)");
+  auto advance = db.Prepare(kCjkAdvanceSql);
+  for (auto* st : {&missing, &insert, &advance}) {
+    if (!*st) return st->error();
+  }
+  missing->Bind(1, *indexed).Bind(2, through);
+  int64_t added = 0;
+  for (;;) {
+    auto row = missing->Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    const std::string grams = CjkIndexText(missing->Text(1));
+    if (grams.empty()) continue;
+    insert->Reset();
+    insert->Bind(1, missing->Int(0)).Bind(2, grams);
+    if (auto s = insert->Run(); !s) return s.error();
+    ++added;
+  }
+  advance->Bind(1, through);
+  if (auto s = advance->Run(); !s) return s.error();
+  if (auto s = tx->Commit(); !s) return s.error();
+  if (added > 0) {
+    index_writes_.fetch_add(1);  // the index may need compacting now
+    spdlog::debug("CJK index: {} records added, indexed through {}", added, through);
+  }
+  return through < *newest;
 }
 
 Result<int> Engine::RunPendingJobs() {
@@ -715,8 +805,13 @@ Result<int> Engine::RunPendingJobs() {
   for (;;) {
     auto r = RunJobs(*api_db_, kJobsPerTransaction);
     if (!r) return r.error();
-    if (*r == 0) return ran;
+    if (*r == 0) break;
     ran += *r;
+  }
+  for (;;) {  // and the CJK index's back-fill, as the worker does when idle
+    auto more = RepairCjkIndex(*api_db_);
+    if (!more) return more.error();
+    if (!*more) return ran;
   }
 }
 
@@ -834,6 +929,11 @@ void Engine::WorkerLoop() {
           wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(quiet - idle));
         } else if (const auto now = Clock::now(); now < retry_at) {
           wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(retry_at - now));
+        } else if (auto repaired = RepairCjkIndex(*worker_db_); !repaired) {
+          spdlog::warn("memory CJK index: {}", repaired.error().ToString());
+          retry_at = Clock::now() + std::chrono::seconds(5);
+        } else if (*repaired) {
+          more = true;  // a batch of the back-fill: look for jobs, then go on
         } else if (auto compacted = CompactOnce(*worker_db_, false); compacted) {
           more = *compacted;
         } else {

@@ -116,7 +116,8 @@ class Engine {
                                       std::string_view idempotency_key);
   [[nodiscard]] Result<EngineStats> Stats();
 
-  // Runs claimable jobs on the calling thread until none is left; returns how many ran.
+  // Runs claimable jobs on the calling thread until none is left, then the CJK index's
+  // back-fill (RepairCjkIndex) to its end; returns how many jobs ran.
   [[nodiscard]] Result<int> RunPendingJobs();
   // Compacts the full-text indexes on the calling thread as far as the worker would
   // (memory/compaction.h); returns how many steps ran. The worker does this by itself when it
@@ -144,6 +145,10 @@ class Engine {
   // Claims up to `max_jobs` jobs and runs them in one transaction on `db`; returns how many
   // were claimed (0: nothing to do).
   Result<int> RunJobs(db::Database& db, int max_jobs);
+  // Adds to the CJK index a batch of the records above its watermark that have CJK text and no
+  // row in it (the records stored before schema 3, or written by an earlier build sharing the
+  // file), and moves the watermark past them; true when more are left.
+  Result<bool> RepairCjkIndex(db::Database& db);
   // One compaction step on `db` for the first index that needs one; false when none does.
   // Without `force`, the indexes are only looked at when a job has run since they were last
   // found compact.

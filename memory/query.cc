@@ -117,14 +117,18 @@ SearchTerms ParseQuery(const std::string& query) {
       }
       size_t end = i + 1;
       while (end < word.size() && IsCjk(word[end].first)) ++end;
-      // A lone kana is a particle or a sound, found in most records; not searched alone.
+      // A lone kana or Hangul syllable is mostly a particle, found in most records: only a lone
+      // Han character is searched alone (memory/cjk.h).
       const uint32_t cp = word[i].first;
-      const bool kana = (cp >= 0x3041 && cp <= 0x30ff) || (cp >= 0x31f0 && cp <= 0x31ff) ||
-                        (cp >= 0xff66 && cp <= 0xff9f);
-      if (end - i == 1 && !kana && terms.cjk_prefixes.size() < 8) {
+      const bool han = (cp >= 0x3005 && cp <= 0x3007) || (cp >= 0x3400 && cp <= 0x4dbf) ||
+                       (cp >= 0x4e00 && cp <= 0x9fff) || (cp >= 0xf900 && cp <= 0xfaff) ||
+                       (cp >= 0x20000 && cp <= 0x323af);
+      if (end - i == 1 && han && terms.cjk_prefixes.size() < 4) {
         add_cjk(terms.cjk_prefixes, word[i].second);
       }
-      for (size_t k = i; k + 1 < end; ++k) add_cjk(terms.cjk_bigrams, word[k].second + word[k + 1].second);
+      for (size_t k = i; k + 1 < end; ++k) {
+        add_cjk(terms.cjk_bigrams, word[k].second + word[k + 1].second);
+      }
       i = end;
     }
     word.clear();
@@ -138,6 +142,7 @@ SearchTerms ParseQuery(const std::string& query) {
     }
   }
   flush(word);
+  if (!terms.cjk_bigrams.empty()) terms.cjk_prefixes.clear();  // lone characters: only alone
   return terms;
 }
 

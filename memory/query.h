@@ -5,8 +5,9 @@
 // string, OR-ed, for the word index (unicode61, diacritics removed, so "resume" finds "résumé").
 // Trigrams: every three-code-point window of each non-ASCII word (CJK text has no spaces, so a
 // whole Japanese sentence is one "word"); OR-ed for the trigram index.
-// CJK terms (memory/cjk.h): every two-code-point window of each run of CJK code points, and a
-// run of one (not a lone kana, at most 8) as a prefix query; OR-ed for the CJK index.
+// CJK terms (memory/cjk.h): every two-code-point window of each run of CJK code points, or, in
+// a query without such a window, each lone Han character (at most 4) as a prefix query; OR-ed
+// for the CJK index.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,8 @@ struct SearchTerms {
   // Per bigram, how many records of the CJK index hold it (set by the recall's choice of
   // bigrams, which keeps only bigrams some record holds).
   std::vector<int64_t> cjk_documents;
-  std::vector<std::string> cjk_prefixes;  // distinct single code points, at most 8; with the
-                                          // bigrams, at most 96
+  std::vector<std::string> cjk_prefixes;  // distinct lone Han characters, at most 4; only
+                                          // without bigrams
   std::string WordMatch() const;      // "w1" OR "w2" ..., empty when no words
   std::string TrigramMatch() const;
   std::string CjkMatch() const;       // "b1" OR ... OR "p1"* ..., empty when no CJK terms

@@ -499,12 +499,16 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   std::vector<std::pair<int64_t, double>> word_hits;
   std::vector<std::pair<int64_t, double>> trigram_hits;
   if (auto s = row_facts_->CatchUp(db); !s) return s.error();
-  if (auto s = Search(db, {"records_fts", terms.WordMatch(), DocumentCounts(terms), row_facts_.get(), false},
+  if (auto s = Search(db,
+                      {"records_fts", terms.WordMatch(), DocumentCounts(terms), row_facts_.get(),
+                       /*cjk=*/false},
                       scope, word_hits);
       !s) {
     return s.error();
   }
-  if (auto s = Search(db, {"records_tri", terms.TrigramMatch(), "", nullptr, false}, scope, trigram_hits); !s) {
+  if (auto s = Search(db, {"records_tri", terms.TrigramMatch(), "", nullptr, /*cjk=*/false},
+                      scope, trigram_hits);
+      !s) {
     return s.error();
   }
   std::vector<std::pair<int64_t, double>> cjk_hits;
@@ -725,8 +729,10 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   json evidence = json::object();
   if (projection == "full") {
     evidence = {{"windows", std::move(evidence_windows)},
-                {"query_terms", {{"words", terms.words}, {"trigrams", terms.trigrams.size()},
-                                 {"cjk_terms", terms.cjk_bigrams.size() + terms.cjk_prefixes.size()}}},
+                {"query_terms",
+                 {{"words", terms.words},
+                  {"trigrams", terms.trigrams.size()},
+                  {"cjk_terms", terms.cjk_bigrams.size() + terms.cjk_prefixes.size()}}},
                 {"snapshot", {{"source_event_seq", scope_row["last_event_seq"]},
                               {"records", scope_row["records"]}}}};
   }

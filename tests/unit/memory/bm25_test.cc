@@ -418,6 +418,45 @@ TEST_CASE("tmcra_rank ranks the CJK index with its own lengths, as FTS5's bm25 d
   CHECK(row.error().message.find("tmcra_rank") != std::string::npos);
 }
 
+TEST_CASE("RowFacts reads the CJK lengths the index's back-fill adds to rows it holds",
+          "[memory][bm25][cjk]") {
+  TempDir dir;
+  tmcra::memory::EngineOptions options;
+  options.path = dir.File("data/memory.db");
+  options.start_worker = false;
+  const auto ingest = [&](const std::string& key, const std::string& text) {
+    auto engine = tmcra::memory::Engine::Open(options);
+    REQUIRE(engine);
+    tmcra::memory::IngestContext context;
+    context.idempotency_key = key;
+    REQUIRE((*engine)->Ingest("a", {{"session_id", key}, {"messages", {{{"message_id", "m"},
+                                    {"role", "user"}, {"content", text},
+                                    {"timestamp", "2026-07-15T00:00:00Z"}}}}},
+                              context));
+    REQUIRE((*engine)->RunPendingJobs());  // the jobs, then the back-fill
+  };
+  ingest("bm25-cjk-fill-1", "東京で会議");
+  auto db = tmcra::db::Database::Open({options.path});
+  REQUIRE(db);
+  RowFacts facts;
+  REQUIRE(facts.CatchUp(**db));
+  CHECK(facts.CjkLength(1) == 5u);  // 東京 京で で会 会議 議
+  // A record an earlier build writes: no CJK row, read so by RowFacts.
+  REQUIRE((*db)->Exec(
+      "INSERT INTO records(record_id, scope_name, session_id, message_id, role, content, "
+      "occurred_at, timestamp, metadata_json, job_id) VALUES('rec_old', 'a', 'old', 'm', 'user', "
+      "'旧版の記録', 1784073600, '2026-07-15T00:00:00Z', '{}', 'job_old');"
+      "INSERT INTO records_fts(rowid, content) VALUES(2, '旧版の記録');"));
+  REQUIRE(facts.CatchUp(**db));
+  CHECK(facts.highest() == 2);
+  CHECK(facts.CjkLength(2) == 0u);
+  ingest("bm25-cjk-fill-3", "大阪");  // its job, and the back-fill of record 2
+  REQUIRE(facts.CatchUp(**db));
+  CHECK(facts.CjkLength(2) == 5u);  // 旧版 版の の記 記録 録
+  CHECK(facts.CjkLength(3) == 2u);
+  CHECK(facts.CjkLength(1) == 5u);
+}
+
 TEST_CASE("tmcra_rank refuses bad arguments, naming itself", "[memory][bm25]") {
   TempDir dir;
   const std::string path = MakeStore(dir, 2);

@@ -552,6 +552,9 @@ TEST_CASE("a store from before the CJK index is migrated in place", "[memory][re
     REQUIRE((*db)->Exec("DROP TABLE records_cjk; PRAGMA user_version=2"));
   }
   auto e = OpenEngine(dir);
+  // The stored records are added in batches after the migration (the worker does it when idle).
+  CHECK(Recall(*e, "p", "東京")["evidence"]["windows"].empty());
+  REQUIRE(e->RunPendingJobs());
   CHECK(Content(Recall(*e, "p", "東京")).find("明日は東京で会議があります") != std::string::npos);
   // New records join the migrated index; only records with CJK text have a row in it.
   Ingest(*e, "p", Body({Message("osaka", "user", "大阪の天気は晴れです")}, "s2"), "key-cjk-migrate-2");
@@ -562,10 +565,109 @@ TEST_CASE("a store from before the CJK index is migrated in place", "[memory][re
   auto db = tmcra::db::Database::Open(options);
   REQUIRE(db);
   CHECK((*db)->Exec("INSERT INTO records_cjk(records_cjk) VALUES('integrity-check')"));
-  auto rows = (*db)->Prepare("SELECT count(*) FROM records_cjk_docsize");
+  auto rows = (*db)->Prepare(
+      "SELECT (SELECT count(*) FROM records_cjk_docsize), (SELECT through_seq FROM "
+      "index_watermarks WHERE name = 'records_cjk'), (SELECT max(event_seq) FROM records)");
   REQUIRE(rows);
   REQUIRE(*rows->Step());
   CHECK(rows->Int(0) == 2);
+  CHECK(rows->Int(1) == rows->Int(2));  // every record looked at
+}
+
+namespace {
+
+// Writes records as a build from before the CJK index does (a process that opened the store
+// before another upgraded it): the records and the word and trigram indexes, no CJK row.
+void WriteAsEarlierBuild(const TempDir& dir, const std::string& scope,
+                         const std::vector<std::string>& texts) {
+  tmcra::db::Database::Options options;
+  options.path = dir.File("data/memory.db");
+  auto db = tmcra::db::Database::Open(options);
+  REQUIRE(db);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto insert = (*db)->Prepare(
+        "INSERT INTO records(record_id, scope_name, session_id, message_id, role, content, "
+        "occurred_at, timestamp, metadata_json, job_id) VALUES(?, ?, ?, 'm', 'user', ?, "
+        "1784073600, '2026-07-15T00:00:00Z', '{}', 'job_old')");
+    REQUIRE(insert);
+    insert->Bind(1, "rec_old_" + scope + std::to_string(i)).Bind(2, scope)
+        .Bind(3, "old-" + std::to_string(i)).Bind(4, texts[i]);
+    REQUIRE(insert->Run());
+    const int64_t seq = (*db)->LastInsertRowId();
+    for (const char* index : {"records_fts", "records_tri"}) {
+      auto st = (*db)->Prepare(std::string("INSERT INTO ") + index + "(rowid, content) VALUES(?, ?)");
+      REQUIRE(st);
+      st->Bind(1, seq).Bind(2, texts[i]);
+      REQUIRE(st->Run());
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("records an earlier build writes into an upgraded store join the CJK index",
+          "[memory][recall][cjk][migration]") {
+  TempDir dir;
+  auto e = OpenEngine(dir);
+  Ingest(*e, "p", Body({Message("a", "user", "明日は東京で会議があります")}, "s1"), "key-cjk-old-1");
+  REQUIRE(e->RunPendingJobs());
+  CHECK(Content(Recall(*e, "p", "会議")).find("東京で会議") != std::string::npos);
+  WriteAsEarlierBuild(dir, "p", {"旧版の記録です"});
+  // Found by no index yet (a two-character word), though the row is now known to this
+  // process's row facts, without a CJK length.
+  CHECK(Recall(*e, "p", "記録")["evidence"]["windows"].empty());
+  // A newer record's job does not move the watermark past the gap; the back-fill fills it.
+  Ingest(*e, "p", Body({Message("b", "user", "新しい記録もあります")}, "s2"), "key-cjk-old-2");
+  REQUIRE(e->RunPendingJobs());
+  const std::string both = Content(Recall(*e, "p", "記録"));
+  CHECK(both.find("旧版の記録です") != std::string::npos);
+  CHECK(both.find("新しい記録もあります") != std::string::npos);
+}
+
+TEST_CASE("CJK recalls on many threads, beside a writer and the CJK index's back-fill",
+          "[memory][recall][cjk]") {
+  TempDir dir;
+  auto e = OpenEngine(dir, /*worker=*/true);
+  Ingest(*e, "p", Body({Message("f", "user", "金庫の暗証番号は七七三一です")}, "fact"), "key-cjk-t-0");
+  REQUIRE(e->RunPendingJobs());
+  std::vector<std::string> old;
+  for (int i = 0; i < 40; ++i) old.push_back("旧版の記録、番号" + std::to_string(i));
+  WriteAsEarlierBuild(dir, "p", old);
+  std::atomic<int> failures{0};
+  std::atomic<int> found{0};
+  std::thread writer([&] {
+    for (int i = 0; i < 20; ++i) {
+      IngestContext c;
+      c.idempotency_key = "key-cjk-t-" + std::to_string(i + 1);
+      if (!e->Ingest("p", Body({Message("m", "user", "番号の記録 " + std::to_string(i))},
+                               "more-" + std::to_string(i)),
+                     c)) {
+        ++failures;
+      }
+    }
+  });
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 8; ++t) {
+    readers.emplace_back([&] {
+      for (int i = 0; i < 15; ++i) {
+        auto r = e->Recall("p", {{"query", "暗証番号"}, {"max_windows", 8}});
+        if (!r) {
+          ++failures;
+          continue;
+        }
+        const auto& content = (*r)["prompt_evidence"]["content"].get_ref<const std::string&>();
+        if (content.find("七七三一") != std::string::npos) ++found;
+        if (!e->Recall("p", {{"query", "記録"}, {"max_windows", 8}})) ++failures;
+      }
+    });
+  }
+  for (auto& t : readers) t.join();
+  writer.join();
+  CHECK(failures == 0);
+  CHECK(found == 8 * 15);
+  REQUIRE(e->RunPendingJobs());
+  const json all = Recall(*e, "p", "記録", {{"max_windows", 8}});
+  CHECK(all["evidence"]["windows"].size() == 8);
 }
 
 TEST_CASE("accented queries find unaccented text and rare words beat common ones",

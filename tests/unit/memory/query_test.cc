@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <random>
+
 using tmcra::memory::ParseQuery;
 
 TEST_CASE("queries become words without stop words, and CJK trigrams", "[memory][query]") {
@@ -32,8 +34,14 @@ TEST_CASE("CJK runs become bigrams, and a run of one a prefix query", "[memory][
   CHECK(mixed.cjk_bigrams == std::vector<std::string>{"のテ", "テス", "スト"});
   CHECK(mixed.CjkMatch() == "\"のテ\" OR \"テス\" OR \"スト\"");
   CHECK(ParseQuery("plain english").CjkMatch().empty());
-  CHECK(ParseQuery("東京 の 大阪").cjk_prefixes.empty());  // a lone kana is not searched
-  CHECK(ParseQuery("一 二 三 四 五 六 七 八 九 十").cjk_prefixes.size() == 8);
+  // Lone characters: only Han (a lone kana or Hangul syllable is mostly a particle), at most 4,
+  // and only in a query with no two-character window.
+  CHECK(ParseQuery("猫，狗").cjk_prefixes == std::vector<std::string>{"猫", "狗"});
+  CHECK(ParseQuery("の は 그 이").CjkMatch().empty());
+  CHECK(ParseQuery("一 二 三 四 五 六 七 八 九 十").cjk_prefixes.size() == 4);
+  auto mixed_run = ParseQuery("用Redis的端口");
+  CHECK(mixed_run.cjk_prefixes.empty());
+  CHECK(mixed_run.cjk_bigrams == std::vector<std::string>{"的端", "端口"});
   auto korean = ParseQuery("서울 날씨");
   CHECK(korean.cjk_bigrams == std::vector<std::string>{"서울", "날씨"});
   // Distinct, and at most 96 terms however long the query.
@@ -62,4 +70,35 @@ TEST_CASE("the CJK index text: each code point of a run with the next, the last 
   // An invalid byte ends a run and is dropped.
   CHECK(CjkIndexText("東\xff京") == "東 京");
   CHECK(CjkIndexText("東\xe4\xba") == "東");  // cut short
+}
+
+TEST_CASE("every CJK term of a query is found in the index text of the same string",
+          "[memory][query][cjk]") {
+  using tmcra::memory::CjkIndexText;
+  // Code points of every class the two sides treat differently, and bytes that are not UTF-8.
+  const std::vector<std::string> pieces = {
+      "a", "Z", "7", " ", "-", "_", "\xc3\xa9", "\xd0\xbf", "東", "京", "猫", "の", "ー", "カ",
+      "ｶ", "서", "울", "々", "、", "。", "！", "\xf0\xa0\xae\xb7", "\xf0\x9f\x98\x80", "\xff",
+      "\xe4\xba", "\xe3\x80\x80"};
+  std::mt19937 rng(5);
+  int bigrams = 0;
+  int prefixes = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text;
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int k = 0; k < n; ++k) text += pieces[rng() % pieces.size()];
+    const std::string index = " " + CjkIndexText(text) + " ";
+    const auto terms = tmcra::memory::ParseQuery(text);
+    INFO(text);
+    for (const auto& b : terms.cjk_bigrams) {
+      CHECK(index.find(" " + b + " ") != std::string::npos);
+      ++bigrams;
+    }
+    for (const auto& p : terms.cjk_prefixes) {
+      CHECK(index.find(" " + p) != std::string::npos);
+      ++prefixes;
+    }
+  }
+  CHECK(bigrams > 1000);
+  CHECK(prefixes > 100);
 }
