@@ -221,7 +221,8 @@ bool IsValidScopeName(std::string_view scope) {
 
 json EngineStats::ToJson() const {
   return json{{"records", records}, {"scopes", scopes}, {"jobs_pending", jobs_pending},
-              {"jobs_failed", jobs_failed}, {"file_bytes", file_bytes}};
+              {"jobs_failed", jobs_failed}, {"file_bytes", file_bytes},
+              {"cjk_index_backlog", cjk_index_backlog}};
 }
 
 Engine::Engine(EngineOptions options) : options_(std::move(options)), owner_(NewProcessOwnerId()) {}
@@ -959,7 +960,9 @@ Result<EngineStats> Engine::Stats() {
     auto st = api_db_->Prepare(
         "SELECT (SELECT COALESCE(SUM(record_count), 0) FROM scopes), (SELECT COUNT(*) FROM scopes), "
         "(SELECT COUNT(*) FROM jobs WHERE status IN ('pending', 'running')), "
-        "(SELECT COUNT(*) FROM jobs WHERE status = 'failed')");
+        "(SELECT COUNT(*) FROM jobs WHERE status = 'failed'), "
+        "(SELECT COUNT(*) FROM records WHERE event_seq > (SELECT through_seq FROM "
+        "index_watermarks WHERE name = 'records_cjk'))");
     if (!st) return st.error();
     auto row = st->Step();
     if (!row) return row.error();
@@ -967,6 +970,7 @@ Result<EngineStats> Engine::Stats() {
     stats.scopes = st->Int(1);
     stats.jobs_pending = st->Int(2);
     stats.jobs_failed = st->Int(3);
+    stats.cjk_index_backlog = st->Int(4);
   }
   for (const std::string& file : {options_.path, options_.path + "-wal"}) {
     struct stat st {};

@@ -552,9 +552,12 @@ TEST_CASE("a store from before the CJK index is migrated in place", "[memory][re
     REQUIRE((*db)->Exec("DROP TABLE records_cjk; PRAGMA user_version=2"));
   }
   auto e = OpenEngine(dir);
-  // The stored records are added in batches after the migration (the worker does it when idle).
+  // The stored records are added in batches after the migration (the worker does it when idle);
+  // the status figures say how many are left.
   CHECK(Recall(*e, "p", "東京")["evidence"]["windows"].empty());
+  CHECK(e->Stats()->cjk_index_backlog == 2);
   REQUIRE(e->RunPendingJobs());
+  CHECK(e->Stats()->cjk_index_backlog == 0);
   CHECK(Content(Recall(*e, "p", "東京")).find("明日は東京で会議があります") != std::string::npos);
   // New records join the migrated index; only records with CJK text have a row in it.
   Ingest(*e, "p", Body({Message("osaka", "user", "大阪の天気は晴れです")}, "s2"), "key-cjk-migrate-2");
