@@ -441,9 +441,9 @@ WordCounts::WordCounts(std::string index)
       vocabulary_sql_("SELECT doc FROM temp." + index_ + "_vocab WHERE term = ?") {}
 
 Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::string& word,
-                                               int64_t highest) {
+                                               int64_t highest, bool settled) {
   std::optional<Entry> known;
-  {
+  if (settled) {
     std::lock_guard lock(mu_);
     if (auto it = words_.find(word); it != words_.end()) known = it->second;
   }
@@ -477,6 +477,7 @@ Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::stri
     entry.documents = st->Int(0);
     entry.as_of = highest;
   }
+  if (!settled) return std::optional<int64_t>(entry.documents);
   std::lock_guard lock(mu_);
   auto& slot = words_[word];
   if (slot.as_of <= entry.as_of) {

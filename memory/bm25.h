@@ -117,9 +117,13 @@ class WordCounts {
 
   // The count for `word` in `db`'s current snapshot, whose highest record is `highest`; nullopt
   // when the vocabulary does not hold the word as written (e.g. a non-ASCII word the tokenizer
-  // folds). `db` must have the temp.<index>_vocab table (fts5vocab 'row').
+  // folds). `db` must have the temp.<index>_vocab table (fts5vocab 'row'). `settled`: every
+  // record up to `highest` that belongs in the index is in it. The CJK index is not settled
+  // while its back-fill has records left (rows are then added below `highest`, which the
+  // remembered count would never see): the count is then read from the vocabulary and not
+  // remembered.
   [[nodiscard]] Result<std::optional<int64_t>> Get(db::Database& db, const std::string& word,
-                                                   int64_t highest);
+                                                   int64_t highest, bool settled = true);
 
   static constexpr size_t kMaxWords = 50000;  // then it starts again from empty
 

@@ -901,6 +901,7 @@ void Engine::WorkerLoop() {
   Clock::time_point retry_at = Clock::time_point::min();  // after a failed compaction step
   std::optional<Clock::time_point> wal_next;  // when BoundWal looks next
   std::chrono::seconds wal_backoff{1};
+  Clock::time_point repair_next = Clock::time_point::min();  // when RepairCjkIndex looks next
   while (!stopping_.load()) {
     bool more = false;
     auto wait = std::chrono::milliseconds(options_.idle_poll_ms);
@@ -923,6 +924,20 @@ void Engine::WorkerLoop() {
       } else {
         spdlog::warn("memory job worker: {}", r.error().ToString());
       }
+      // The CJK index's back-fill does not wait for a pause in the jobs, as compaction does:
+      // the records it has not reached are not found by CJK queries. A batch (about 25 ms) at
+      // most once a second while jobs keep coming; batch after batch when there are none.
+      if (const auto now = Clock::now(); now >= repair_next) {
+        if (auto repaired = RepairCjkIndex(*worker_db_); !repaired) {
+          spdlog::warn("memory CJK index: {}", repaired.error().ToString());
+          repair_next = now + std::chrono::seconds(5);
+        } else if (*repaired && !more) {
+          more = true;
+          repair_next = now;
+        } else {
+          repair_next = now + std::chrono::seconds(1);
+        }
+      }
       // With no job to run, compact a step at a time, looking for jobs between steps.
       if (r && !more) {
         const auto idle = last_job ? Clock::now() - *last_job : Clock::duration::max();
@@ -930,11 +945,6 @@ void Engine::WorkerLoop() {
           wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(quiet - idle));
         } else if (const auto now = Clock::now(); now < retry_at) {
           wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(retry_at - now));
-        } else if (auto repaired = RepairCjkIndex(*worker_db_); !repaired) {
-          spdlog::warn("memory CJK index: {}", repaired.error().ToString());
-          retry_at = Clock::now() + std::chrono::seconds(5);
-        } else if (*repaired) {
-          more = true;  // a batch of the back-fill: look for jobs, then go on
         } else if (auto compacted = CompactOnce(*worker_db_, false); compacted) {
           more = *compacted;
         } else {

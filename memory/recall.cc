@@ -206,9 +206,16 @@ Status ChooseWords(db::Database& db, WordCounts& counts, int64_t highest, Search
 // terms are kept as they are.
 Status ChooseCjkTerms(db::Database& db, WordCounts& counts, int64_t highest, SearchTerms& terms) {
   if (terms.cjk_bigrams.empty()) return Ok();
+  // Counts are remembered only once the index's back-fill has reached this snapshot's newest
+  // record (Engine::RepairCjkIndex adds rows below it until then).
+  auto mark = db.Prepare("SELECT through_seq FROM index_watermarks WHERE name = 'records_cjk'");
+  if (!mark) return mark.error();
+  auto mark_row = mark->Step();
+  if (!mark_row) return mark_row.error();
+  const bool settled = *mark_row && mark->Int(0) >= highest;
   std::vector<std::pair<int64_t, std::string>> by_frequency;
   for (auto& bigram : terms.cjk_bigrams) {
-    auto count = counts.Get(db, bigram, highest);
+    auto count = counts.Get(db, bigram, highest, settled);
     if (!count) return count.error();
     if (*count && **count > 0) by_frequency.emplace_back(**count, std::move(bigram));
   }

@@ -451,10 +451,68 @@ TEST_CASE("RowFacts reads the CJK lengths the index's back-fill adds to rows it 
   CHECK(facts.highest() == 2);
   CHECK(facts.CjkLength(2) == 0u);
   ingest("bm25-cjk-fill-3", "大阪");  // its job, and the back-fill of record 2
+  // Before RowFacts reads it again: a matching row without a known length, so tmcra_rank
+  // gives NULL (the caller ranks in SQL) instead of scoring it with length 0.
+  REQUIRE(tmcra::memory::RegisterBm25(**db, &facts));
+  {
+    auto rank = (*db)->Prepare(
+        "SELECT tmcra_rank(records_cjk, '1', ?1, 10, ?2, 'cjk') FROM records_cjk WHERE "
+        "records_cjk MATCH '\"記録\"' LIMIT 1");
+    REQUIRE(rank);
+    std::vector<tmcra::memory::RankedRow> rows;
+    rank->Bind(1, static_cast<int64_t>(*facts.ScopeId("a")))
+        .BindPointer(2, &rows, tmcra::memory::kRankedRowsPointer);
+    REQUIRE(*rank->Step());
+    CHECK(rank->IsNull(0));
+  }
   REQUIRE(facts.CatchUp(**db));
   CHECK(facts.CjkLength(2) == 5u);  // 旧版 版の の記 記録 録
   CHECK(facts.CjkLength(3) == 2u);
   CHECK(facts.CjkLength(1) == 5u);
+}
+
+TEST_CASE("CJK counts are not remembered while the index's back-fill has records left",
+          "[memory][bm25][cjk]") {
+  TempDir dir;
+  tmcra::memory::EngineOptions options;
+  options.path = dir.File("data/memory.db");
+  options.start_worker = false;
+  {
+    auto engine = tmcra::memory::Engine::Open(options);
+    REQUIRE(engine);
+    tmcra::memory::IngestContext context;
+    context.idempotency_key = "bm25-cjk-count-1";
+    REQUIRE((*engine)->Ingest("a", {{"session_id", "s1"}, {"messages", {{{"message_id", "m"},
+                                    {"role", "user"}, {"content", "東京で会議"},
+                                    {"timestamp", "2026-07-15T00:00:00Z"}}}}},
+                              context));
+    REQUIRE((*engine)->RunPendingJobs());
+  }
+  auto db = tmcra::db::Database::Open({options.path});
+  REQUIRE(db);
+  REQUIRE((*db)->Exec("CREATE VIRTUAL TABLE temp.records_cjk_vocab USING "
+                      "fts5vocab(main, records_cjk, 'row')"));
+  // Record 2, written as an earlier build does: no CJK row yet, the watermark below it.
+  REQUIRE((*db)->Exec(
+      "INSERT INTO records(record_id, scope_name, session_id, message_id, role, content, "
+      "occurred_at, timestamp, metadata_json, job_id) VALUES('rec_old', 'a', 'old', 'm', 'user', "
+      "'東京タワー', 1784073600, '2026-07-15T00:00:00Z', '{}', 'job_old');"
+      "INSERT INTO records_fts(rowid, content) VALUES(2, '東京タワー');"));
+  tmcra::memory::WordCounts counts("records_cjk");
+  auto before = counts.Get(**db, "東京", 2, /*settled=*/false);
+  REQUIRE(before);
+  CHECK(**before == 1);
+  {
+    auto engine = tmcra::memory::Engine::Open(options);
+    REQUIRE(engine);
+    REQUIRE((*engine)->RunPendingJobs());  // the back-fill adds record 2
+  }
+  auto after = counts.Get(**db, "東京", 2, /*settled=*/true);
+  REQUIRE(after);
+  CHECK(**after == 2);  // not the 1 an unsettled count would have left remembered
+  auto again = counts.Get(**db, "東京", 2, /*settled=*/true);
+  REQUIRE(again);
+  CHECK(**again == 2);
 }
 
 TEST_CASE("tmcra_rank refuses bad arguments, naming itself", "[memory][bm25]") {
