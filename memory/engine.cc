@@ -8,6 +8,7 @@
 #include <chrono>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -749,25 +750,30 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
 }
 
 Result<bool> Engine::RepairCjkIndex(db::Database& db) {
-  // Looked at without the write lock first: nearly always there is nothing to do.
-  {
-    auto tx = db::Transaction::Deferred(db);
-    if (!tx) return tx.error();
+  // The watermark and the newest record, in the caller's transaction.
+  const auto range = [&db]() -> Result<std::pair<int64_t, int64_t>> {
     auto indexed = ReadInt(db, kCjkWatermarkSql);
     if (!indexed) return indexed.error();
     auto newest = ReadInt(db, "SELECT max(event_seq) FROM records");
     if (!newest) return newest.error();
-    if (*indexed >= *newest) return false;
+    return std::pair{*indexed, *newest};
+  };
+  // Looked at without the write lock first: nearly always there is nothing to do.
+  {
+    auto tx = db::Transaction::Deferred(db);
+    if (!tx) return tx.error();
+    auto seen = range();
+    if (!seen) return seen.error();
+    if (seen->first >= seen->second) return false;
     if (auto s = tx->Commit(); !s) return s.error();
   }
   auto tx = db::Transaction::Immediate(db);
   if (!tx) return tx.error();
-  auto indexed = ReadInt(db, kCjkWatermarkSql);
-  if (!indexed) return indexed.error();
-  auto newest = ReadInt(db, "SELECT max(event_seq) FROM records");
-  if (!newest) return newest.error();
-  if (*indexed >= *newest) return false;
-  const int64_t through = std::min(*newest, *indexed + kCjkRepairBatch);
+  auto seen = range();
+  if (!seen) return seen.error();
+  const auto [indexed, newest] = *seen;
+  if (indexed >= newest) return false;
+  const int64_t through = std::min(newest, indexed + kCjkRepairBatch);
   auto missing = db.Prepare(
       "SELECT r.event_seq, r.content FROM records r WHERE r.event_seq > ?1 AND "
       "r.event_seq <= ?2 AND NOT EXISTS (SELECT 1 FROM records_cjk_docsize d "
@@ -777,7 +783,7 @@ Result<bool> Engine::RepairCjkIndex(db::Database& db) {
   for (auto* st : {&missing, &insert, &advance}) {
     if (!*st) return st->error();
   }
-  missing->Bind(1, *indexed).Bind(2, through);
+  missing->Bind(1, indexed).Bind(2, through);
   int64_t added = 0;
   for (;;) {
     auto row = missing->Step();
@@ -797,7 +803,7 @@ Result<bool> Engine::RepairCjkIndex(db::Database& db) {
     index_writes_.fetch_add(1);  // the index may need compacting now
     spdlog::debug("CJK index: {} records added, indexed through {}", added, through);
   }
-  return through < *newest;
+  return through < newest;
 }
 
 Result<int> Engine::RunPendingJobs() {
