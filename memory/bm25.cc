@@ -11,6 +11,8 @@
 
 #include <sqlite3.h>
 
+#include "memory/cjk.h"
+
 namespace tmcra::memory {
 
 namespace {
@@ -409,11 +411,9 @@ Status RowFacts::CatchUp(db::Database& db) {
   // back-fill (records stored before it existed, or written by an earlier build): those the
   // watermark has passed since it was last read. (Rows read just now are read as of this
   // snapshot, in which every row at or below the watermark is indexed.)
-  auto mark = db.Prepare("SELECT through_seq FROM index_watermarks WHERE name = 'records_cjk'");
+  auto mark = CjkWatermark(db);
   if (!mark) return mark.error();
-  auto mark_row = mark->Step();
-  if (!mark_row) return mark_row.error();
-  const int64_t watermark = *mark_row ? mark->Int(0) : 0;
+  const int64_t watermark = *mark;
   if (watermark > cjk_through_) {
     auto lengths = db.Prepare("SELECT id, sz FROM records_cjk_docsize WHERE id > ? AND id <= ?");
     if (!lengths) return lengths.error();

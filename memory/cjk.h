@@ -21,6 +21,9 @@
 #include <string>
 #include <string_view>
 
+#include "src/common/result.h"
+#include "src/db/sqlite_db.h"
+
 namespace tmcra::memory {
 
 // Han (with extensions and compatibility ideographs), hiragana, katakana (with the half-width
@@ -30,5 +33,9 @@ bool IsCjk(uint32_t cp);
 // The CJK index's text for a record's `content`: its tokens separated by single spaces, or ""
 // when `content` holds no CJK code point. Invalid UTF-8 sequences end a run.
 std::string CjkIndexText(std::string_view content);
+
+// The CJK index's watermark in `db`'s current snapshot: every record at or below it that has
+// CJK text is in the index (Engine::RepairCjkIndex fills in the rest); 0 without one.
+[[nodiscard]] Result<int64_t> CjkWatermark(db::Database& db);
 
 }  // namespace tmcra::memory

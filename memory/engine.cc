@@ -31,9 +31,7 @@ namespace {
 constexpr int kMaxJobAttempts = 5;
 // Jobs claimed and run per transaction: one fsync covers them all.
 constexpr int kJobsPerTransaction = 64;
-// The CJK index's watermark: every record at or below it is in the index.
-constexpr const char* kCjkWatermarkSql =
-    "SELECT through_seq FROM index_watermarks WHERE name = 'records_cjk'";
+// Moves the CJK index's watermark (memory/cjk.h, CjkWatermark).
 constexpr const char* kCjkAdvanceSql =
     "UPDATE index_watermarks SET through_seq = ?1 WHERE name = 'records_cjk'";
 // Records looked at per transaction of the CJK index's back-fill (about 25 ms of Japanese text).
@@ -631,7 +629,6 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
   auto fts = db.Prepare("INSERT INTO records_fts(rowid, content) VALUES(?, ?)");
   auto tri = db.Prepare("INSERT INTO records_tri(rowid, content) VALUES(?, ?)");
   auto cjk = db.Prepare("INSERT INTO records_cjk(rowid, grams) VALUES(?, ?)");
-  auto watermark = db.Prepare(kCjkWatermarkSql);
   auto newest = db.Prepare("SELECT max(event_seq) FROM records");
   auto advance = db.Prepare(kCjkAdvanceSql);
   auto existing = db.Prepare(
@@ -645,13 +642,13 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
       "UPDATE jobs SET status = ?, finished_at = ?, updated_at = ?, heartbeat_at = ?, "
       "lease_owner = NULL, lease_expires_at = NULL, result_json = ?, error_json = ?, "
       "payload_json = NULL WHERE job_id = ?");
-  for (auto* st : {&load, &insert, &fts, &tri, &cjk, &watermark, &newest, &advance, &existing,
-                   &upsert, &done}) {
+  for (auto* st : {&load, &insert, &fts, &tri, &cjk, &newest, &advance, &existing, &upsert,
+                   &done}) {
     if (!*st) return st->error();
   }
   // Whether every record so far is in the CJK index (the watermark is the newest record): then
   // the records written here, which are, move it on. Otherwise RepairCjkIndex looks at them.
-  auto indexed = ReadInt(*watermark);
+  auto indexed = CjkWatermark(db);
   auto before = ReadInt(*newest);
   if (!indexed) return indexed.error();
   if (!before) return before.error();
@@ -752,7 +749,7 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
 Result<bool> Engine::RepairCjkIndex(db::Database& db) {
   // The watermark and the newest record, in the caller's transaction.
   const auto range = [&db]() -> Result<std::pair<int64_t, int64_t>> {
-    auto indexed = ReadInt(db, kCjkWatermarkSql);
+    auto indexed = CjkWatermark(db);
     if (!indexed) return indexed.error();
     auto newest = ReadInt(db, "SELECT max(event_seq) FROM records");
     if (!newest) return newest.error();

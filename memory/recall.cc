@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "memory/cjk.h"
 #include "memory/engine.h"
 #include "memory/feedback.h"
 #include "memory/ingest_validation.h"
@@ -208,11 +209,9 @@ Status ChooseCjkTerms(db::Database& db, WordCounts& counts, int64_t highest, Sea
   if (terms.cjk_bigrams.empty()) return Ok();
   // Counts are remembered only once the index's back-fill has reached this snapshot's newest
   // record (Engine::RepairCjkIndex adds rows below it until then).
-  auto mark = db.Prepare("SELECT through_seq FROM index_watermarks WHERE name = 'records_cjk'");
+  auto mark = CjkWatermark(db);
   if (!mark) return mark.error();
-  auto mark_row = mark->Step();
-  if (!mark_row) return mark_row.error();
-  const bool settled = *mark_row && mark->Int(0) >= highest;
+  const bool settled = *mark >= highest;
   std::vector<std::pair<int64_t, std::string>> by_frequency;
   for (auto& bigram : terms.cjk_bigrams) {
     auto count = counts.Get(db, bigram, highest, settled);
