@@ -91,30 +91,31 @@ ensure_node
 ensure_npm_deps "$root/tests/peer"
 
 jobs="$(nproc)"
-log "building the ci preset (Debug, ASan+UBSan, -Werror)"
+# Three builds (docs/architecture.md, "Test builds"): ci is clang-14 with ASan+UBSan and holds
+# the fuzz targets too; tsan is gcc 12, so both compilers build everything with -Werror; the
+# release binary drives the two stress tests. Each tree is tested right after it is built, so
+# a failure shows before the next build starts.
+log "building the ci preset (clang-14 Debug, ASan+UBSan, -Werror, with the libFuzzer targets)"
 cmake --preset ci >/dev/null
 cmake --build --preset ci -j "$jobs"
-log "building the fuzz preset (clang-14, libFuzzer)"
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$jobs"
-
-log "building the tsan preset (Debug, ThreadSanitizer, -Werror)"
-cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$jobs"
 
 log "building the release binary for the stress tests (random kills, shared outbox)"
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs" --target tmcra-mcp
 export TMCRA_STRESS_BIN="$root/build/release/src/app/tmcra-mcp"
 
-log "fuzz smoke (three targets, 60 s each)"
+log "fuzz smoke (three targets, 60 s each, two at a time)"
 ctest --preset fuzz
 log "unit, integration and peer tests (ASan + UBSan)"
 ctest --preset ci
+
+log "building the tsan preset (gcc Debug, ThreadSanitizer, -Werror)"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j "$jobs"
 # Every process of the tsan run (tests and the servers they start) writes its reports to
 # build/tsan/tsan-report.<pid> (CMakePresets.json), so a race in a child process whose exit
 # code a test does not look at still fails the run.
-log "unit, integration and peer tests again under ThreadSanitizer"
+log "unit, integration and peer tests again under ThreadSanitizer (not the stress tests: they drive the release binary)"
 rm -f build/tsan/tsan-report.*
 tsan_rc=0
 ctest --preset tsan || tsan_rc=$?

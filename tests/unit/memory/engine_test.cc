@@ -46,6 +46,15 @@ json Body(json messages, const std::string& session = "s1") {
   return {{"session_id", session}, {"messages", std::move(messages)}};
 }
 
+// Body({Message(...)}): a braced list of messages is always an array. Without this overload a
+// one-element list initialises the json parameter as a copy of its element under clang
+// (CWG 2137) and as a one-element array under gcc.
+json Body(std::initializer_list<json> messages, const std::string& session = "s1") {
+  json list = json::array();
+  for (const json& m : messages) list.push_back(m);
+  return Body(std::move(list), session);
+}
+
 json With(json base, const json& patch) {
   base.update(patch);
   return base;

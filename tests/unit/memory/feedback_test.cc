@@ -33,11 +33,13 @@ json Message(const std::string& id, const std::string& role, const std::string& 
   return {{"message_id", id}, {"role", role}, {"content", content}, {"timestamp", ts}};
 }
 
-void Ingest(Engine& e, const std::string& scope, const std::string& session, json messages,
-            const std::string& key) {
+// `messages` is a vector so that a braced list of one message is a list under clang too (a json
+// parameter would be a copy of the message there, CWG 2137).
+void Ingest(Engine& e, const std::string& scope, const std::string& session,
+            const std::vector<json>& messages, const std::string& key) {
   IngestContext c;
   c.idempotency_key = key;
-  auto r = e.Ingest(scope, {{"session_id", session}, {"messages", std::move(messages)}}, c);
+  auto r = e.Ingest(scope, {{"session_id", session}, {"messages", json(messages)}}, c);
   INFO((r ? std::string("ok") : r.error().message));
   REQUIRE(r);
   REQUIRE(e.RunPendingJobs());
