@@ -17,7 +17,8 @@
 // --language ja writes the corpus in Japanese, without spaces: filler of two-kanji words joined
 // by particles, facts ("覚えておいてください:計画北川の期限はカモメ-4821です。") and questions
 // that share only two-character words with them, in another order and with other particles
-// ("北川計画における期限を教えて?"): the case the CJK index is for (memory/cjk.h).
+// ("北川計画における期限を教えて?"): the case the CJK index is for (memory/cjk.h). It also
+// times queries of lone Han characters (lone_han_recall_*: half of Q, one character or four).
 // Nothing here asserts a figure; see docs/benchmarks.md.
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -347,9 +348,37 @@ int main(int argc, char** argv) {
     }
     hits += hit ? 1 : 0;
   }
+  // Japanese only: queries made of lone Han characters, which the engine searches as prefixes
+  // ("日"*): one character, or four separated by spaces, drawn from the corpus's own text (so a
+  // common character comes up as often as it is common). Latency only; no hit is defined.
+  std::vector<double> lone_latencies;
+  if (o.japanese) {
+    std::mt19937 lone_rng(o.seed + 1);
+    const auto draw = [&] {
+      for (;;) {
+        const std::string text = gen.Filler(8);
+        const size_t at = (lone_rng() % (text.size() / 3)) * 3;
+        const auto lead = static_cast<unsigned char>(text[at]);
+        if (lead >= 0xE4 && lead <= 0xE9) return text.substr(at, 3);  // U+4E00..U+9FFF
+      }
+    };
+    for (int q = 0; q < 2 * o.questions / 4; ++q) {
+      std::string query = draw();
+      if (q % 2 == 1) {
+        for (int k = 0; k < 3; ++k) query += " " + draw();
+      }
+      const auto start = std::chrono::steady_clock::now();
+      auto r = engine.Recall(scope, {{"query", query}, {"max_windows", 8}});
+      lone_latencies.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      if (!r) {
+        std::cerr << "recall failed: " << r.error().ToString() << "\n";
+        return 1;
+      }
+    }
+  }
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
-  const json report{
+  json report{
       {"messages", o.messages},
       {"language", o.japanese ? "ja" : "en"},
       {"sessions", session_index},
@@ -367,6 +396,11 @@ int main(int argc, char** argv) {
       {"store_bytes", FileBytes(path)},
       {"peak_rss_kib", usage.ru_maxrss},
   };
+  if (!lone_latencies.empty()) {
+    report["lone_han_queries"] = lone_latencies.size();
+    report["lone_han_recall_p50_ms"] = Percentile(lone_latencies, 0.50);
+    report["lone_han_recall_p99_ms"] = Percentile(lone_latencies, 0.99);
+  }
   std::cout << report.dump() << std::endl;
   return 0;
 }

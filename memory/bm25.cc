@@ -440,29 +440,52 @@ WordCounts::WordCounts(std::string index)
                        " MATCH ?1 AND rowid > ?2 AND rowid <= ?3"),
       vocabulary_sql_("SELECT doc FROM temp." + index_ + "_vocab WHERE term = ?") {}
 
+namespace {
+
+std::string QuotedTerm(const std::string& term) {
+  std::string quoted = "\"";
+  for (char c : term) {
+    quoted.push_back(c);
+    if (c == '"') quoted.push_back('"');
+  }
+  quoted.push_back('"');
+  return quoted;
+}
+
+}  // namespace
+
 Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::string& word,
                                                int64_t highest, bool settled) {
+  return Count(db, word, QuotedTerm(word), false, highest, settled);
+}
+
+Result<int64_t> WordCounts::GetPrefix(db::Database& db, const std::string& stem, int64_t highest,
+                                      bool settled) {
+  auto count = Count(db, stem + "*", QuotedTerm(stem) + "*", true, highest, settled);
+  if (!count) return count.error();
+  return count->value_or(0);
+}
+
+Result<std::optional<int64_t>> WordCounts::Count(db::Database& db, const std::string& key,
+                                                 const std::string& match, bool prefix,
+                                                 int64_t highest, bool settled) {
   std::optional<Entry> known;
   if (settled) {
     std::lock_guard lock(mu_);
-    if (auto it = words_.find(word); it != words_.end()) known = it->second;
+    if (auto it = words_.find(key); it != words_.end()) known = it->second;
   }
   Entry entry;
   if (known && known->as_of == highest) return std::optional<int64_t>(known->documents);
-  if (known && known->as_of < highest) {
-    // Add the rows this snapshot holds beyond the remembered one.
+  if ((known && known->as_of < highest) || prefix) {
+    // Add the rows this snapshot holds beyond the remembered one; a prefix with nothing
+    // usable remembered counts all of them (its count is not in the vocabulary).
+    const bool since = known && known->as_of < highest;
     auto st = db.Prepare(count_since_sql_);
     if (!st) return st.error();
-    std::string quoted = "\"";
-    for (char c : word) {
-      quoted.push_back(c);
-      if (c == '"') quoted.push_back('"');
-    }
-    quoted.push_back('"');
-    st->Bind(1, quoted).Bind(2, known->as_of).Bind(3, highest);
+    st->Bind(1, match).Bind(2, since ? known->as_of : int64_t{0}).Bind(3, highest);
     auto row = st->Step();
     if (!row) return row.error();
-    entry.documents = known->documents + (*row ? st->Int(0) : 0);
+    entry.documents = (since ? known->documents : 0) + (*row ? st->Int(0) : 0);
     entry.as_of = highest;
   } else {
     // Nothing remembered, or remembered from a newer snapshot than the caller's: the rows in
@@ -470,7 +493,7 @@ Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::stri
     // (and remember it only if nothing newer is known).
     auto st = db.Prepare(vocabulary_sql_);
     if (!st) return st.error();
-    st->Bind(1, word);
+    st->Bind(1, key);
     auto row = st->Step();
     if (!row) return row.error();
     if (!*row) return std::optional<int64_t>();
@@ -479,11 +502,11 @@ Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::stri
   }
   if (!settled) return std::optional<int64_t>(entry.documents);
   std::lock_guard lock(mu_);
-  auto& slot = words_[word];
+  auto& slot = words_[key];
   if (slot.as_of <= entry.as_of) {
     if (words_.size() > kMaxWords) {
       words_.clear();
-      words_[word] = entry;
+      words_[key] = entry;
     } else {
       slot = entry;
     }

@@ -124,10 +124,20 @@ class WordCounts {
   // remembered.
   [[nodiscard]] Result<std::optional<int64_t>> Get(db::Database& db, const std::string& word,
                                                    int64_t highest, bool settled = true);
+  // The same for the prefix query `"stem"*`: how many records hold a token starting with
+  // `stem`. The vocabulary cannot tell (a record holding two such tokens counts once), so a
+  // first count walks the matching doclists; later snapshots add the rows since, as for words.
+  [[nodiscard]] Result<int64_t> GetPrefix(db::Database& db, const std::string& stem,
+                                          int64_t highest, bool settled = true);
 
   static constexpr size_t kMaxWords = 50000;  // then it starts again from empty
 
  private:
+  // `key` names the entry (a prefix's ends in '*', which no token holds); `match` is its
+  // quoted FTS5 query.
+  Result<std::optional<int64_t>> Count(db::Database& db, const std::string& key,
+                                       const std::string& match, bool prefix, int64_t highest,
+                                       bool settled);
   const std::string index_;
   const std::string count_since_sql_;  // the word's rows in a range of rowids
   const std::string vocabulary_sql_;   // the word's document count in the vocabulary

@@ -23,8 +23,8 @@ struct SearchTerms {
   std::vector<int64_t> word_documents;
   std::vector<std::string> trigrams;  // distinct, at most 96
   std::vector<std::string> cjk_bigrams;   // distinct
-  // Per bigram, how many records of the CJK index hold it (set by the recall's choice of
-  // bigrams, which keeps only bigrams some record holds).
+  // Per bigram, or per prefix when there are no bigrams, how many records of the CJK index
+  // hold it (set by the recall's choice of terms, which keeps only terms some record holds).
   std::vector<int64_t> cjk_documents;
   std::vector<std::string> cjk_prefixes;  // distinct lone Han characters, at most 4; only
                                           // without bigrams

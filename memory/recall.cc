@@ -201,43 +201,56 @@ Status ChooseWords(db::Database& db, WordCounts& counts, int64_t highest, Search
   return Ok();
 }
 
-// Chooses the CJK bigrams to search with, as ChooseWords does: rarest first while their
+// Chooses the CJK terms to search with, as ChooseWords does: rarest first while their
 // postings fit kPostingsBudget (always the two rarest), none that no record holds. A common
-// bigram (a particle and the character after it) adds little and costs the most. The prefix
-// terms are kept as they are.
+// bigram (a particle and the character after it) adds little and costs the most, as does a
+// common lone character searched as a prefix ("日"* matches a fifth of a Japanese store).
+// A query has bigrams or prefixes, never both (ParseQuery).
 Status ChooseCjkTerms(db::Database& db, WordCounts& counts, int64_t highest, SearchTerms& terms) {
-  if (terms.cjk_bigrams.empty()) return Ok();
+  const bool prefixes = terms.cjk_bigrams.empty();
+  std::vector<std::string>& list = prefixes ? terms.cjk_prefixes : terms.cjk_bigrams;
+  if (list.empty()) return Ok();
+  if (!terms.cjk_bigrams.empty() && !terms.cjk_prefixes.empty()) {
+    return Error::Internal("a query with both CJK bigrams and prefixes");
+  }
   // Counts are remembered only once the index's back-fill has reached this snapshot's newest
   // record (Engine::RepairCjkIndex adds rows below it until then).
   auto mark = CjkWatermark(db);
   if (!mark) return mark.error();
   const bool settled = *mark >= highest;
   std::vector<std::pair<int64_t, std::string>> by_frequency;
-  for (auto& bigram : terms.cjk_bigrams) {
-    auto count = counts.Get(db, bigram, highest, settled);
-    if (!count) return count.error();
-    if (*count && **count > 0) by_frequency.emplace_back(**count, std::move(bigram));
+  for (auto& term : list) {
+    int64_t df = 0;
+    if (prefixes) {
+      auto count = counts.GetPrefix(db, term, highest, settled);
+      if (!count) return count.error();
+      df = *count;
+    } else {
+      auto count = counts.Get(db, term, highest, settled);
+      if (!count) return count.error();
+      df = count->value_or(0);
+    }
+    if (df > 0) by_frequency.emplace_back(df, std::move(term));
   }
   std::stable_sort(by_frequency.begin(), by_frequency.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> kept;
   std::vector<int64_t> documents;
   int64_t postings = 0;
-  for (auto& [df, bigram] : by_frequency) {
+  for (auto& [df, term] : by_frequency) {
     if (kept.size() >= 2 && postings + df > kPostingsBudget) break;
-    kept.push_back(std::move(bigram));
+    kept.push_back(std::move(term));
     documents.push_back(df);
     postings += df;
   }
-  terms.cjk_bigrams = std::move(kept);
+  list = std::move(kept);
   terms.cjk_documents = std::move(documents);
   return Ok();
 }
 
-// The CJK terms' document counts for tmcra_rank, or "" with a prefix term (its count is
-// not looked up) or none at all.
+// The CJK terms' document counts for tmcra_rank, in the order of CjkMatch() (its bigrams or its
+// prefixes), or "" when there are none.
 std::string CjkDocumentCounts(const SearchTerms& terms) {
-  if (!terms.cjk_prefixes.empty()) return "";
   std::string out;
   for (const int64_t df : terms.cjk_documents) {
     if (!out.empty()) out += ',';

@@ -369,10 +369,51 @@ TEST_CASE("tmcra_rank ranks the CJK index with its own lengths, as FTS5's bm25 d
     }
     return out;
   };
-  int compared = 0;
+  // Lone characters are searched as prefixes ("東"*), with counts from WordCounts::GetPrefix:
+  // a record holding several tokens that start with the character counts once.
+  int64_t highest = 0;
+  {
+    auto st = (*db)->Prepare("SELECT max(event_seq) FROM records");
+    REQUIRE(*st->Step());
+    highest = st->Int(0);
+  }
+  tmcra::memory::WordCounts prefix_counts("records_cjk");
+  const auto prefix_counts_of = [&](const std::vector<std::string>& stems) {
+    std::pair<std::string, std::string> out;
+    for (const auto& stem : stems) {
+      auto df = prefix_counts.GetPrefix(**db, stem, highest);
+      REQUIRE(df);
+      out.first += (out.first.empty() ? "\"" : " OR \"") + stem + "\"*";
+      out.second += (out.second.empty() ? "" : ",") + std::to_string(*df);
+    }
+    return out;
+  };
+  {
+    // The count of "東"*, against the records' own text.
+    int64_t holding = 0;
+    auto st = (*db)->Prepare("SELECT content FROM records");
+    for (;;) {
+      auto row = st->Step();
+      REQUIRE(row);
+      if (!*row) break;
+      const std::string text = " " + tmcra::memory::CjkIndexText(st->Text(0));
+      holding += text.find(" 東") != std::string::npos ? 1 : 0;
+    }
+    CHECK(holding > 50);
+    CHECK(prefix_counts_of({"東"}).second == std::to_string(holding));
+    CHECK(prefix_counts_of({"東"}).second == std::to_string(holding));  // remembered
+  }
+  std::vector<std::pair<std::string, std::string>> queries;
   for (const std::vector<std::string>& grams :
        {std::vector<std::string>{"東京"}, {"大阪", "会議"}, {"東京", "京大", "議"}, {"阪会", "議東"}}) {
-    const auto [match, counts] = counts_of(grams);
+    queries.push_back(counts_of(grams));
+  }
+  for (const std::vector<std::string>& stems :
+       {std::vector<std::string>{"東"}, {"大", "議"}, {"京", "阪", "会", "議"}}) {
+    queries.push_back(prefix_counts_of(stems));
+  }
+  int compared = 0;
+  for (const auto& [match, counts] : queries) {
     for (const std::string scope : {"a", "b"}) {
       for (const int64_t limit : {3, 64, 100000}) {
         INFO(match << " scope " << scope << " limit " << limit);
@@ -407,7 +448,7 @@ TEST_CASE("tmcra_rank ranks the CJK index with its own lengths, as FTS5's bm25 d
       }
     }
   }
-  CHECK(compared > 500);
+  CHECK(compared > 800);
   // Only 'cjk' may follow the pointer.
   auto bad = (*db)->Prepare(
       "SELECT tmcra_rank(records_cjk, '1', 0, 5, NULL, 'words') FROM records_cjk WHERE "
