@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 
 #include "memory/cjk.h"
+#include "memory/query.h"
 
 namespace tmcra::memory {
 
@@ -440,28 +441,14 @@ WordCounts::WordCounts(std::string index)
                        " MATCH ?1 AND rowid > ?2 AND rowid <= ?3"),
       vocabulary_sql_("SELECT doc FROM temp." + index_ + "_vocab WHERE term = ?") {}
 
-namespace {
-
-std::string QuotedTerm(const std::string& term) {
-  std::string quoted = "\"";
-  for (char c : term) {
-    quoted.push_back(c);
-    if (c == '"') quoted.push_back('"');
-  }
-  quoted.push_back('"');
-  return quoted;
-}
-
-}  // namespace
-
 Result<std::optional<int64_t>> WordCounts::Get(db::Database& db, const std::string& word,
                                                int64_t highest, bool settled) {
-  return Count(db, word, QuotedTerm(word), false, highest, settled);
+  return Count(db, word, QuoteTerm(word), false, highest, settled);
 }
 
 Result<int64_t> WordCounts::GetPrefix(db::Database& db, const std::string& stem, int64_t highest,
                                       bool settled) {
-  auto count = Count(db, stem + "*", QuotedTerm(stem) + "*", true, highest, settled);
+  auto count = Count(db, stem + "*", QuoteTerm(stem) + "*", true, highest, settled);
   if (!count) return count.error();
   return count->value_or(0);
 }

@@ -47,7 +47,18 @@ std::vector<std::pair<uint32_t, std::string>> CodePoints(std::string_view text) 
   return out;
 }
 
-std::string Quote(const std::string& term) {
+std::string JoinOr(const std::vector<std::string>& terms) {
+  std::string out;
+  for (const auto& t : terms) {
+    if (!out.empty()) out += " OR ";
+    out += QuoteTerm(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string QuoteTerm(const std::string& term) {
   std::string out = "\"";
   for (char c : term) {
     out.push_back(c);
@@ -57,24 +68,13 @@ std::string Quote(const std::string& term) {
   return out;
 }
 
-std::string JoinOr(const std::vector<std::string>& terms) {
-  std::string out;
-  for (const auto& t : terms) {
-    if (!out.empty()) out += " OR ";
-    out += Quote(t);
-  }
-  return out;
-}
-
-}  // namespace
-
 std::string SearchTerms::WordMatch() const { return JoinOr(words); }
 std::string SearchTerms::TrigramMatch() const { return JoinOr(trigrams); }
 std::string SearchTerms::CjkMatch() const {
   std::string out = JoinOr(cjk_bigrams);
   for (const auto& p : cjk_prefixes) {
     if (!out.empty()) out += " OR ";
-    out += Quote(p) + "*";
+    out += QuoteTerm(p) + "*";
   }
   return out;
 }

@@ -35,4 +35,7 @@ struct SearchTerms {
 
 SearchTerms ParseQuery(const std::string& query);
 
+// `term` as an FTS5 string: in double quotes, each double quote doubled.
+std::string QuoteTerm(const std::string& term);
+
 }  // namespace tmcra::memory
