@@ -17,8 +17,12 @@ if(TMCRA_TSAN)
   target_link_options(tmcra_sanitizers INTERFACE ${_tmcra_tsan})
 endif()
 
-# libFuzzer coverage for every target of ours in the fuzz preset; only the fuzz targets
-# themselves link the fuzzer's main (-fsanitize=fuzzer).
+# libFuzzer coverage for every target of ours in the ci preset's tree (the tests' code
+# included), where the fuzz targets are built; only the fuzz targets themselves link the
+# fuzzer's main (-fsanitize=fuzzer). clang only, and with ASan + UBSan, as the fuzz tests run.
 if(TMCRA_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang" OR NOT TMCRA_SANITIZE)
+    message(FATAL_ERROR "TMCRA_FUZZ needs clang and TMCRA_SANITIZE (as the ci preset sets)")
+  endif()
   target_compile_options(tmcra_sanitizers INTERFACE -fsanitize=fuzzer-no-link)
 endif()

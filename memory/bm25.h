@@ -5,8 +5,9 @@
 // hold it; recall then looked up each ranked row's scope in `records`. On a 100k-message store
 // those steps were most of a recall's search. Two FTS5 auxiliary functions compute the same
 // score as bm25() (same formula and operation order, k1 = 1.2, b = 0.75) from
-//   * the phrases' document counts, which the caller already read from the fts5vocab table in
-//     the same snapshot and passes in as 'df1,df2,...', one per phrase in query order, and
+//   * the phrases' document counts, which the caller already has for the same snapshot
+//     (WordCounts: from the fts5vocab table, or a prefix's own count) and passes in as
+//     'df1,df2,...', one per phrase in query order, and
 //   * the row's length from RowFacts, an in-memory copy of each record's length in tokens and
 //     scope, shared by every connection of the process:
 //

@@ -168,7 +168,7 @@ class Engine {
   // declared before the connections so that it outlives them.
   std::unique_ptr<RowFacts> row_facts_;
   std::unique_ptr<WordCounts> word_counts_;  // the word index's document counts, per word
-  std::unique_ptr<WordCounts> cjk_counts_;   // the CJK index's, per bigram
+  std::unique_ptr<WordCounts> cjk_counts_;   // the CJK index's, per bigram and lone prefix
 
   std::mutex api_mu_;
   std::unique_ptr<db::Database> api_db_;  // guarded by api_mu_

@@ -91,13 +91,30 @@ ensure_node
 ensure_npm_deps "$root/tests/peer"
 
 jobs="$(nproc)"
+# Configures a preset; a tree an earlier version configured with another compiler is
+# configured afresh (CMake would otherwise drop its cache and keep none of the preset's
+# settings: no sanitizers, no -Werror).
+configure() {
+  local preset="$1" compiler="$2" cache="build/$1/CMakeCache.txt"
+  if [ -f "$cache" ] && ! grep -q "^CMAKE_CXX_COMPILER:[A-Z]*=\(.*/\)\{0,1\}$compiler\$" "$cache"; then
+    log "configuring $preset afresh (its tree was made with another compiler)"
+    cmake --preset "$preset" --fresh >/dev/null
+  else
+    cmake --preset "$preset" >/dev/null
+  fi
+}
+
 # Three builds (docs/architecture.md, "Test builds"): ci is clang-14 with ASan+UBSan and holds
 # the fuzz targets too; tsan is gcc 12, so both compilers build everything with -Werror; the
-# release binary drives the two stress tests. Each tree is tested right after it is built, so
-# a failure shows before the next build starts.
+# release binary drives the two stress tests. All three are built before any test runs, so a
+# compile error of either compiler shows first.
 log "building the ci preset (clang-14 Debug, ASan+UBSan, -Werror, with the libFuzzer targets)"
-cmake --preset ci >/dev/null
+configure ci clang++-14
 cmake --build --preset ci -j "$jobs"
+
+log "building the tsan preset (gcc Debug, ThreadSanitizer, -Werror)"
+configure tsan g++
+cmake --build --preset tsan -j "$jobs"
 
 log "building the release binary for the stress tests (random kills, shared outbox)"
 cmake --preset release >/dev/null
@@ -109,9 +126,6 @@ ctest --preset fuzz
 log "unit, integration and peer tests (ASan + UBSan)"
 ctest --preset ci
 
-log "building the tsan preset (gcc Debug, ThreadSanitizer, -Werror)"
-cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$jobs"
 # Every process of the tsan run (tests and the servers they start) writes its reports to
 # build/tsan/tsan-report.<pid> (CMakePresets.json), so a race in a child process whose exit
 # code a test does not look at still fails the run.

@@ -5,7 +5,7 @@
 //   TMCRA_FAILPOINTS=deliver.before_send:3        die the third time
 //   TMCRA_FAILPOINTS=a,b:2                        several points
 //
-// Compiled in only when TMCRA_ENABLE_FAILPOINTS is defined (the dev, asan, ci and fuzz presets);
+// Compiled in only when TMCRA_ENABLE_FAILPOINTS is defined (the dev, asan, ci and tsan presets);
 // in a release build the macro expands to nothing and the variable is ignored.
 #pragma once
 

@@ -650,6 +650,20 @@ TEST_CASE("WordCounts gives the exact count for the caller's snapshot, newer or 
   auto missing = counts.Get(*db, "nosuchword", 100);
   REQUIRE(missing);
   CHECK_FALSE(*missing);
+  // A prefix ("kil"*) the same way; its count comes from the doclists, not the vocabulary.
+  const auto prefix_documents = [](tmcra::db::Database& d) {
+    auto st = d.Prepare("SELECT count(*) FROM records_fts WHERE records_fts MATCH '\"kil\"*'");
+    REQUIRE(st);
+    REQUIRE(*st->Step());
+    return st->Int(0);
+  };
+  const int64_t prefix_before = prefix_documents(*db);
+  auto first_prefix = counts.GetPrefix(*db, "kil", 100);
+  REQUIRE(first_prefix);
+  CHECK(*first_prefix == prefix_before);
+  auto no_prefix = counts.GetPrefix(*db, "nosuchprefix", 100);
+  REQUIRE(no_prefix);
+  CHECK(*no_prefix == 0);
 
   // A reader whose snapshot stays at row 100 while rows 101..103 are written.
   auto old_db = open();
@@ -671,4 +685,18 @@ TEST_CASE("WordCounts gives the exact count for the caller's snapshot, newer or 
   auto again = counts.Get(*db, "kilo", 103);  // the older answer did not replace the newer one
   REQUIRE(again);
   CHECK(**again == after);
+
+  const int64_t prefix_after = prefix_documents(*db);
+  CHECK(prefix_after == prefix_before + 3);
+  auto newer_prefix = counts.GetPrefix(*db, "kil", 103);  // remembered 100, plus 101..103
+  REQUIRE(newer_prefix);
+  CHECK(*newer_prefix == prefix_after);
+  // A caller whose snapshot's highest record is 100 (as the reader above had): rows up to it
+  // only, counted afresh, and not remembered over the newer count.
+  auto older_prefix = counts.GetPrefix(*db, "kil", 100);
+  REQUIRE(older_prefix);
+  CHECK(*older_prefix == prefix_before);
+  auto prefix_again = counts.GetPrefix(*db, "kil", 103);  // still the newer count
+  REQUIRE(prefix_again);
+  CHECK(*prefix_again == prefix_after);
 }
