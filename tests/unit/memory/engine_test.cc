@@ -544,6 +544,33 @@ TEST_CASE("two-character and one-character CJK words are found inside sentences"
   CHECK(Recall(*e, "p", "北海")["evidence"]["windows"].empty());
 }
 
+TEST_CASE("lone characters are chosen like bigrams: the commonest of several is left out",
+          "[memory][recall][cjk]") {
+  TempDir dir;
+  auto e = OpenEngine(dir);
+  // 9,000 records start a token with 日 (more than the 8,000 postings of the budget); one
+  // holds 猫, 犬 and 鳥.
+  for (int j = 0; j < 9; ++j) {
+    json messages = json::array();
+    for (int m = 0; m < 1000; ++m) {
+      messages.push_back(Message("m" + std::to_string(m), "user", "日曜 " + std::to_string(m)));
+    }
+    Ingest(*e, "p", Body(std::move(messages), "sun" + std::to_string(j)),
+           "key-cjk-sunday-" + std::to_string(j));
+  }
+  Ingest(*e, "p", Body({Message("pets", "user", "猫と犬と鳥")}, "pets"), "key-cjk-pets-1");
+  REQUIRE(e->RunPendingJobs());
+  json r = Recall(*e, "p", "日 猫 犬 鳥");
+  CHECK(r["evidence"]["query_terms"]["cjk_terms"] == 3);  // 日 left out
+  REQUIRE(r["evidence"]["windows"].size() == 1);
+  CHECK(r["evidence"]["windows"][0]["records"][0]["text"] == "猫と犬と鳥");
+  // Alone, the common character is searched all the same.
+  json sunday = Recall(*e, "p", "日");
+  CHECK(sunday["evidence"]["query_terms"]["cjk_terms"] == 1);
+  REQUIRE_FALSE(sunday["evidence"]["windows"].empty());
+  CHECK(sunday["evidence"]["windows"][0]["records"][0]["text"].get<std::string>().rfind("日曜", 0) == 0);
+}
+
 TEST_CASE("a store from before the CJK index is migrated in place", "[memory][recall][cjk][migration]") {
   TempDir dir;
   {
