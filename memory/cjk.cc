@@ -69,11 +69,7 @@ std::string CjkIndexText(std::string_view content) {
 }
 
 Result<int64_t> CjkWatermark(db::Database& db) {
-  auto st = db.Prepare("SELECT through_seq FROM index_watermarks WHERE name = 'records_cjk'");
-  if (!st) return st.error();
-  auto row = st->Step();
-  if (!row) return row.error();
-  return *row && !st->IsNull(0) ? st->Int(0) : 0;
+  return db.QueryInt("SELECT through_seq FROM index_watermarks WHERE name = 'records_cjk'");
 }
 
 }  // namespace tmcra::memory

@@ -38,18 +38,6 @@ constexpr const char* kCjkAdvanceSql =
 constexpr int64_t kCjkRepairBatch = 2000;
 
 // The first column of the statement's first row as an integer; 0 without a row or for NULL.
-Result<int64_t> ReadInt(db::Statement& st) {
-  auto row = st.Step();
-  if (!row) return row.error();
-  return *row && !st.IsNull(0) ? st.Int(0) : 0;
-}
-
-Result<int64_t> ReadInt(db::Database& db, const char* sql) {
-  auto st = db.Prepare(sql);
-  if (!st) return st.error();
-  return ReadInt(*st);
-}
-
 // Each entry moves user_version from its index to index + 1. Never edit a shipped entry; add one.
 constexpr const char* kMigrations[] = {
     R"sql(
@@ -629,7 +617,6 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
   auto fts = db.Prepare("INSERT INTO records_fts(rowid, content) VALUES(?, ?)");
   auto tri = db.Prepare("INSERT INTO records_tri(rowid, content) VALUES(?, ?)");
   auto cjk = db.Prepare("INSERT INTO records_cjk(rowid, grams) VALUES(?, ?)");
-  auto newest = db.Prepare("SELECT max(event_seq) FROM records");
   auto advance = db.Prepare(kCjkAdvanceSql);
   auto existing = db.Prepare(
       "SELECT event_seq FROM records WHERE scope_name = ? AND session_id = ? AND message_id = ?");
@@ -642,14 +629,13 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
       "UPDATE jobs SET status = ?, finished_at = ?, updated_at = ?, heartbeat_at = ?, "
       "lease_owner = NULL, lease_expires_at = NULL, result_json = ?, error_json = ?, "
       "payload_json = NULL WHERE job_id = ?");
-  for (auto* st : {&load, &insert, &fts, &tri, &cjk, &newest, &advance, &existing, &upsert,
-                   &done}) {
+  for (auto* st : {&load, &insert, &fts, &tri, &cjk, &advance, &existing, &upsert, &done}) {
     if (!*st) return st->error();
   }
   // Whether every record so far is in the CJK index (the watermark is the newest record): then
   // the records written here, which are, move it on. Otherwise RepairCjkIndex looks at them.
   auto indexed = CjkWatermark(db);
-  auto before = ReadInt(*newest);
+  auto before = db.QueryInt("SELECT max(event_seq) FROM records");
   if (!indexed) return indexed.error();
   if (!before) return before.error();
   int64_t newest_written = 0;
@@ -751,7 +737,7 @@ Result<bool> Engine::RepairCjkIndex(db::Database& db) {
   const auto range = [&db]() -> Result<std::pair<int64_t, int64_t>> {
     auto indexed = CjkWatermark(db);
     if (!indexed) return indexed.error();
-    auto newest = ReadInt(db, "SELECT max(event_seq) FROM records");
+    auto newest = db.QueryInt("SELECT max(event_seq) FROM records");
     if (!newest) return newest.error();
     return std::pair{*indexed, *newest};
   };

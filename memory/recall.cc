@@ -164,11 +164,7 @@ constexpr int64_t kPostingsBudget = 8000;
 
 // This snapshot's newest record (0 when there is none).
 Result<int64_t> HighestRecord(db::Database& db) {
-  auto st = db.Prepare("SELECT max(event_seq) FROM records");
-  if (!st) return st.error();
-  auto row = st->Step();
-  if (!row) return row.error();
-  return *row && !st->IsNull(0) ? st->Int(0) : 0;
+  return db.QueryInt("SELECT max(event_seq) FROM records");
 }
 
 Status ChooseWords(db::Database& db, WordCounts& counts, int64_t highest, SearchTerms& terms) {

@@ -328,6 +328,14 @@ RelaxedDurability::RelaxedDurability(Database& db) : db_(db) {
 
 RelaxedDurability::~RelaxedDurability() { (void)db_.Exec("PRAGMA synchronous=FULL"); }
 
+Result<int64_t> Database::QueryInt(std::string_view sql) {
+  auto st = Prepare(sql);
+  if (!st) return st.error();
+  auto row = st->Step();
+  if (!row) return row.error();
+  return *row && !st->IsNull(0) ? st->Int(0) : 0;
+}
+
 Status Database::RunCached(std::string_view sql) {
   auto st = Prepare(sql);
   if (!st) return st.error();

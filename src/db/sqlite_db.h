@@ -105,6 +105,9 @@ class Database {
   // again costs a lookup. A Statement may outlive its Database (it is then finalized).
   [[nodiscard]] Result<Statement> Prepare(std::string_view sql);
   static constexpr size_t kCachedStatements = 64;
+  // The first column of `sql`'s first row as an integer (through the statement cache); 0 when
+  // there is no row or the value is NULL (e.g. `SELECT max(...)` of an empty table).
+  [[nodiscard]] Result<int64_t> QueryInt(std::string_view sql);
 
   int64_t LastInsertRowId() const;
   int Changes() const;
