@@ -257,13 +257,16 @@ int Delivery(const std::map<std::string, std::string>& args) {
   // items have none.
   tmcra::queue::DeliveryService service(options, sender,
                                         [](const tmcra::queue::Item&) { return true; });
-  // The clock's own connection, reading only the state counts (from the state index: cheap, so
-  // polling every few milliseconds does not slow delivery down; Outbox::GetCounts also scans
-  // the table for the oldest item and the last error).
+  // The clock's own connection, counting only the items not yet finished (a range of the state
+  // index that shrinks as delivery goes on: counting every state, 10,000 index entries every
+  // 20 ms, took a tenth of a CPU from the delivery it measures; Outbox::GetCounts also scans
+  // the table for the oldest item and the last error). An item is pending, submitted, succeeded
+  // or dead-lettered (the table's CHECK), so none unfinished means all finished.
   auto watcher = tmcra::db::Database::Open({outbox_path});
   if (!watcher) return Fail("open the outbox", watcher.error());
   auto count_states = (*watcher)->Prepare(
-      "SELECT state, COUNT(*) FROM ingest_queue GROUP BY state");
+      "SELECT state, COUNT(*) FROM ingest_queue WHERE state IN ('pending', 'submitted') "
+      "GROUP BY state");
   if (!count_states) return Fail("prepare", count_states.error());
   const auto read_counts = [&]() -> tmcra::Result<tmcra::queue::Counts> {
     tmcra::queue::Counts c;
@@ -276,8 +279,6 @@ int Delivery(const std::map<std::string, std::string>& args) {
       const int64_t n = count_states->Int(1);
       if (state == tmcra::queue::kPending) c.pending = n;
       if (state == tmcra::queue::kSubmitted) c.submitted = n;
-      if (state == tmcra::queue::kSucceeded) c.succeeded = n;
-      if (state == tmcra::queue::kDeadLetter) c.dead_letter = n;
     }
   };
 
@@ -294,7 +295,7 @@ int Delivery(const std::map<std::string, std::string>& args) {
     counts = *c;
     const double now = Ms(Clock::now() - start);
     if (accepted_ms < 0 && counts.pending == 0) accepted_ms = now;
-    if (counts.succeeded + counts.dead_letter >= items) {
+    if (counts.pending == 0 && counts.submitted == 0) {
       done_ms = now;
       break;
     }

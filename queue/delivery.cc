@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -433,62 +436,19 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
   Outbox& ob = **opened;
   const auto stop = [&] { return stopping_.load() || (cancelled && cancelled()); };
   int changed = 0;
-  // Each item is looked at without its claim first: a submitted item's jobs are polled (most
-  // of a backlog's are still running, and finding that out writes nothing), pending items are
-  // grouped by scope and agent id. A group is claimed (each item on its own, in one outbox
-  // transaction), sent and recorded as soon as it is full, so claims are held for one request,
-  // never for a whole round, and other deliverers (a reconcile, a read_your_writes commit, other
-  // processes) are kept waiting no longer than that.
+  // Each item is looked at without its claim first: submitted items are set aside to have their
+  // jobs polled (most of a backlog's are still running, and finding that out writes nothing),
+  // pending items are grouped by scope and agent id. A group is claimed (each item on its own,
+  // in one outbox transaction), sent and recorded in one go, so claims are held for one
+  // request, never for a whole round, and other deliverers (a reconcile, a read_your_writes
+  // commit, other processes) are kept waiting no longer than that.
   struct Group {
     std::vector<std::string> ids;
     size_t messages = 0;
   };
   std::map<std::pair<std::string, std::optional<std::string>>, Group> groups;
-  std::vector<std::string> finishing;  // submitted items whose jobs finished
-  std::map<std::string, Looked> looked;
-  const auto finish = [&] {
-    if (!finishing.empty()) changed += FinishGroup(ob, finishing, looked);
-    finishing.clear();
-    looked.clear();
-  };
-  const auto submit = [&](Group& group) {
-    if (!group.ids.empty()) changed += SubmitGroup(ob, group.ids);
-    group = Group{};
-  };
-  // Submitted items are polled in chunks, up to poll_parallelism polls at once (reads only;
-  // the outcomes are recorded under claims by FinishGroup, in the items' order).
+  std::vector<std::vector<std::string>> sends;  // full groups, in the order they filled
   std::vector<Item> to_poll;
-  const size_t parallel = static_cast<size_t>(std::max(1, options_.poll_parallelism));
-  const size_t chunk = parallel == 1 ? 1 : parallel * 8;
-  const auto poll = [&] {
-    std::vector<std::optional<Decision>> decisions(to_poll.size());
-    if (parallel == 1 || to_poll.size() == 1) {
-      for (size_t i = 0; i < to_poll.size(); ++i) decisions[i] = PollOutcome(to_poll[i], nullptr);
-    } else {
-      std::vector<std::thread> workers;
-      const size_t n = std::min(parallel, to_poll.size());
-      for (size_t w = 0; w < n; ++w) {
-        workers.emplace_back([&, w] {
-          try {
-            for (size_t i = w; i < to_poll.size(); i += n) {
-              decisions[i] = PollOutcome(to_poll[i], nullptr);
-            }
-          } catch (const std::exception& e) {  // an unpolled item is looked at next round
-            spdlog::warn("delivery: polling jobs: {}", e.what());
-          }
-        });
-      }
-      for (auto& t : workers) t.join();
-    }
-    for (size_t i = 0; i < to_poll.size(); ++i) {
-      if (!decisions[i]) continue;  // its jobs are still running
-      const std::string id = to_poll[i].item_id;
-      looked.emplace(id, Looked{std::move(*decisions[i]), std::move(to_poll[i].receipt)});
-      finishing.push_back(id);
-      if (finishing.size() >= kMaxBatchItems) finish();
-    }
-    to_poll.clear();
-  };
   for (const auto& id : item_ids) {
     if (stop()) return changed;
     auto peek = ob.GetForDelivery(id);
@@ -500,25 +460,111 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
     }
     if (peek->state == kSubmitted) {
       to_poll.push_back(std::move(*peek));
-      if (to_poll.size() >= chunk) poll();
       continue;
     }
     if (peek->state != kPending) continue;  // finished
     if (due_only && peek->next_attempt_at > NowSeconds()) continue;  // backing off
     Group& group = groups[{peek->scope_name, peek->agent_id}];
     const size_t n = peek->messages.is_array() ? peek->messages.size() : 0;
-    if (!group.ids.empty() && group.messages + n > kMaxBatchMessages) submit(group);
+    if (!group.ids.empty() && group.messages + n > kMaxBatchMessages) {
+      sends.push_back(std::move(group.ids));
+      group = Group{};
+    }
     group.ids.push_back(id);
     group.messages += n;
-    if (group.ids.size() >= kMaxBatchItems) submit(group);
+    if (group.ids.size() >= kMaxBatchItems) {
+      sends.push_back(std::move(group.ids));
+      group = Group{};
+    }
   }
-  if (stop()) return changed;
-  poll();
-  finish();
   for (auto& [key, group] : groups) {
-    if (stop()) break;
-    submit(group);
+    if (!group.ids.empty()) sends.push_back(std::move(group.ids));
   }
+
+  // The submitted items' jobs are polled (reads only) on poll_parallelism threads while this
+  // thread submits the pending groups: a remote memory answers each poll after a round trip,
+  // and a backlog's rounds hold both kinds (Outbox::Due), so the polls and the batches overlap
+  // instead of taking turns. Each poll's decision is recorded here, under claims, by
+  // FinishGroup, in the items' order, as soon as the polls before it are done. With one poll at
+  // a time (an in-process memory, which answers in microseconds) they run here, first.
+  const size_t n_poll = to_poll.size();
+  std::vector<std::optional<Decision>> decisions(n_poll);
+  std::unique_ptr<std::atomic<bool>[]> polled(new std::atomic<bool>[n_poll]);
+  for (size_t i = 0; i < n_poll; ++i) polled[i].store(false, std::memory_order_relaxed);
+  std::atomic<size_t> next_poll{0};
+  std::atomic<bool> abandon{false};  // stopping or cancelled: the rest waits for the next round
+  std::mutex poll_mu;
+  std::condition_variable poll_cv;  // a poll finished
+  const auto poll_some = [&] {
+    for (;;) {
+      const size_t i = next_poll.fetch_add(1);
+      if (i >= n_poll) return;
+      if (!stopping_.load() && !abandon.load()) {
+        try {
+          decisions[i] = PollOutcome(to_poll[i], nullptr);
+        } catch (const std::exception& e) {  // an unpolled item is looked at next round
+          spdlog::warn("delivery: polling jobs: {}", e.what());
+        }
+      }
+      polled[i].store(true, std::memory_order_release);
+      { std::lock_guard lock(poll_mu); }  // so the wait below cannot miss this
+      poll_cv.notify_all();
+    }
+  };
+  std::vector<std::thread> pollers;
+  struct Join {  // on every way out, the pollers are told to give up and joined
+    std::vector<std::thread>& threads;
+    std::atomic<bool>& abandon;
+    ~Join() {
+      abandon.store(true);
+      for (auto& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } join{pollers, abandon};
+  const size_t parallel =
+      std::min(static_cast<size_t>(std::max(1, options_.poll_parallelism)), n_poll);
+  if (parallel > 1) {
+    for (size_t w = 0; w < parallel; ++w) pollers.emplace_back(poll_some);
+  } else {
+    poll_some();
+  }
+
+  std::vector<std::string> finishing;  // submitted items whose jobs finished
+  std::map<std::string, Looked> looked;
+  const auto finish = [&] {
+    if (!finishing.empty()) changed += FinishGroup(ob, finishing, looked);
+    finishing.clear();
+    looked.clear();
+  };
+  size_t drained = 0;  // decisions taken, in order
+  const auto take_polled = [&] {
+    while (drained < n_poll && polled[drained].load(std::memory_order_acquire)) {
+      if (auto& d = decisions[drained]) {  // else its jobs are still running
+        const std::string id = to_poll[drained].item_id;
+        looked.emplace(id, Looked{std::move(*d), std::move(to_poll[drained].receipt)});
+        finishing.push_back(id);
+        if (finishing.size() >= kMaxBatchItems) finish();
+      }
+      ++drained;
+    }
+  };
+  take_polled();
+  for (const auto& ids : sends) {
+    if (stop()) return changed;
+    changed += SubmitGroup(ob, ids);
+    take_polled();
+  }
+  while (drained < n_poll) {
+    if (stop()) return changed;
+    {
+      std::unique_lock lock(poll_mu);
+      poll_cv.wait_for(lock, std::chrono::milliseconds(50),
+                       [&] { return polled[drained].load(std::memory_order_acquire); });
+    }
+    take_polled();
+  }
+  finish();
   return changed;
 }
 

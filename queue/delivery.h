@@ -21,7 +21,8 @@
 // (for the embedded memory, one transaction and one fsync) instead of one per item. Nothing else
 // changes: each item is claimed on its own, keeps its own idempotency key and gets its own
 // result; a batch refused as a whole is sent again item by item, so a bad item dead-letters
-// alone; a retryable failure of the whole batch backs off every item of it.
+// alone; a retryable failure of the whole batch backs off every item of it. A round's submitted
+// items have their jobs polled on poll_parallelism threads while its pending items are sent.
 #pragma once
 
 #include <atomic>
@@ -86,10 +87,11 @@ struct DeliveryOptions {
   double base_backoff_seconds = 0.5;
   double max_backoff_seconds = 300;
   std::chrono::milliseconds idle_poll{2000};
-  // How many job polls a delivery round runs at once. 1 polls one after the other (right for
-  // an in-process memory, which answers in microseconds); a remote memory answers each poll
-  // after a round trip, so a few in flight keep both ends busy. The Sender must be thread-safe
-  // when this is above 1.
+  // How many job polls a delivery round runs at once. 1 polls one after the other, before the
+  // round's batches are sent (right for an in-process memory, which answers in microseconds); a
+  // remote memory answers each poll after a round trip, so a few in flight, beside the round's
+  // batches, keep both ends busy. The Sender must be thread-safe when this is above 1 (polls
+  // then run beside each other and beside SubmitBatch).
   int poll_parallelism = 1;
 };
 

@@ -365,18 +365,28 @@ Result<Counts> Outbox::GetCounts() {
 
 Result<std::vector<std::string>> Outbox::Due(int limit) {
   std::lock_guard lock(mu_);
-  auto st = db_->Prepare(
-      "SELECT item_id FROM ingest_queue WHERE (state = 'pending' AND next_attempt_at <= ?) "
-      "OR state = 'submitted' ORDER BY created_at LIMIT ?");
-  if (!st) return st.error();
-  st->Bind(1, NowSeconds()).Bind(2, limit);
+  // Two lists, so that a backlog's round holds jobs to poll and items to send (DeliverBatch
+  // overlaps the two); each is read from the state index's range, not the whole table.
+  auto submitted = db_->Prepare(
+      "SELECT item_id FROM ingest_queue WHERE state = 'submitted' "
+      "ORDER BY created_at, rowid LIMIT ?");
+  if (!submitted) return submitted.error();
+  submitted->Bind(1, limit);
+  auto pending = db_->Prepare(
+      "SELECT item_id FROM ingest_queue WHERE state = 'pending' AND next_attempt_at <= ? "
+      "ORDER BY created_at, rowid LIMIT ?");
+  if (!pending) return pending.error();
+  pending->Bind(1, NowSeconds()).Bind(2, limit);
   std::vector<std::string> out;
-  for (;;) {
-    auto row = st->Step();
-    if (!row) return row.error();
-    if (!*row) return out;
-    out.push_back(st->Text(0));
+  for (db::Statement* st : {&*submitted, &*pending}) {
+    for (;;) {
+      auto row = st->Step();
+      if (!row) return row.error();
+      if (!*row) break;
+      out.push_back(st->Text(0));
+    }
   }
+  return out;
 }
 
 Result<std::optional<double>> Outbox::NextDue() {

@@ -128,8 +128,8 @@ class Outbox {
   // recall is tens of kB that delivery never sends.
   [[nodiscard]] Result<Item> GetForDelivery(const std::string& item_id);
   [[nodiscard]] Result<Counts> GetCounts();
-  // Items to work on now: pending ones whose next attempt is due and submitted ones, oldest
-  // first, at most `limit`.
+  // Items to work on now: submitted ones (their jobs to poll), oldest first, at most `limit`;
+  // then pending ones whose next attempt is due, oldest first, at most `limit`.
   [[nodiscard]] Result<std::vector<std::string>> Due(int limit);
   // The earliest next_attempt_at of a pending item, if any.
   [[nodiscard]] Result<std::optional<double>> NextDue();

@@ -28,7 +28,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxHeaderBytes = 256 * 1024;  // the whole header section of one answer
-constexpr size_t kMaxIdleHandles = 4;
+// Connections kept for reuse: background delivery has up to five requests in flight (four job
+// polls beside a batch), and a tool call may come at the same time.
+constexpr size_t kMaxIdleHandles = 6;
 constexpr auto kBatchUnsupportedMemory = std::chrono::minutes(10);
 constexpr std::string_view kAgentIdRule = "^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$";
 

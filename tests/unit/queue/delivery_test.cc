@@ -588,3 +588,75 @@ TEST_CASE("job polls run several at once when asked, each item's outcome its own
     }
   }
 }
+
+TEST_CASE("a round's job polls run while its pending items are sent, not before them",
+          "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  std::atomic<int> polls_done{0};
+  std::vector<int> polled_at_batch;  // SubmitBatch runs on the delivering thread only
+  sender.batch = [&](const std::vector<Item>& items) -> Result<Batch> {
+    polled_at_batch.push_back(polls_done.load());
+    return AcceptAll(items);
+  };
+  sender.poll = [&](const std::string& id) -> Result<json> {
+    std::this_thread::sleep_for(5ms);  // a round trip
+    ++polls_done;
+    return json{{"job_id", id}, {"status", "succeeded"}};
+  };
+  DeliveryOptions options = Options(dir);
+  options.poll_parallelism = 4;
+  DeliveryService service(options, sender, nullptr);
+  auto& ob = **service.outbox();
+  std::vector<std::string> first;
+  for (int i = 0; i < 128; ++i) first.push_back(*ob.Enqueue(NewItem("key-ov-a-" + std::to_string(i))));
+  REQUIRE(*service.DeliverBatch(first) == 128);  // submitted: 2 batches, nothing to poll
+  REQUIRE(polled_at_batch == std::vector<int>{0, 0});
+  polled_at_batch.clear();
+  std::vector<std::string> second;
+  for (int i = 0; i < 200; ++i) second.push_back(*ob.Enqueue(NewItem("key-ov-b-" + std::to_string(i))));
+  // One round as the background loop makes it: the submitted items first, then the pending.
+  auto due = ob.Due(1000);
+  REQUIRE(due);
+  REQUIRE(due->size() == 328);
+  REQUIRE(std::vector<std::string>(due->begin(), due->begin() + 128) == first);
+  // 128 polls of 5 ms, 4 at a time, take 160 ms; the first batch is sent without waiting for
+  // them (polled before the batches, all 128 would be done by then).
+  REQUIRE(*service.DeliverBatch(*due) == 328);
+  REQUIRE(polled_at_batch.size() == 2);
+  CHECK(polled_at_batch.front() < 128);
+  CHECK(polls_done.load() == 128);
+  for (const auto& id : first) CHECK(ob.Get(id)->state == "succeeded");
+  for (const auto& id : second) CHECK(ob.Get(id)->state == "submitted");
+}
+
+TEST_CASE("a cancelled round stops its job polls, and the unpolled items wait for the next",
+          "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  sender.batch = AcceptAll;
+  std::atomic<int> polls{0};
+  std::atomic<bool> cancel{false};
+  sender.poll = [&](const std::string& id) -> Result<json> {
+    if (++polls == 8) cancel = true;
+    std::this_thread::sleep_for(20ms);  // all 100, 4 at a time, would take 500 ms
+    return json{{"job_id", id}, {"status", "succeeded"}};
+  };
+  DeliveryOptions options = Options(dir);
+  options.poll_parallelism = 4;
+  DeliveryService service(options, sender, nullptr);
+  auto& ob = **service.outbox();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 100; ++i) ids.push_back(*ob.Enqueue(NewItem("key-cx-" + std::to_string(i))));
+  REQUIRE(*service.DeliverBatch(ids) == 100);  // submitted
+  REQUIRE(service.DeliverBatch(ids, [&] { return cancel.load(); }));
+  // Polls already started finish; no more start once the round has seen the cancel.
+  CHECK(polls.load() >= 8);
+  CHECK(polls.load() < 100);
+  int submitted = 0;
+  for (const auto& id : ids) submitted += ob.Get(id)->state == "submitted" ? 1 : 0;
+  CHECK(submitted == 100);  // a cancelled round records nothing: polled again next round
+  cancel = false;
+  REQUIRE(*service.DeliverBatch(ids) == 100);
+  for (const auto& id : ids) CHECK(ob.Get(id)->state == "succeeded");
+}

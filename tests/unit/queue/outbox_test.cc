@@ -137,6 +137,23 @@ TEST_CASE("every state transition and its bookkeeping", "[queue]") {
   CHECK(*ob->IntegrityOk());
 }
 
+TEST_CASE("due items: submitted ones, then pending ones that are due, each oldest first",
+          "[queue]") {
+  TempDir dir;
+  auto ob = Open(dir);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 9; ++i) ids.push_back(*ob->Enqueue(NewItem("key-due-" + std::to_string(i))));
+  // 0, 2, 4, 6 submitted; 1 backing off; 3, 5, 7, 8 pending and due.
+  for (size_t i : {6u, 0u, 4u, 2u}) {
+    REQUIRE(ob->MarkSubmitted(ids[i], {{"jobs", {{{"job_id", "j"}, {"status", "pending"}}}}}));
+  }
+  REQUIRE(ob->RecordFailure(ids[1], "transport_error: down", 1e12));
+  CHECK(*ob->Due(100) ==
+        std::vector<std::string>{ids[0], ids[2], ids[4], ids[6], ids[3], ids[5], ids[7], ids[8]});
+  // The limit holds for each list: a backlog's round always has both kinds.
+  CHECK(*ob->Due(2) == std::vector<std::string>{ids[0], ids[2], ids[3], ids[5]});
+}
+
 TEST_CASE("prepared turns bind once, commit is atomic and idempotent", "[queue][lifecycle]") {
   TempDir dir;
   auto ob = Open(dir);
