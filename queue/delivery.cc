@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -20,7 +21,8 @@ namespace tmcra::queue {
 
 namespace {
 
-// Due items looked at per round of background delivery: enough for several full batches.
+// Due items looked at per round of background delivery, of each kind (submitted items to poll,
+// pending items to send; Outbox::Due): enough for several full batches.
 constexpr int kItemsPerRound = 1000;
 
 bool IsTerminal(const json& job) {
@@ -459,6 +461,9 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
       continue;
     }
     if (peek->state == kSubmitted) {
+      // Polling needs the id, the receipt and the attempts; the content is not kept meanwhile.
+      peek->messages = json();
+      peek->metadata = json();
       to_poll.push_back(std::move(*peek));
       continue;
     }
@@ -484,9 +489,10 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
   // The submitted items' jobs are polled (reads only) on poll_parallelism threads while this
   // thread submits the pending groups: a remote memory answers each poll after a round trip,
   // and a backlog's rounds hold both kinds (Outbox::Due), so the polls and the batches overlap
-  // instead of taking turns. Each poll's decision is recorded here, under claims, by
-  // FinishGroup, in the items' order, as soon as the polls before it are done. With one poll at
-  // a time (an in-process memory, which answers in microseconds) they run here, first.
+  // instead of taking turns. The decisions are taken here in the items' order (between batches,
+  // and as polls finish once the batches are sent) and recorded under claims by FinishGroup, a
+  // hundred at a time. With one poll at a time (an in-process memory, which answers in
+  // microseconds) they run here, first, checking for a cancel before each.
   const size_t n_poll = to_poll.size();
   std::vector<std::optional<Decision>> decisions(n_poll);
   std::unique_ptr<std::atomic<bool>[]> polled(new std::atomic<bool>[n_poll]);
@@ -495,11 +501,11 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
   std::atomic<bool> abandon{false};  // stopping or cancelled: the rest waits for the next round
   std::mutex poll_mu;
   std::condition_variable poll_cv;  // a poll finished
-  const auto poll_some = [&] {
+  const auto poll_some = [&](const std::function<bool()>& halt) {
     for (;;) {
       const size_t i = next_poll.fetch_add(1);
       if (i >= n_poll) return;
-      if (!stopping_.load() && !abandon.load()) {
+      if (!halt()) {
         try {
           decisions[i] = PollOutcome(to_poll[i], nullptr);
         } catch (const std::exception& e) {  // an unpolled item is looked at next round
@@ -524,11 +530,16 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
   } join{pollers, abandon};
   const size_t parallel =
       std::min(static_cast<size_t>(std::max(1, options_.poll_parallelism)), n_poll);
+  const auto halted = [&] { return stopping_.load() || abandon.load(); };
   if (parallel > 1) {
-    for (size_t w = 0; w < parallel; ++w) pollers.emplace_back(poll_some);
-  } else {
-    poll_some();
+    try {
+      for (size_t w = 0; w < parallel; ++w) pollers.emplace_back(poll_some, std::cref(halted));
+    } catch (const std::system_error& e) {  // no thread to be had: the started ones go on
+      spdlog::warn("delivery: starting a job poller: {}", e.what());
+    }
   }
+  if (pollers.empty()) poll_some(stop);  // on this thread (`cancelled` is the caller's)
+  if (stop()) return changed;
 
   std::vector<std::string> finishing;  // submitted items whose jobs finished
   std::map<std::string, Looked> looked;
