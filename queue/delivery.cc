@@ -517,6 +517,8 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
       poll_cv.notify_all();
     }
   };
+  // Declared before the guard below, which joins the pollers that use it.
+  const auto halted = [&] { return stopping_.load() || abandon.load(); };
   std::vector<std::thread> pollers;
   struct Join {  // on every way out, the pollers are told to give up and joined
     std::vector<std::thread>& threads;
@@ -530,7 +532,6 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
   } join{pollers, abandon};
   const size_t parallel =
       std::min(static_cast<size_t>(std::max(1, options_.poll_parallelism)), n_poll);
-  const auto halted = [&] { return stopping_.load() || abandon.load(); };
   if (parallel > 1) {
     try {
       for (size_t w = 0; w < parallel; ++w) pollers.emplace_back(poll_some, std::cref(halted));
