@@ -253,6 +253,7 @@ int Delivery(const std::map<std::string, std::string>& args) {
   options.path = outbox_path;
   options.owner = tmcra::NewProcessOwnerId();
   options.poll_parallelism = remote.empty() ? 1 : 4;  // as server_setup.cc
+  options.jobs_per_poll = remote.empty() ? 1 : tmcra::queue::kMaxJobsPerPoll;
   // server_setup's gate allows every item without a captured memory-control policy; these
   // items have none.
   tmcra::queue::DeliveryService service(options, sender,

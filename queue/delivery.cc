@@ -40,6 +40,13 @@ Result<std::vector<Result<json>>> Sender::SubmitBatch(const std::vector<Item>& i
   return out;
 }
 
+std::vector<Result<json>> Sender::PollJobs(const std::vector<std::string>& job_ids) {
+  std::vector<Result<json>> out;
+  out.reserve(job_ids.size());
+  for (const auto& id : job_ids) out.push_back(PollJob(id));
+  return out;
+}
+
 bool AllJobsTerminal(const json& receipt) {
   if (!receipt.is_object() || !receipt.contains("jobs") || !receipt["jobs"].is_array() ||
       receipt["jobs"].empty()) {
@@ -119,7 +126,8 @@ Outcome DeliveryService::SubmitOutcome(const Item& item, const Result<json>& rec
 }
 
 std::optional<DeliveryService::Decision> DeliveryService::PollOutcome(const Item& item,
-                                                                      json* progress) {
+                                                                      json* progress,
+                                                                      const PolledJobs* polled) {
   json receipt = item.receipt;
   Decision d;
   d.outcome.item_id = item.item_id;
@@ -132,13 +140,15 @@ std::optional<DeliveryService::Decision> DeliveryService::PollOutcome(const Item
   }
   for (auto& job : receipt["jobs"]) {
     if (IsTerminal(job)) continue;
-    auto polled = sender_.PollJob(job.value("job_id", ""));
-    if (!polled) {
-      d.outcome = FailureOutcome(item, polled.error());
+    const std::string job_id = job.value("job_id", "");
+    Result<json> now = polled != nullptr && polled->count(job_id) != 0 ? polled->at(job_id)
+                                                                        : sender_.PollJob(job_id);
+    if (!now) {
+      d.outcome = FailureOutcome(item, now.error());
       if (d.outcome.kind == Outcome::Kind::kMarkDeadLetter) d.outcome.receipt = receipt;
       return d;
     }
-    job = std::move(*polled);
+    job = std::move(*now);
   }
   if (!AllJobsTerminal(receipt)) {
     if (progress != nullptr) *progress = std::move(receipt);
@@ -163,6 +173,47 @@ std::optional<DeliveryService::Decision> DeliveryService::PollOutcome(const Item
     d.outcome.error = "a job of the ingest did not succeed";
   }
   return d;
+}
+
+std::vector<DeliveryService::PollChunk> DeliveryService::ChunkPolls(const std::vector<Item>& items,
+                                                                    size_t pollers) const {
+  std::vector<std::vector<std::string>> unfinished(items.size());
+  size_t total = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const json& receipt = items[i].receipt;
+    if (!receipt.is_object() || !receipt.contains("jobs") || !receipt["jobs"].is_array()) continue;
+    for (const auto& job : receipt["jobs"]) {
+      if (!IsTerminal(job)) unfinished[i].push_back(job.value("job_id", ""));
+    }
+    total += unfinished[i].size();
+  }
+  // Up to jobs_per_poll jobs a call, fewer when that leaves a poller without any.
+  pollers = std::max<size_t>(1, pollers);
+  const size_t per_poller = (total + pollers - 1) / pollers;
+  const size_t most = std::clamp<size_t>(
+      per_poller, 1, std::clamp<size_t>(options_.jobs_per_poll, 1, kMaxJobsPerPoll));
+  std::vector<PollChunk> chunks;
+  bool open = false;  // the last chunk takes more items
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::vector<std::string>& ids = unfinished[i];
+    if (ids.size() > most) {  // alone, its jobs polled one by one (PollOutcome)
+      chunks.push_back(PollChunk{i, i + 1, {}});
+      open = false;
+      continue;
+    }
+    if (!open || chunks.back().job_ids.size() + ids.size() > most) {
+      chunks.push_back(PollChunk{i, i, {}});
+      open = true;
+    }
+    PollChunk& chunk = chunks.back();  // an item's jobs are asked about in one call
+    chunk.end = i + 1;
+    for (auto& id : ids) {
+      if (std::find(chunk.job_ids.begin(), chunk.job_ids.end(), id) == chunk.job_ids.end()) {
+        chunk.job_ids.push_back(std::move(id));
+      }
+    }
+  }
+  return chunks;
 }
 
 Status DeliveryService::Apply(Outbox& outbox, const Outcome& o) {
@@ -494,25 +545,40 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
   // hundred at a time. With one poll at a time (an in-process memory, which answers in
   // microseconds) they run here, first, checking for a cancel before each.
   const size_t n_poll = to_poll.size();
+  const size_t parallel =
+      std::min(static_cast<size_t>(std::max(1, options_.poll_parallelism)), n_poll);
+  const std::vector<PollChunk> chunks = ChunkPolls(to_poll, parallel);
   std::vector<std::optional<Decision>> decisions(n_poll);
   std::unique_ptr<std::atomic<bool>[]> polled(new std::atomic<bool>[n_poll]);
   for (size_t i = 0; i < n_poll; ++i) polled[i].store(false, std::memory_order_relaxed);
-  std::atomic<size_t> next_poll{0};
+  std::atomic<size_t> next_chunk{0};
   std::atomic<bool> abandon{false};  // stopping or cancelled: the rest waits for the next round
   std::mutex poll_mu;
   std::condition_variable poll_cv;  // a poll finished
   const auto poll_some = [&](const std::function<bool()>& halt) {
     for (;;) {
-      const size_t i = next_poll.fetch_add(1);
-      if (i >= n_poll) return;
+      const size_t c = next_chunk.fetch_add(1);
+      if (c >= chunks.size()) return;
+      const PollChunk& chunk = chunks[c];
       if (!halt()) {
         try {
-          decisions[i] = PollOutcome(to_poll[i], nullptr);
+          PolledJobs jobs;
+          if (!chunk.job_ids.empty()) {
+            std::vector<Result<json>> now = sender_.PollJobs(chunk.job_ids);
+            for (size_t j = 0; j < chunk.job_ids.size() && j < now.size(); ++j) {
+              jobs.emplace(chunk.job_ids[j], std::move(now[j]));
+            }
+          }
+          for (size_t i = chunk.begin; i < chunk.end; ++i) {
+            decisions[i] = PollOutcome(to_poll[i], nullptr, &jobs);
+          }
         } catch (const std::exception& e) {  // an unpolled item is looked at next round
           spdlog::warn("delivery: polling jobs: {}", e.what());
         }
       }
-      polled[i].store(true, std::memory_order_release);
+      for (size_t i = chunk.begin; i < chunk.end; ++i) {
+        polled[i].store(true, std::memory_order_release);
+      }
       { std::lock_guard lock(poll_mu); }  // so the wait below cannot miss this
       poll_cv.notify_all();
     }
@@ -530,8 +596,6 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
       }
     }
   } join{pollers, abandon};
-  const size_t parallel =
-      std::min(static_cast<size_t>(std::max(1, options_.poll_parallelism)), n_poll);
   if (parallel > 1) {
     try {
       for (size_t w = 0; w < parallel; ++w) pollers.emplace_back(poll_some, std::cref(halted));

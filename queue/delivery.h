@@ -22,7 +22,8 @@
 // changes: each item is claimed on its own, keeps its own idempotency key and gets its own
 // result; a batch refused as a whole is sent again item by item, so a bad item dead-letters
 // alone; a retryable failure of the whole batch backs off every item of it. A round's submitted
-// items have their jobs polled on poll_parallelism threads while its pending items are sent.
+// items have their jobs polled on poll_parallelism threads while its pending items are sent,
+// up to kMaxJobsPerPoll jobs a call (Sender::PollJobs).
 #pragma once
 
 #include <atomic>
@@ -44,6 +45,9 @@ namespace tmcra::queue {
 // The limits of one batch (the Memory API's POST /v1/scopes/{scope}/ingest/batch).
 inline constexpr size_t kMaxBatchItems = 100;
 inline constexpr size_t kMaxBatchMessages = 5000;
+// The most jobs background delivery asks about in one Sender::PollJobs call (one request of a
+// memory that takes POST /v1/jobs/batch).
+inline constexpr size_t kMaxJobsPerPoll = 100;
 
 class Sender {
  public:
@@ -61,6 +65,10 @@ class Sender {
       const std::vector<Item>& items);
   // The current job receipt of a job ({status, ...}).
   [[nodiscard]] virtual Result<json> PollJob(const std::string& job_id) = 0;
+  // The current job receipts of several distinct jobs (at most kMaxJobsPerPoll): one result per
+  // id, in order, each what PollJob would give for it. The default asks PollJob for each.
+  [[nodiscard]] virtual std::vector<Result<json>> PollJobs(
+      const std::vector<std::string>& job_ids);
 };
 
 // What a failed submit or job poll does to the item. Errors come from the Sender with a code
@@ -93,6 +101,12 @@ struct DeliveryOptions {
   // batches, keep both ends busy. The Sender must be thread-safe when this is above 1 (polls
   // then run beside each other and beside SubmitBatch).
   int poll_parallelism = 1;
+  // How many jobs one Sender::PollJobs call of a round asks about, at most kMaxJobsPerPoll (a
+  // round with fewer submitted items than that many per poller asks fewer at a time, so each
+  // poller has some). 1 asks one job at a time, checking for a cancel before each (an
+  // in-process memory gains nothing from asking several at once); a remote memory that takes
+  // POST /v1/jobs/batch answers 100 jobs in one round trip.
+  size_t jobs_per_poll = 1;
 };
 
 class DeliveryService {
@@ -143,9 +157,22 @@ class DeliveryService {
   Outcome FailureOutcome(const Item& item, const Error& error);
   // The outcome of submitting a pending item (submitted, a retry with backoff, a dead letter).
   Outcome SubmitOutcome(const Item& item, const Result<json>& receipt);
-  // Polls a submitted item's unfinished jobs (reads only). Nothing while a job is still
-  // running (`progress`, if given, then gets the receipt with the jobs as polled).
-  std::optional<Decision> PollOutcome(const Item& item, json* progress);
+  // The submitted items [begin, end) of a round whose unfinished jobs one PollJobs call asks
+  // about (job_ids, distinct, at most jobs_per_poll; empty: polled one by one, or none to poll).
+  struct PollChunk {
+    size_t begin = 0;
+    size_t end = 0;
+    std::vector<std::string> job_ids;
+  };
+  // `items` in order, cut into chunks that leave each of `pollers` threads some work.
+  std::vector<PollChunk> ChunkPolls(const std::vector<Item>& items, size_t pollers) const;
+  // The jobs polled by one PollJobs call, by job id.
+  using PolledJobs = std::map<std::string, Result<json>>;
+  // Polls a submitted item's unfinished jobs (reads only), or takes them from `polled` when
+  // given. Nothing while a job is still running (`progress`, if given, then gets the receipt
+  // with the jobs as polled).
+  std::optional<Decision> PollOutcome(const Item& item, json* progress,
+                                      const PolledJobs* polled = nullptr);
   static Outcome Discard(const Item& item);  // refused by the write gate
   static bool Changes(const Outcome& outcome);
   // Records one outcome with the single outbox calls (the claim stays held).

@@ -230,8 +230,8 @@ std::optional<std::string> Header(const Request& req, const char* name) {
   return req.get_header_value(name);
 }
 
-enum class Endpoint { kHealthz, kReadyz, kRecall, kIngest, kIngestBatch, kJob, kEvidence,
-                      kFeedback };
+enum class Endpoint { kHealthz, kReadyz, kRecall, kIngest, kIngestBatch, kJob, kJobBatch,
+                      kEvidence, kFeedback };
 
 struct Route {
   Endpoint endpoint;
@@ -244,6 +244,10 @@ std::optional<Route> MatchRoute(const std::vector<std::string>& s) {
   if (s.size() == 1 && s[0] == "healthz") return Route{Endpoint::kHealthz, "GET", {}, {}};
   if (s.size() == 1 && s[0] == "readyz") return Route{Endpoint::kReadyz, "GET", {}, {}};
   if (s.size() < 3 || s[0] != "v1") return std::nullopt;
+  // Job ids are "job_<hex>": no job is called "batch".
+  if (s[1] == "jobs" && s.size() == 3 && s[2] == "batch") {
+    return Route{Endpoint::kJobBatch, "POST", {}, {}};
+  }
   if (s[1] == "jobs" && s.size() == 3 && !s[2].empty()) {
     return Route{Endpoint::kJob, "GET", {}, s[2]};
   }
@@ -736,7 +740,7 @@ void Server::Impl::Handle(const Request& req, Response& res) {
     SendApiError(req, res, 403, "forbidden", std::string(permission) + " is required");
     return;
   }
-  if (route->endpoint != Endpoint::kJob) {
+  if (route->endpoint != Endpoint::kJob && route->endpoint != Endpoint::kJobBatch) {
     if (!memory::IsValidScopeName(route->scope)) {
       const Error e = InvalidScopeError();
       SendApiError(req, res, 422, e.api_code, e.message, e.details_json);
@@ -776,6 +780,7 @@ void Server::Impl::HandleEndpoint(const Request& req, Response& res, const Route
   const bool has_body = route.endpoint == Endpoint::kRecall ||
                         route.endpoint == Endpoint::kIngest ||
                         route.endpoint == Endpoint::kIngestBatch ||
+                        route.endpoint == Endpoint::kJobBatch ||
                         route.endpoint == Endpoint::kFeedback;
   json body;
   if (has_body) {
@@ -834,6 +839,35 @@ void Server::Impl::HandleEndpoint(const Request& req, Response& res, const Route
         return;
       }
       reply(std::move(job), 200);
+      return;
+    }
+    case Endpoint::kJobBatch: {
+      auto ids = ParseJobIds(body);
+      if (!ids) {
+        SendError(req, res, ids.error());
+        return;
+      }
+      auto jobs = memory->GetJobs(*ids);
+      if (!jobs) {
+        SendError(req, res, jobs.error());
+        return;
+      }
+      json entries = json::array();
+      for (size_t i = 0; i < ids->size(); ++i) {
+        Result<json>& job = (*jobs)[i];
+        if (!job && job.error().http_status == 0) {  // the store failed: 503 or 500 for all
+          SendError(req, res, job.error());
+          return;
+        }
+        // As GET /v1/jobs/{id} answers 403 for a job of a scope the key may not read.
+        if (job && job->is_object() && job->contains("scope_name") &&
+            (*job)["scope_name"].is_string() &&
+            !key.AllowsScope((*job)["scope_name"].get<std::string>())) {
+          job = Error::Api(403, "forbidden", "the API key is not valid for this job's scope");
+        }
+        entries.push_back(JobsBatchEntry((*ids)[i], job, t_ctx.request_id));
+      }
+      SendJson(req, res, 200, json{{"jobs", std::move(entries)}});
       return;
     }
     case Endpoint::kEvidence: {

@@ -5,6 +5,7 @@
 //   POST /v1/scopes/{scope}/ingest           202   memory:write
 //   POST /v1/scopes/{scope}/ingest/batch     202   memory:write
 //   GET  /v1/jobs/{job_id}                   200   memory:read (and the job's scope)
+//   POST /v1/jobs/batch                      200   memory:read (and each job's scope; ours, not TMCRA's)
 //   GET  /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N   200 memory:read
 //   POST /v1/scopes/{scope}/feedback         201   memory:feedback (+ memory:write to correct)
 //   GET  /healthz, /readyz                   200   anonymous

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "src/api/http_wire.h"
 #include "src/common/json_reader.h"
 
 namespace tmcra::memd {
@@ -91,6 +92,66 @@ Error InvalidScopeError() {
         {"msg", "String should match pattern '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$'"},
         {"type", "string_pattern_mismatch"}}});
   return Error::Api(422, "validation_error", "scope: invalid scope name", details.dump());
+}
+
+static_assert(kMaxJobIdBytes == api::wire::kMaxSegmentBytes,
+              "tmcra-memd takes every job id the client may send");
+
+Result<std::vector<std::string>> ParseJobIds(const json& body) {
+  const auto refuse = [](const json& loc, const std::string& at, std::string_view type,
+                         const std::string& message) {
+    json details = json::array({{{"loc", loc}, {"msg", message}, {"type", type}}});
+    return Error::Api(422, "validation_error", at + ": " + message, details.dump());
+  };
+  for (const auto& [key, value] : body.items()) {
+    if (key != "job_ids") {
+      return refuse(json::array({"body", key}), key, "extra_forbidden",
+                    "Extra inputs are not permitted");
+    }
+  }
+  auto ids = body.find("job_ids");
+  if (ids == body.end()) {
+    return refuse(json::array({"body", "job_ids"}), "job_ids", "missing", "Field required");
+  }
+  if (!ids->is_array()) {
+    return refuse(json::array({"body", "job_ids"}), "job_ids", "list_type",
+                  "Input should be a valid list");
+  }
+  if (ids->empty()) {
+    return refuse(json::array({"body", "job_ids"}), "job_ids", "too_short",
+                  "List should have at least 1 item after validation, not 0");
+  }
+  if (ids->size() > kMaxJobsPerBatch) {
+    return refuse(json::array({"body", "job_ids"}), "job_ids", "too_long",
+                  "List should have at most " + std::to_string(kMaxJobsPerBatch) +
+                      " items after validation, not " + std::to_string(ids->size()));
+  }
+  std::vector<std::string> out;
+  out.reserve(ids->size());
+  for (size_t i = 0; i < ids->size(); ++i) {
+    const json& id = (*ids)[i];
+    const json loc = json::array({"body", "job_ids", i});
+    const std::string at = "job_ids." + std::to_string(i);
+    if (!id.is_string()) return refuse(loc, at, "string_type", "Input should be a valid string");
+    const auto& text = id.get_ref<const std::string&>();
+    if (text.empty() || text.size() > kMaxJobIdBytes) {
+      return refuse(loc, at, "string_length",
+                    "must be 1.." + std::to_string(kMaxJobIdBytes) + " bytes");
+    }
+    if (std::find(out.begin(), out.end(), text) != out.end()) {
+      return refuse(loc, at, "value_error", "job ids must be unique");
+    }
+    out.push_back(text);
+  }
+  return out;
+}
+
+json JobsBatchEntry(const std::string& job_id, const Result<json>& job,
+                    std::string_view request_id) {
+  if (job) return json{{"job_id", job_id}, {"status_code", 200}, {"job", *job}};
+  const Error& e = job.error();
+  json body = ErrorBody(e.api_code, e.message, request_id, e.details_json);
+  return json{{"job_id", job_id}, {"status_code", e.http_status}, {"error", body["error"]}};
 }
 
 Result<json> ParseBodyObject(std::string_view body, std::string_view content_type) {

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/api/memory_api.h"
 #include "src/common/result.h"
 
 namespace tmcra::memd {
@@ -51,6 +52,18 @@ Error InvalidScopeError();
 // anything that is not JSON (invalid UTF-8, NaN, trailing bytes: "json_invalid") and a top-level
 // value that is not an object ("model_attributes_type").
 Result<json> ParseBodyObject(std::string_view body, std::string_view content_type);
+
+// The body of POST /v1/jobs/batch (tmcra-memd's own endpoint): {"job_ids": [...]}, 1..
+// kMaxJobsPerBatch distinct strings of 1..kMaxJobIdBytes bytes, and no other member. Anything
+// else is 422 validation_error naming the field ("job_ids.3: ...") with pydantic-style details.
+using api::kMaxJobsPerBatch;
+inline constexpr size_t kMaxJobIdBytes = 1024;  // what tmcra-mcp may put into a path segment
+Result<std::vector<std::string>> ParseJobIds(const json& body);
+// One entry of its answer {"jobs": [entry, ...]}: {"job_id", "status_code": 200, "job": JobView}
+// for a job, {"job_id", "status_code", "error": {the error envelope's members}} for an error
+// that has an HTTP status (`request_id` in its envelope).
+json JobsBatchEntry(const std::string& job_id, const Result<json>& job,
+                    std::string_view request_id);
 
 // Deepest nesting of arrays and objects in `text` (brackets outside strings), stopping at
 // limit + 1.

@@ -238,6 +238,44 @@ bool IsLocalSetupCode(CURLcode code) {
 
 }  // namespace
 
+// An optional endpoint (ingest/batch, jobs/batch) that a memory may not have: once it answers
+// 404, 405 or 501 (not an unreadable body), that is remembered for kBatchUnsupportedMemory,
+// during which calls to it are answered with the same error and no request.
+class MissingEndpoint {
+ public:
+  // The remembered error, while it holds.
+  std::optional<Error> Known() {
+    std::lock_guard lock(mu_);
+    if (until_ && Clock::now() < *until_) return error_;
+    return std::nullopt;
+  }
+  // `result` of a call to the endpoint (`name`), or the kBatchNotSupported error it meant.
+  template <typename T>
+  Result<T> Note(Result<T> result, std::string_view name, std::string_view instead) {
+    if (result) return result;
+    const int status = result.error().http_status;
+    if ((status != 404 && status != 405 && status != 501) ||
+        result.error().code == Errc::kProtocol) {
+      return result;
+    }
+    Error error{Errc::kNotFound, false,
+                "the Memory API has no " + std::string(name) + " endpoint (HTTP " +
+                    std::to_string(status) + "); " + std::string(instead) + " (" +
+                    result.error().message + ")"};
+    error.http_status = status;
+    error.api_code = std::string(kBatchNotSupported);
+    std::lock_guard lock(mu_);
+    until_ = Clock::now() + kBatchUnsupportedMemory;
+    error_ = error;
+    return error;
+  }
+
+ private:
+  std::mutex mu_;
+  std::optional<Clock::time_point> until_;  // guarded by mu_
+  std::optional<Error> error_;              // guarded by mu_
+};
+
 // ---------------------------------------------------------------------------------------------
 
 struct HttpMemoryApi::Impl {
@@ -257,9 +295,8 @@ struct HttpMemoryApi::Impl {
   std::mutex rng_mu;
   std::mt19937_64 rng;  // guarded by rng_mu
 
-  std::mutex batch_mu;
-  std::optional<Clock::time_point> batch_unsupported_until;  // guarded by batch_mu
-  std::optional<Error> batch_unsupported_error;                // guarded by batch_mu
+  MissingEndpoint ingest_batch;  // POST /v1/scopes/{scope}/ingest/batch
+  MissingEndpoint jobs_batch;    // POST /v1/jobs/batch (tmcra-memd's)
 
   ~Impl() {
     for (CURL* h : idle) curl_easy_cleanup(h);
@@ -711,34 +748,36 @@ Result<json> HttpMemoryApi::IngestBatch(std::string_view scope, const json& body
   if (!headers) return headers.error();
   auto text = BodyText(body);
   if (!text) return text.error();
-  {
-    std::lock_guard lock(impl_->batch_mu);
-    if (impl_->batch_unsupported_until && Clock::now() < *impl_->batch_unsupported_until &&
-        impl_->batch_unsupported_error) {
-      return *impl_->batch_unsupported_error;  // known missing: no request
-    }
-  }
+  if (auto known = impl_->ingest_batch.Known()) return *known;  // known missing: no request
   Request req = impl_->Make("ingest batch", true,
                             "/v1/scopes/" + config::QuoteSegment(scope) + "/ingest/batch",
                             std::move(*text), std::move(*headers), 202);
   if (Status s = impl_->Attribute(options, req); !s) return s.error();
-  auto result = impl_->Execute(req);
-  if (!result) {
-    const int status = result.error().http_status;
-    if ((status == 404 || status == 405 || status == 501) &&
-        result.error().code != Errc::kProtocol) {
-      Error error{Errc::kNotFound, false,
-                  "the Memory API has no ingest/batch endpoint (HTTP " + std::to_string(status) +
-                      "); send the items one by one (" + result.error().message + ")"};
-      error.http_status = status;
-      error.api_code = std::string(kBatchNotSupported);
-      std::lock_guard lock(impl_->batch_mu);
-      impl_->batch_unsupported_until = Clock::now() + kBatchUnsupportedMemory;
-      impl_->batch_unsupported_error = error;
-      return error;
-    }
+  return impl_->ingest_batch.Note(impl_->Execute(req), "ingest/batch",
+                                  "send the items one by one");
+}
+
+Result<std::vector<Result<json>>> HttpMemoryApi::GetJobs(const std::vector<std::string>& job_ids) {
+  if (job_ids.empty()) return std::vector<Result<json>>{};
+  if (job_ids.size() > kMaxJobsPerBatch) {
+    return Error::Invalid("job_ids: at most " + std::to_string(kMaxJobsPerBatch) + " at once");
   }
-  return result;
+  json ids = json::array();
+  for (const auto& id : job_ids) {
+    if (Status s = wire::CheckPathSegment(id, "job_id"); !s) return s.error();
+    ids.push_back(id);
+  }
+  auto headers = impl_->AgentHeader(std::nullopt);
+  if (!headers) return headers.error();
+  auto text = BodyText(json{{"job_ids", std::move(ids)}});
+  if (!text) return text.error();
+  if (auto known = impl_->jobs_batch.Known()) return *known;  // known missing: no request
+  Request req = impl_->Make("jobs batch", true, "/v1/jobs/batch", std::move(*text),
+                            std::move(*headers), 200);
+  auto answer = impl_->jobs_batch.Note(impl_->Execute(req), "jobs/batch",
+                                       "ask for the jobs one by one");
+  if (!answer) return answer.error();
+  return wire::ReadJobsBatch(*answer, job_ids, {}, impl_->secrets);
 }
 
 Result<json> HttpMemoryApi::GetJob(std::string_view job_id) {

@@ -19,9 +19,10 @@
 //   - api_code kTlsVerificationFailed: the server's certificate was refused; not retryable;
 //   - api_code "invalid_json_response" (Errc::kProtocol) and kResponseTooLarge: the expected
 //     status with an unusable body; not retried (the write may have been accepted);
-//   - api_code kBatchNotSupported (Errc::kNotFound, not retryable): IngestBatch answered 404,
-//     405 or 501, i.e. a service without the batch endpoint (remembered for 10 minutes, during
-//     which IngestBatch answers so without a request); send items one by one;
+//   - api_code kBatchNotSupported (Errc::kNotFound, not retryable): IngestBatch or GetJobs
+//     answered 404, 405 or 501, i.e. a service without that batch endpoint (remembered for 10
+//     minutes, during which the call answers so without a request); send items, or ask for
+//     jobs, one by one;
 //   - Errc::kInvalidArgument before anything is sent, naming the field, for ids that cannot go
 //     into a URL or a header.
 // No message ever holds the API key (it is scrubbed from every text that reaches an Error).
@@ -109,6 +110,10 @@ class HttpMemoryApi final : public MemoryApi {
   Result<json> IngestBatch(std::string_view scope, const json& body,
                            const IngestOptions& options) override;
   Result<json> GetJob(std::string_view job_id) override;
+  // POST /v1/jobs/batch (tmcra-memd's; wire::ReadJobsBatch reads the answer). A memory that
+  // answers 404, 405 or 501 is remembered as one without it (kBatchNotSupported, as for
+  // IngestBatch).
+  Result<std::vector<Result<json>>> GetJobs(const std::vector<std::string>& job_ids) override;
   Result<json> Evidence(std::string_view scope, std::string_view memory_id, int limit) override;
   Result<json> Feedback(std::string_view scope, const json& body,
                         const FeedbackOptions& options) override;

@@ -139,6 +139,53 @@ Error ApiError(int status, std::string_view body, std::string_view request_id_he
                     std::move(details));
 }
 
+Result<std::vector<Result<json>>> ReadJobsBatch(const json& answer,
+                                                const std::vector<std::string>& job_ids,
+                                                std::string_view request_id,
+                                                const std::vector<std::string>& secrets) {
+  const auto refuse = [&](const std::string& why) {
+    return InvalidJson("TMCRA returned a jobs batch answer that " + why, 200, request_id);
+  };
+  auto jobs = answer.find("jobs");
+  if (!answer.is_object() || jobs == answer.end() || !jobs->is_array()) {
+    return refuse("has no \"jobs\" array");
+  }
+  if (jobs->size() != job_ids.size()) {
+    return refuse("holds " + std::to_string(jobs->size()) + " entries for " +
+                  std::to_string(job_ids.size()) + " job ids");
+  }
+  std::vector<Result<json>> out;
+  out.reserve(job_ids.size());
+  for (size_t i = 0; i < job_ids.size(); ++i) {
+    const json& entry = (*jobs)[i];
+    const std::string at = "jobs." + std::to_string(i);
+    if (!entry.is_object()) return refuse("has a non-object entry at " + at);
+    auto id = entry.find("job_id");
+    if (id == entry.end() || !id->is_string() || id->get_ref<const std::string&>() != job_ids[i]) {
+      return refuse("names another job at " + at);
+    }
+    auto code = entry.find("status_code");
+    if (code == entry.end() || !code->is_number_integer()) {
+      return refuse("has no integer status_code at " + at);
+    }
+    const int64_t status = code->get<int64_t>();
+    if (status == 200) {
+      auto job = entry.find("job");
+      if (job == entry.end() || !job->is_object()) return refuse("has no job object at " + at);
+      out.emplace_back(*job);
+    } else if (status >= 400 && status <= 599) {
+      json envelope = json::object();
+      if (auto e = entry.find("error"); e != entry.end()) envelope["error"] = *e;
+      out.emplace_back(ApiError(static_cast<int>(status),
+                                 envelope.dump(-1, ' ', false, json::error_handler_t::replace),
+                                 request_id, secrets));
+    } else {
+      return refuse("has status_code " + std::to_string(status) + " at " + at);
+    }
+  }
+  return out;
+}
+
 std::string SafeText(std::string_view text, size_t max_bytes) {
   std::string clean = SanitizeUtf8(text);
   for (char& c : clean) {

@@ -53,6 +53,21 @@ Result<nlohmann::json> ParseResponseObject(std::string_view body, int status,
 Error ApiError(int status, std::string_view body, std::string_view request_id_header,
                const std::vector<std::string>& secrets = {});
 
+// The answer of POST /v1/jobs/batch (already a strict JSON object) read back into one result
+// per requested id, in order:
+//   {"jobs": [{"job_id": <id>, "status_code": 200, "job": {JobView}},
+//             {"job_id": <id>, "status_code": 404, "error": {<the error envelope's members>}},
+//             ...]}
+// A job entry gives its JobView (the caller validates it as a receipt); an error entry (status
+// 400..599) the Error its envelope makes, as ApiError would for that status (retryable exactly
+// for the retry set; `secrets` scrubbed). Refused whole (Errc::kProtocol, api_code
+// "invalid_json_response", not retryable): no "jobs" array, another number of entries than
+// ids, an entry that is not an object, names another job_id than the id at its place, has no
+// integer status_code of 200 or 400..599, or is 200 without a "job" object.
+Result<std::vector<Result<nlohmann::json>>> ReadJobsBatch(
+    const nlohmann::json& answer, const std::vector<std::string>& job_ids,
+    std::string_view request_id, const std::vector<std::string>& secrets = {});
+
 // Text from the network made safe for an error message: valid UTF-8, control characters
 // replaced by spaces, at most `max_bytes` (cut on a character boundary, "..." appended).
 std::string SafeText(std::string_view text, size_t max_bytes);

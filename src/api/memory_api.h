@@ -10,9 +10,11 @@
 // Implementations are thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +24,9 @@
 namespace tmcra::api {
 
 using json = nlohmann::json;
+
+// The most job ids one GetJobs call (POST /v1/jobs/batch) takes.
+inline constexpr size_t kMaxJobsPerBatch = 100;
 
 struct IngestOptions {
   std::string idempotency_key;            // Idempotency-Key header
@@ -66,6 +71,19 @@ class MemoryApi {
                                                  const IngestOptions& options) = 0;
   // GET /v1/jobs/{job_id} (200), a JobView.
   [[nodiscard]] virtual Result<json> GetJob(std::string_view job_id) = 0;
+  // Several jobs at once (tmcra-memd's POST /v1/jobs/batch, 1..kMaxJobsPerBatch distinct ids):
+  // per id, in order, its JobView or the error GET /v1/jobs/{id} would give (404 for an unknown
+  // job, 403 for one of a scope the key may not read). An error for the whole call means no
+  // job was looked up; a memory without the endpoint (TMCRA's hosted service) answers one that
+  // is not retryable, and the caller asks for the jobs one by one. The default asks GetJob for
+  // each id.
+  [[nodiscard]] virtual Result<std::vector<Result<json>>> GetJobs(
+      const std::vector<std::string>& job_ids) {
+    std::vector<Result<json>> out;
+    out.reserve(job_ids.size());
+    for (const auto& id : job_ids) out.push_back(GetJob(id));
+    return out;
+  }
   // GET /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N (200).
   [[nodiscard]] virtual Result<json> Evidence(std::string_view scope, std::string_view memory_id,
                                               int limit) = 0;

@@ -91,6 +91,9 @@ Result<App> BuildApp(const AppOptions& app_options) {
   // A remote memory answers each job poll after a round trip: a few in flight (the HTTP client
   // is thread-safe, with a pool of kept-alive connections) keep delivery from idling on them.
   delivery.poll_parallelism = settings.remote() ? 4 : 1;
+  // And asks about up to 100 jobs a request (POST /v1/jobs/batch, or one by one where the
+  // memory has no such endpoint); in-process, one at a time is as fast.
+  delivery.jobs_per_poll = settings.remote() ? queue::kMaxJobsPerPoll : 1;
   app.delivery = std::make_unique<queue::DeliveryService>(
       delivery, *app.sender, [store](const queue::Item& item) {
         // The memory controls at capture time must still allow the write (no backfill).

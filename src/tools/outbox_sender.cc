@@ -1,5 +1,8 @@
 #include "src/tools/outbox_sender.h"
 
+#include <algorithm>
+#include <cstddef>
+
 #include "receipts/receipts.h"
 
 namespace tmcra::tools {
@@ -63,6 +66,36 @@ Result<nlohmann::json> MemoryApiSender::PollJob(const std::string& job_id) {
   auto job = memory_.GetJob(job_id);
   if (!job) return job.error();
   return receipts::JobReceipt(*job);
+}
+
+std::vector<Result<nlohmann::json>> MemoryApiSender::PollJobs(
+    const std::vector<std::string>& job_ids) {
+  std::vector<Result<nlohmann::json>> out;
+  out.reserve(job_ids.size());
+  for (size_t start = 0; start < job_ids.size(); start += api::kMaxJobsPerBatch) {
+    const size_t end = std::min(job_ids.size(), start + api::kMaxJobsPerBatch);
+    const std::vector<std::string> ids(job_ids.begin() + static_cast<std::ptrdiff_t>(start),
+                                       job_ids.begin() + static_cast<std::ptrdiff_t>(end));
+    auto jobs = memory_.GetJobs(ids);
+    if (jobs && jobs->size() == ids.size()) {
+      for (size_t i = 0; i < ids.size(); ++i) {
+        Result<nlohmann::json>& job = (*jobs)[i];
+        if (!job) {
+          out.push_back(job.error());
+        } else if (!job->is_object() || job->value("job_id", nlohmann::json()) != ids[i]) {
+          out.push_back(Error::Protocol("jobs batch: the job at " + std::to_string(i) +
+                                        " is not the one asked for"));
+        } else {
+          out.push_back(receipts::JobReceipt(*job));
+        }
+      }
+    } else if (!jobs && jobs.error().retryable) {
+      for (size_t i = 0; i < ids.size(); ++i) out.push_back(jobs.error());
+    } else {
+      for (const auto& id : ids) out.push_back(PollJob(id));
+    }
+  }
+  return out;
 }
 
 }  // namespace tmcra::tools

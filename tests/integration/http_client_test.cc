@@ -171,7 +171,8 @@ bool HoldsSecret(const std::string& text) {
 }
 
 // The error of a failed call, checked for secrets.
-Error ErrorOf(const Result<json>& result) {
+template <typename T>
+Error ErrorOf(const Result<T>& result) {
   REQUIRE_FALSE(result);
   const Error& e = result.error();
   CHECK_FALSE(HoldsSecret(e.message));
@@ -1098,4 +1099,73 @@ TEST_CASE_METHOD(ClientTest,
   passed_on.client_platform = "a\r\nX-Injected: 1";
   CHECK(ErrorOf(api->Ingest("p", kIngestBody, passed_on)).message.rfind("client_platform: ", 0) ==
         0);
+}
+
+TEST_CASE_METHOD(ClientTest,
+                 "GetJobs: one POST /v1/jobs/batch, read per id; a memory without it is "
+                 "remembered; an unusable answer is refused whole",
+                 "[http][h8]") {
+  auto api = Make(Options(fs, rec));
+  const json job1 = {{"job_id", "job-1"}, {"status", "succeeded"}};
+  const json answer = {{"jobs",
+                        {{{"job_id", "job-1"}, {"status_code", 200}, {"job", job1}},
+                         {{"job_id", "job-2"},
+                          {"status_code", 404},
+                          {"error", {{"code", "not_found"}, {"message", "no job " + kKey}}}}}}};
+  fs.Script(json::array({Answer(200, answer)}));
+  auto jobs = api->GetJobs({"job-1", "job-2"});
+  REQUIRE(jobs);
+  REQUIRE(jobs->size() == 2);
+  REQUIRE((*jobs)[0]);
+  CHECK(*(*jobs)[0] == job1);
+  REQUIRE_FALSE((*jobs)[1]);
+  CHECK((*jobs)[1].error().http_status == 404);
+  CHECK((*jobs)[1].error().message.find(kSecret) == std::string::npos);
+  json reqs = fs.Requests();
+  REQUIRE(reqs.size() == 1);
+  CHECK(reqs[0]["method"] == "POST");
+  CHECK(reqs[0]["target"] == "/v1/jobs/batch");
+  CHECK(reqs[0]["body"] == R"({"job_ids":["job-1","job-2"]})");
+  CHECK(Header(reqs[0], "content-type") == "application/json");
+  CHECK_FALSE(Header(reqs[0], "idempotency-key"));
+
+  // Refused before anything is sent: no ids is no call, too many or an id that cannot be a
+  // path segment is the caller's error.
+  CHECK(api->GetJobs({})->empty());
+  CHECK(ErrorOf(api->GetJobs(std::vector<std::string>(101, "job-1"))).code ==
+        Errc::kInvalidArgument);
+  CHECK(ErrorOf(api->GetJobs({"job-1", "a\r\nb"})).message.rfind("job_id: ", 0) == 0);
+  CHECK(fs.Requests().size() == 1);
+
+  // An answer that does not match the ids: refused whole, not retried, not remembered.
+  fs.Script(json::array({Answer(200, {{"jobs", json::array({answer["jobs"][1]})}}),
+                         Answer(200, answer)}));
+  Error e = ErrorOf(api->GetJobs({"job-1", "job-2"}));
+  CHECK(e.code == Errc::kProtocol);
+  CHECK_FALSE(e.retryable);
+  CHECK(api->GetJobs({"job-1", "job-2"}));
+  CHECK(fs.Requests().size() == 3);
+
+  // A retryable status is retried like any call; the last one is the call's error.
+  fs.Script(json::array({Answer(503, Envelope("busy")), Answer(200, answer)}));
+  CHECK(api->GetJobs({"job-1", "job-2"}));
+  CHECK(fs.Requests().size() == 5);
+
+  // TMCRA's hosted service has no jobs/batch (404 for the path, 405 where it takes
+  // /v1/jobs/{id} as GET only): remembered, so later calls send nothing.
+  for (const int status : {404, 405}) {
+    auto fresh = Make(Options(fs, rec));
+    fs.Script(json::array({Answer(status, {{"detail", "Not Found"}})}));
+    const size_t before = fs.Requests().size();
+    e = ErrorOf(fresh->GetJobs({"job-1"}));
+    CHECK(e.api_code == "batch_not_supported");
+    CHECK(e.code == Errc::kNotFound);
+    CHECK(e.http_status == status);
+    CHECK_FALSE(e.retryable);
+    CHECK(ErrorOf(fresh->GetJobs({"job-1"})).api_code == "batch_not_supported");
+    CHECK(fs.Requests().size() == before + 1);
+    // Ingest batches are another endpoint: not affected.
+    fs.Script(json::array({Answer(202, {{"scope_name", "p"}, {"jobs", json::array({kJob})}})}));
+    CHECK(fresh->IngestBatch("p", {{"items", json::array({kIngestBody})}}, {}));
+  }
 }

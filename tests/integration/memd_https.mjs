@@ -499,6 +499,54 @@ await r.test('ingest/batch -> 202 with one job per item', async () => {
   for (const j of res.json.jobs) assert.equal((await waitJob(main, FULL, j.job_id)).status, 'succeeded');
 });
 
+await r.test('jobs/batch -> 200 with one entry per id, in order: the job, 404 or 403', async () => {
+  const res = await request(main, 'POST', '/v1/scopes/team-a/ingest', { key: FULL,
+    body: ingestBody('a job of team-a'), headers: { 'Idempotency-Key': 'jobs-batch-key-01' } });
+  assert.equal(res.status, 202, res.text);
+  const teamA = (await waitJob(main, FULL, res.json.job_id)).job_id;
+  const ids = [firstJob.job_id, 'job_unknown', teamA];
+  const batch = await request(main, 'POST', '/v1/jobs/batch', { key: FULL, body: { job_ids: ids } });
+  assert.equal(batch.status, 200, batch.text);
+  assert.deepEqual(Object.keys(batch.json), ['jobs']);
+  assert.deepEqual(batch.json.jobs.map((e) => e.job_id), ids);
+  assert.deepEqual(batch.json.jobs.map((e) => e.status_code), [200, 404, 200]);
+  const single = await request(main, 'GET', `/v1/jobs/${firstJob.job_id}`, { key: FULL });
+  assert.deepEqual(batch.json.jobs[0].job, single.json, 'the same JobView as GET /v1/jobs/{id}');
+  assert.equal(batch.json.jobs[1].error.code, 'not_found');
+  assert.equal(batch.json.jobs[1].error.request_id, batch.headers['x-request-id']);
+  assert.equal(batch.json.jobs[2].job.scope_name, 'team-a');
+  // A key limited to team-*: the team job is 403 in its entry, as GET /v1/jobs/{id} answers.
+  const scoped = await request(main, 'POST', '/v1/jobs/batch', { key: SCOPED, body: { job_ids: ids } });
+  assert.equal(scoped.status, 200, scoped.text);
+  assert.deepEqual(scoped.json.jobs.map((e) => e.status_code), [403, 404, 200]);
+  assert.equal(scoped.json.jobs[0].error.code, 'forbidden');
+  assert.equal(scoped.json.jobs[0].job, undefined);
+  assertEnvelope(await request(main, 'GET', `/v1/jobs/${firstJob.job_id}`, { key: SCOPED }), 403, 'forbidden');
+});
+
+await r.test('jobs/batch: memory:read, a valid body, POST only', async () => {
+  const writer = await createKey(DATA, '--permissions', 'memory:write', '--label', 'writer');
+  const noRead = await request(main, 'POST', '/v1/jobs/batch', { key: writer, body: { job_ids: ['job_x'] } });
+  assertEnvelope(noRead, 403, 'forbidden');
+  assert.match(noRead.json.error.message, /memory:read/);
+  assertEnvelope(await request(main, 'POST', '/v1/jobs/batch', { body: { job_ids: ['job_x'] } }), 401, 'unauthorized');
+  const hundredOne = Array.from({ length: 101 }, (_, i) => `job_${i}`);
+  for (const [body, loc] of [
+    [{}, 'job_ids'], [{ job_ids: 'job_x' }, 'job_ids'], [{ job_ids: [] }, 'job_ids'],
+    [{ job_ids: hundredOne }, 'job_ids'], [{ job_ids: ['job_x', 3] }, 'job_ids.1'],
+    [{ job_ids: [''] }, 'job_ids.0'], [{ job_ids: ['job_x', 'job_x'] }, 'job_ids.1'],
+    [{ job_ids: ['job_x'], wait: true }, 'wait'], [[], null],
+  ]) {
+    const res = await request(main, 'POST', '/v1/jobs/batch', { key: FULL, body });
+    assertEnvelope(res, 422, 'validation_error');
+    if (loc) assert.ok(res.json.error.message.startsWith(`${loc}: `), res.text);
+    assert.ok(Array.isArray(res.json.error.details), res.text);
+  }
+  const get = await request(main, 'GET', '/v1/jobs/batch', { key: FULL });
+  assertEnvelope(get, 405, 'method_not_allowed');
+  assert.equal(get.headers.allow, 'POST');
+});
+
 await r.test('gzip (--gzip always): bodies of 1024 bytes or more when accepted; never below, never unasked', async () => {
   const body = { query: 'staging database Thursday', max_windows: 8 };
   const gz = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body,

@@ -19,6 +19,9 @@
 //      truncation, stall) and invalid 2xx ingest answers are injected, turns are ingested; then
 //      the proxy passes everything and tmcra_reconcile (include_dead_letter) drains the outbox:
 //      every turn is in memd exactly once — 0 lost, 0 written twice.
+//   5. Job polls under faults: while statuses, transport faults and invalid 2xx answers are
+//      injected on delivery's POST /v1/jobs/batch (and a 404 last, as from a memory without it),
+//      submitted writes are reconciled; after the drain every one is in memd exactly once.
 //   stdout carried only JSON-RPC throughout.
 import crypto from 'node:crypto';
 import path from 'node:path';
@@ -295,6 +298,89 @@ await r.test(`writes under ${WRITE_FAULTS.length} faults, then the drain: 0 lost
   assert.deepEqual(lost, [], 'lost writes');
   assert.deepEqual(twice, [], 'writes stored twice');
 }, { timeoutMs: 120_000 });
+
+// --- 5: job polls under faults, then the drain ---------------------------------------------------
+// Delivery asks tmcra-memd about a round's jobs with POST /v1/jobs/batch. Each fault is injected
+// on the first such request after a few items were left submitted (their own polls refused);
+// the last one is a 404, as from a memory without the endpoint, after which the jobs are asked
+// about one by one.
+const isJobsBatch = (req) => req.method === 'POST' && req.path === '/v1/jobs/batch';
+const isJobPoll = (req) => isJobsBatch(req) || (req.method === 'GET' && req.path.startsWith('/v1/jobs/'));
+const entryRewrite = (edit) => ({ forward: true, rewrite: edit });
+const POLL_FAULTS = [
+  ['500', { status: 500, headers: {}, body: errorBody(500, 'internal_error') }],
+  ['503 Retry-After 0', { status: 503, headers: { 'retry-after': '0' }, body: errorBody(503, 'unavailable') }],
+  ['403', { status: 403, headers: {}, body: errorBody(403, 'forbidden') }],
+  ['reset before the answer', 'drop-before'],
+  ['reset after the answer was made', 'drop-after'],
+  ['truncated answer', 'truncate-after'],
+  ['stall 4 s', { stall: 4000 }],
+  ['answered not JSON', { forward: true, body: 'not json' }],
+  ['answered {}', { forward: true, body: '{}' }],
+  ['answered no entries', { forward: true, body: '{"jobs":[]}' }],
+  ['answered 202', { forward: true, status: 202 }],
+  ['an entry naming another job', entryRewrite((e) => { e.job_id = 'job_other'; })],
+  ['an entry without status_code', entryRewrite((e) => { delete e.status_code; })],
+  ['an entry of status 200 without its job', entryRewrite((e) => { delete e.job; })],
+  ['an entry of status 302', entryRewrite((e) => { e.status_code = 302; delete e.job; })],
+  ['a job of another id in its entry', entryRewrite((e) => { if (e.job) e.job.job_id = 'job_other'; })],
+  ['a job with an unknown status', entryRewrite((e) => { if (e.job) e.job.status = 'exploded'; })],
+  ['a job without attempts', entryRewrite((e) => { if (e.job) delete e.job.attempts; })],
+  ['an entry of status 503', entryRewrite((e) => { e.status_code = 503; delete e.job; e.error = { code: 'unavailable' }; })],
+  ['404: no such endpoint', { status: 404, headers: {}, body: errorBody(404, 'not_found') }],
+];
+
+await r.test(`job polls under ${POLL_FAULTS.length} faults, then the drain: 0 lost, 0 written twice`, async () => {
+  const m = `jp${hex()}`;
+  const ids = [];
+  const jobsBefore = storeCheck(memdData).jobs;
+  const ledgerFrom = proxy.ledger.length;
+  for (const [what, action] of POLL_FAULTS) {
+    plan = (req) => (isJobPoll(req) ? { status: 503, headers: {}, body: errorBody(503, 'unavailable') } : 'pass');
+    for (let k = 0; k < 3; k += 1) {
+      const id = `${m}-${ids.length}`;
+      ids.push(id);
+      const res = await s.call({ name: 'tmcra_ingest', arguments: {
+        session_id: `${m}-s`, messages: [{ message_id: id, role: 'user', content: `polled under fault: ${what} (${id})` }],
+      } }, { timeout: 60_000 });
+      assert.notEqual(res.isError, true, `${what}: ingest: ${textOf(res)}`);
+    }
+    let faulted = false;
+    plan = (req) => {
+      if (!isJobsBatch(req) || faulted) return 'pass';
+      faulted = true;
+      return action;
+    };
+    // A reconcile asks about the submitted items' jobs (background delivery may ask first).
+    const res = await s.call({ name: 'tmcra_reconcile', arguments: {} }, { timeout: 120_000 });
+    assert.notEqual(res.isError, true, `${what}: reconcile: ${textOf(res)}`);
+    assert.ok(faulted, `${what}: a jobs batch request was made`);
+  }
+  // Once a memory answered 404, its jobs are asked about one by one (polls already in flight
+  // beside the one that got the 404 may still have gone to the endpoint).
+  assert.ok(proxy.ledger.slice(ledgerFrom).some((e) => isJobsBatch(e) && e.action.includes('"status":404')),
+    'the 404 was injected');
+  plan = (req) => (isJobPoll(req) ? { status: 503, headers: {}, body: errorBody(503, 'unavailable') } : 'pass');
+  for (let k = 0; k < 3; k += 1) {
+    const id = `${m}-${ids.length}`;
+    ids.push(id);
+    await call(s, 'tmcra_ingest', { session_id: `${m}-s`,
+      messages: [{ message_id: id, role: 'user', content: `polled after the 404 (${id})` }] });
+  }
+  plan = () => 'pass';
+  const afterFrom = proxy.ledger.length;
+  await drain('job polls under faults');
+  const after = proxy.ledger.slice(afterFrom);
+  assert.deepEqual(after.filter(isJobsBatch), [], 'no jobs batch request after the 404');
+  assert.ok(after.some((e) => e.method === 'GET' && e.path.startsWith('/v1/jobs/')),
+    'jobs asked about one by one after the 404');
+  const check = storeCheck(memdData);
+  assert.equal(check.memory_integrity, 'ok');
+  assert.equal(check.jobs - jobsBefore, ids.length, 'one ingest job per write, none applied twice');
+  const counts = check.message_counts;
+  assert.deepEqual(ids.filter((id) => !counts[id]), [], 'lost writes');
+  assert.deepEqual(ids.filter((id) => counts[id] > 1), [], 'writes stored twice');
+}, { timeoutMs: 240_000 });
 
 await r.test('stdout carried only JSON-RPC; tmcra-memd exits 0 on SIGTERM', async () => {
   await s.closeAndCheckExit();

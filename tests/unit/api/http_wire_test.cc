@@ -249,3 +249,88 @@ TEST_CASE("SafeText: valid UTF-8, no controls, capped on a character boundary", 
   CHECK(wire::SafeText("\xc3\xa9\xc3\xa9\xc3\xa9", 3) == "\xc3\xa9...");
   CHECK(wire::SafeText("abcdef", 3) == "abc...");
 }
+
+TEST_CASE("a jobs batch answer is read back per id, or refused whole", "[wire][h8]") {
+  const std::vector<std::string> ids = {"job_a", "job_b", "job_c"};
+  const json job_a = {{"job_id", "job_a"}, {"status", "succeeded"}};
+  const json job_c = {{"job_id", "job_c"}, {"status", "running"}};
+  const json answer = {
+      {"jobs",
+       {{{"job_id", "job_a"}, {"status_code", 200}, {"job", job_a}},
+        {{"job_id", "job_b"},
+         {"status_code", 404},
+         {"error", {{"code", "not_found"}, {"message", "job not found " + kKey},
+                    {"request_id", "req-1"}}}},
+        {{"job_id", "job_c"}, {"status_code", 200}, {"job", job_c}}}}};
+  auto read = wire::ReadJobsBatch(answer, ids, "", wire::SecretsOf(kKey));
+  REQUIRE(read);
+  REQUIRE(read->size() == 3);
+  REQUIRE((*read)[0]);
+  CHECK(*(*read)[0] == job_a);
+  REQUIRE_FALSE((*read)[1]);
+  const tmcra::Error& missing = (*read)[1].error();
+  CHECK(missing.http_status == 404);
+  CHECK(missing.code == Errc::kNotFound);
+  CHECK_FALSE(missing.retryable);
+  CHECK(missing.api_code == "not_found");
+  CHECK(missing.message.find("req-1") != std::string::npos);
+  CHECK(missing.message.find("0123456789abcdef") == std::string::npos);  // the key scrubbed
+  REQUIRE((*read)[2]);
+  CHECK(*(*read)[2] == job_c);
+
+  // A retryable status in an entry is retryable, an entry without an envelope still an error.
+  auto busy = wire::ReadJobsBatch(
+      {{"jobs", {{{"job_id", "job_a"}, {"status_code", 503}}}}}, {"job_a"}, "req-9");
+  REQUIRE(busy);
+  REQUIRE_FALSE((*busy)[0]);
+  CHECK((*busy)[0].error().retryable);
+  CHECK((*busy)[0].error().api_code == "http_error");
+
+  // Refused whole: nothing of such an answer is taken as a job.
+  const std::vector<std::pair<std::string, json>> bad = {
+      {"not an object", json::array()},
+      {"no jobs", json::object()},
+      {"jobs not an array", {{"jobs", json::object()}}},
+      {"too few entries", {{"jobs", {answer["jobs"][0], answer["jobs"][1]}}}},
+      {"too many entries",
+       {{"jobs", {answer["jobs"][0], answer["jobs"][1], answer["jobs"][2], answer["jobs"][2]}}}},
+      {"an entry not an object", {{"jobs", {answer["jobs"][0], "job_b", answer["jobs"][2]}}}},
+      {"entries out of order", {{"jobs", {answer["jobs"][1], answer["jobs"][0], answer["jobs"][2]}}}},
+      {"an entry without job_id",
+       {{"jobs", {answer["jobs"][0], {{"status_code", 404}}, answer["jobs"][2]}}}},
+      {"a job_id not a string",
+       {{"jobs", {answer["jobs"][0], {{"job_id", 7}, {"status_code", 404}}, answer["jobs"][2]}}}},
+      {"no status_code",
+       {{"jobs", {{{"job_id", "job_a"}, {"job", job_a}}, answer["jobs"][1], answer["jobs"][2]}}}},
+      {"status_code as text",
+       {{"jobs", {{{"job_id", "job_a"}, {"status_code", "200"}, {"job", job_a}},
+                  answer["jobs"][1], answer["jobs"][2]}}}},
+      {"status_code 200.0",
+       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 200.0}, {"job", job_a}},
+                  answer["jobs"][1], answer["jobs"][2]}}}},
+      {"status_code 202",
+       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 202}, {"job", job_a}},
+                  answer["jobs"][1], answer["jobs"][2]}}}},
+      {"status_code 302",
+       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 302}}, answer["jobs"][1],
+                  answer["jobs"][2]}}}},
+      {"status_code 600",
+       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 600}}, answer["jobs"][1],
+                  answer["jobs"][2]}}}},
+      {"200 without a job",
+       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 200}}, answer["jobs"][1],
+                  answer["jobs"][2]}}}},
+      {"200 with a job that is not an object",
+       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 200}, {"job", "succeeded"}},
+                  answer["jobs"][1], answer["jobs"][2]}}}},
+  };
+  for (const auto& [what, body] : bad) {
+    INFO(what);
+    auto refused = wire::ReadJobsBatch(body, ids, "req-2");
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == Errc::kProtocol);
+    CHECK(refused.error().api_code == "invalid_json_response");
+    CHECK_FALSE(refused.error().retryable);
+    CHECK(refused.error().message.find("req-2") != std::string::npos);
+  }
+}

@@ -46,6 +46,16 @@ class ScriptedSender final : public tmcra::queue::Sender {
   std::vector<std::vector<std::string>> batches;  // the keys of each SubmitBatch call
   Result<json> Submit(const Item& item) override { return submit(item); }
   Result<json> PollJob(const std::string& job_id) override { return poll(job_id); }
+  // The ids of each PollJobs call (from any poller thread).
+  std::mutex polls_mu;
+  std::vector<std::vector<std::string>> poll_calls;
+  std::vector<Result<json>> PollJobs(const std::vector<std::string>& job_ids) override {
+    {
+      std::lock_guard lock(polls_mu);
+      poll_calls.push_back(job_ids);
+    }
+    return Sender::PollJobs(job_ids);
+  }
   Result<Batch> SubmitBatch(const std::vector<Item>& items) override {
     std::vector<std::string> keys;
     for (const auto& item : items) keys.push_back(item.idempotency_key);
@@ -662,5 +672,90 @@ TEST_CASE("a cancelled round stops its job polls, and the unpolled items wait fo
   CHECK(submitted == 100);  // a cancelled round records nothing: polled again next round
   cancel = false;
   REQUIRE(*service.DeliverBatch(ids) == 100);
+  for (const auto& id : ids) CHECK(ob.Get(id)->state == "succeeded");
+}
+
+TEST_CASE("with jobs_per_poll, a round asks about up to 100 jobs a call, each poller some",
+          "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  sender.batch = AcceptAll;
+  std::mutex mu;
+  std::map<std::string, int> polled;
+  sender.poll = [&](const std::string& id) -> Result<json> {
+    {
+      std::lock_guard lock(mu);
+      ++polled[id];
+    }
+    // By the item's last digit: 7 is an error to retry, 0/3/6/9 a failed job, else succeeded.
+    if (id.back() == '7') return Error::Unavailable("transport_error: reset");
+    const bool failed = (id.back() - '0') % 3 == 0;
+    return json{{"job_id", id}, {"status", failed ? "failed" : "succeeded"}};
+  };
+  DeliveryOptions options = Options(dir);
+  options.poll_parallelism = 4;
+  options.jobs_per_poll = tmcra::queue::kMaxJobsPerPoll;
+  DeliveryService service(options, sender, nullptr);
+  auto& ob = **service.outbox();
+  // A large round: 100 jobs a call. A small one: fewer, so that all four pollers get some.
+  const int n = GENERATE(1000, 120, 3);
+  INFO(n << " submitted items");
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) {
+    ids.push_back(*ob.Enqueue(NewItem("key-jp-" + std::to_string(n) + "-" + std::to_string(i))));
+  }
+  REQUIRE(service.DeliverBatch(ids));  // submits
+  sender.poll_calls.clear();
+  REQUIRE(service.DeliverBatch(ids));  // polls
+  const auto count = static_cast<size_t>(n);
+  const size_t per_call = count >= 400 ? 100 : (count + 3) / 4;
+  size_t asked = 0;
+  for (const auto& call : sender.poll_calls) {
+    CHECK(call.size() <= per_call);
+    asked += call.size();
+  }
+  CHECK(asked == count);
+  CHECK(sender.poll_calls.size() == (count + per_call - 1) / per_call);
+  for (const auto& id : ids) {
+    auto item = ob.Get(id);
+    REQUIRE(item);
+    const std::string job = "job-" + item->idempotency_key;
+    INFO(job);
+    CHECK(polled[job] == 1);
+    if (job.back() == '7') {
+      CHECK(item->state == "submitted");  // polled again next round
+    } else if ((job.back() - '0') % 3 == 0) {
+      CHECK(item->state == "dead_letter");
+    } else {
+      CHECK(item->state == "succeeded");
+    }
+  }
+}
+
+TEST_CASE("an item's jobs are asked about in one call, and finished jobs not again",
+          "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  // Two jobs per item, the first already finished when submitted.
+  sender.submit = [](const Item& item) -> Result<json> {
+    return json{{"jobs",
+                 {{{"job_id", "job-done-" + item.idempotency_key}, {"status", "succeeded"}},
+                  {{"job_id", "job-" + item.idempotency_key}, {"status", "pending"}}}},
+                {"status", "submitted"}};
+  };
+  DeliveryOptions options = Options(dir);
+  options.poll_parallelism = 1;
+  options.jobs_per_poll = 3;
+  DeliveryService service(options, sender, nullptr);
+  auto& ob = **service.outbox();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 7; ++i) ids.push_back(*ob.Enqueue(NewItem("key-two-" + std::to_string(i))));
+  REQUIRE(*service.DeliverBatch(ids) == 7);  // submits (one Submit each: no batch answer set)
+  REQUIRE(sender.poll_calls.empty());
+  REQUIRE(*service.DeliverBatch(ids) == 7);
+  REQUIRE(sender.poll_calls.size() == 3);  // 3 + 3 + 1 unfinished jobs
+  for (const auto& call : sender.poll_calls) {
+    for (const auto& job : call) CHECK(job.rfind("job-key-two-", 0) == 0);
+  }
   for (const auto& id : ids) CHECK(ob.Get(id)->state == "succeeded");
 }

@@ -1,11 +1,14 @@
 // MemoryApiSender over the real embedded memory: a batch and a single submission of the same
 // item are the same write (a replay by key, never a conflict), a batch with an invalid item is
-// refused whole, and background-style batch delivery writes every message exactly once.
+// refused whole, and background-style batch delivery writes every message exactly once. Job
+// polls go in batches too: each job validated as alone, one by one where the memory has no
+// batch endpoint.
 #include "src/tools/outbox_sender.h"
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,6 +50,51 @@ std::unique_ptr<tmcra::api::EmbeddedMemoryApi> Memory(const TempDir& dir) {
 }
 
 std::string JobId(const json& receipt) { return receipt["jobs"][0]["job_id"]; }
+
+// The embedded memory, with GetJobs scripted (a memory without the batch endpoint, one that
+// fails, one that answers another job) and GetJob counted.
+class ScriptedJobs final : public tmcra::api::MemoryApi {
+ public:
+  explicit ScriptedJobs(tmcra::api::MemoryApi& inner) : inner_(inner) {}
+  using Jobs = tmcra::Result<std::vector<tmcra::Result<json>>>;
+  std::function<Jobs(const std::vector<std::string>&)> get_jobs;  // unset: the inner memory's
+  std::vector<size_t> batch_sizes;
+  int single_gets = 0;
+
+  tmcra::Result<json> Recall(std::string_view scope, const json& body,
+                             const tmcra::api::RecallOptions& options) override {
+    return inner_.Recall(scope, body, options);
+  }
+  tmcra::Result<json> Ingest(std::string_view scope, const json& body,
+                             const tmcra::api::IngestOptions& options) override {
+    return inner_.Ingest(scope, body, options);
+  }
+  tmcra::Result<json> IngestBatch(std::string_view scope, const json& body,
+                                  const tmcra::api::IngestOptions& options) override {
+    return inner_.IngestBatch(scope, body, options);
+  }
+  tmcra::Result<json> GetJob(std::string_view job_id) override {
+    ++single_gets;
+    return inner_.GetJob(job_id);
+  }
+  Jobs GetJobs(const std::vector<std::string>& job_ids) override {
+    batch_sizes.push_back(job_ids.size());
+    return get_jobs ? get_jobs(job_ids) : inner_.GetJobs(job_ids);
+  }
+  tmcra::Result<json> Evidence(std::string_view scope, std::string_view memory_id,
+                               int limit) override {
+    return inner_.Evidence(scope, memory_id, limit);
+  }
+  tmcra::Result<json> Feedback(std::string_view scope, const json& body,
+                               const tmcra::api::FeedbackOptions& options) override {
+    return inner_.Feedback(scope, body, options);
+  }
+  json Describe() const override { return inner_.Describe(); }
+  tmcra::Result<json> Stats() override { return inner_.Stats(); }
+
+ private:
+  tmcra::api::MemoryApi& inner_;
+};
 
 }  // namespace
 
@@ -135,4 +183,87 @@ TEST_CASE("batch delivery to the embedded memory writes every message once and a
   auto stats = memory->Stats();
   REQUIRE(stats);
   CHECK((*stats)["records"] == 260);
+}
+
+TEST_CASE("job polls in batches: each job validated as alone, one by one where the memory has "
+          "no batch endpoint", "[tools][outbox][batch]") {
+  TempDir dir;
+  auto memory = Memory(dir);
+  ScriptedJobs scripted(*memory);
+  tmcra::tools::MemoryApiSender sender(scripted);
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 130; ++i) {
+    auto receipt = sender.Submit(TurnItem("key-polls-" + std::to_string(i)));
+    REQUIRE(receipt);
+    jobs.push_back(JobId(*receipt));
+  }
+  std::vector<std::string> asked = jobs;
+  asked.insert(asked.begin() + 5, "job_does_not_exist");
+
+  SECTION("the memory's batches, 100 jobs at most each") {
+    auto polled = sender.PollJobs(asked);
+    REQUIRE(polled.size() == asked.size());
+    CHECK(scripted.batch_sizes == std::vector<size_t>{100, 31});
+    CHECK(scripted.single_gets == 0);
+    for (size_t i = 0; i < asked.size(); ++i) {
+      INFO(asked[i]);
+      if (asked[i] == "job_does_not_exist") {
+        REQUIRE_FALSE(polled[i]);
+        CHECK(polled[i].error().http_status == 404);
+        continue;
+      }
+      REQUIRE(polled[i]);
+      auto alone = sender.PollJob(asked[i]);
+      REQUIRE(alone);
+      CHECK((*polled[i])["job_id"] == asked[i]);
+      CHECK((*polled[i])["schema_version"] == (*alone)["schema_version"]);
+      CHECK((*polled[i]).contains("status"));
+    }
+  }
+  SECTION("no batch endpoint, or an answer not to be trusted: one by one") {
+    for (const tmcra::Error& whole :
+         {tmcra::Error{Errc::kNotFound, false, "the Memory API has no jobs/batch endpoint"},
+          tmcra::Error::Protocol("a jobs batch answer that names another job")}) {
+      INFO(whole.message);
+      scripted.single_gets = 0;
+      scripted.get_jobs = [&](const std::vector<std::string>&) -> ScriptedJobs::Jobs {
+        return whole;
+      };
+      auto polled = sender.PollJobs(asked);
+      REQUIRE(polled.size() == asked.size());
+      CHECK(scripted.single_gets == static_cast<int>(asked.size()));
+      CHECK_FALSE(polled[5]);
+      for (size_t i = 0; i < asked.size(); ++i) CHECK((i == 5) != static_cast<bool>(polled[i]));
+    }
+  }
+  SECTION("a retryable failure of the whole call is every job's, and asks nothing more") {
+    scripted.get_jobs = [](const std::vector<std::string>&) -> ScriptedJobs::Jobs {
+      return tmcra::Error::Api(503, "unavailable", "busy");
+    };
+    auto polled = sender.PollJobs(asked);
+    REQUIRE(polled.size() == asked.size());
+    CHECK(scripted.single_gets == 0);
+    for (const auto& p : polled) {
+      REQUIRE_FALSE(p);
+      CHECK(p.error().retryable);
+    }
+  }
+  SECTION("a job that is not the one asked for, or not a valid job, fails alone") {
+    scripted.get_jobs = [&](const std::vector<std::string>& ids) -> ScriptedJobs::Jobs {
+      auto real = memory->GetJobs(ids);
+      REQUIRE(real);
+      (*(*real)[1])["job_id"] = ids[0];  // the first job's id at the second place
+      (*(*real)[2])["status"] = "exploded";
+      (*real)[3] = json::array();
+      return real;
+    };
+    auto polled = sender.PollJobs({jobs[0], jobs[1], jobs[2], jobs[3], jobs[4]});
+    REQUIRE(polled.size() == 5);
+    CHECK(polled[0]);
+    for (size_t i : {1u, 2u, 3u}) {
+      REQUIRE_FALSE(polled[i]);
+      CHECK(polled[i].error().code == Errc::kProtocol);
+    }
+    CHECK(polled[4]);
+  }
 }

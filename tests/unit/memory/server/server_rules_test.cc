@@ -3,7 +3,12 @@
 
 #include <zlib.h>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "memory/server/server_rules.h"
+#include "src/api/http_wire.h"
 
 using namespace tmcra::memd;  // NOLINT: test file
 
@@ -173,4 +178,57 @@ TEST_CASE("request ids and listen addresses") {
   CHECK_FALSE(ParseListen("127.0.0.1:x"));
   CHECK_FALSE(ParseListen("[::1]"));
   CHECK_FALSE(ParseListen("host:"));
+}
+
+TEST_CASE("jobs batch: job_ids must be 1..100 distinct non-empty strings, nothing else") {
+  auto ok = ParseJobIds(json{{"job_ids", {"job_a", "job_b"}}});
+  REQUIRE(ok);
+  CHECK(*ok == std::vector<std::string>{"job_a", "job_b"});
+  json hundred = json::array();
+  for (int i = 0; i < 100; ++i) hundred.push_back("job_" + std::to_string(i));
+  CHECK(ParseJobIds(json{{"job_ids", hundred}}));
+  CHECK(ParseJobIds(json{{"job_ids", {std::string(kMaxJobIdBytes, 'j')}}}));
+
+  json too_many = hundred;
+  too_many.push_back("job_100");
+  const std::vector<std::tuple<json, std::string, std::string>> bad = {
+      {json::object(), "job_ids: ", "missing"},
+      {json{{"job_ids", "job_a"}}, "job_ids: ", "list_type"},
+      {json{{"job_ids", json::array()}}, "job_ids: ", "too_short"},
+      {json{{"job_ids", too_many}}, "job_ids: ", "too_long"},
+      {json{{"job_ids", {"job_a", 7}}}, "job_ids.1: ", "string_type"},
+      {json{{"job_ids", {"job_a", nullptr}}}, "job_ids.1: ", "string_type"},
+      {json{{"job_ids", {""}}}, "job_ids.0: ", "string_length"},
+      {json{{"job_ids", {std::string(kMaxJobIdBytes + 1, 'j')}}}, "job_ids.0: ", "string_length"},
+      {json{{"job_ids", {"job_a", "job_b", "job_a"}}}, "job_ids.2: ", "value_error"},
+      {json{{"job_ids", {"job_a"}}, {"wait", true}}, "wait: ", "extra_forbidden"},
+  };
+  for (const auto& [body, prefix, type] : bad) {
+    INFO(body.dump());
+    auto refused = ParseJobIds(body);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().http_status == 422);
+    CHECK(refused.error().api_code == "validation_error");
+    CHECK(refused.error().message.rfind(prefix, 0) == 0);
+    CHECK(DetailType(refused.error()) == type);
+  }
+}
+
+TEST_CASE("jobs batch: the answer's entries are what the client reads back") {
+  const json job = {{"job_id", "job_a"}, {"status", "succeeded"}};
+  const json a = JobsBatchEntry("job_a", job, "req-7");
+  CHECK(a == json{{"job_id", "job_a"}, {"status_code", 200}, {"job", job}});
+  const json b = JobsBatchEntry(
+      "job_b", tmcra::Error::Api(404, "not_found", "job not found"), "req-7");
+  CHECK(b["status_code"] == 404);
+  CHECK(b["error"]["code"] == "not_found");
+  CHECK(b["error"]["request_id"] == "req-7");
+  auto read = tmcra::api::wire::ReadJobsBatch(json{{"jobs", {a, b}}}, {"job_a", "job_b"}, "");
+  REQUIRE(read);
+  REQUIRE((*read)[0]);
+  CHECK(*(*read)[0] == job);
+  REQUIRE_FALSE((*read)[1]);
+  CHECK((*read)[1].error().http_status == 404);
+  CHECK((*read)[1].error().api_code == "not_found");
+  CHECK((*read)[1].error().message.find("job not found") != std::string::npos);
 }
