@@ -25,6 +25,23 @@ namespace {
 // pending items to send; Outbox::Due): enough for several full batches.
 constexpr int kItemsPerRound = 1000;
 
+// `ids` without repeats, in the order of their first appearance.
+std::vector<std::string> Distinct(std::vector<std::string> ids) {
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (auto& id : ids) {
+    if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(std::move(id));
+  }
+  return out;
+}
+
+// A job's id as a stored receipt names it, "" when it names none (never throws).
+std::string JobIdOf(const json& job) {
+  if (!job.is_object()) return {};
+  auto it = job.find("job_id");
+  return it != job.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 bool IsTerminal(const json& job) {
   if (!job.is_object() || !job.contains("status") || !job["status"].is_string()) return false;
   const std::string status = job["status"];
@@ -140,7 +157,7 @@ std::optional<DeliveryService::Decision> DeliveryService::PollOutcome(const Item
   }
   for (auto& job : receipt["jobs"]) {
     if (IsTerminal(job)) continue;
-    const std::string job_id = job.value("job_id", "");
+    const std::string job_id = JobIdOf(job);
     Result<json> now = polled != nullptr && polled->count(job_id) != 0 ? polled->at(job_id)
                                                                         : sender_.PollJob(job_id);
     if (!now) {
@@ -183,21 +200,26 @@ std::vector<DeliveryService::PollChunk> DeliveryService::ChunkPolls(const std::v
     const json& receipt = items[i].receipt;
     if (!receipt.is_object() || !receipt.contains("jobs") || !receipt["jobs"].is_array()) continue;
     for (const auto& job : receipt["jobs"]) {
-      if (!IsTerminal(job)) unfinished[i].push_back(job.value("job_id", ""));
+      // A job without an id is left to PollOutcome, which polls it alone (and fails it there,
+      // as before), so that it cannot spoil a call for the others.
+      if (std::string id = JobIdOf(job); !IsTerminal(job) && !id.empty()) {
+        unfinished[i].push_back(std::move(id));
+      }
     }
     total += unfinished[i].size();
   }
   // Up to jobs_per_poll jobs a call, fewer when that leaves a poller without any.
   pollers = std::max<size_t>(1, pollers);
-  const size_t per_poller = (total + pollers - 1) / pollers;
-  const size_t most = std::clamp<size_t>(
-      per_poller, 1, std::clamp<size_t>(options_.jobs_per_poll, 1, kMaxJobsPerPoll));
+  const size_t per_call = std::clamp<size_t>(options_.jobs_per_poll, 1, kMaxJobsPerPoll);
+  const size_t most = std::clamp<size_t>((total + pollers - 1) / pollers, 1, per_call);
   std::vector<PollChunk> chunks;
   bool open = false;  // the last chunk takes more items
   for (size_t i = 0; i < items.size(); ++i) {
     std::vector<std::string>& ids = unfinished[i];
-    if (ids.size() > most) {  // alone, its jobs polled one by one (PollOutcome)
+    if (ids.size() > most) {
+      // A call of its own; with more jobs than one call takes, they are polled one by one.
       chunks.push_back(PollChunk{i, i + 1, {}});
+      if (ids.size() <= per_call) chunks.back().job_ids = Distinct(std::move(ids));
       open = false;
       continue;
     }
@@ -465,9 +487,10 @@ int DeliveryService::FinishGroup(Outbox& ob, const std::vector<std::string>& ite
   int changed = 0;
   std::vector<Outcome> outcomes;
   for (const auto& id : ClaimEach(ob, item_ids)) {
-    auto item = ob.GetForDelivery(id);
+    // Its receipt is stored as canonical JSON: the same text is the same receipt.
+    auto now = ob.StateAndReceipt(id);
     Looked& l = looked.at(id);
-    if (!item || item->state != kSubmitted || item->receipt != l.receipt) {
+    if (!now || now->first != kSubmitted || now->second != l.receipt_text) {
       Outcome release;  // moved since the look: the next round sees it as it is now
       release.item_id = id;
       outcomes.push_back(std::move(release));
@@ -502,9 +525,12 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
   std::map<std::pair<std::string, std::optional<std::string>>, Group> groups;
   std::vector<std::vector<std::string>> sends;  // full groups, in the order they filled
   std::vector<Item> to_poll;
+  std::vector<std::string> poll_texts;  // each one's receipt as stored, for FinishGroup
   for (const auto& id : item_ids) {
     if (stop()) return changed;
-    auto peek = ob.GetForDelivery(id);
+    // Without the content: a pending item's is read under its claim (SubmitGroup), and polling
+    // needs only the id, the receipt and the attempts.
+    auto peek = ob.PeekForDelivery(id);
     if (!peek) {
       if (peek.error().code != Errc::kNotFound) {  // an unknown id is the caller's to report
         spdlog::warn("delivery of {}: {}", id, peek.error().ToString());
@@ -512,16 +538,19 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
       continue;
     }
     if (peek->state == kSubmitted) {
-      // Polling needs the id, the receipt and the attempts; the content is not kept meanwhile.
-      peek->messages = json();
-      peek->metadata = json();
-      to_poll.push_back(std::move(*peek));
+      Item item;
+      item.item_id = id;
+      item.state = peek->state;
+      item.attempts = peek->attempts;
+      item.receipt = std::move(peek->receipt);
+      to_poll.push_back(std::move(item));
+      poll_texts.push_back(std::move(peek->receipt_text));
       continue;
     }
     if (peek->state != kPending) continue;  // finished
     if (due_only && peek->next_attempt_at > NowSeconds()) continue;  // backing off
     Group& group = groups[{peek->scope_name, peek->agent_id}];
-    const size_t n = peek->messages.is_array() ? peek->messages.size() : 0;
+    const size_t n = peek->message_count;
     if (!group.ids.empty() && group.messages + n > kMaxBatchMessages) {
       sends.push_back(std::move(group.ids));
       group = Group{};
@@ -561,19 +590,25 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
       if (c >= chunks.size()) return;
       const PollChunk& chunk = chunks[c];
       if (!halt()) {
+        // An unpolled item (an exception here) is looked at next round; the others go on.
+        PolledJobs jobs;
         try {
-          PolledJobs jobs;
           if (!chunk.job_ids.empty()) {
             std::vector<Result<json>> now = sender_.PollJobs(chunk.job_ids);
             for (size_t j = 0; j < chunk.job_ids.size() && j < now.size(); ++j) {
               jobs.emplace(chunk.job_ids[j], std::move(now[j]));
             }
           }
-          for (size_t i = chunk.begin; i < chunk.end; ++i) {
-            decisions[i] = PollOutcome(to_poll[i], nullptr, &jobs);
-          }
-        } catch (const std::exception& e) {  // an unpolled item is looked at next round
+        } catch (const std::exception& e) {
           spdlog::warn("delivery: polling jobs: {}", e.what());
+        }
+        for (size_t i = chunk.begin; i < chunk.end; ++i) {
+          try {
+            // A job the call did not answer for is polled alone (PollOutcome).
+            decisions[i] = PollOutcome(to_poll[i], nullptr, &jobs);
+          } catch (const std::exception& e) {
+            spdlog::warn("delivery: polling the jobs of {}: {}", to_poll[i].item_id, e.what());
+          }
         }
       }
       for (size_t i = chunk.begin; i < chunk.end; ++i) {
@@ -618,7 +653,7 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
     while (drained < n_poll && polled[drained].load(std::memory_order_acquire)) {
       if (auto& d = decisions[drained]) {  // else its jobs are still running
         const std::string id = to_poll[drained].item_id;
-        looked.emplace(id, Looked{std::move(*d), std::move(to_poll[drained].receipt)});
+        looked.emplace(id, Looked{std::move(*d), std::move(poll_texts[drained])});
         finishing.push_back(id);
         if (finishing.size() >= kMaxBatchItems) finish();
       }

@@ -192,7 +192,7 @@ class DeliveryService {
   // A submitted item as first looked at (without its claim) and what its jobs said then.
   struct Looked {
     Decision decision;
-    json receipt;
+    std::string receipt_text;  // the receipt as stored then (Peek::receipt_text)
   };
   // Claims the items of one group, checks each again under its claim, sends the pending ones as
   // one batch and records every outcome (releasing the claims). Returns how many changed.

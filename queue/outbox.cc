@@ -333,6 +333,43 @@ Result<Item> Outbox::GetForDelivery(const std::string& item_id) {
   return SelectItem(*db_, kDeliveryColumns, item_id);
 }
 
+Result<Peek> Outbox::PeekForDelivery(const std::string& item_id) {
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare(
+      "SELECT item_id, state, scope_name, agent_id, attempts, next_attempt_at, "
+      "CASE WHEN json_valid(messages_json) THEN json_array_length(messages_json) ELSE 0 END, "
+      "CASE WHEN state = 'submitted' THEN receipt_json END FROM ingest_queue WHERE item_id = ?");
+  if (!st) return st.error();
+  st->Bind(1, item_id);
+  auto row = st->Step();
+  if (!row) return row.error();
+  if (!*row) return Error::NotFound("no outbox item " + item_id);
+  Peek peek;
+  peek.item_id = st->Text(0);
+  peek.state = st->Text(1);
+  peek.scope_name = st->Text(2);
+  if (!st->IsNull(3)) peek.agent_id = st->Text(3);
+  peek.attempts = st->Int(4);
+  peek.next_attempt_at = st->Double(5);
+  peek.message_count = static_cast<size_t>(std::max<int64_t>(0, st->Int(6)));
+  if (!st->IsNull(7)) {
+    peek.receipt_text = st->Text(7);
+    peek.receipt = ParseOr(peek.receipt_text, nullptr);
+  }
+  return peek;
+}
+
+Result<std::pair<std::string, std::string>> Outbox::StateAndReceipt(const std::string& item_id) {
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare("SELECT state, receipt_json FROM ingest_queue WHERE item_id = ?");
+  if (!st) return st.error();
+  st->Bind(1, item_id);
+  auto row = st->Step();
+  if (!row) return row.error();
+  if (!*row) return Error::NotFound("no outbox item " + item_id);
+  return std::make_pair(st->Text(0), st->IsNull(1) ? std::string() : st->Text(1));
+}
+
 Result<Counts> Outbox::GetCounts() {
   std::lock_guard lock(mu_);
   Counts counts;

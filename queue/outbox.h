@@ -14,11 +14,13 @@
 // Thread-safe (one connection behind a mutex); several processes may share the file.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -53,6 +55,20 @@ struct Item {
   std::string created_at;
   std::string updated_at;
   double next_attempt_at = 0;        // epoch seconds; 0: due now
+};
+
+// What a delivery round looks at first, without a claim: enough to put a pending item into a
+// batch and to poll a submitted item's jobs, without reading its content.
+struct Peek {
+  std::string item_id;
+  std::string state;
+  std::string scope_name;
+  std::optional<std::string> agent_id;
+  int64_t attempts = 0;
+  double next_attempt_at = 0;
+  size_t message_count = 0;    // 0 when messages_json is not a JSON array
+  json receipt;                // submitted: the stored ingest receipt; else null
+  std::string receipt_text;    // submitted: that receipt as stored (canonical JSON); else empty
 };
 
 struct PreparedTurn {
@@ -127,6 +143,12 @@ class Outbox {
   // {"_local_capture": ...} (the write gate's input), or null when it holds none. A prepared
   // recall is tens of kB that delivery never sends.
   [[nodiscard]] Result<Item> GetForDelivery(const std::string& item_id);
+  // The item's Peek (kNotFound when there is none).
+  [[nodiscard]] Result<Peek> PeekForDelivery(const std::string& item_id);
+  // The item's state and its stored receipt's text ("" when it has none): under a claim, whether
+  // it is still as a Peek saw it.
+  [[nodiscard]] Result<std::pair<std::string, std::string>> StateAndReceipt(
+      const std::string& item_id);
   [[nodiscard]] Result<Counts> GetCounts();
   // Items to work on now: submitted ones (their jobs to poll), oldest first, at most `limit`;
   // then pending ones whose next attempt is due, oldest first, at most `limit`.

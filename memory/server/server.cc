@@ -848,6 +848,9 @@ void Server::Impl::HandleEndpoint(const Request& req, Response& res, const Route
         return;
       }
       auto jobs = memory->GetJobs(*ids);
+      if (jobs && jobs->size() != ids->size()) {
+        jobs = Error::Internal("GetJobs: not one result per id");
+      }
       if (!jobs) {
         SendError(req, res, jobs.error());
         return;
@@ -855,9 +858,16 @@ void Server::Impl::HandleEndpoint(const Request& req, Response& res, const Route
       json entries = json::array();
       for (size_t i = 0; i < ids->size(); ++i) {
         Result<json>& job = (*jobs)[i];
-        if (!job && job.error().http_status == 0) {  // the store failed: 503 or 500 for all
-          SendError(req, res, job.error());
-          return;
+        if (!job && job.error().http_status == 0) {
+          // A busy store is the whole request's 503 (Retry-After: 1); any other failure is this
+          // job's 500, so one unreadable job holds back no other.
+          if (job.error().code == Errc::kUnavailable || job.error().code == Errc::kTimeout) {
+            SendError(req, res, job.error());
+            return;
+          }
+          spdlog::error("request {}: job {}: {}", t_ctx.request_id, (*ids)[i],
+                        job.error().ToString());
+          job = Error::Api(500, "internal_error", "internal error");
         }
         // As GET /v1/jobs/{id} answers 403 for a job of a scope the key may not read.
         if (job && job->is_object() && job->contains("scope_name") &&

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "memory/ingest_validation.h"
 #include "src/api/http_wire.h"
 #include "src/common/json_reader.h"
 
@@ -98,48 +99,42 @@ static_assert(kMaxJobIdBytes == api::wire::kMaxSegmentBytes,
               "tmcra-memd takes every job id the client may send");
 
 Result<std::vector<std::string>> ParseJobIds(const json& body) {
-  const auto refuse = [](const json& loc, const std::string& at, std::string_view type,
-                         const std::string& message) {
-    json details = json::array({{{"loc", loc}, {"msg", message}, {"type", type}}});
-    return Error::Api(422, "validation_error", at + ": " + message, details.dump());
-  };
+  using memory::ValidationError;
   for (const auto& [key, value] : body.items()) {
     if (key != "job_ids") {
-      return refuse(json::array({"body", key}), key, "extra_forbidden",
-                    "Extra inputs are not permitted");
+      return ValidationError(key, "Extra inputs are not permitted", "extra_forbidden");
     }
   }
   auto ids = body.find("job_ids");
-  if (ids == body.end()) {
-    return refuse(json::array({"body", "job_ids"}), "job_ids", "missing", "Field required");
-  }
+  if (ids == body.end()) return ValidationError("job_ids", "Field required", "missing");
   if (!ids->is_array()) {
-    return refuse(json::array({"body", "job_ids"}), "job_ids", "list_type",
-                  "Input should be a valid list");
+    return ValidationError("job_ids", "Input should be a valid list", "list_type");
   }
   if (ids->empty()) {
-    return refuse(json::array({"body", "job_ids"}), "job_ids", "too_short",
-                  "List should have at least 1 item after validation, not 0");
+    return ValidationError("job_ids", "List should have at least 1 item after validation, not 0",
+                           "too_short");
   }
   if (ids->size() > kMaxJobsPerBatch) {
-    return refuse(json::array({"body", "job_ids"}), "job_ids", "too_long",
-                  "List should have at most " + std::to_string(kMaxJobsPerBatch) +
-                      " items after validation, not " + std::to_string(ids->size()));
+    return ValidationError("job_ids",
+                           "List should have at most " + std::to_string(kMaxJobsPerBatch) +
+                               " items after validation, not " + std::to_string(ids->size()),
+                           "too_long");
   }
   std::vector<std::string> out;
   out.reserve(ids->size());
   for (size_t i = 0; i < ids->size(); ++i) {
     const json& id = (*ids)[i];
-    const json loc = json::array({"body", "job_ids", i});
     const std::string at = "job_ids." + std::to_string(i);
-    if (!id.is_string()) return refuse(loc, at, "string_type", "Input should be a valid string");
+    if (!id.is_string()) {
+      return ValidationError(at, "Input should be a valid string", "string_type");
+    }
     const auto& text = id.get_ref<const std::string&>();
     if (text.empty() || text.size() > kMaxJobIdBytes) {
-      return refuse(loc, at, "string_length",
-                    "must be 1.." + std::to_string(kMaxJobIdBytes) + " bytes");
+      return ValidationError(at, "must be 1.." + std::to_string(kMaxJobIdBytes) + " bytes",
+                             "string_length");
     }
     if (std::find(out.begin(), out.end(), text) != out.end()) {
-      return refuse(loc, at, "value_error", "job ids must be unique");
+      return ValidationError(at, "job ids must be unique");
     }
     out.push_back(text);
   }

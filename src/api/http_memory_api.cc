@@ -188,6 +188,7 @@ struct Request {
   std::vector<std::string> headers;  // per-request "Name: value"
   int expected_status = 200;
   ElidedMember* elide = nullptr;  // a recall's evidence read but not built (RecallOptions)
+  std::string* request_id = nullptr;  // set to a successful answer's x-request-id
   // The attribution headers (part of the service's idempotency hash): "mcp" and the configured
   // integration id unless an ingest passes on other values.
   std::string client_platform = "mcp";
@@ -236,11 +237,10 @@ bool IsLocalSetupCode(CURLcode code) {
   }
 }
 
-}  // namespace
-
 // An optional endpoint (ingest/batch, jobs/batch) that a memory may not have: once it answers
 // 404, 405 or 501 (not an unreadable body), that is remembered for kBatchUnsupportedMemory,
-// during which calls to it are answered with the same error and no request.
+// during which calls to it are answered with the same error and no request. (Other refusals
+// are not remembered: a caller falls back for that call, at the cost of the one request.)
 class MissingEndpoint {
  public:
   // The remembered error, while it holds.
@@ -275,6 +275,8 @@ class MissingEndpoint {
   std::optional<Clock::time_point> until_;  // guarded by mu_
   std::optional<Error> error_;              // guarded by mu_
 };
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 
@@ -513,6 +515,7 @@ struct HttpMemoryApi::Impl {
     }
     result.outcome.kind = AttemptKind::kAnswered;
     result.value = std::move(*parsed);
+    if (req.request_id != nullptr) *req.request_id = request_id;
     return result;
   }
 
@@ -774,10 +777,12 @@ Result<std::vector<Result<json>>> HttpMemoryApi::GetJobs(const std::vector<std::
   if (auto known = impl_->jobs_batch.Known()) return *known;  // known missing: no request
   Request req = impl_->Make("jobs batch", true, "/v1/jobs/batch", std::move(*text),
                             std::move(*headers), 200);
+  std::string request_id;
+  req.request_id = &request_id;
   auto answer = impl_->jobs_batch.Note(impl_->Execute(req), "jobs/batch",
                                        "ask for the jobs one by one");
   if (!answer) return answer.error();
-  return wire::ReadJobsBatch(*answer, job_ids, {}, impl_->secrets);
+  return wire::ReadJobsBatch(*answer, job_ids, request_id, impl_->secrets);
 }
 
 Result<json> HttpMemoryApi::GetJob(std::string_view job_id) {

@@ -74,9 +74,9 @@ class MemoryApi {
   // Several jobs at once (tmcra-memd's POST /v1/jobs/batch, 1..kMaxJobsPerBatch distinct ids):
   // per id, in order, its JobView or the error GET /v1/jobs/{id} would give (404 for an unknown
   // job, 403 for one of a scope the key may not read). An error for the whole call means no
-  // job was looked up; a memory without the endpoint (TMCRA's hosted service) answers one that
-  // is not retryable, and the caller asks for the jobs one by one. The default asks GetJob for
-  // each id.
+  // job's result is known; a memory without the endpoint (TMCRA's hosted service) answers one
+  // that is not retryable, and the caller asks for the jobs one by one. The default asks GetJob
+  // for each id.
   [[nodiscard]] virtual Result<std::vector<Result<json>>> GetJobs(
       const std::vector<std::string>& job_ids) {
     std::vector<Result<json>> out;

@@ -18,6 +18,17 @@ nlohmann::json IngestBody(const queue::Item& item) {
                         {"metadata", item.metadata}};
 }
 
+// A job as the memory answered for `job_id`, as a job receipt: refused (a protocol error) when
+// it is not a valid job or not that job.
+Result<nlohmann::json> JobAnswer(const nlohmann::json& job, const std::string& job_id) {
+  auto receipt = receipts::JobReceipt(job);
+  if (!receipt) return receipt.error();
+  if ((*receipt)["job_id"] != job_id) {
+    return Error::Protocol("job: the memory answered for another job than " + job_id);
+  }
+  return receipt;
+}
+
 }  // namespace
 
 Result<nlohmann::json> MemoryApiSender::Submit(const queue::Item& item) {
@@ -65,7 +76,7 @@ Result<std::vector<Result<nlohmann::json>>> MemoryApiSender::SubmitBatch(
 Result<nlohmann::json> MemoryApiSender::PollJob(const std::string& job_id) {
   auto job = memory_.GetJob(job_id);
   if (!job) return job.error();
-  return receipts::JobReceipt(*job);
+  return JobAnswer(*job, job_id);
 }
 
 std::vector<Result<nlohmann::json>> MemoryApiSender::PollJobs(
@@ -79,15 +90,8 @@ std::vector<Result<nlohmann::json>> MemoryApiSender::PollJobs(
     auto jobs = memory_.GetJobs(ids);
     if (jobs && jobs->size() == ids.size()) {
       for (size_t i = 0; i < ids.size(); ++i) {
-        Result<nlohmann::json>& job = (*jobs)[i];
-        if (!job) {
-          out.push_back(job.error());
-        } else if (!job->is_object() || job->value("job_id", nlohmann::json()) != ids[i]) {
-          out.push_back(Error::Protocol("jobs batch: the job at " + std::to_string(i) +
-                                        " is not the one asked for"));
-        } else {
-          out.push_back(receipts::JobReceipt(*job));
-        }
+        const Result<nlohmann::json>& job = (*jobs)[i];
+        out.push_back(job ? JobAnswer(*job, ids[i]) : Result<nlohmann::json>(job.error()));
       }
     } else if (!jobs && jobs.error().retryable) {
       for (size_t i = 0; i < ids.size(); ++i) out.push_back(jobs.error());

@@ -1137,23 +1137,33 @@ TEST_CASE_METHOD(ClientTest,
   CHECK(ErrorOf(api->GetJobs({"job-1", "a\r\nb"})).message.rfind("job_id: ", 0) == 0);
   CHECK(fs.Requests().size() == 1);
 
-  // An answer that does not match the ids: refused whole, not retried, not remembered.
-  fs.Script(json::array({Answer(200, {{"jobs", json::array({answer["jobs"][1]})}}),
-                         Answer(200, answer)}));
+  // An answer that does not match the ids: refused whole (naming the answer's request id),
+  // not retried, not remembered.
+  json short_answer = {{"status", 200}, {"json", {{"jobs", json::array({answer["jobs"][1]})}}},
+                       {"headers", json::array({json::array({"x-request-id", "req-short"})})}};
+  fs.Script(json::array({short_answer, Answer(200, answer)}));
   Error e = ErrorOf(api->GetJobs({"job-1", "job-2"}));
   CHECK(e.code == Errc::kProtocol);
   CHECK_FALSE(e.retryable);
+  CHECK(e.message.find("req-short") != std::string::npos);
   CHECK(api->GetJobs({"job-1", "job-2"}));
   CHECK(fs.Requests().size() == 3);
 
-  // A retryable status is retried like any call; the last one is the call's error.
+  // A retryable status is retried like any call; when every attempt gets one, the last one
+  // is the call's error (retryable: delivery gives it to every job of the call).
   fs.Script(json::array({Answer(503, Envelope("busy")), Answer(200, answer)}));
   CHECK(api->GetJobs({"job-1", "job-2"}));
   CHECK(fs.Requests().size() == 5);
+  fs.Script(json::array({Answer(503, Envelope("busy")), Answer(503, Envelope("busy")),
+                         Answer(429, Envelope("slow down"))}));
+  e = ErrorOf(api->GetJobs({"job-1", "job-2"}));
+  CHECK(e.http_status == 429);
+  CHECK(e.retryable);
+  CHECK(fs.Requests().size() == 8);
 
   // TMCRA's hosted service has no jobs/batch (404 for the path, 405 where it takes
   // /v1/jobs/{id} as GET only): remembered, so later calls send nothing.
-  for (const int status : {404, 405}) {
+  for (const int status : {404, 405, 501}) {
     auto fresh = Make(Options(fs, rec));
     fs.Script(json::array({Answer(status, {{"detail", "Not Found"}})}));
     const size_t before = fs.Requests().size();

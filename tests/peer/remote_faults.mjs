@@ -335,6 +335,9 @@ await r.test(`job polls under ${POLL_FAULTS.length} faults, then the drain: 0 lo
   const ids = [];
   const jobsBefore = storeCheck(memdData).jobs;
   const ledgerFrom = proxy.ledger.length;
+  // No answer here may dead-letter a write (the drain replays dead letters, so the count is
+  // checked at every step, not only at the end).
+  const deadBefore = (await call(s, 'tmcra_reconcile', {})).queue_counts.dead_letter;
   for (const [what, action] of POLL_FAULTS) {
     plan = (req) => (isJobPoll(req) ? { status: 503, headers: {}, body: errorBody(503, 'unavailable') } : 'pass');
     for (let k = 0; k < 3; k += 1) {
@@ -352,9 +355,9 @@ await r.test(`job polls under ${POLL_FAULTS.length} faults, then the drain: 0 lo
       return action;
     };
     // A reconcile asks about the submitted items' jobs (background delivery may ask first).
-    const res = await s.call({ name: 'tmcra_reconcile', arguments: {} }, { timeout: 120_000 });
-    assert.notEqual(res.isError, true, `${what}: reconcile: ${textOf(res)}`);
+    const res = await call(s, 'tmcra_reconcile', {}, `${what}: reconcile`);
     assert.ok(faulted, `${what}: a jobs batch request was made`);
+    assert.equal(res.queue_counts.dead_letter, deadBefore, `${what}: writes dead-lettered`);
   }
   // Once a memory answered 404, its jobs are asked about one by one (polls already in flight
   // beside the one that got the 404 may still have gone to the endpoint).
@@ -369,6 +372,8 @@ await r.test(`job polls under ${POLL_FAULTS.length} faults, then the drain: 0 lo
   }
   plan = () => 'pass';
   const afterFrom = proxy.ledger.length;
+  const settled = await call(s, 'tmcra_reconcile', {}, 'after the 404: reconcile');
+  assert.equal(settled.queue_counts.dead_letter, deadBefore, 'after the 404: writes dead-lettered');
   await drain('job polls under faults');
   const after = proxy.ledger.slice(afterFrom);
   assert.deepEqual(after.filter(isJobsBatch), [], 'no jobs batch request after the 404');

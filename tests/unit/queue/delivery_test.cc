@@ -49,12 +49,14 @@ class ScriptedSender final : public tmcra::queue::Sender {
   // The ids of each PollJobs call (from any poller thread).
   std::mutex polls_mu;
   std::vector<std::vector<std::string>> poll_calls;
+  // Unset: the default PollJobs (one PollJob per id).
+  std::function<std::vector<Result<json>>(const std::vector<std::string>&)> poll_batch;
   std::vector<Result<json>> PollJobs(const std::vector<std::string>& job_ids) override {
     {
       std::lock_guard lock(polls_mu);
       poll_calls.push_back(job_ids);
     }
-    return Sender::PollJobs(job_ids);
+    return poll_batch ? poll_batch(job_ids) : Sender::PollJobs(job_ids);
   }
   Result<Batch> SubmitBatch(const std::vector<Item>& items) override {
     std::vector<std::string> keys;
@@ -757,5 +759,116 @@ TEST_CASE("an item's jobs are asked about in one call, and finished jobs not aga
   for (const auto& call : sender.poll_calls) {
     for (const auto& job : call) CHECK(job.rfind("job-key-two-", 0) == 0);
   }
+  for (const auto& id : ids) CHECK(ob.Get(id)->state == "succeeded");
+}
+
+TEST_CASE("chunked polls: short answers, shared jobs, large items and odd receipts",
+          "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  std::atomic<int> single_polls{0};
+  sender.poll = [&](const std::string& id) -> Result<json> {
+    ++single_polls;
+    if (id.empty()) return Error::Invalid("job_id: must not be empty");
+    return json{{"job_id", id}, {"status", "succeeded"}};
+  };
+  // Jobs by the key's last character: '3' has three, '5' shares its job with '4', '6' names a
+  // job without an id, '7' a job that is not an object; the others have one job each.
+  sender.submit = [](const Item& item) -> Result<json> {
+    const std::string& key = item.idempotency_key;
+    const std::string own = "job-" + key;
+    json jobs = json::array({{{"job_id", own}, {"status", "pending"}}});
+    if (key.back() == '3') {
+      jobs.push_back({{"job_id", own + "-b"}, {"status", "pending"}});
+      jobs.push_back({{"job_id", own + "-c"}, {"status", "running"}});
+    }
+    if (key.back() == '5') jobs[0]["job_id"] = "job-" + key.substr(0, key.size() - 1) + "4";
+    if (key.back() == '6') jobs[0].erase("job_id");
+    if (key.back() == '7') jobs[0] = "job-7";
+    return json{{"jobs", jobs}, {"status", "submitted"}};
+  };
+  sender.poll_batch = [](const std::vector<std::string>& asked) {  // not through PollJob
+    std::vector<Result<json>> out;
+    for (const auto& id : asked) out.push_back(json{{"job_id", id}, {"status", "succeeded"}});
+    return out;
+  };
+  // 10 jobs with ids over 5 pollers: 2 a call, but item 3's three (within jobs_per_poll) in
+  // a call of their own.
+  DeliveryOptions options = Options(dir);
+  options.poll_parallelism = 5;
+  options.jobs_per_poll = 3;
+  DeliveryService service(options, sender, nullptr);
+  auto& ob = **service.outbox();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(*ob.Enqueue(NewItem("key-odd-" + std::to_string(i))));
+  REQUIRE(*service.DeliverBatch(ids) == 10);  // submitted
+  const auto state = [&](int i) { return ob.Get(ids[static_cast<size_t>(i)])->state; };
+  const auto has = [](const std::vector<std::string>& call, const std::string& job) {
+    return std::find(call.begin(), call.end(), job) != call.end();
+  };
+
+  SECTION("every call's answers") {
+    sender.poll_calls.clear();
+    REQUIRE(service.DeliverBatch(ids));
+    int with_three = 0;
+    int with_shared = 0;
+    for (const auto& call : sender.poll_calls) {
+      CHECK(call.size() <= 3);
+      for (const auto& job : call) CHECK_FALSE(job.empty());
+      if (has(call, "job-key-odd-3")) {
+        CHECK(call.size() == 3);
+        with_three += has(call, "job-key-odd-3-b") && has(call, "job-key-odd-3-c");
+      }
+      with_shared += has(call, "job-key-odd-4");
+      CHECK(std::count(call.begin(), call.end(), "job-key-odd-4") <= 1);
+    }
+    CHECK(sender.poll_calls.size() == 5);
+    CHECK(with_three == 1);
+    CHECK(with_shared == 1);
+    // Only the two jobs without an id were polled alone, and refused as a single poll is.
+    CHECK(single_polls == 2);
+    for (int i : {0, 1, 2, 3, 4, 5, 8, 9}) CHECK(state(i) == "succeeded");
+    CHECK(state(6) == "dead_letter");
+    CHECK(state(7) == "dead_letter");
+  }
+  SECTION("a call that answers for fewer jobs than asked: the rest are polled alone") {
+    sender.poll_batch = [&](const std::vector<std::string>& asked) {
+      return std::vector<Result<json>>{json{{"job_id", asked[0]}, {"status", "succeeded"}}};
+    };
+    REQUIRE(service.DeliverBatch(ids));
+    for (int i : {0, 1, 2, 3, 4, 5, 8, 9}) CHECK(state(i) == "succeeded");
+    CHECK(single_polls == 2 + 4);  // job-key-odd-1, 3-b, 3-c and 8 were not answered for
+  }
+}
+
+TEST_CASE("with jobs_per_poll, a cancelled round starts no more calls and records no unpolled "
+          "item", "[queue][delivery][batch]") {
+  TempDir dir;
+  ScriptedSender sender;
+  sender.batch = AcceptAll;
+  std::atomic<int> calls{0};
+  std::atomic<bool> cancel{false};
+  sender.poll_batch = [&](const std::vector<std::string>& asked) {
+    if (++calls == 2) cancel = true;
+    std::vector<Result<json>> out;
+    for (const auto& id : asked) out.push_back(json{{"job_id", id}, {"status", "succeeded"}});
+    return out;
+  };
+  DeliveryOptions options = Options(dir);
+  options.poll_parallelism = 1;
+  options.jobs_per_poll = 10;
+  DeliveryService service(options, sender, nullptr);
+  auto& ob = **service.outbox();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 100; ++i) ids.push_back(*ob.Enqueue(NewItem("key-cj-" + std::to_string(i))));
+  REQUIRE(*service.DeliverBatch(ids) == 100);  // submitted
+  REQUIRE(service.DeliverBatch(ids, [&] { return cancel.load(); }));
+  CHECK(calls.load() == 2);  // of 10; checked before each call, on the delivering thread
+  int submitted = 0;
+  for (const auto& id : ids) submitted += ob.Get(id)->state == "submitted" ? 1 : 0;
+  CHECK(submitted == 100);  // a cancelled round records nothing: polled again next round
+  cancel = false;
+  REQUIRE(*service.DeliverBatch(ids) == 100);
+  CHECK(calls.load() == 12);
   for (const auto& id : ids) CHECK(ob.Get(id)->state == "succeeded");
 }

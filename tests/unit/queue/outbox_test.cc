@@ -358,6 +358,55 @@ TEST_CASE("delivery reads an item without its recall, keeping the captured polic
   CHECK(ob->GetForDelivery("mcp-item-missing").error().code == Errc::kNotFound);
 }
 
+TEST_CASE("a delivery round's peek: what a batch and a poll need, no content",
+          "[queue][batch]") {
+  TempDir dir;
+  auto ob = Open(dir);
+  Item item = NewItem("key-peek-0001");
+  item.messages.push_back(item.messages[0]);
+  item.messages[1]["message_id"] = "m2";
+  item.agent_id = "agent-1";
+  const std::string id = *ob->Enqueue(item);
+  auto pending = ob->PeekForDelivery(id);
+  REQUIRE(pending);
+  CHECK(pending->item_id == id);
+  CHECK(pending->state == "pending");
+  CHECK(pending->scope_name == "p");
+  CHECK(pending->agent_id == "agent-1");
+  CHECK(pending->message_count == 2);
+  CHECK(pending->attempts == 0);
+  CHECK(pending->next_attempt_at == 0);
+  CHECK(pending->receipt.is_null());
+  CHECK(pending->receipt_text.empty());
+  CHECK(*ob->StateAndReceipt(id) == std::make_pair(std::string("pending"), std::string()));
+
+  const json receipt = {{"status", "submitted"},
+                        {"jobs", json::array({{{"job_id", "job-1"}, {"status", "pending"}}})}};
+  REQUIRE(ob->MarkSubmitted(id, receipt));
+  REQUIRE(ob->RecordFailure(id, "transport_error: reset", 12.5));
+  auto submitted = ob->PeekForDelivery(id);
+  REQUIRE(submitted);
+  CHECK(submitted->state == "submitted");
+  CHECK(submitted->receipt == receipt);
+  CHECK(submitted->attempts == 1);
+  CHECK(submitted->next_attempt_at == 12.5);
+  CHECK(json::parse(submitted->receipt_text) == receipt);
+  CHECK(ob->StateAndReceipt(id)->second == submitted->receipt_text);  // as stored, byte for byte
+
+  // A receipt stored again with other content is other text; a finished item peeks as such.
+  json progressed = receipt;
+  progressed["jobs"][0]["status"] = "running";
+  REQUIRE(ob->MarkSubmitted(id, progressed));
+  CHECK(ob->StateAndReceipt(id)->second != submitted->receipt_text);
+  REQUIRE(ob->MarkSucceeded(id, progressed));
+  CHECK(ob->PeekForDelivery(id)->state == "succeeded");
+  CHECK(ob->PeekForDelivery(id)->receipt.is_null());  // only a submitted item's is read
+  CHECK(ob->StateAndReceipt(id)->first == "succeeded");
+
+  CHECK(ob->PeekForDelivery("mcp-item-missing").error().code == Errc::kNotFound);
+  CHECK(ob->StateAndReceipt("mcp-item-missing").error().code == Errc::kNotFound);
+}
+
 TEST_CASE("outbox files are private", "[queue][security]") {
   TempDir dir;
   auto ob = Open(dir);
