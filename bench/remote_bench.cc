@@ -7,10 +7,12 @@
 //   remote_bench throughput --url URL --key-file F --ca CA --scope S --questions FILE
 //                           [--clients C] [--seconds T] [--warmup W] [--write-every-ms N]
 //
-// body: prints the recall request body tmcra_recall sends for TEXT (src/tools/memory_tools.cc,
-//   RecallForTool: {"query", "evidence_mode": "auto", "max_windows": 8}, serialised as
-//   HttpMemoryApi's BodyText does: nlohmann's compact dump, keys sorted). remote_latency.mjs
-//   compares it byte for byte with what a real tmcra-mcp sends through a logging proxy.
+// body: prints the recall request body tmcra_recall sends a tmcra-memd for TEXT
+//   (src/tools/memory_tools.cc, RecallForTool: {"query", "evidence_mode": "auto",
+//   "max_windows": 8}, plus "response_projection": "prompt_only" from the second call on,
+//   serialised as HttpMemoryApi's BodyText does: nlohmann's compact dump, keys sorted).
+//   remote_latency.mjs compares it byte for byte with what a real tmcra-mcp sends through a
+//   logging proxy.
 //
 // floor: the cost of one recall over HTTPS with nothing in between. One easy handle reused
 //   (keep-alive), HTTP/1.1, TLS 1.2+ verified against CA, the same request line, headers and
@@ -74,9 +76,14 @@ std::string Get(const std::map<std::string, std::string>& args, const std::strin
   return it == args.end() ? fallback : it->second;
 }
 
-// The body tmcra_recall sends (RecallForTool, then BodyText).
+// The body tmcra_recall sends a tmcra-memd (RecallForTool, then HttpMemoryApi::Recall, which
+// asks for the prompt evidence only once the server has said it keeps the snapshot: from the
+// second call of a process on).
 std::string RecallBody(const std::string& query) {
-  const json body{{"query", query}, {"evidence_mode", "auto"}, {"max_windows", 8}};
+  const json body{{"query", query},
+                  {"evidence_mode", "auto"},
+                  {"max_windows", 8},
+                  {"response_projection", "prompt_only"}};
   return body.dump(-1, ' ', false, json::error_handler_t::strict);
 }
 

@@ -269,15 +269,18 @@ async function bodyCheck(opts, memd, key, question) {
   const proxy = await loggingProxy(opts, memd.url);
   const session = await connect('raw', opts, remoteEnv(opts, { url: proxy.url }, key, 'bodycheck'), 'body check');
   try {
+    // Twice: the first answer tells tmcra-mcp that tmcra-memd keeps the snapshot under
+    // prompt_only, which it then asks for (the body of every later call, and the floor's).
+    await session.call('tmcra_recall', { query: question });
     await session.call('tmcra_recall', { query: question });
   } finally {
     await session.close();
     await proxy.close();
   }
   const recalls = proxy.seen.filter((s) => s.method === 'POST' && s.path === `/v1/scopes/${SCOPE}/recall`);
-  if (recalls.length !== 1) throw new Error(`body check: expected one recall, saw ${JSON.stringify(proxy.seen)}`);
+  if (recalls.length !== 2) throw new Error(`body check: expected two recalls, saw ${JSON.stringify(proxy.seen)}`);
   const floorBody = execFileSync(opts.remoteDriver, ['body', '--query', question], { encoding: 'utf8' }).replace(/\n$/, '');
-  const sent = recalls[0];
+  const sent = recalls[1];
   const same = sent.body === floorBody;
   log(`body check: tmcra_recall sent ${sent.body.length} bytes, the floor sends ${floorBody.length}: `
     + `${same ? 'identical' : 'DIFFERENT'}`);

@@ -741,15 +741,15 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
     reasons.push_back(compiled ? "requested_compiled" : mode == "raw" ? "requested_raw"
                                                                       : "auto_selected_raw");
   }
-  json evidence = json::object();
+  // prompt_only leaves out the windows and terms, not the snapshot: a receipt's watermarks
+  // (the first source_event_seq of the whole answer) are the same either way.
+  json evidence = {{"snapshot", {{"source_event_seq", scope_row["last_event_seq"]},
+                                 {"records", scope_row["records"]}}}};
   if (projection == "full") {
-    evidence = {{"windows", std::move(evidence_windows)},
-                {"query_terms",
-                 {{"words", terms.words},
-                  {"trigrams", terms.trigrams.size()},
-                  {"cjk_terms", terms.cjk_bigrams.size() + terms.cjk_prefixes.size()}}},
-                {"snapshot", {{"source_event_seq", scope_row["last_event_seq"]},
-                              {"records", scope_row["records"]}}}};
+    evidence["windows"] = std::move(evidence_windows);
+    evidence["query_terms"] = {{"words", terms.words},
+                               {"trigrams", terms.trigrams.size()},
+                               {"cjk_terms", terms.cjk_bigrams.size() + terms.cjk_prefixes.size()}};
   }
   if (auto s = tx->Commit(); !s) return s.error();
   return json{{"query_id", query_id},

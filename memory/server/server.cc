@@ -122,6 +122,7 @@ std::string LogPath(const Request& req) {
 void SendJson(const Request& req, Response& res, int status, const json& body) {
   std::string text = DumpJson(body);  // = body.dump(-1, ' ', false, replace), faster
   res.status = status;
+  res.set_header(std::string(api::kFeaturesHeader), std::string(api::kFeaturePromptOnlySnapshot));
   if (t_ctx.gzip && text.size() >= kGzipMinimumBytes && AcceptsGzip(req.get_header_value("Accept-Encoding"))) {
     if (auto gz = Gzip(text)) {
       text = std::move(*gz);

@@ -44,9 +44,16 @@ Result<memory::Engine*> EmbeddedMemoryApi::Engine() {
 }
 
 Result<json> EmbeddedMemoryApi::Recall(std::string_view scope, const json& body,
-                                       const RecallOptions&) {
+                                       const RecallOptions& options) {
   auto engine = Engine();
   if (!engine) return engine.error();
+  if (options.structured_evidence_unused && body.is_object() &&
+      !body.contains("response_projection")) {
+    // The engine keeps the snapshot under prompt_only (kFeaturePromptOnlySnapshot) and builds
+    // no windows for an answer that would drop them.
+    const json lighter = PromptOnlyBody(body);
+    return WithLockRetries([&] { return (*engine)->Recall(scope, lighter); });
+  }
   return WithLockRetries([&] { return (*engine)->Recall(scope, body); });
 }
 

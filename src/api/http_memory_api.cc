@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <mutex>
@@ -36,6 +37,30 @@ constexpr std::string_view kAgentIdRule = "^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$
 
 // ---------------------------------------------------------------------------------------------
 // One transfer's collected answer. The callbacks never throw (they run inside libcurl).
+
+// A header name as the header callback stores it.
+std::string LowerName(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Whether one of a header's values, a comma-separated list, names `feature`.
+bool ListsFeature(const std::vector<std::string>& values, std::string_view feature) {
+  for (const auto& value : values) {
+    std::string_view rest(value);
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      std::string_view item = rest.substr(0, comma);
+      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+      if (item == feature) return true;
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  return false;
+}
 
 struct Exchange {
   size_t body_limit = 0;
@@ -109,8 +134,7 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) noexcept {
   const size_t colon = line.find(':');
   if (colon == std::string_view::npos || colon == 0) return bytes;
   try {
-    std::string name(line.substr(0, colon));
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string name = LowerName(line.substr(0, colon));
     std::string_view value = line.substr(colon + 1);
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
@@ -297,6 +321,8 @@ struct HttpMemoryApi::Impl {
   std::mutex rng_mu;
   std::mt19937_64 rng;  // guarded by rng_mu
 
+  // A tmcra-memd said it keeps the snapshot under prompt_only (kFeaturesHeader).
+  std::atomic<bool> prompt_only_snapshot{false};
   MissingEndpoint ingest_batch;  // POST /v1/scopes/{scope}/ingest/batch
   MissingEndpoint jobs_batch;    // POST /v1/jobs/batch (tmcra-memd's)
 
@@ -516,6 +542,10 @@ struct HttpMemoryApi::Impl {
     result.outcome.kind = AttemptKind::kAnswered;
     result.value = std::move(*parsed);
     if (req.request_id != nullptr) *req.request_id = request_id;
+    if (!prompt_only_snapshot.load(std::memory_order_relaxed) &&
+        ListsFeature(ex.Values(LowerName(kFeaturesHeader)), kFeaturePromptOnlySnapshot)) {
+      prompt_only_snapshot.store(true, std::memory_order_relaxed);
+    }
     return result;
   }
 
@@ -721,7 +751,10 @@ Result<json> HttpMemoryApi::Recall(std::string_view scope, const json& body,
   if (Status s = wire::CheckPathSegment(scope, "scope"); !s) return s.error();
   auto agent = impl_->AgentHeader(options.agent_id);
   if (!agent) return agent.error();
-  auto text = BodyText(body);
+  auto text = options.structured_evidence_unused && impl_->prompt_only_snapshot.load() &&
+                      body.is_object() && !body.contains("response_projection")
+                  ? BodyText(PromptOnlyBody(body))
+                  : BodyText(body);
   if (!text) return text.error();
   Request req = impl_->Make("recall", true, "/v1/scopes/" + config::QuoteSegment(scope) + "/recall",
                             std::move(*text), std::move(*agent), 200);

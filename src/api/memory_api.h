@@ -28,6 +28,21 @@ using json = nlohmann::json;
 // The most job ids one GetJobs call (POST /v1/jobs/batch) takes.
 inline constexpr size_t kMaxJobsPerBatch = 100;
 
+// tmcra-memd names what it does beyond TMCRA's service in a header on every answer (a
+// comma-separated list). kFeaturePromptOnlySnapshot: a recall with
+// "response_projection": "prompt_only" keeps evidence.snapshot (so the receipt's watermarks
+// are those of a full answer), where the service answers evidence {}.
+inline constexpr std::string_view kFeaturesHeader = "X-TMCRA-Memd-Features";
+inline constexpr std::string_view kFeaturePromptOnlySnapshot = "prompt-only-snapshot";
+
+// A recall request `body` (an object) asking for the prompt evidence only
+// (RecallOptions::structured_evidence_unused).
+inline json PromptOnlyBody(const json& body) {
+  json out = body;
+  out["response_projection"] = "prompt_only";
+  return out;
+}
+
 struct IngestOptions {
   std::string idempotency_key;            // Idempotency-Key header
   std::optional<std::string> agent_id;    // X-TMCRA-Agent-ID
@@ -45,6 +60,11 @@ struct RecallOptions {
   // that has no answer text to read (the embedded engine) leaves it unset and the evidence
   // whole.
   ElidedMember* elide_evidence = nullptr;
+  // The structured `evidence` will be dropped (tmcra_recall without include_structured_evidence):
+  // a memory known to keep the snapshot watermark under "response_projection": "prompt_only"
+  // (the embedded engine; a tmcra-memd, once it has said so in kFeaturesHeader) is asked for
+  // that projection, and builds no windows for the answer. The receipt is the same.
+  bool structured_evidence_unused = false;
 };
 
 struct FeedbackOptions {

@@ -272,6 +272,7 @@ Result<json> RecallForTool(const MemoryToolDeps& deps, const RecallRequest& requ
   if (request.evidence_unused) {
     elide.emplace("evidence", receipts::WatermarkKeys());
     options.elide_evidence = &*elide;
+    options.structured_evidence_unused = true;
   }
   auto response = deps.memory->Recall(request.scope, body, options);
   if (!response) return response.error();

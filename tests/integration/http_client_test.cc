@@ -1179,3 +1179,37 @@ TEST_CASE_METHOD(ClientTest,
     CHECK(fresh->IngestBatch("p", {{"items", json::array({kIngestBody})}}, {}));
   }
 }
+
+TEST_CASE_METHOD(ClientTest,
+                 "a recall whose structured evidence is unused asks a tmcra-memd that keeps the "
+                 "snapshot for the prompt evidence only",
+                 "[http]") {
+  auto api = Make(Options(fs, rec));
+  const json answer = {{"query_id", "api_1"}, {"scope_name", "p"}};
+  const auto with_features = [&](const std::string& value) {
+    return json{{"status", 200}, {"json", answer},
+                {"headers", json::array({json::array({"X-TMCRA-Memd-Features", value})})}};
+  };
+  tmcra::api::RecallOptions unused;
+  unused.structured_evidence_unused = true;
+  const auto last_body = [&] { return json::parse(fs.Requests().back()["body"].get<std::string>()); };
+
+  // Not known yet: the body as given. An answer naming something else teaches nothing.
+  fs.Script(json::array({with_features("jobs-batch, prompt-only-snapshots"), Answer(200, answer)}));
+  REQUIRE(api->Recall("p", kRecallBody, unused));
+  CHECK(last_body() == kRecallBody);
+  REQUIRE(api->Recall("p", kRecallBody, unused));
+  CHECK(last_body() == kRecallBody);
+  // Said (in a list): from then on, prompt_only when the evidence is unused, and only then.
+  fs.Script(json::array({with_features("jobs-batch, prompt-only-snapshot"), Answer(200, answer),
+                         Answer(200, answer)}));
+  REQUIRE(api->Recall("p", kRecallBody, unused));
+  CHECK(last_body() == kRecallBody);
+  REQUIRE(api->Recall("p", kRecallBody, unused));
+  json expected = kRecallBody;
+  expected["response_projection"] = "prompt_only";
+  CHECK(last_body() == expected);
+  CHECK(fs.Requests().back()["body"] == expected.dump());
+  REQUIRE(api->Recall("p", kRecallBody, {}));  // tmcra_turn_prepare keeps the evidence
+  CHECK(last_body() == kRecallBody);
+}

@@ -469,6 +469,23 @@ await r.test('ingest -> 202 -> job succeeds -> recall finds it', async () => {
   assert.equal(rec.json.prompt_evidence.content_sha256, sha);
 });
 
+await r.test('prompt_only keeps the snapshot, and every answer says so in X-TMCRA-Memd-Features', async () => {
+  const body = { query: 'staging database Thursday', max_windows: 8 };
+  const full = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL, body });
+  const light = await request(main, 'POST', '/v1/scopes/team/recall', { key: FULL,
+    body: { ...body, response_projection: 'prompt_only' } });
+  assert.equal(light.status, 200, light.text);
+  assert.deepEqual(Object.keys(light.json.evidence), ['snapshot']);
+  assert.deepEqual(light.json.evidence.snapshot, full.json.evidence.snapshot);
+  assert.ok(Number.isInteger(light.json.evidence.snapshot.source_event_seq), light.text);
+  assert.deepEqual(light.json.prompt_evidence, full.json.prompt_evidence);
+  assert.ok(light.raw.length < full.raw.length, `${light.raw.length} < ${full.raw.length}`);
+  for (const res of [full, light, await request(main, 'GET', '/v1/jobs/job_unknown', { key: FULL }),
+    await request(main, 'GET', '/healthz')]) {
+    assert.equal(res.headers['x-tmcra-memd-features'], 'prompt-only-snapshot');
+  }
+});
+
 await r.test('idempotency: same key + body replays the job; another body is 409', async () => {
   seq -= 1;  // the same message id as the first ingest
   const body = ingestBody(NEEDLE);

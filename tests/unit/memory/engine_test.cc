@@ -401,6 +401,34 @@ TEST_CASE("a window holds the hit and its session neighbours", "[memory][recall]
   CHECK(r["prompt_evidence"]["source_text_verbatim"] == true);
 }
 
+TEST_CASE("prompt_only: the same prompt evidence and snapshot, no windows", "[memory][recall]") {
+  TempDir dir;
+  auto e = OpenEngine(dir);
+  for (int s = 0; s < 3; ++s) {
+    json messages = json::array();
+    for (int i = 0; i < 6; ++i) {
+      messages.push_back(Message("m" + std::to_string(s) + std::to_string(i), i % 2 ? "assistant" : "user",
+                                 i == 3 ? "the staging cluster restarts at noon on Fridays"
+                                        : "filler turn " + std::to_string(i),
+                                 "2026-07-15T00:0" + std::to_string(s) + ":0" + std::to_string(i) + "Z"));
+    }
+    Ingest(*e, "p", Body(messages, "s" + std::to_string(s)), "key-projection-" + std::to_string(s));
+  }
+  REQUIRE(e->RunPendingJobs());
+  for (const std::string mode : {"raw", "compiled"}) {
+    INFO(mode);
+    json full = Recall(*e, "p", "when does the staging cluster restart?", {{"evidence_mode", mode}});
+    json light = Recall(*e, "p", "when does the staging cluster restart?",
+                        {{"evidence_mode", mode}, {"response_projection", "prompt_only"}});
+    REQUIRE(full["evidence"]["windows"].size() == 3);
+    CHECK(light["evidence"] == json{{"snapshot", full["evidence"]["snapshot"]}});
+    CHECK(light["evidence"]["snapshot"]["source_event_seq"] == 18);
+    CHECK(light["prompt_evidence"] == full["prompt_evidence"]);
+    CHECK(light["evidence_route"] == full["evidence_route"]);
+    CHECK(light["index_job_id"] == full["index_job_id"]);
+  }
+}
+
 TEST_CASE("hits close together merge into one window", "[memory][recall]") {
   TempDir dir;
   auto e = OpenEngine(dir);

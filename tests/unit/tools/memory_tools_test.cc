@@ -85,6 +85,15 @@ TEST_CASE("ingest, wait, recall with wait_for_job_id finds the exact text", "[to
   CHECK(r["receipt_type"] == "recall");
   json with_evidence = f.Call("tmcra_recall", {{"query", "heron"}, {"include_structured_evidence", true}});
   CHECK(with_evidence["structuredContent"].contains("evidence"));
+  CHECK(with_evidence["structuredContent"]["evidence"]["windows"].size() == 1);
+  // Without it the engine is asked for the prompt evidence only: the same receipt otherwise.
+  json without = f.Call("tmcra_recall", {{"query", "heron"}})["structuredContent"];
+  json with = with_evidence["structuredContent"];
+  CHECK(without["watermarks"] == with["watermarks"]);
+  CHECK(without["watermarks"]["source_event_seq"].is_number_integer());
+  CHECK(without["prompt_evidence"] == with["prompt_evidence"]);
+  CHECK(without["injectable_context"] == with["injectable_context"]);
+  CHECK(without["evidence_sha256"] == with["evidence_sha256"]);
   json get = f.Call("tmcra_get_job", {{"job_id", job}});
   CHECK(get["structuredContent"]["receipt_type"] == "job");
 }
