@@ -9,7 +9,8 @@
 //
 // body: prints the recall request body tmcra_recall sends a tmcra-memd for TEXT
 //   (src/tools/memory_tools.cc, RecallForTool: {"query", "evidence_mode": "auto",
-//   "max_windows": 8}, plus "response_projection": "prompt_only" from the second call on,
+//   "max_windows": 8}, plus "response_projection": "prompt_only" once an answer has listed
+//   tmcra-memd's prompt-only-snapshot feature,
 //   serialised as HttpMemoryApi's BodyText does: nlohmann's compact dump, keys sorted).
 //   remote_latency.mjs compares it byte for byte with what a real tmcra-mcp sends through a
 //   logging proxy.
@@ -77,8 +78,8 @@ std::string Get(const std::map<std::string, std::string>& args, const std::strin
 }
 
 // The body tmcra_recall sends a tmcra-memd (RecallForTool, then HttpMemoryApi::Recall, which
-// asks for the prompt evidence only once the server has said it keeps the snapshot: from the
-// second call of a process on).
+// asks for the prompt evidence only once an answer of the server has said it keeps the
+// snapshot: the warm-up calls see to that).
 std::string RecallBody(const std::string& query) {
   const json body{{"query", query},
                   {"evidence_mode", "auto"},

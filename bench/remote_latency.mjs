@@ -3,9 +3,10 @@
 //
 // In one run, against a real tmcra-memd over HTTPS on 127.0.0.1 (TLS verified against a test
 // CA made by run_remote.sh), serving the store memory_bench built (scope "bench"):
-//   * body check   — a tmcra-mcp behind a logging TLS proxy sends one tmcra_recall; the recall
-//                    body it sends must equal, byte for byte, the one the floor sends
-//                    (remote_bench body), so floor and tool ask the same thing;
+//   * body check   — a tmcra-mcp behind a logging TLS proxy sends two tmcra_recalls; the first
+//                    body has no projection, the second (tmcra-memd having said it keeps the
+//                    snapshot under prompt_only) must equal, byte for byte, the one the floor
+//                    sends (remote_bench body), so floor and tool ask the same thing;
 //   * the floor    — remote_bench floor: one libcurl easy handle, keep-alive, HTTP/1.1, the
 //                    same headers and body as HttpMemoryApi; p50/p99 of POST .../recall;
 //   * tmcra_recall — the same questions through tmcra-mcp (TMCRA_BASE_URL=https://127.0.0.1:P,
@@ -93,7 +94,8 @@ function parseArgs(argv) {
       case '--store-report': o.storeReport = path.resolve(next()); break;
       case '--rounds': o.rounds = Math.max(1, count()); break;
       case '--calls': o.calls = Math.max(1, count()); break;
-      case '--warmup': o.warmup = count(); break;
+      // At least one: the warm-up is also where tmcra-mcp learns the projection the floor uses.
+      case '--warmup': o.warmup = Math.max(1, count()); break;
       case '--turns': o.turns = Math.max(1, count()); break;
       case '--gap-ms': o.gapMs = count(); break;
       case '--clients': o.clients = Math.max(1, count()); break;
@@ -280,6 +282,11 @@ async function bodyCheck(opts, memd, key, question) {
   const recalls = proxy.seen.filter((s) => s.method === 'POST' && s.path === `/v1/scopes/${SCOPE}/recall`);
   if (recalls.length !== 2) throw new Error(`body check: expected two recalls, saw ${JSON.stringify(proxy.seen)}`);
   const floorBody = execFileSync(opts.remoteDriver, ['body', '--query', question], { encoding: 'utf8' }).replace(/\n$/, '');
+  const first = JSON.parse(recalls[0].body);
+  if (first.response_projection !== undefined || JSON.parse(floorBody).response_projection !== 'prompt_only') {
+    throw new Error(`body check: the first recall asks for ${first.response_projection}, the floor for `
+      + `${JSON.parse(floorBody).response_projection}: ${recalls[0].body} / ${floorBody}`);
+  }
   const sent = recalls[1];
   const same = sent.body === floorBody;
   log(`body check: tmcra_recall sent ${sent.body.length} bytes, the floor sends ${floorBody.length}: `

@@ -487,7 +487,8 @@ int DeliveryService::FinishGroup(Outbox& ob, const std::vector<std::string>& ite
   int changed = 0;
   std::vector<Outcome> outcomes;
   for (const auto& id : ClaimEach(ob, item_ids)) {
-    // Its receipt is stored as canonical JSON: the same text is the same receipt.
+    // Moved since the look, unless its receipt's text is the one looked at (the same text is
+    // the same receipt; an equal receipt stored in other text only waits for the next round).
     auto now = ob.StateAndReceipt(id);
     Looked& l = looked.at(id);
     if (!now || now->first != kSubmitted || now->second != l.receipt_text) {

@@ -337,7 +337,10 @@ Result<Peek> Outbox::PeekForDelivery(const std::string& item_id) {
   std::lock_guard lock(mu_);
   auto st = db_->Prepare(
       "SELECT item_id, state, scope_name, agent_id, attempts, next_attempt_at, "
-      "CASE WHEN json_valid(messages_json) THEN json_array_length(messages_json) ELSE 0 END, "
+      // Only a pending item's messages are counted (the count groups it into a batch): the
+      // column of any other row is not even read.
+      "CASE WHEN state = 'pending' AND json_valid(messages_json) "
+      "THEN json_array_length(messages_json) ELSE 0 END, "
       "CASE WHEN state = 'submitted' THEN receipt_json END FROM ingest_queue WHERE item_id = ?");
   if (!st) return st.error();
   st->Bind(1, item_id);

@@ -66,9 +66,9 @@ struct Peek {
   std::optional<std::string> agent_id;
   int64_t attempts = 0;
   double next_attempt_at = 0;
-  size_t message_count = 0;    // 0 when messages_json is not a JSON array
+  size_t message_count = 0;    // pending: its messages (0 when not a JSON array); else 0
   json receipt;                // submitted: the stored ingest receipt; else null
-  std::string receipt_text;    // submitted: that receipt as stored (canonical JSON); else empty
+  std::string receipt_text;    // submitted: that receipt's text as stored; else empty
 };
 
 struct PreparedTurn {

@@ -213,6 +213,7 @@ struct Request {
   int expected_status = 200;
   ElidedMember* elide = nullptr;  // a recall's evidence read but not built (RecallOptions)
   std::string* request_id = nullptr;  // set to a successful answer's x-request-id
+  bool* prompt_only_listed = nullptr;  // set to whether it listed kFeaturePromptOnlySnapshot
   // The attribution headers (part of the service's idempotency hash): "mcp" and the configured
   // integration id unless an ingest passes on other values.
   std::string client_platform = "mcp";
@@ -542,8 +543,10 @@ struct HttpMemoryApi::Impl {
     result.outcome.kind = AttemptKind::kAnswered;
     result.value = std::move(*parsed);
     if (req.request_id != nullptr) *req.request_id = request_id;
-    if (!prompt_only_snapshot.load(std::memory_order_relaxed) &&
-        ListsFeature(ex.Values(LowerName(kFeaturesHeader)), kFeaturePromptOnlySnapshot)) {
+    const bool listed =
+        ListsFeature(ex.Values(LowerName(kFeaturesHeader)), kFeaturePromptOnlySnapshot);
+    if (req.prompt_only_listed != nullptr) *req.prompt_only_listed = listed;
+    if (listed && !prompt_only_snapshot.load(std::memory_order_relaxed)) {
       prompt_only_snapshot.store(true, std::memory_order_relaxed);
     }
     return result;
@@ -751,15 +754,29 @@ Result<json> HttpMemoryApi::Recall(std::string_view scope, const json& body,
   if (Status s = wire::CheckPathSegment(scope, "scope"); !s) return s.error();
   auto agent = impl_->AgentHeader(options.agent_id);
   if (!agent) return agent.error();
-  auto text = options.structured_evidence_unused && impl_->prompt_only_snapshot.load() &&
-                      body.is_object() && !body.contains("response_projection")
-                  ? BodyText(PromptOnlyBody(body))
-                  : BodyText(body);
+  const bool prompt_only = options.structured_evidence_unused &&
+                           impl_->prompt_only_snapshot.load() && body.is_object() &&
+                           !body.contains("response_projection");
+  auto text = BodyText(prompt_only ? PromptOnlyBody(body) : body);
   if (!text) return text.error();
-  Request req = impl_->Make("recall", true, "/v1/scopes/" + config::QuoteSegment(scope) + "/recall",
-                            std::move(*text), std::move(*agent), 200);
+  const std::string path = "/v1/scopes/" + config::QuoteSegment(scope) + "/recall";
+  Request req = impl_->Make("recall", true, path, std::move(*text), *agent, 200);
   req.elide = options.elide_evidence;
-  return impl_->Execute(req);
+  bool listed = false;
+  req.prompt_only_listed = &listed;
+  auto answer = impl_->Execute(req);
+  if (!prompt_only || !answer || listed) return answer;
+  // The server no longer says it keeps the snapshot (another one behind the same URL): its
+  // evidence may be {} and the receipt's watermarks lost. Forgotten, and asked again as
+  // TMCRA's client asks (a recall is only a read).
+  impl_->prompt_only_snapshot.store(false);
+  spdlog::info("memory API: the answer did not list {}; recalls ask for the full answer again",
+               kFeaturePromptOnlySnapshot);
+  auto full = BodyText(body);  // (the reader resets the ElidedMember's outputs)
+  if (!full) return full.error();
+  Request again = impl_->Make("recall", true, path, std::move(*full), std::move(*agent), 200);
+  again.elide = options.elide_evidence;
+  return impl_->Execute(again);
 }
 
 Result<json> HttpMemoryApi::Ingest(std::string_view scope, const json& body,

@@ -63,7 +63,8 @@ struct RecallOptions {
   // The structured `evidence` will be dropped (tmcra_recall without include_structured_evidence):
   // a memory known to keep the snapshot watermark under "response_projection": "prompt_only"
   // (the embedded engine; a tmcra-memd, once it has said so in kFeaturesHeader) is asked for
-  // that projection, and builds no windows for the answer. The receipt is the same.
+  // that projection, and leaves the windows' record copies out of `evidence`. The receipt is
+  // the same.
   bool structured_evidence_unused = false;
 };
 

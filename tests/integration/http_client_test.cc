@@ -1201,8 +1201,8 @@ TEST_CASE_METHOD(ClientTest,
   REQUIRE(api->Recall("p", kRecallBody, unused));
   CHECK(last_body() == kRecallBody);
   // Said (in a list): from then on, prompt_only when the evidence is unused, and only then.
-  fs.Script(json::array({with_features("jobs-batch, prompt-only-snapshot"), Answer(200, answer),
-                         Answer(200, answer)}));
+  fs.Script(json::array({with_features("jobs-batch, prompt-only-snapshot"),
+                         with_features("prompt-only-snapshot"), Answer(200, answer)}));
   REQUIRE(api->Recall("p", kRecallBody, unused));
   CHECK(last_body() == kRecallBody);
   REQUIRE(api->Recall("p", kRecallBody, unused));
@@ -1211,5 +1211,27 @@ TEST_CASE_METHOD(ClientTest,
   CHECK(last_body() == expected);
   CHECK(fs.Requests().back()["body"] == expected.dump());
   REQUIRE(api->Recall("p", kRecallBody, {}));  // tmcra_turn_prepare keeps the evidence
+  CHECK(last_body() == kRecallBody);
+
+  // Another server behind the URL: a prompt_only answer that does not list the feature is
+  // forgotten and the recall asked again in full, at once; later recalls go in full.
+  fs.Script(json::array({Answer(200, answer), Answer(200, answer), Answer(200, answer)}));
+  size_t before = fs.Requests().size();
+  REQUIRE(api->Recall("p", kRecallBody, unused));
+  json reqs = fs.Requests();
+  REQUIRE(reqs.size() == before + 2);
+  CHECK(json::parse(reqs[before]["body"].get<std::string>()) == expected);
+  CHECK(json::parse(reqs[before + 1]["body"].get<std::string>()) == kRecallBody);
+  REQUIRE(api->Recall("p", kRecallBody, unused));
+  CHECK(last_body() == kRecallBody);
+
+  // An answer that is not a success teaches nothing.
+  auto fresh = Make(Options(fs, rec));
+  json refused = with_features("prompt-only-snapshot");
+  refused["status"] = 404;
+  refused["json"] = Envelope("not_found");
+  fs.Script(json::array({refused, Answer(200, answer)}));
+  CHECK_FALSE(fresh->Recall("p", kRecallBody, unused));
+  REQUIRE(fresh->Recall("p", kRecallBody, unused));
   CHECK(last_body() == kRecallBody);
 }

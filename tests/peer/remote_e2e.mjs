@@ -116,6 +116,18 @@ if (memd) {
     assert.ok(hit, `recall finds the committed user turn: ${JSON.stringify(recall.evidence).slice(0, 1500)}`);
     memoryId = hit.memory_id;
     assert.equal(recall.trust_boundary, 'untrusted_memory_data');
+    // Without the structured evidence, tmcra-mcp asks tmcra-memd for prompt_only (its answers
+    // have said it keeps the snapshot): the same receipt but for the evidence it drops. (Both
+    // once the eventual turn is in, so that they see one snapshot.)
+    const settled = await call(remote, 'tmcra_reconcile', {});
+    assert.equal(settled.queue_counts.pending + settled.queue_counts.submitted, 0, JSON.stringify(settled.queue_counts));
+    const full = await call(remote, 'tmcra_recall', { query: `When is the ${marker} deploy window?`, session_id: session, include_structured_evidence: true });
+    const light = await call(remote, 'tmcra_recall', { query: `When is the ${marker} deploy window?`, session_id: session });
+    assert.equal(light.evidence, undefined);
+    assert.ok(Number.isInteger(light.watermarks.source_event_seq), JSON.stringify(light.watermarks));
+    for (const field of ['watermarks', 'prompt_evidence', 'injectable_context', 'evidence_sha256', 'evidence_route', 'index_job_id']) {
+      assert.deepEqual(light[field], full[field], `${field} with and without the structured evidence`);
+    }
   });
 }
 

@@ -88,6 +88,33 @@ Item NewItem(const std::string& key) {
   return item;
 }
 
+// A job poll's answer by the job's last digit: 7 is an error to retry, 0/3/6/9 a failed job,
+// else succeeded.
+Result<json> ByLastDigit(const std::string& id) {
+  if (id.back() == '7') return Error::Unavailable("transport_error: reset");
+  const bool failed = (id.back() - '0') % 3 == 0;
+  return json{{"job_id", id}, {"status", failed ? "failed" : "succeeded"}};
+}
+
+// Each item polled once, and in the state its job's answer (ByLastDigit) leaves it.
+void CheckByLastDigit(tmcra::queue::Outbox& ob, const std::vector<std::string>& ids,
+                      std::map<std::string, int>& polled) {
+  for (const auto& id : ids) {
+    auto item = ob.Get(id);
+    REQUIRE(item);
+    const std::string job = "job-" + item->idempotency_key;
+    INFO(job);
+    CHECK(polled[job] == 1);
+    if (job.back() == '7') {
+      CHECK(item->state == "submitted");  // polled again next round
+    } else if ((job.back() - '0') % 3 == 0) {
+      CHECK(item->state == "dead_letter");
+    } else {
+      CHECK(item->state == "succeeded");
+    }
+  }
+}
+
 DeliveryOptions Options(const TempDir& dir, const std::string& owner = "pid-1-test") {
   DeliveryOptions o;
   o.path = dir.File("outbox.sqlite3");
@@ -570,10 +597,7 @@ TEST_CASE("job polls run several at once when asked, each item's outcome its own
       ++polled[id];
     }
     --in_flight;
-    // By the item's last digit: 7 is an error to retry, 0/3/6/9 a failed job, else succeeded.
-    if (id.back() == '7') return Error::Unavailable("transport_error: reset");
-    const bool failed = (id.back() - '0') % 3 == 0;
-    return json{{"job_id", id}, {"status", failed ? "failed" : "succeeded"}};
+    return ByLastDigit(id);
   };
   DeliveryOptions options = Options(dir);
   options.poll_parallelism = 4;
@@ -585,20 +609,7 @@ TEST_CASE("job polls run several at once when asked, each item's outcome its own
   REQUIRE(service.DeliverBatch(ids));  // polls
   CHECK(most_in_flight.load() > 1);
   CHECK(most_in_flight.load() <= 4);
-  for (const auto& id : ids) {
-    auto item = ob.Get(id);
-    REQUIRE(item);
-    const std::string job = "job-" + item->idempotency_key;
-    INFO(job);
-    CHECK(polled[job] == 1);
-    if (job.back() == '7') {
-      CHECK(item->state == "submitted");  // polled again next round
-    } else if ((job.back() - '0') % 3 == 0) {
-      CHECK(item->state == "dead_letter");
-    } else {
-      CHECK(item->state == "succeeded");
-    }
-  }
+  CheckByLastDigit(ob, ids, polled);
 }
 
 TEST_CASE("a round's job polls run while its pending items are sent, not before them",
@@ -689,10 +700,7 @@ TEST_CASE("with jobs_per_poll, a round asks about up to 100 jobs a call, each po
       std::lock_guard lock(mu);
       ++polled[id];
     }
-    // By the item's last digit: 7 is an error to retry, 0/3/6/9 a failed job, else succeeded.
-    if (id.back() == '7') return Error::Unavailable("transport_error: reset");
-    const bool failed = (id.back() - '0') % 3 == 0;
-    return json{{"job_id", id}, {"status", failed ? "failed" : "succeeded"}};
+    return ByLastDigit(id);
   };
   DeliveryOptions options = Options(dir);
   options.poll_parallelism = 4;
@@ -718,20 +726,7 @@ TEST_CASE("with jobs_per_poll, a round asks about up to 100 jobs a call, each po
   }
   CHECK(asked == count);
   CHECK(sender.poll_calls.size() == (count + per_call - 1) / per_call);
-  for (const auto& id : ids) {
-    auto item = ob.Get(id);
-    REQUIRE(item);
-    const std::string job = "job-" + item->idempotency_key;
-    INFO(job);
-    CHECK(polled[job] == 1);
-    if (job.back() == '7') {
-      CHECK(item->state == "submitted");  // polled again next round
-    } else if ((job.back() - '0') % 3 == 0) {
-      CHECK(item->state == "dead_letter");
-    } else {
-      CHECK(item->state == "succeeded");
-    }
-  }
+  CheckByLastDigit(ob, ids, polled);
 }
 
 TEST_CASE("an item's jobs are asked about in one call, and finished jobs not again",

@@ -98,6 +98,33 @@ TEST_CASE("ingest, wait, recall with wait_for_job_id finds the exact text", "[to
   CHECK(get["structuredContent"]["receipt_type"] == "job");
 }
 
+TEST_CASE("the embedded memory asks the engine for prompt_only only when the evidence is unused",
+          "[tools][memory]") {
+  Fixture f;
+  json ingest = f.Call("tmcra_ingest", kPair);
+  const std::string job = ingest["structuredContent"]["job_id"];
+  REQUIRE(f.Call("tmcra_wait_job", {{"job_id", job}, {"poll_interval_seconds", 0.1}})
+              ["structuredContent"]["status"] == "succeeded");
+  const json body = {{"query", "heron"}, {"evidence_mode", "auto"}, {"max_windows", 8}};
+  tmcra::api::RecallOptions unused;
+  unused.structured_evidence_unused = true;
+  auto light = f.memory->Recall("personal", body, unused);
+  auto full = f.memory->Recall("personal", body, {});
+  REQUIRE(light);
+  REQUIRE(full);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : (*light)["evidence"].items()) keys.push_back(key);
+  CHECK(keys == std::vector<std::string>{"snapshot"});
+  CHECK((*full)["evidence"].contains("windows"));
+  CHECK((*light)["prompt_evidence"] == (*full)["prompt_evidence"]);
+  // A body that names its projection keeps it.
+  json asked_full = body;
+  asked_full["response_projection"] = "full";
+  auto kept = f.memory->Recall("personal", asked_full, unused);
+  REQUIRE(kept);
+  CHECK((*kept)["evidence"].contains("windows"));
+}
+
 TEST_CASE("retrying the same ingest replays the job and stores nothing twice", "[tools][memory]") {
   Fixture f;
   json with_ts = kPair;
