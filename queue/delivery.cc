@@ -591,7 +591,8 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
       if (c >= chunks.size()) return;
       const PollChunk& chunk = chunks[c];
       if (!halt()) {
-        // An unpolled item (an exception here) is looked at next round; the others go on.
+        // A call that throws leaves its jobs to be polled one by one; an item whose look throws
+        // is looked at next round, and the others of its chunk go on.
         PolledJobs jobs;
         try {
           if (!chunk.job_ids.empty()) {
