@@ -25,14 +25,11 @@ namespace {
 // pending items to send; Outbox::Due): enough for several full batches.
 constexpr int kItemsPerRound = 1000;
 
-// `ids` without repeats, in the order of their first appearance.
-std::vector<std::string> Distinct(std::vector<std::string> ids) {
-  std::vector<std::string> out;
-  out.reserve(ids.size());
+// Appends to `out` each of `ids` it does not hold yet, in order.
+void AppendDistinct(std::vector<std::string>& out, std::vector<std::string>& ids) {
   for (auto& id : ids) {
     if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(std::move(id));
   }
-  return out;
 }
 
 // A job's id as a stored receipt names it, "" when it names none (never throws).
@@ -158,8 +155,9 @@ std::optional<DeliveryService::Decision> DeliveryService::PollOutcome(const Item
   for (auto& job : receipt["jobs"]) {
     if (IsTerminal(job)) continue;
     const std::string job_id = JobIdOf(job);
-    Result<json> now = polled != nullptr && polled->count(job_id) != 0 ? polled->at(job_id)
-                                                                        : sender_.PollJob(job_id);
+    const auto answered = polled != nullptr ? polled->find(job_id) : PolledJobs::const_iterator();
+    Result<json> now = polled != nullptr && answered != polled->end() ? answered->second
+                                                                      : sender_.PollJob(job_id);
     if (!now) {
       d.outcome = FailureOutcome(item, now.error());
       if (d.outcome.kind == Outcome::Kind::kMarkDeadLetter) d.outcome.receipt = receipt;
@@ -219,7 +217,7 @@ std::vector<DeliveryService::PollChunk> DeliveryService::ChunkPolls(const std::v
     if (ids.size() > most) {
       // A call of its own; with more jobs than one call takes, they are polled one by one.
       chunks.push_back(PollChunk{i, i + 1, {}});
-      if (ids.size() <= per_call) chunks.back().job_ids = Distinct(std::move(ids));
+      if (ids.size() <= per_call) AppendDistinct(chunks.back().job_ids, ids);
       open = false;
       continue;
     }
@@ -229,11 +227,7 @@ std::vector<DeliveryService::PollChunk> DeliveryService::ChunkPolls(const std::v
     }
     PollChunk& chunk = chunks.back();  // an item's jobs are asked about in one call
     chunk.end = i + 1;
-    for (auto& id : ids) {
-      if (std::find(chunk.job_ids.begin(), chunk.job_ids.end(), id) == chunk.job_ids.end()) {
-        chunk.job_ids.push_back(std::move(id));
-      }
-    }
+    AppendDistinct(chunk.job_ids, ids);
   }
   return chunks;
 }

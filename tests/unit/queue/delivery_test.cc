@@ -88,6 +88,13 @@ Item NewItem(const std::string& key) {
   return item;
 }
 
+// A PollJobs answer: every job asked about has succeeded.
+std::vector<Result<json>> AllSucceeded(const std::vector<std::string>& asked) {
+  std::vector<Result<json>> out;
+  for (const auto& id : asked) out.push_back(json{{"job_id", id}, {"status", "succeeded"}});
+  return out;
+}
+
 // A job poll's answer by the job's last digit: 7 is an error to retry, 0/3/6/9 a failed job,
 // else succeeded.
 Result<json> ByLastDigit(const std::string& id) {
@@ -782,11 +789,7 @@ TEST_CASE("chunked polls: short answers, shared jobs, large items and odd receip
     if (key.back() == '7') jobs[0] = "job-7";
     return json{{"jobs", jobs}, {"status", "submitted"}};
   };
-  sender.poll_batch = [](const std::vector<std::string>& asked) {  // not through PollJob
-    std::vector<Result<json>> out;
-    for (const auto& id : asked) out.push_back(json{{"job_id", id}, {"status", "succeeded"}});
-    return out;
-  };
+  sender.poll_batch = AllSucceeded;  // not through PollJob
   // 10 jobs with ids over 5 pollers: 2 a call, but item 3's three (within jobs_per_poll) in
   // a call of their own.
   DeliveryOptions options = Options(dir);
@@ -845,9 +848,7 @@ TEST_CASE("with jobs_per_poll, a cancelled round starts no more calls and record
   std::atomic<bool> cancel{false};
   sender.poll_batch = [&](const std::vector<std::string>& asked) {
     if (++calls == 2) cancel = true;
-    std::vector<Result<json>> out;
-    for (const auto& id : asked) out.push_back(json{{"job_id", id}, {"status", "succeeded"}});
-    return out;
+    return AllSucceeded(asked);
   };
   DeliveryOptions options = Options(dir);
   options.poll_parallelism = 1;
