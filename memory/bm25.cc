@@ -274,10 +274,12 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
 RowFacts::RowFacts()
     : chunks_(new std::atomic<Facts*>[kChunks]),
       sessions_(new std::atomic<uint32_t*>[kChunks]),
+      occurred_(new std::atomic<double*>[kChunks]),
       cjk_lengths_(new std::atomic<std::atomic<uint32_t>*>[kChunks]) {
   for (size_t i = 0; i < kChunks; ++i) {
     chunks_[i].store(nullptr, std::memory_order_relaxed);
     sessions_[i].store(nullptr, std::memory_order_relaxed);
+    occurred_[i].store(nullptr, std::memory_order_relaxed);
     cjk_lengths_[i].store(nullptr, std::memory_order_relaxed);
   }
 }
@@ -286,6 +288,7 @@ RowFacts::~RowFacts() {
   for (size_t i = 0; i < kChunks; ++i) {
     delete[] chunks_[i].load(std::memory_order_relaxed);
     delete[] sessions_[i].load(std::memory_order_relaxed);
+    delete[] occurred_[i].load(std::memory_order_relaxed);
     delete[] cjk_lengths_[i].load(std::memory_order_relaxed);
   }
 }
@@ -326,6 +329,14 @@ std::optional<uint32_t> RowFacts::SessionHash(int64_t rowid) const {
   return chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
 }
 
+std::optional<double> RowFacts::OccurredAt(int64_t rowid) const {
+  if (!Get(rowid)) return std::nullopt;  // checks the range and that the row is held
+  const double* chunk = occurred_[static_cast<size_t>(rowid >> kChunkBits)].load(
+      std::memory_order_acquire);
+  if (chunk == nullptr) return std::nullopt;
+  return chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
+}
+
 void RowFacts::Prefetch(int64_t rowid) const {
   if (rowid <= 0 || rowid > highest()) return;
   const Facts* chunk = chunks_[static_cast<size_t>(rowid >> kChunkBits)].load(
@@ -354,7 +365,7 @@ Status RowFacts::CatchUp(db::Database& db) {
   std::lock_guard lock(write_mu_);
   const int64_t from = highest_.load(std::memory_order_relaxed);
   auto st = db.Prepare(
-      "SELECT r.event_seq, r.scope_name, d.sz, r.session_id, c.sz FROM records r "
+      "SELECT r.event_seq, r.scope_name, d.sz, r.session_id, c.sz, r.occurred_at FROM records r "
       "JOIN records_fts_docsize d ON d.id = r.event_seq "
       "LEFT JOIN records_cjk_docsize c ON c.id = r.event_seq "
       "WHERE r.event_seq > ? ORDER BY r.event_seq");
@@ -386,9 +397,11 @@ Status RowFacts::CatchUp(db::Database& db) {
     }
     auto& slot = chunks_[static_cast<size_t>(id >> kChunkBits)];
     auto& session_slot = sessions_[static_cast<size_t>(id >> kChunkBits)];
+    auto& occurred_slot = occurred_[static_cast<size_t>(id >> kChunkBits)];
     Facts* chunk = slot.load(std::memory_order_relaxed);
     if (chunk == nullptr) {
       session_slot.store(new uint32_t[kChunkSize](), std::memory_order_release);
+      occurred_slot.store(new double[kChunkSize](), std::memory_order_release);
       chunk = new Facts[kChunkSize];
       for (int64_t i = 0; i < kChunkSize; ++i) chunk[i].length = kMissing;
       slot.store(chunk, std::memory_order_release);
@@ -396,6 +409,8 @@ Status RowFacts::CatchUp(db::Database& db) {
     // Written before highest_ is published (below), like the facts.
     session_slot.load(std::memory_order_relaxed)[static_cast<size_t>(id & (kChunkSize - 1))] =
         HashSession(st->Text(3));
+    occurred_slot.load(std::memory_order_relaxed)[static_cast<size_t>(id & (kChunkSize - 1))] =
+        st->Double(5);
     if (!st->IsNull(4)) {
       uint64_t cjk_size = 0;
       size_t cjk_at = 0;
@@ -462,11 +477,16 @@ Result<std::optional<int64_t>> WordCounts::Count(db::Database& db, const std::st
     if (auto it = words_.find(key); it != words_.end()) known = it->second;
   }
   Entry entry;
-  if (known && known->as_of == highest) return std::optional<int64_t>(known->documents);
-  if ((known && known->as_of < highest) || prefix) {
+  if (known && known->as_of == highest) {
+    return known->absent ? std::optional<int64_t>() : std::optional<int64_t>(known->documents);
+  }
+  // A word the vocabulary did not hold is looked up there again in a newer snapshot: it may
+  // hold it now, and counting the newer rows' matches would count what the tokenizer folds
+  // to it, which the vocabulary's answer does not.
+  const bool since = known && !known->absent && known->as_of < highest;
+  if (since || prefix) {
     // Add the rows this snapshot holds beyond the remembered one; a prefix with nothing
     // usable remembered counts all of them (its count is not in the vocabulary).
-    const bool since = known && known->as_of < highest;
     auto st = db.Prepare(count_since_sql_);
     if (!st) return st.error();
     st->Bind(1, match).Bind(2, since ? known->as_of : int64_t{0}).Bind(3, highest);
@@ -475,19 +495,22 @@ Result<std::optional<int64_t>> WordCounts::Count(db::Database& db, const std::st
     entry.documents = (since ? known->documents : 0) + (*row ? st->Int(0) : 0);
     entry.as_of = highest;
   } else {
-    // Nothing remembered, or remembered from a newer snapshot than the caller's: the rows in
-    // between are not visible here, so they cannot be counted off. Count from the vocabulary
-    // (and remember it only if nothing newer is known).
+    // Nothing remembered, remembered as absent from an older snapshot, or remembered from a
+    // newer snapshot than the caller's (the rows in between are not visible here, so they
+    // cannot be counted off). Count from the vocabulary (and remember it, absent too, only if
+    // nothing newer is known).
     auto st = db.Prepare(vocabulary_sql_);
     if (!st) return st.error();
     st->Bind(1, key);
     auto row = st->Step();
     if (!row) return row.error();
-    if (!*row) return std::optional<int64_t>();
-    entry.documents = st->Int(0);
+    entry.absent = !*row;
+    entry.documents = *row ? st->Int(0) : 0;
     entry.as_of = highest;
   }
-  if (!settled) return std::optional<int64_t>(entry.documents);
+  const auto answer =
+      entry.absent ? std::optional<int64_t>() : std::optional<int64_t>(entry.documents);
+  if (!settled) return answer;
   std::lock_guard lock(mu_);
   auto& slot = words_[key];
   if (slot.as_of <= entry.as_of) {
@@ -498,7 +521,7 @@ Result<std::optional<int64_t>> WordCounts::Count(db::Database& db, const std::st
       slot = entry;
     }
   }
-  return std::optional<int64_t>(entry.documents);
+  return answer;
 }
 
 Status RegisterBm25(db::Database& db, const RowFacts* facts) {

@@ -80,6 +80,8 @@ class RowFacts {
   void Prefetch(int64_t rowid) const;
   // HashSession of row `rowid`'s session id, or nullopt when this copy does not hold the row.
   std::optional<uint32_t> SessionHash(int64_t rowid) const;
+  // Row `rowid`'s occurred_at, or nullopt when this copy does not hold the row.
+  std::optional<double> OccurredAt(int64_t rowid) const;
   // FNV-1a of the bytes: equal session ids hash equal; different ones rarely do.
   static uint32_t HashSession(std::string_view session_id);
   // The id of a scope that has records here, or nullopt.
@@ -95,6 +97,7 @@ class RowFacts {
   std::mutex write_mu_;
   std::unique_ptr<std::atomic<Facts*>[]> chunks_;
   std::unique_ptr<std::atomic<uint32_t*>[]> sessions_;  // per chunk of chunks_, set before it
+  std::unique_ptr<std::atomic<double*>[]> occurred_;    // the same, for occurred_at
   // Per chunk of chunks_, made (zeroed) when a row of it first has CJK text; a row of a chunk
   // without one has none. Atomic: a row's length goes from 0 to its length when the CJK
   // index's back-fill reaches a row read before (Engine::RepairCjkIndex), while readers read.
@@ -122,7 +125,8 @@ class WordCounts {
   // record up to `highest` that belongs in the index is in it. The CJK index is not settled
   // while its back-fill has records left (rows are then added below `highest`, which the
   // remembered count would never see): the count is then read from the vocabulary and not
-  // remembered.
+  // remembered. A word the vocabulary does not hold is remembered as absent for a snapshot
+  // with the same highest record only; a newer one asks the vocabulary again.
   [[nodiscard]] Result<std::optional<int64_t>> Get(db::Database& db, const std::string& word,
                                                    int64_t highest, bool settled = true);
   // The same for the prefix query `"stem"*`: how many records hold a token starting with
@@ -145,6 +149,7 @@ class WordCounts {
   struct Entry {
     int64_t documents = 0;
     int64_t as_of = 0;  // the highest rowid when counted
+    bool absent = false;  // the vocabulary did not hold it as of as_of (asked again after)
   };
   std::mutex mu_;
   std::map<std::string, Entry, std::less<>> words_;  // guarded by mu_

@@ -249,6 +249,7 @@ Result<std::unique_ptr<db::Database>> Engine::OpenReader() {
   db::Database::Options reader_options;
   reader_options.path = options_.path;
   reader_options.cache_kib = 16 * 1024;
+  reader_options.mmap_bytes = options_.reader_mmap_bytes;
   auto db = db::Database::Open(reader_options);
   if (!db) return db.error();
   if (auto s = RegisterBm25(**db, row_facts_.get()); !s) return s.error();

@@ -57,6 +57,9 @@ struct EngineOptions {
   // Recall and GetJob read on their own connections, opened when calls overlap, up to this
   // many, so reads run in parallel with each other and with writes (WAL snapshots).
   int read_connections = 4;
+  // Recall's connections read the file through a memory map of up to this many bytes (0: no
+  // map, each reads into its own page cache). tmcra-memd maps (docs/memd.md, "Memory").
+  int64_t reader_mmap_bytes = 0;
   // Read every record's length and scope for recall ranking (memory/bm25.h) while opening,
   // instead of in the first recall: about 25 ms per 100k records. tmcra-memd does.
   bool warm_recall = false;

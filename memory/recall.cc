@@ -585,6 +585,11 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
     if (j - i > 1) {
       for (size_t k = i; k < j; ++k) {
         if (hits[k].occurred_at) continue;
+        // Records are never changed: the row facts' copy of the time is the row's.
+        if (const auto at = row_facts_->OccurredAt(hits[k].event_seq)) {
+          hits[k].occurred_at = *at;
+          continue;
+        }
         light->Reset();
         light->Bind(1, hits[k].event_seq);
         auto row = light->Step();

@@ -450,6 +450,9 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   }
   engine.start_worker = !args->Flag("no-job-worker");
   engine.warm_recall = true;  // before the readiness line, not in the first client's recall
+  // Recall's connections share the kernel's copy of the file's pages instead of each reading
+  // its own (docs/memd.md, "Memory").
+  engine.reader_mmap_bytes = int64_t{1} << 30;
   tmcra::api::EmbeddedMemoryApi memory(engine);
   // Open the store now: a broken store fails the start, and jobs accepted before a stop run
   // at once (the worker starts with them).

@@ -274,6 +274,9 @@ Result<std::unique_ptr<Database>> Database::Open(const Options& options) {
   if (options.cache_kib > 0) {
     pragmas += " PRAGMA cache_size=-" + std::to_string(options.cache_kib) + ";";
   }
+  if (options.mmap_bytes > 0) {
+    pragmas += " PRAGMA mmap_size=" + std::to_string(options.mmap_bytes) + ";";
+  }
   if (auto s = db->Exec(pragmas); !s) return s.error();
   return db;
 }

@@ -88,6 +88,10 @@ class Database {
     int busy_timeout_ms = 10000;
     bool read_only = false;
     int cache_kib = 0;           // page cache per connection; 0 keeps SQLite's default (2 MiB)
+    // Reads the file through a memory map of up to this many bytes (PRAGMA mmap_size); 0 keeps
+    // SQLite's default (no map). Pages come from the kernel's page cache, shared by every
+    // connection, instead of being read(2) into each connection's own cache.
+    int64_t mmap_bytes = 0;
   };
 
   [[nodiscard]] static Result<std::unique_ptr<Database>> Open(const Options& options);

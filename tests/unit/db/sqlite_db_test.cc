@@ -31,6 +31,21 @@ TEST_CASE("a database file is created 0600 in 0700 directories, in WAL mode", "[
   CHECK(sync->Int(0) == 2);  // FULL
 }
 
+TEST_CASE("a connection opened with mmap_bytes reads through a map of that size", "[db]") {
+  tmcra::testing::TempDir dir;
+  for (const int64_t bytes : {int64_t{0}, int64_t{1} << 30}) {
+    Database::Options options;
+    options.path = dir.File("m.db");
+    options.mmap_bytes = bytes;
+    auto db = Database::Open(options);
+    REQUIRE(db);
+    auto size = (*db)->Prepare("PRAGMA mmap_size");
+    REQUIRE(size);
+    REQUIRE(*size->Step());
+    CHECK(size->Int(0) == bytes);  // 0: SQLite's default, no map
+  }
+}
+
 TEST_CASE("errors are classified once: constraint, busy, syntax", "[db]") {
   tmcra::testing::TempDir dir;
   auto a = Database::Open({dir.File("x.db"), /*busy_timeout_ms=*/50});

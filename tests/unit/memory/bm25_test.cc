@@ -608,6 +608,22 @@ TEST_CASE("RowFacts catches up with rows written after it was filled", "[memory]
   CHECK(lengths.highest() == 51);
   CHECK(lengths.Get(51)->length == 3);
   CHECK(lengths.Get(51)->scope == *lengths.ScopeId("a"));
+  // Each row's time, as stored (recall orders equal scores by it without reading the row).
+  auto times = db.value()->Prepare("SELECT event_seq, occurred_at FROM records");
+  REQUIRE(times);
+  int rows = 0;
+  for (;;) {
+    auto row = times->Step();
+    REQUIRE(row);
+    if (!*row) break;
+    ++rows;
+    INFO("row " << times->Int(0));
+    CHECK(lengths.OccurredAt(times->Int(0)) == times->Double(1));
+  }
+  CHECK(rows == 51);
+  CHECK(lengths.OccurredAt(51) > lengths.OccurredAt(50));  // a later day
+  CHECK_FALSE(lengths.OccurredAt(52));
+  CHECK_FALSE(lengths.OccurredAt(0));
 }
 
 TEST_CASE("tmcra_bm25 refuses document counts that do not fit the query", "[memory][bm25]") {
@@ -699,4 +715,33 @@ TEST_CASE("WordCounts gives the exact count for the caller's snapshot, newer or 
   auto prefix_again = counts.GetPrefix(*db, "kil", 103);  // still the newer count
   REQUIRE(prefix_again);
   CHECK(*prefix_again == prefix_after);
+}
+
+TEST_CASE("WordCounts remembers a word the vocabulary lacks for that snapshot only",
+          "[memory][bm25]") {
+  TempDir dir;
+  const std::string path = MakeStore(dir, 10);
+  auto db = tmcra::db::Database::Open({path});
+  REQUIRE(db);
+  REQUIRE(db.value()->Exec("CREATE VIRTUAL TABLE temp.records_fts_vocab USING "
+                           "fts5vocab(main, records_fts, 'row')"));
+  tmcra::memory::WordCounts counts;
+  auto missing = counts.Get(**db, "zulu", 100);
+  REQUIRE(missing);
+  CHECK_FALSE(*missing);
+  // Asked again for the same snapshot, it answers without the vocabulary: a connection that
+  // has none gives the same answer instead of an error.
+  auto bare = tmcra::db::Database::Open({path});
+  REQUIRE(bare);
+  auto remembered = counts.Get(**bare, "zulu", 100);
+  REQUIRE(remembered);
+  CHECK_FALSE(*remembered);
+  CHECK_FALSE(counts.Get(**bare, "kilo", 100));  // a word never asked needs the vocabulary
+  // A newer snapshot holding it is counted from the vocabulary again.
+  IngestMore(path, "bm25-test-zulu", "zulu", {"zulu zulu", "no such word", "zulu once"});
+  auto found = counts.Get(**db, "zulu", 103);
+  REQUIRE(found);
+  REQUIRE(*found);
+  CHECK(**found == 2);
+  CHECK(**found == DocumentCount(**db, "zulu"));
 }

@@ -1053,3 +1053,35 @@ TEST_CASE("scope names: the hand-written check agrees with the service's pattern
           std::regex_match(name.begin(), name.end(), pattern));
   }
 }
+
+TEST_CASE("recall through memory-mapped readers sees each write as the store grows",
+          "[memory][recall]") {
+  // tmcra-memd's readers map the file (EngineOptions::reader_mmap_bytes). The file grows past
+  // what a reader mapped before; every recall must see the records committed before it.
+  TempDir dir;
+  EngineOptions options;
+  options.path = dir.File("data/memory.db");
+  options.start_worker = false;
+  options.reader_mmap_bytes = int64_t{1} << 30;
+  options.read_connections = 2;
+  auto opened = Engine::Open(options);
+  REQUIRE(opened);
+  Engine& e = **opened;
+  const std::string filler(3000, 'x');
+  for (int i = 0; i < 40; ++i) {
+    json messages = json::array();
+    for (int m = 0; m < 20; ++m) {
+      messages.push_back(Message("m" + std::to_string(m), "user",
+                                 "batch" + std::to_string(i) + " note " + std::to_string(m) +
+                                     " " + filler));
+    }
+    Ingest(e, "p", Body(std::move(messages), "s" + std::to_string(i)),
+           "key-mmap-" + std::to_string(i) + "-xxxx");
+    REQUIRE(e.RunPendingJobs());
+    json r = Recall(e, "p", "batch" + std::to_string(i));
+    INFO("batch " << i);
+    CHECK(r["evidence"]["snapshot"]["records"] == (i + 1) * 20);
+    REQUIRE(r["evidence"]["windows"].size() == 1);
+    CHECK(r["evidence"]["windows"][0]["session_id"] == "s" + std::to_string(i));
+  }
+}
