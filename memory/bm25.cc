@@ -401,7 +401,8 @@ Status RowFacts::CatchUp(db::Database& db) {
     Facts* chunk = slot.load(std::memory_order_relaxed);
     if (chunk == nullptr) {
       session_slot.store(new uint32_t[kChunkSize](), std::memory_order_release);
-      occurred_slot.store(new double[kChunkSize](), std::memory_order_release);
+      // Not zeroed: only a held row's time is read, and a page is touched once a row is.
+      occurred_slot.store(new double[kChunkSize], std::memory_order_release);
       chunk = new Facts[kChunkSize];
       for (int64_t i = 0; i < kChunkSize; ++i) chunk[i].length = kMissing;
       slot.store(chunk, std::memory_order_release);
