@@ -23,7 +23,10 @@
 //                    (default 3) C clients (default 16), each its own keep-alive handle, for T
 //                    seconds, and as a diagnostic the same C clients against a second
 //                    tmcra-memd on the same file started with --gzip always (the default does
-//                    not compress for loopback clients); recalls/s, p50/p99, and the CPU
+//                    not compress for loopback clients), and a third started with
+//                    --postings-cache-mib 0 (each recall walks its words' doclists, as the
+//                    benchmark's repeated questions otherwise never make it); recalls/s,
+//                    p50/p99, and the CPU
 //                    tmcra-memd and the machine used meanwhile. The verdict takes the median
 //                    round: the host's speed can drift by a fifth within the hour. Last, a
 //                    diagnostic run of C clients while one ingest every 250 ms is written;
@@ -60,6 +63,7 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 const SCOPE = 'bench';
 
+const NO_POSTINGS_CACHE = 'tmcra-memd `--postings-cache-mib 0` (no postings kept: each recall walks its words\' doclists)';
 const TARGETS = { recall_overhead_ms: 0.3, delivery_items_per_second: 2000, recalls_per_second: 2000 };
 
 function parseArgs(argv) {
@@ -456,11 +460,15 @@ function throughput(opts, memd, keyFile, clients, seconds, extra = []) {
 /**
  * C clients against the main tmcra-memd and against a second one on the same file started with
  * --gzip always (what compressing every answer costs, as for a client on another machine; the
- * default, --gzip auto, does not compress for loopback clients such as these), alternating for
- * `rounds` rounds so that a drift of the host's speed shows in both and in the spread.
+ * default, --gzip auto, does not compress for loopback clients such as these), and a third with
+ * --postings-cache-mib 0 (the benchmark's 200 questions repeat, so the default server finds
+ * nearly every word's postings kept; this one walks them on every recall, as a server whose
+ * recalls never share a word would), alternating for `rounds` rounds so that a drift of the
+ * host's speed shows in all and in the spread.
  */
 async function throughputRounds(opts, memd, keyFile, clients, seconds, rounds) {
   const other = await startMemd(opts, opts.store, 'gzip always', ['--no-job-worker', '--gzip', 'always']);
+  const uncached = await startMemd(opts, opts.store, 'no postings cache', ['--no-job-worker', '--postings-cache-mib', '0']);
   const runs = [];
   try {
     for (let round = 1; round <= rounds; round += 1) {
@@ -470,9 +478,14 @@ async function throughputRounds(opts, memd, keyFile, clients, seconds, rounds) {
       const r = throughput(opts, other, keyFile, clients, seconds);
       r.variant = 'tmcra-memd `--gzip always` (every answer compressed, as for a remote client)';
       runs.push({ ...r, round });
+      log(`throughput: ${clients} clients, tmcra-memd --postings-cache-mib 0, ${seconds} s (round ${round}, diagnostic)`);
+      const u = throughput(opts, uncached, keyFile, clients, seconds);
+      u.variant = NO_POSTINGS_CACHE;
+      runs.push({ ...u, round });
     }
   } finally {
     await other.stop();
+    await uncached.stop();
   }
   // A live server takes writes while it answers: one ingest every 250 ms during the window.
   // Its worker compacts only after 0.5 s without a job, so the new segments stay for the run.
@@ -690,13 +703,19 @@ function render(result) {
       + `${verdict(d.remote.delivered_items_per_second, TARGETS.delivery_items_per_second, false)} |`);
   }
   if (t) {
-    // The median of the rounds with the default options (the range beside it).
-    const rates = t.runs.filter((y) => y.clients === t.clients && !y.variant).map((y) => y.recalls_per_second)
-      .sort((a, b) => a - b);
-    const mid = rates.length ? (rates[(rates.length - 1) >> 1] + rates[rates.length >> 1]) / 2 : null;
+    // The median of the rounds with the default options (the range beside it); the same for
+    // the server that keeps no postings, as a diagnostic.
+    const median = (variant) => {
+      const rates = t.runs.filter((y) => y.clients === t.clients && y.variant === variant && y.round)
+        .map((y) => y.recalls_per_second).sort((a, b) => a - b);
+      const mid = rates.length ? (rates[(rates.length - 1) >> 1] + rates[rates.length >> 1]) / 2 : null;
+      return `${f(mid, 0)} recalls/s (median of ${rates.length} round${rates.length === 1 ? '' : 's'}: `
+        + `${rates.map((v) => f(v, 0)).join(', ')}) | ${verdict(mid, TARGETS.recalls_per_second, false)} |`;
+    };
     lines.push(`| tmcra-memd ≥ ${TARGETS.recalls_per_second} recalls/s, ${t.clients} clients, ${store?.messages ?? '?'} messages | `
-      + `${f(mid, 0)} recalls/s (median of ${rates.length} round${rates.length === 1 ? '' : 's'}: ${rates.map((v) => f(v, 0)).join(', ')}) | `
-      + `${verdict(mid, TARGETS.recalls_per_second, false)} |`);
+      + median(undefined));
+    lines.push('| (diagnostic, not the verdict) the same with `--postings-cache-mib 0`, each recall walking '
+      + `its words' doclists | ${median(NO_POSTINGS_CACHE)}`);
   }
   return lines.join('\n');
 }

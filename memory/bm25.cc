@@ -154,11 +154,7 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   sqlite3_result_double(ctx, Bm25Score(*data, freq, length));
 }
 
-// One phrase's matching rows (ascending rowid) and its occurrences in each.
-struct Postings {
-  std::vector<int64_t> rows;
-  std::vector<uint32_t> counts;
-};
+using Postings = PostingsCache::Postings;
 
 int CollectPostings(const Fts5ExtensionApi* api, Fts5Context* fts, void* user) {
   auto* out = static_cast<Postings*>(user);
@@ -183,13 +179,18 @@ int CollectPostings(const Fts5ExtensionApi* api, Fts5Context* fts, void* user) {
 void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int argc,
           sqlite3_value** argv) {
   const auto* facts = static_cast<const RowFacts*>(api->xUserData(fts));
-  const auto* lengths =
-      argc == 5 ? reinterpret_cast<const char*>(sqlite3_value_text(argv[4])) : nullptr;
+  const auto* source =
+      argc == 5 ? static_cast<const RankPostings*>(
+                      sqlite3_value_pointer(argv[4], kRankPostingsPointer))
+                : nullptr;
+  const auto* lengths = argc == 5 && source == nullptr
+                            ? reinterpret_cast<const char*>(sqlite3_value_text(argv[4]))
+                            : nullptr;
   const bool cjk = lengths != nullptr && std::string_view(lengths) == "cjk";
-  if ((argc != 4 && argc != 5) || (argc == 5 && !cjk)) {
+  if ((argc != 4 && argc != 5) || (argc == 5 && !cjk && source == nullptr)) {
     sqlite3_result_error(ctx,
                          "tmcra_rank: expects the document counts, a scope id, a limit, a "
-                         "pointer, and optionally 'cjk'",
+                         "pointer, and optionally 'cjk' or the postings",
                          -1);
     return;
   }
@@ -205,15 +206,39 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   std::string error;
   int rc = LoadQueryData("tmcra_rank", api, fts, argv[0], &data, &error);
   if (rc != SQLITE_OK) return ResultLoadError(ctx, rc, error);
-  // Each phrase's doclist, walked once. Rows of every scope come through here; the scope is
-  // checked while merging, where the next rows are known and their entries can be prefetched.
+  // Each phrase's doclist, walked once (or not at all, when the cache holds it). Rows of every
+  // scope come through here; the scope is checked while merging, where the next rows are known
+  // and their entries can be prefetched.
   const size_t phrases = data->idf.size();
-  std::vector<Postings> lists(phrases);
+  if (source != nullptr &&
+      (source->cache == nullptr || source->words == nullptr || source->words->size() != phrases)) {
+    sqlite3_result_error(ctx, "tmcra_rank: the postings do not name one word per phrase", -1);
+    return;
+  }
+  std::vector<std::shared_ptr<const Postings>> lists(phrases);
+  std::vector<size_t> ends(phrases, 0);  // a cached list's rows above the snapshot are left out
   for (size_t p = 0; rc == SQLITE_OK && p < phrases; ++p) {
+    if (source != nullptr) {
+      lists[p] = source->cache->Find((*source->words)[p], source->highest);
+      if (lists[p] != nullptr) {
+        const auto& rows = lists[p]->rows;
+        ends[p] = static_cast<size_t>(
+            std::upper_bound(rows.begin(), rows.end(), source->highest) - rows.begin());
+        continue;
+      }
+    }
+    auto walked = std::make_shared<Postings>();
     const auto expected = static_cast<size_t>(std::min<int64_t>(data->documents[p], 1 << 20));
-    lists[p].rows.reserve(expected);
-    lists[p].counts.reserve(expected);
-    rc = api->xQueryPhrase(fts, static_cast<int>(p), &lists[p], CollectPostings);
+    walked->rows.reserve(expected);
+    walked->counts.reserve(expected);
+    rc = api->xQueryPhrase(fts, static_cast<int>(p), walked.get(), CollectPostings);
+    if (rc != SQLITE_OK) break;
+    ends[p] = walked->rows.size();
+    if (source != nullptr) {
+      walked->as_of = source->highest;
+      source->cache->Put((*source->words)[p], walked);
+    }
+    lists[p] = std::move(walked);
   }
   if (rc != SQLITE_OK) {
     sqlite3_result_error_code(ctx, rc);
@@ -227,15 +252,15 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   for (;;) {
     int64_t rowid = INT64_MAX;
     for (size_t p = 0; p < phrases; ++p) {
-      if (at[p] < lists[p].rows.size()) rowid = std::min(rowid, lists[p].rows[at[p]]);
+      if (at[p] < ends[p]) rowid = std::min(rowid, lists[p]->rows[at[p]]);
     }
     if (rowid == INT64_MAX) break;
     for (size_t p = 0; p < phrases; ++p) {
-      const Postings& list = lists[p];
-      if (at[p] < list.rows.size() && list.rows[at[p]] == rowid) {
+      const Postings& list = *lists[p];
+      if (at[p] < ends[p] && list.rows[at[p]] == rowid) {
         freq[p] = list.counts[at[p]];
         ++at[p];
-        if (at[p] + kAhead < list.rows.size()) facts->Prefetch(list.rows[at[p] + kAhead]);
+        if (at[p] + kAhead < ends[p]) facts->Prefetch(list.rows[at[p] + kAhead]);
       } else {
         freq[p] = 0.0;
       }
@@ -449,6 +474,43 @@ Status RowFacts::CatchUp(db::Database& db) {
     cjk_through_ = watermark;
   }
   return Ok();
+}
+
+std::shared_ptr<const PostingsCache::Postings> PostingsCache::Find(std::string_view word,
+                                                                   int64_t highest) {
+  std::lock_guard lock(mu_);
+  auto it = words_.find(word);
+  if (it == words_.end() || it->second->as_of < highest) {
+    ++stats_.misses;
+    return nullptr;
+  }
+  ++stats_.hits;
+  return it->second;
+}
+
+void PostingsCache::Put(const std::string& word, std::shared_ptr<const Postings> postings) {
+  const size_t bytes = Bytes(word, *postings);
+  if (bytes > max_bytes_) return;
+  std::lock_guard lock(mu_);
+  auto it = words_.find(word);
+  if (it != words_.end()) {
+    if (it->second->as_of >= postings->as_of) return;  // as new, or newer
+    stats_.bytes -= Bytes(word, *it->second);
+    words_.erase(it);
+  }
+  if (stats_.bytes + bytes > max_bytes_) {
+    words_.clear();
+    stats_.bytes = 0;
+  }
+  words_.emplace(word, std::move(postings));
+  stats_.bytes += bytes;
+}
+
+PostingsCache::Stats PostingsCache::stats() const {
+  std::lock_guard lock(mu_);
+  Stats s = stats_;
+  s.words = words_.size();
+  return s;
 }
 
 WordCounts::WordCounts(std::string index)

@@ -24,6 +24,9 @@
 //       kRankedRowsPointer): best first, equal scores newest row (highest rowid) first. It
 //       returns how many it stored, or NULL (storing nothing) when a matching row is not in
 //       RowFacts or a score is not a number: the caller then ranks with tmcra_bm25 in SQL.
+//   tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer, postings)
+//       the same, each phrase's postings taken from (or walked once into) the PostingsCache
+//       of `postings`, a RankPostings bound as kRankPostingsPointer.
 //   tmcra_rank(records_cjk, 'df1,df2,...', scope_id, limit, pointer, 'cjk')
 //       the same for the CJK index (memory/cjk.h), with each row's length in that index.
 //       Against `ORDER BY tmcra_bm25(...) LIMIT n` this saves the virtual machine, the OR
@@ -46,6 +49,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "src/common/result.h"
 #include "src/db/sqlite_db.h"
@@ -154,6 +158,58 @@ class WordCounts {
   std::mutex mu_;
   std::map<std::string, Entry, std::less<>> words_;  // guarded by mu_
 };
+
+// Each word's postings in the word index (the rows that hold it, ascending, and how often each
+// does), remembered per word as of the snapshot they were walked in, so that tmcra_rank walks a
+// word's doclist through FTS5 once and not on every recall that searches it. Records are never
+// changed and a snapshot whose highest record is H holds exactly the rows up to H, so postings
+// walked at H' >= H, cut at H, are exact for H; a newer snapshot walks the word afresh (and
+// replaces the older postings). At most `max_bytes` are kept: past it, everything is dropped
+// and the cache starts again from empty. Shared by every connection of the process.
+class PostingsCache {
+ public:
+  struct Postings {
+    std::vector<int64_t> rows;
+    std::vector<uint32_t> counts;  // occurrences in each row
+    int64_t as_of = 0;             // the highest record of the snapshot walked
+  };
+  struct Stats {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+    size_t words = 0;
+    size_t bytes = 0;
+  };
+
+  explicit PostingsCache(size_t max_bytes) : max_bytes_(max_bytes) {}
+  PostingsCache(const PostingsCache&) = delete;
+  PostingsCache& operator=(const PostingsCache&) = delete;
+
+  // `word`'s postings walked in a snapshot at least as new as one whose highest record is
+  // `highest` (the caller leaves out the rows above it), or nullptr.
+  std::shared_ptr<const Postings> Find(std::string_view word, int64_t highest);
+  // Remembers `postings` for `word` unless newer ones are held.
+  void Put(const std::string& word, std::shared_ptr<const Postings> postings);
+  Stats stats() const;
+
+ private:
+  static size_t Bytes(const std::string& word, const Postings& p) {
+    return word.size() + p.rows.size() * (sizeof(int64_t) + sizeof(uint32_t)) + 96;
+  }
+  const size_t max_bytes_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Postings>, std::less<>> words_;  // guarded by mu_
+  Stats stats_;                                                                // guarded by mu_
+};
+
+// tmcra_rank's optional last argument (sqlite3_bind_pointer, type kRankPostingsPointer): the
+// query's words, one per phrase in query order, whose postings `cache` holds for the caller's
+// snapshot (its highest record `highest`).
+struct RankPostings {
+  PostingsCache* cache = nullptr;
+  const std::vector<std::string>* words = nullptr;
+  int64_t highest = 0;
+};
+inline constexpr const char* kRankPostingsPointer = "tmcra_rank_postings";
 
 // A row ranked by tmcra_rank.
 struct RankedRow {

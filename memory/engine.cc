@@ -225,6 +225,9 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   engine->row_facts_ = std::make_unique<RowFacts>();
   engine->word_counts_ = std::make_unique<WordCounts>();
   engine->cjk_counts_ = std::make_unique<WordCounts>("records_cjk");
+  if (engine->options_.postings_cache_bytes > 0) {
+    engine->postings_ = std::make_unique<PostingsCache>(engine->options_.postings_cache_bytes);
+  }
   if (auto s = RegisterBm25(**api_db, engine->row_facts_.get()); !s) return s.error();
   engine->api_db_ = std::move(*api_db);
   if (engine->options_.warm_recall) {

@@ -60,6 +60,10 @@ struct EngineOptions {
   // Recall's connections read the file through a memory map of up to this many bytes (0: no
   // map, each reads into its own page cache). tmcra-memd maps (docs/memd.md, "Memory").
   int64_t reader_mmap_bytes = 0;
+  // Recall remembers the word index's postings of the words it searches, up to this many bytes
+  // in all (PostingsCache, memory/bm25.h; 0: none, each recall walks its words' doclists).
+  // tmcra-memd keeps them.
+  size_t postings_cache_bytes = 0;
   // Read every record's length and scope for recall ranking (memory/bm25.h) while opening,
   // instead of in the first recall: about 25 ms per 100k records. tmcra-memd does.
   bool warm_recall = false;
@@ -171,6 +175,7 @@ class Engine {
   // declared before the connections so that it outlives them.
   std::unique_ptr<RowFacts> row_facts_;
   std::unique_ptr<WordCounts> word_counts_;  // the word index's document counts, per word
+  std::unique_ptr<PostingsCache> postings_;  // the word index's postings, or null
   std::unique_ptr<WordCounts> cjk_counts_;   // the CJK index's, per bigram and lone prefix
 
   std::mutex api_mu_;

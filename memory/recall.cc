@@ -77,6 +77,7 @@ struct IndexSearch {
   std::string documents;      // "df1,df2,...", one per term, or "" when one is unknown
   const RowFacts* facts = nullptr;  // for tmcra_rank; nullptr: ranked in SQL
   bool cjk = false;           // the CJK index: rows' lengths are their CJK lengths
+  const RankPostings* postings = nullptr;  // the word index's cached postings, or nullptr
 };
 
 // Top hits of one full-text index within `scope`, ranked by BM25; equal scores newest first.
@@ -95,13 +96,17 @@ Status Search(db::Database& db, const IndexSearch& search, std::string_view scop
   const std::string t(search.table);
   if (search.facts != nullptr && !documents.empty()) {
     if (auto scope_id = search.facts->ScopeId(scope)) {
+      const bool cached = search.postings != nullptr && !search.cjk;
       auto ranked = db.Prepare("SELECT tmcra_rank(" + t + ", ?2, ?3, ?4, ?5" +
-                               (search.cjk ? ", 'cjk'" : "") + ") FROM " + t + " WHERE " + t +
-                               " MATCH ?1 LIMIT 1");
+                               (search.cjk ? ", 'cjk'" : cached ? ", ?6" : "") + ") FROM " + t +
+                               " WHERE " + t + " MATCH ?1 LIMIT 1");
       if (!ranked) return ranked.error();
       std::vector<RankedRow> rows;
       ranked->Bind(1, match).Bind(2, documents).Bind(3, static_cast<int64_t>(*scope_id))
           .Bind(4, kHitsPerIndex).BindPointer(5, &rows, kRankedRowsPointer);
+      if (cached) {
+        ranked->BindPointer(6, const_cast<RankPostings*>(search.postings), kRankPostingsPointer);
+      }
       auto row = ranked->Step();
       if (!row) return row.error();
       if (!*row) return Ok();  // nothing matches
@@ -514,9 +519,10 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   std::vector<std::pair<int64_t, double>> word_hits;
   std::vector<std::pair<int64_t, double>> trigram_hits;
   if (auto s = row_facts_->CatchUp(db); !s) return s.error();
+  const RankPostings postings{postings_.get(), &terms.words, *highest};
   if (auto s = Search(db,
                       {"records_fts", terms.WordMatch(), DocumentCounts(terms), row_facts_.get(),
-                       /*cjk=*/false},
+                       /*cjk=*/false, postings_ ? &postings : nullptr},
                       scope, word_hits);
       !s) {
     return s.error();

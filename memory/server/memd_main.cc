@@ -71,6 +71,8 @@ constexpr const char* kUsage =
     "                         (default; not to a loopback peer, where it only costs CPU,\n"
     "                         unless it is a proxy that sends X-Forwarded-For or Forwarded),\n"
     "                         always (for a tunnel or a proxy that does not) or never\n"
+    "  --postings-cache-mib N postings of searched words kept in memory, so a word's doclist\n"
+    "                         is walked once, not on every recall (default 64; 0: none)\n"
     "  --no-job-worker        store ingests but run no jobs (they run at the next start)\n"
     "\n"
     "Once accepting, `serve` prints one line {\"listening\":\"https://HOST:PORT\"} on stdout.\n"
@@ -335,7 +337,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   auto args = ParseArgs(argc, argv, 2,
                         {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads",
                          "max-queued-connections", "max-concurrency", "max-body-bytes", "gzip",
-                         "request-timeout"},
+                         "request-timeout", "postings-cache-mib"},
                         {"local", "no-job-worker"}, &error);
   if (!args) return UsageError(error);
   if (!args->positional.empty()) return UsageError("serve takes no positional argument");
@@ -382,6 +384,17 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     auto n = PositiveInt(*v, 1LL << 30);
     if (!n) return UsageError("--max-body-bytes must be 1..1073741824");
     options.max_body_bytes = static_cast<size_t>(*n);
+  }
+  size_t postings_cache_mib = 64;
+  if (auto v = args->Get("postings-cache-mib")) {
+    auto n = PositiveInt(*v, 65536);
+    if (*v == "0") {
+      postings_cache_mib = 0;
+    } else if (!n) {
+      return UsageError("--postings-cache-mib must be 0..65536");
+    } else {
+      postings_cache_mib = static_cast<size_t>(*n);
+    }
   }
   if (auto v = args->Get("request-timeout")) {
     auto n = PositiveInt(*v, 86400);
@@ -453,6 +466,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   // Recall's connections share the kernel's copy of the file's pages instead of each reading
   // its own (docs/memd.md, "Memory").
   engine.reader_mmap_bytes = int64_t{1} << 30;
+  engine.postings_cache_bytes = postings_cache_mib << 20;
   tmcra::api::EmbeddedMemoryApi memory(engine);
   // Open the store now: a broken store fails the start, and jobs accepted before a stop run
   // at once (the worker starts with them).

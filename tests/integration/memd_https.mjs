@@ -1017,6 +1017,30 @@ await r.test('--gzip auto (the default) and never: no gzip to a loopback peer un
   }
 });
 
+await r.test('--postings-cache-mib: with the postings kept or not, the same answers; bad values refused', async () => {
+  for (const value of ['x', '-1', '65537', '']) {
+    const bad = await run(BIN, ['serve', ...TLS_ARGS, '--postings-cache-mib', value], { env: ENV });
+    assert.equal(bad.code, 2, value);
+    assert.match(bad.stderr, /--postings-cache-mib must be 0\.\.65536/);
+  }
+  const answers = [];
+  for (const value of ['0', '1', '64']) {
+    const srv = await startMemd([...TLS_ARGS, '--postings-cache-mib', value]);
+    const texts = [];
+    for (let i = 0; i < 3; i++) {  // the first walks the words, the others find them kept
+      const rec = await request(srv, 'POST', '/v1/scopes/team/recall', { key: FULL,
+        body: { query: 'lab key drawer', max_windows: 8 } });
+      assert.equal(rec.status, 200, rec.text);
+      texts.push(rec.json.prompt_evidence.content);
+    }
+    assert.ok(texts[0].includes('drawer'), texts[0]);
+    assert.deepEqual(texts, [texts[0], texts[0], texts[0]]);
+    answers.push(texts[0]);
+    assert.deepEqual(await stopMemd(srv), { code: 0, signal: null });
+  }
+  assert.deepEqual(answers, [answers[0], answers[0], answers[0]]);
+});
+
 // ---------------------------------------------------------------------------
 // --local
 // ---------------------------------------------------------------------------

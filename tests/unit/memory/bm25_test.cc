@@ -187,17 +187,19 @@ TEST_CASE("tmcra_bm25 scores every row as FTS5's bm25 does", "[memory][bm25]") {
 namespace {
 
 // tmcra_rank's list for `words` OR-ed within `scope`, or nullopt when it returned NULL.
-std::optional<std::vector<tmcra::memory::RankedRow>> Rank(tmcra::db::Database& db,
-                                                          const std::vector<std::string>& words,
-                                                          int64_t scope_id, int64_t limit) {
+// With `postings`, the words' postings come from (or go into) its cache.
+std::optional<std::vector<tmcra::memory::RankedRow>> Rank(
+    tmcra::db::Database& db, const std::vector<std::string>& words, int64_t scope_id,
+    int64_t limit, tmcra::memory::RankPostings* postings = nullptr) {
   const auto [match, counts] = MatchAndCounts(db, words);
-  auto st = db.Prepare(
-      "SELECT tmcra_rank(records_fts, ?2, ?3, ?4, ?5) FROM records_fts WHERE records_fts "
-      "MATCH ?1 LIMIT 1");
+  auto st = db.Prepare(std::string("SELECT tmcra_rank(records_fts, ?2, ?3, ?4, ?5") +
+                       (postings != nullptr ? ", ?6" : "") +
+                       ") FROM records_fts WHERE records_fts MATCH ?1 LIMIT 1");
   REQUIRE(st);
   std::vector<tmcra::memory::RankedRow> rows;
   st->Bind(1, match).Bind(2, counts).Bind(3, scope_id).Bind(4, limit)
       .BindPointer(5, &rows, tmcra::memory::kRankedRowsPointer);
+  if (postings != nullptr) st->BindPointer(6, postings, tmcra::memory::kRankPostingsPointer);
   auto row = st->Step();
   REQUIRE(row);
   REQUIRE(*row);
@@ -281,6 +283,161 @@ TEST_CASE("tmcra_rank ranks a scope as SQL does with tmcra_bm25, to the last bit
     CHECK(Rank(**db, {"tango"}, *facts.ScopeId("b"), 5)->empty());
     CHECK(Rank(**db, {"alpha"}, 99, 5)->empty());
   }
+}
+
+namespace {
+
+int64_t Highest(tmcra::db::Database& db) {
+  auto st = db.Prepare("SELECT max(event_seq) FROM records");
+  REQUIRE(st);
+  REQUIRE(*st->Step());
+  return st->Int(0);
+}
+
+// tmcra_rank with the cache and without, for every query and both scopes: the same rows and
+// scores. Returns how many rows were compared.
+int CompareCached(tmcra::db::Database& db, RowFacts& facts, tmcra::memory::PostingsCache& cache,
+                  const std::vector<std::vector<std::string>>& queries) {
+  const int64_t highest = Highest(db);
+  int compared = 0;
+  for (const std::string scope : {"a", "b"}) {
+    for (const auto& words : queries) {
+      INFO("scope " << scope << " first word " << words[0] << " snapshot " << highest);
+      tmcra::memory::RankPostings postings{&cache, &words, highest};
+      auto cached = Rank(db, words, *facts.ScopeId(scope), 64, &postings);
+      auto plain = Rank(db, words, *facts.ScopeId(scope), 64);
+      REQUIRE(cached);
+      REQUIRE(plain);
+      REQUIRE(cached->size() == plain->size());
+      for (size_t i = 0; i < plain->size(); ++i) {
+        CHECK(cached->at(i).rowid == plain->at(i).rowid);
+        CHECK(cached->at(i).score == plain->at(i).score);
+      }
+      compared += static_cast<int>(plain->size());
+    }
+  }
+  return compared;
+}
+
+}  // namespace
+
+TEST_CASE("tmcra_rank with cached postings ranks as without them in newer and older snapshots",
+          "[memory][bm25]") {
+  TempDir dir;
+  const std::string path = MakeStore(dir, 60);
+  auto db = tmcra::db::Database::Open({path});
+  REQUIRE(db);
+  RowFacts facts;
+  REQUIRE(tmcra::memory::RegisterBm25(**db, &facts));
+  tmcra::memory::PostingsCache cache(64 << 20);
+  const std::vector<std::vector<std::string>> queries = {
+      {"alpha"}, {"kilo"}, {"119", "port"}, {"cluster", "alpha", "kilo"},
+      {"alpha bravo", "kilo"}, {"lima", "golf", "juliet"}};
+  {
+    auto tx = tmcra::db::Transaction::Deferred(**db);
+    REQUIRE(tx);
+    REQUIRE(facts.CatchUp(**db));
+    CHECK(CompareCached(**db, facts, cache, queries) > 100);  // walked and remembered
+    const auto walked = cache.stats();
+    CHECK(walked.words == 9);  // each phrase once: "alpha" and "kilo" recur
+    CHECK(walked.misses == 9);
+    CHECK(CompareCached(**db, facts, cache, queries) > 100);  // every phrase from the cache
+    CHECK(cache.stats().misses == walked.misses);
+    CHECK(cache.stats().hits > walked.hits);
+    REQUIRE(tx->Commit());
+  }
+  // A reader whose snapshot stays at row 600 while rows 601..603 are written.
+  auto old_db = tmcra::db::Database::Open({path});
+  REQUIRE(old_db);
+  REQUIRE(tmcra::memory::RegisterBm25(**old_db, &facts));
+  auto old_tx = tmcra::db::Transaction::Deferred(**old_db);
+  REQUIRE(old_tx);
+  REQUIRE(Highest(**old_db) == 600);
+  IngestMore(path, "bm25-test-cached", "late",
+             {"kilo kilo alpha", "kilo kilo alpha", "kilo kilo alpha"});
+  {
+    // The newer snapshot walks the words again (the new rows hold two of them) and ranks them.
+    auto tx = tmcra::db::Transaction::Deferred(**db);
+    REQUIRE(tx);
+    REQUIRE(facts.CatchUp(**db));
+    REQUIRE(Highest(**db) == 603);
+    const auto before = cache.stats();
+    CHECK(CompareCached(**db, facts, cache, queries) > 100);
+    CHECK(cache.stats().misses == before.misses + 9);
+    const std::vector<std::string> kilo{"kilo"};
+    tmcra::memory::RankPostings postings{&cache, &kilo, 603};
+    auto ranked = Rank(**db, kilo, *facts.ScopeId("a"), 3, &postings);
+    REQUIRE(ranked);
+    REQUIRE(ranked->size() == 3);
+    CHECK(ranked->at(0).rowid == 603);  // the short new rows rank first, newest first
+    REQUIRE(tx->Commit());
+  }
+  // The older snapshot uses the newer postings up to its own newest row.
+  const auto before = cache.stats();
+  CHECK(CompareCached(**old_db, facts, cache, queries) > 100);
+  CHECK(cache.stats().misses == before.misses);
+  REQUIRE(old_tx->Commit());
+
+  SECTION("postings larger than the cache are walked every time and never kept") {
+    tmcra::memory::PostingsCache tiny(256);
+    auto tx = tmcra::db::Transaction::Deferred(**db);
+    REQUIRE(tx);
+    CHECK(CompareCached(**db, facts, tiny, {{"alpha"}}) > 0);
+    CHECK(CompareCached(**db, facts, tiny, {{"alpha"}}) > 0);
+    CHECK(tiny.stats().words == 0);
+    CHECK(tiny.stats().hits == 0);
+  }
+  SECTION("postings that name too few words for the phrases: an error naming tmcra_rank") {
+    auto tx = tmcra::db::Transaction::Deferred(**db);
+    REQUIRE(tx);
+    const std::vector<std::string> one{"alpha"};
+    tmcra::memory::RankPostings postings{&cache, &one, 603};
+    auto st = db.value()->Prepare(
+        "SELECT tmcra_rank(records_fts, ?2, ?3, ?4, ?5, ?6) FROM records_fts WHERE records_fts "
+        "MATCH ?1 LIMIT 1");
+    REQUIRE(st);
+    std::vector<tmcra::memory::RankedRow> rows;
+    const auto [match, counts] = MatchAndCounts(**db, {"alpha", "kilo"});
+    st->Bind(1, match).Bind(2, counts).Bind(3, int64_t{0}).Bind(4, int64_t{5})
+        .BindPointer(5, &rows, tmcra::memory::kRankedRowsPointer)
+        .BindPointer(6, &postings, tmcra::memory::kRankPostingsPointer);
+    auto row = st->Step();
+    REQUIRE_FALSE(row);
+    CHECK(row.error().message.find("tmcra_rank") != std::string::npos);
+  }
+}
+
+TEST_CASE("PostingsCache keeps the newest postings of a word within its size", "[memory][bm25]") {
+  using Postings = tmcra::memory::PostingsCache::Postings;
+  const auto make = [](int64_t as_of, size_t rows) {
+    auto p = std::make_shared<Postings>();
+    for (size_t i = 0; i < rows; ++i) {
+      p->rows.push_back(static_cast<int64_t>(i + 1));
+      p->counts.push_back(1);
+    }
+    p->as_of = as_of;
+    return p;
+  };
+  tmcra::memory::PostingsCache cache(4096);
+  CHECK(cache.Find("w", 10) == nullptr);
+  cache.Put("w", make(10, 5));
+  CHECK(cache.Find("w", 10)->as_of == 10);
+  CHECK(cache.Find("w", 7)->as_of == 10);  // an older snapshot cuts it
+  CHECK(cache.Find("w", 11) == nullptr);   // a newer one walks again
+  cache.Put("w", make(8, 5));              // older than held: kept as it was
+  CHECK(cache.Find("w", 10)->as_of == 10);
+  cache.Put("w", make(12, 6));
+  CHECK(cache.Find("w", 12)->rows.size() == 6);
+  CHECK(cache.stats().words == 1);
+  cache.Put("big", make(12, 1000));  // 12 kB: more than the whole cache, not kept
+  CHECK(cache.Find("big", 12) == nullptr);
+  cache.Put("x", make(12, 200));  // 2.4 kB: fits
+  cache.Put("y", make(12, 200));  // would pass 4096 bytes: the cache starts again from empty
+  CHECK(cache.Find("w", 12) == nullptr);
+  CHECK(cache.Find("x", 12) == nullptr);
+  CHECK(cache.Find("y", 12) != nullptr);
+  CHECK(cache.stats().words == 1);
+  CHECK(cache.stats().bytes <= 4096);
 }
 
 TEST_CASE("tmcra_rank ranks the CJK index with its own lengths, as FTS5's bm25 does",

@@ -1085,3 +1085,47 @@ TEST_CASE("recall through memory-mapped readers sees each write as the store gro
     CHECK(r["evidence"]["windows"][0]["session_id"] == "s" + std::to_string(i));
   }
 }
+
+TEST_CASE("recall with the postings cache answers as without it while the store grows",
+          "[memory][recall]") {
+  // tmcra-memd keeps searched words' postings (EngineOptions::postings_cache_bytes). Two
+  // engines on one file, one with the cache: every answer the same (but its query id), before
+  // and after each write, for words written again and words never written again.
+  TempDir dir;
+  EngineOptions options;
+  options.path = dir.File("data/memory.db");
+  options.start_worker = false;
+  options.postings_cache_bytes = 8 << 20;
+  auto cached = Engine::Open(options);
+  REQUIRE(cached);
+  options.postings_cache_bytes = 0;
+  auto plain = Engine::Open(options);
+  REQUIRE(plain);
+  const std::vector<std::string> queries = {"okapi", "okapi zebra", "quartz vault okapi",
+                                            "zebra", "nothing matches this"};
+  const auto same = [&](const std::string& query) {
+    json a = Recall(**cached, "p", query);
+    json b = Recall(**plain, "p", query);
+    a.erase("query_id");
+    b.erase("query_id");
+    INFO("query " << query);
+    CHECK(a == b);
+    return a;
+  };
+  for (int round = 0; round < 6; ++round) {
+    json messages = json::array();
+    for (int m = 0; m < 12; ++m) {
+      std::string text = "okapi note " + std::to_string(round * 12 + m);
+      if (m % 3 == 0) text += " zebra";
+      if (round == 0 && m == 5) text += " quartz vault";
+      messages.push_back(Message("m" + std::to_string(m), m % 2 ? "assistant" : "user", text));
+    }
+    Ingest(**cached, "p", Body(std::move(messages), "s" + std::to_string(round)),
+           "key-postings-" + std::to_string(round) + "-xxxx");
+    REQUIRE((*cached)->RunPendingJobs());
+    for (int pass = 0; pass < 2; ++pass) {  // the second pass ranks from the cache
+      for (const auto& q : queries) same(q);
+    }
+    CHECK(same("okapi")["evidence"]["snapshot"]["records"] == (round + 1) * 12);
+  }
+}
