@@ -480,29 +480,38 @@ std::shared_ptr<const PostingsCache::Postings> PostingsCache::Find(std::string_v
                                                                    int64_t highest) {
   std::lock_guard lock(mu_);
   auto it = words_.find(word);
-  if (it == words_.end() || it->second->as_of < highest) {
+  if (it == words_.end() || it->second.postings->as_of < highest) {
     ++stats_.misses;
     return nullptr;
   }
   ++stats_.hits;
-  return it->second;
+  uses_.splice(uses_.begin(), uses_, it->second.use);
+  return it->second.postings;
 }
 
 void PostingsCache::Put(const std::string& word, std::shared_ptr<const Postings> postings) {
   const size_t bytes = Bytes(word, *postings);
   if (bytes > max_bytes_) return;
+  // Postings dropped here are freed after the lock is let go (a reader may still hold them).
+  std::vector<std::shared_ptr<const Postings>> dropped;
   std::lock_guard lock(mu_);
   auto it = words_.find(word);
   if (it != words_.end()) {
-    if (it->second->as_of >= postings->as_of) return;  // as new, or newer
-    stats_.bytes -= Bytes(word, *it->second);
+    if (it->second.postings->as_of >= postings->as_of) return;  // as new, or newer
+    stats_.bytes -= Bytes(word, *it->second.postings);
+    dropped.push_back(std::move(it->second.postings));
+    uses_.erase(it->second.use);
     words_.erase(it);
   }
-  if (stats_.bytes + bytes > max_bytes_) {
-    words_.clear();
-    stats_.bytes = 0;
+  while (!uses_.empty() && stats_.bytes + bytes > max_bytes_) {
+    auto last = words_.find(uses_.back());
+    stats_.bytes -= Bytes(last->first, *last->second.postings);
+    dropped.push_back(std::move(last->second.postings));
+    words_.erase(last);
+    uses_.pop_back();
   }
-  words_.emplace(word, std::move(postings));
+  uses_.push_front(word);
+  words_.emplace(word, Held{std::move(postings), uses_.begin()});
   stats_.bytes += bytes;
 }
 

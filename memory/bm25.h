@@ -35,14 +35,16 @@
 // Records are never deleted or rewritten and event_seq only grows, so the copy is brought up to
 // date by reading the rows above the highest one it holds (RowFacts::CatchUp, inside the
 // caller's read transaction): about 25 ms per 100k records the first time, then only new rows.
-// It costs 12 bytes per record: the length and scope, and apart from them (so ranking's reads
+// It costs 20 bytes per record: the length and scope, and apart from them (so ranking's reads
 // stay dense) a 32-bit hash of the record's session id, with which recall passes over hits of
-// sessions it does not show without reading them. A record's length in the CJK index takes 4
+// sessions it does not show without reading them, and the record's occurred_at, with which it
+// orders hits of equal score without reading them. A record's length in the CJK index takes 4
 // bytes more, in chunks of rows made only where a record has CJK text.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -164,8 +166,9 @@ class WordCounts {
 // word's doclist through FTS5 once and not on every recall that searches it. Records are never
 // changed and a snapshot whose highest record is H holds exactly the rows up to H, so postings
 // walked at H' >= H, cut at H, are exact for H; a newer snapshot walks the word afresh (and
-// replaces the older postings). At most `max_bytes` are kept: past it, everything is dropped
-// and the cache starts again from empty. Shared by every connection of the process.
+// replaces the older postings). At most `max_bytes` are kept: past it, the words found or put
+// least recently are dropped (postings larger than the whole cache are never kept). Shared by
+// every connection of the process.
 class PostingsCache {
  public:
   struct Postings {
@@ -193,12 +196,18 @@ class PostingsCache {
 
  private:
   static size_t Bytes(const std::string& word, const Postings& p) {
-    return word.size() + p.rows.size() * (sizeof(int64_t) + sizeof(uint32_t)) + 96;
+    return 2 * word.size() + p.rows.capacity() * sizeof(int64_t) +
+           p.counts.capacity() * sizeof(uint32_t) + 160;
   }
+  struct Held {
+    std::shared_ptr<const Postings> postings;
+    std::list<std::string>::iterator use;  // its place in uses_
+  };
   const size_t max_bytes_;
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const Postings>, std::less<>> words_;  // guarded by mu_
-  Stats stats_;                                                                // guarded by mu_
+  std::map<std::string, Held, std::less<>> words_;  // guarded by mu_
+  std::list<std::string> uses_;  // words_' keys, the most recently used first; guarded by mu_
+  Stats stats_;                  // guarded by mu_
 };
 
 // tmcra_rank's optional last argument (sqlite3_bind_pointer, type kRankPostingsPointer): the

@@ -207,9 +207,14 @@ bool IsValidScopeName(std::string_view scope) {
 }
 
 json EngineStats::ToJson() const {
-  return json{{"records", records}, {"scopes", scopes}, {"jobs_pending", jobs_pending},
+  json out{{"records", records}, {"scopes", scopes}, {"jobs_pending", jobs_pending},
               {"jobs_failed", jobs_failed}, {"file_bytes", file_bytes},
               {"cjk_index_backlog", cjk_index_backlog}};
+  if (postings_cache) {
+    out["postings_cache"] = {{"words", postings_cache->words}, {"bytes", postings_cache->bytes},
+                             {"hits", postings_cache->hits}, {"misses", postings_cache->misses}};
+  }
+  return out;
 }
 
 Engine::Engine(EngineOptions options) : options_(std::move(options)), owner_(NewProcessOwnerId()) {}
@@ -979,6 +984,7 @@ Result<EngineStats> Engine::Stats() {
     struct stat st {};
     if (stat(file.c_str(), &st) == 0) stats.file_bytes += static_cast<int64_t>(st.st_size);
   }
+  if (postings_) stats.postings_cache = postings_->stats();
   return stats;
 }
 

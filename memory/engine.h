@@ -89,6 +89,7 @@ struct EngineStats {
   // Records the CJK index's back-fill has still to look at (Engine::RepairCjkIndex): after the
   // schema migration, until the worker has been through the stored records.
   int64_t cjk_index_backlog = 0;
+  std::optional<PostingsCache::Stats> postings_cache;  // when the engine keeps postings
   json ToJson() const;
 };
 

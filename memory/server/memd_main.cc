@@ -156,13 +156,18 @@ std::optional<Args> ParseArgs(int argc, char** argv, int first,
   return args;
 }
 
-std::optional<int> PositiveInt(const std::string& text, long long max) {
+// A decimal number in min..max (digits only), or nullopt.
+std::optional<int> BoundedInt(const std::string& text, long long min, long long max) {
   if (text.empty() || text.size() > 12 || text.find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
   }
   const long long v = std::atoll(text.c_str());
-  if (v < 1 || v > max) return std::nullopt;
+  if (v < min || v > max) return std::nullopt;
   return static_cast<int>(v);
+}
+
+std::optional<int> PositiveInt(const std::string& text, long long max) {
+  return BoundedInt(text, 1, max);
 }
 
 std::string AbsoluteDir(const std::string& dir) {
@@ -387,15 +392,11 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   }
   size_t postings_cache_mib = 64;
   if (auto v = args->Get("postings-cache-mib")) {
-    auto n = PositiveInt(*v, 65536);
-    if (*v == "0") {
-      postings_cache_mib = 0;
-    } else if (!n) {
-      return UsageError("--postings-cache-mib must be 0..65536");
-    } else {
-      postings_cache_mib = static_cast<size_t>(*n);
-    }
+    auto n = BoundedInt(*v, 0, 65536);
+    if (!n) return UsageError("--postings-cache-mib must be 0..65536");
+    postings_cache_mib = static_cast<size_t>(*n);
   }
+  static_assert(sizeof(size_t) >= 8, "--postings-cache-mib << 20 must fit");
   if (auto v = args->Get("request-timeout")) {
     auto n = PositiveInt(*v, 86400);
     if (!n) return UsageError("--request-timeout must be 1..86400 seconds");
@@ -516,6 +517,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     return 1;
   }
   spdlog::info("stopped: every request in progress was answered");
+  if (auto last = memory.Stats()) spdlog::info("memory store {}: {}", engine.path, last->dump());
   return 0;
 }
 

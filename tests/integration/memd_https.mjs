@@ -1018,7 +1018,7 @@ await r.test('--gzip auto (the default) and never: no gzip to a loopback peer un
 });
 
 await r.test('--postings-cache-mib: with the postings kept or not, the same answers; bad values refused', async () => {
-  for (const value of ['x', '-1', '65537', '']) {
+  for (const value of ['x', '-1', '65537', '', '1.5']) {
     const bad = await run(BIN, ['serve', ...TLS_ARGS, '--postings-cache-mib', value], { env: ENV });
     assert.equal(bad.code, 2, value);
     assert.match(bad.stderr, /--postings-cache-mib must be 0\.\.65536/);
@@ -1037,6 +1037,16 @@ await r.test('--postings-cache-mib: with the postings kept or not, the same answ
     assert.deepEqual(texts, [texts[0], texts[0], texts[0]]);
     answers.push(texts[0]);
     assert.deepEqual(await stopMemd(srv), { code: 0, signal: null });
+    // The stop logs the store's figures, the cache's among them when it keeps postings.
+    const last = srv.stderr.split('\n').filter((l) => l.includes('memory store')).pop() ?? '';
+    const figures = JSON.parse(last.slice(last.indexOf('{')));
+    if (value === '0') {
+      assert.equal(figures.postings_cache, undefined, last);
+    } else {
+      assert.ok(figures.postings_cache.hits >= 2, last);  // the second and third recalls
+      assert.ok(figures.postings_cache.misses >= 1, last);
+      assert.ok(figures.postings_cache.bytes > 0 && figures.postings_cache.bytes <= Number(value) << 20, last);
+    }
   }
   assert.deepEqual(answers, [answers[0], answers[0], answers[0]]);
 });

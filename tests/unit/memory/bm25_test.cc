@@ -6,10 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -431,13 +433,67 @@ TEST_CASE("PostingsCache keeps the newest postings of a word within its size", "
   CHECK(cache.stats().words == 1);
   cache.Put("big", make(12, 1000));  // 12 kB: more than the whole cache, not kept
   CHECK(cache.Find("big", 12) == nullptr);
-  cache.Put("x", make(12, 200));  // 2.4 kB: fits
-  cache.Put("y", make(12, 200));  // would pass 4096 bytes: the cache starts again from empty
+  cache.Put("x", make(12, 200));  // about 3 kB: fits
+  cache.Put("y", make(12, 200));  // would pass 4096 bytes: both others go, least recent first
   CHECK(cache.Find("w", 12) == nullptr);
   CHECK(cache.Find("x", 12) == nullptr);
   CHECK(cache.Find("y", 12) != nullptr);
   CHECK(cache.stats().words == 1);
   CHECK(cache.stats().bytes <= 4096);
+
+  // Room for three entries of one size: a fourth drops the one found or put least recently.
+  tmcra::memory::PostingsCache probe(1 << 20);
+  probe.Put("a", make(1, 100));
+  const size_t one = probe.stats().bytes;
+  tmcra::memory::PostingsCache lru(3 * one);
+  for (const char* w : {"a", "b", "c"}) lru.Put(w, make(1, 100));
+  CHECK(lru.stats().words == 3);
+  CHECK(lru.Find("a", 1) != nullptr);  // "a" is now the most recent, "b" the least
+  lru.Put("d", make(1, 100));
+  CHECK(lru.Find("b", 1) == nullptr);
+  for (const char* w : {"a", "c", "d"}) CHECK(lru.Find(w, 1) != nullptr);
+  CHECK(lru.stats().bytes == 3 * one);
+  // Postings a reader still holds outlive their entry.
+  auto held = lru.Find("a", 1);
+  lru.Put("a", make(2, 150));  // newer, and larger: drops others to fit
+  CHECK(held->rows.size() == 100);
+  REQUIRE(lru.Find("a", 2) != nullptr);
+  CHECK(lru.Find("a", 2)->rows.size() == 150);
+}
+
+TEST_CASE("PostingsCache serves readers and writers on many threads at once", "[memory][bm25]") {
+  using Postings = tmcra::memory::PostingsCache::Postings;
+  tmcra::memory::PostingsCache cache(16 << 10);  // a few entries: drops all the time
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      for (int i = 0; i < 3000; ++i) {
+        const std::string word = "w" + std::to_string(rng() % 12);
+        const int64_t as_of = 1 + static_cast<int64_t>(rng() % 50);
+        if (rng() % 2 == 0) {
+          auto p = std::make_shared<Postings>();
+          p->as_of = as_of;
+          for (int64_t r = 1; r <= as_of * 4; ++r) {
+            p->rows.push_back(r);
+            p->counts.push_back(static_cast<uint32_t>(r % 3 + 1));
+          }
+          cache.Put(word, std::move(p));
+        } else if (auto found = cache.Find(word, as_of)) {
+          if (found->as_of < as_of || found->rows.size() != static_cast<size_t>(found->as_of * 4) ||
+              found->rows.size() != found->counts.size()) {
+            ++wrong;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(wrong == 0);
+  const auto stats = cache.stats();
+  CHECK(stats.bytes <= size_t{16} << 10);
+  CHECK(stats.hits + stats.misses > 0);
 }
 
 TEST_CASE("tmcra_rank ranks the CJK index with its own lengths, as FTS5's bm25 does",

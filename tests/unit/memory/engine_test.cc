@@ -1128,4 +1128,16 @@ TEST_CASE("recall with the postings cache answers as without it while the store 
     }
     CHECK(same("okapi")["evidence"]["snapshot"]["records"] == (round + 1) * 12);
   }
+  // The cached engine found kept postings (the second pass of each round), and walked again
+  // after each write; the other keeps none.
+  auto stats = (*cached)->Stats();
+  REQUIRE(stats);
+  REQUIRE(stats->postings_cache);
+  CHECK(stats->postings_cache->hits >= 6 * 2);
+  CHECK(stats->postings_cache->misses >= 6);
+  CHECK(stats->ToJson()["postings_cache"]["words"] == stats->postings_cache->words);
+  auto none = (*plain)->Stats();
+  REQUIRE(none);
+  CHECK_FALSE(none->postings_cache);
+  CHECK_FALSE(none->ToJson().contains("postings_cache"));
 }
