@@ -173,6 +173,27 @@ int CollectPostings(const Fts5ExtensionApi* api, Fts5Context* fts, void* user) {
   return SQLITE_OK;
 }
 
+// tmcra_occurrences(records_fts): how often the query's first phrase occurs in the row, counted
+// as CollectPostings counts it (PostingsCache::CatchUp adds rows with it).
+void Occurrences(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int argc,
+                 sqlite3_value** /*argv*/) {
+  if (argc != 0) {
+    sqlite3_result_error(ctx, "tmcra_occurrences: expects no argument", -1);
+    return;
+  }
+  Fts5PhraseIter it;
+  int column = 0;
+  int offset = 0;
+  int64_t n = 0;
+  int rc = api->xPhraseFirst(fts, 0, &it, &column, &offset);
+  while (rc == SQLITE_OK && column >= 0) {
+    ++n;
+    api->xPhraseNext(fts, &it, &column, &offset);
+  }
+  if (rc != SQLITE_OK) return sqlite3_result_error_code(ctx, rc);
+  sqlite3_result_int64(ctx, n);
+}
+
 // tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer), see bm25.h. The rows it
 // ranks are the union of the phrases' rows: right for recall's MATCH, an OR of quoted words,
 // and not for AND or NEAR queries.
@@ -515,6 +536,36 @@ void PostingsCache::Put(const std::string& word, std::shared_ptr<const Postings>
   stats_.bytes += bytes;
 }
 
+Status PostingsCache::CatchUp(db::Database& db, const std::vector<std::string>& words,
+                              int64_t highest) {
+  for (const std::string& word : words) {
+    std::shared_ptr<const Postings> held;
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = words_.find(word); it != words_.end()) held = it->second.postings;
+    }
+    if (held == nullptr || held->as_of >= highest) continue;
+    auto st = db.Prepare(
+        "SELECT rowid, tmcra_occurrences(records_fts) FROM records_fts WHERE records_fts MATCH ?1 "
+        "AND rowid > ?2 AND rowid <= ?3 ORDER BY rowid");
+    if (!st) return st.error();
+    st->Bind(1, QuoteTerm(word)).Bind(2, held->as_of).Bind(3, highest);
+    auto next = std::make_shared<Postings>(*held);
+    for (;;) {
+      auto row = st->Step();
+      if (!row) return row.error();
+      if (!*row) break;
+      next->rows.push_back(st->Int(0));
+      next->counts.push_back(static_cast<uint32_t>(st->Int(1)));
+    }
+    next->as_of = highest;
+    Put(word, std::move(next));
+    std::lock_guard lock(mu_);
+    ++stats_.caught_up;
+  }
+  return Ok();
+}
+
 PostingsCache::Stats PostingsCache::stats() const {
   std::lock_guard lock(mu_);
   Stats s = stats_;
@@ -614,6 +665,9 @@ Status RegisterBm25(db::Database& db, const RowFacts* facts) {
   if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "tmcra_sized_bm25", nullptr, Bm25, nullptr);
   if (rc == SQLITE_OK) {
     rc = api->xCreateFunction(api, "tmcra_rank", const_cast<RowFacts*>(facts), Rank, nullptr);
+  }
+  if (rc == SQLITE_OK) {
+    rc = api->xCreateFunction(api, "tmcra_occurrences", nullptr, Occurrences, nullptr);
   }
   if (rc != SQLITE_OK) return Error::Internal("could not register tmcra_bm25");
   return Ok();

@@ -165,8 +165,8 @@ class WordCounts {
 // does), remembered per word as of the snapshot they were walked in, so that tmcra_rank walks a
 // word's doclist through FTS5 once and not on every recall that searches it. Records are never
 // changed and a snapshot whose highest record is H holds exactly the rows up to H, so postings
-// walked at H' >= H, cut at H, are exact for H; a newer snapshot walks the word afresh (and
-// replaces the older postings). At most `max_bytes` are kept: past it, the words found or put
+// walked at H' >= H, cut at H, are exact for H; for a newer snapshot CatchUp adds the rows
+// written since (or tmcra_rank walks the word afresh), replacing the older postings. At most `max_bytes` are kept: past it, the words found or put
 // least recently are dropped (postings larger than the whole cache are never kept). Shared by
 // every connection of the process.
 class PostingsCache {
@@ -181,6 +181,7 @@ class PostingsCache {
     uint64_t misses = 0;
     size_t words = 0;
     size_t bytes = 0;
+    uint64_t caught_up = 0;  // postings brought up to a newer snapshot by CatchUp
   };
 
   explicit PostingsCache(size_t max_bytes) : max_bytes_(max_bytes) {}
@@ -192,6 +193,13 @@ class PostingsCache {
   std::shared_ptr<const Postings> Find(std::string_view word, int64_t highest);
   // Remembers `postings` for `word` unless newer ones are held.
   void Put(const std::string& word, std::shared_ptr<const Postings> postings);
+  // Brings the held postings of `words` that an older snapshot walked up to `db`'s current
+  // snapshot, whose highest record is `highest`: the rows written since are added from a
+  // rowid-range search of the word index (tmcra_occurrences counts them as the walk does),
+  // which reads only those. `db` must have RegisterBm25's functions. Words not held are left
+  // for tmcra_rank to walk.
+  [[nodiscard]] Status CatchUp(db::Database& db, const std::vector<std::string>& words,
+                               int64_t highest);
   Stats stats() const;
 
  private:

@@ -212,7 +212,8 @@ json EngineStats::ToJson() const {
               {"cjk_index_backlog", cjk_index_backlog}};
   if (postings_cache) {
     out["postings_cache"] = {{"words", postings_cache->words}, {"bytes", postings_cache->bytes},
-                             {"hits", postings_cache->hits}, {"misses", postings_cache->misses}};
+                             {"hits", postings_cache->hits}, {"misses", postings_cache->misses},
+                             {"caught_up", postings_cache->caught_up}};
   }
   return out;
 }

@@ -519,9 +519,14 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   std::vector<std::pair<int64_t, double>> word_hits;
   std::vector<std::pair<int64_t, double>> trigram_hits;
   if (auto s = row_facts_->CatchUp(db); !s) return s.error();
+  const std::string word_documents = DocumentCounts(terms);
   const RankPostings postings{postings_.get(), &terms.words, *highest};
+  if (postings_ && !word_documents.empty()) {
+    // Postings kept from an older snapshot get the rows written since, instead of a new walk.
+    if (auto s = postings_->CatchUp(db, terms.words, *highest); !s) return s.error();
+  }
   if (auto s = Search(db,
-                      {"records_fts", terms.WordMatch(), DocumentCounts(terms), row_facts_.get(),
+                      {"records_fts", terms.WordMatch(), word_documents, row_facts_.get(),
                        /*cjk=*/false, postings_ ? &postings : nullptr},
                       scope, word_hits);
       !s) {
