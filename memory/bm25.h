@@ -27,6 +27,9 @@
 //   tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer, postings)
 //       the same, each phrase's postings taken from (or walked once into) the PostingsCache
 //       of `postings`, a RankPostings bound as kRankPostingsPointer.
+//   tmcra_occurrences(records_fts)
+//       how often the query's first phrase occurs in the row, counted as tmcra_rank's walk
+//       counts it (PostingsCache::CatchUp).
 //   tmcra_rank(records_cjk, 'df1,df2,...', scope_id, limit, pointer, 'cjk')
 //       the same for the CJK index (memory/cjk.h), with each row's length in that index.
 //       Against `ORDER BY tmcra_bm25(...) LIMIT n` this saves the virtual machine, the OR
@@ -235,7 +238,8 @@ struct RankedRow {
 };
 inline constexpr const char* kRankedRowsPointer = "tmcra_ranked_rows";
 
-// Registers tmcra_bm25, tmcra_sized_bm25 and tmcra_rank on `db`; `facts` must outlive `db`.
+// Registers tmcra_bm25, tmcra_sized_bm25, tmcra_rank and tmcra_occurrences on `db`; `facts`
+// must outlive `db`.
 [[nodiscard]] Status RegisterBm25(db::Database& db, const RowFacts* facts);
 
 }  // namespace tmcra::memory
