@@ -537,14 +537,17 @@ void PostingsCache::Put(const std::string& word, std::shared_ptr<const Postings>
 }
 
 Status PostingsCache::CatchUp(db::Database& db, const std::vector<std::string>& words,
-                              int64_t highest) {
-  for (const std::string& word : words) {
+                              const std::vector<int64_t>& documents, int64_t highest) {
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& word = words[i];
     std::shared_ptr<const Postings> held;
     {
       std::lock_guard lock(mu_);
       if (auto it = words_.find(word); it != words_.end()) held = it->second.postings;
     }
     if (held == nullptr || held->as_of >= highest) continue;
+    const auto have = static_cast<int64_t>(held->rows.size());
+    if (i < documents.size() && documents[i] - have > have) continue;
     auto st = db.Prepare(
         "SELECT rowid, tmcra_occurrences(records_fts) FROM records_fts WHERE records_fts MATCH ?1 "
         "AND rowid > ?2 AND rowid <= ?3 ORDER BY rowid");

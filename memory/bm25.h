@@ -199,10 +199,12 @@ class PostingsCache {
   // Brings the held postings of `words` that an older snapshot walked up to `db`'s current
   // snapshot, whose highest record is `highest`: the rows written since are added from a
   // rowid-range search of the word index (tmcra_occurrences counts them as the walk does),
-  // which reads only those. `db` must have RegisterBm25's functions. Words not held are left
-  // for tmcra_rank to walk.
+  // which reads only those. `documents` holds each word's document count in this snapshot (as
+  // tmcra_rank's): when more rows were added than were held (a bulk import), the word is left
+  // for tmcra_rank to walk, which is faster per row than SQL. `db` must have RegisterBm25's
+  // functions. Words not held are left for tmcra_rank to walk as well.
   [[nodiscard]] Status CatchUp(db::Database& db, const std::vector<std::string>& words,
-                               int64_t highest);
+                               const std::vector<int64_t>& documents, int64_t highest);
   Stats stats() const;
 
  private:

@@ -523,7 +523,9 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   const RankPostings postings{postings_.get(), &terms.words, *highest};
   if (postings_ && !word_documents.empty()) {
     // Postings kept from an older snapshot get the rows written since, instead of a new walk.
-    if (auto s = postings_->CatchUp(db, terms.words, *highest); !s) return s.error();
+    if (auto s = postings_->CatchUp(db, terms.words, terms.word_documents, *highest); !s) {
+      return s.error();
+    }
   }
   if (auto s = Search(db,
                       {"records_fts", terms.WordMatch(), word_documents, row_facts_.get(),

@@ -365,6 +365,15 @@ TEST_CASE("tmcra_rank with cached postings ranks as without them in newer and ol
     REQUIRE(facts.CatchUp(**db));
     REQUIRE(Highest(**db) == 603);
     const auto before = cache.stats();
+    SECTION("more rows added than held: left to the walk") {
+      const std::vector<std::string> word{"kilo"};
+      const int64_t held = static_cast<int64_t>(cache.Find("kilo", 600)->rows.size());
+      REQUIRE(cache.CatchUp(**db, word, {2 * held + 1}, 603));
+      CHECK(cache.stats().caught_up == 0);
+      REQUIRE(cache.CatchUp(**db, word, {held + 3}, 603));  // the three rows since
+      CHECK(cache.stats().caught_up == 1);
+      CHECK(cache.Find("kilo", 603)->rows.size() == static_cast<size_t>(held + 3));
+    }
     SECTION("walked again") {
       CHECK(CompareCached(**db, facts, cache, queries) > 100);
       CHECK(cache.stats().misses == before.misses + 9);
@@ -372,12 +381,12 @@ TEST_CASE("tmcra_rank with cached postings ranks as without them in newer and ol
     SECTION("caught up with the rows written since") {
       std::vector<std::string> all;
       for (const auto& q : queries) all.insert(all.end(), q.begin(), q.end());
-      REQUIRE(cache.CatchUp(**db, all, 603));
+      REQUIRE(cache.CatchUp(**db, all, {}, 603));
       CHECK(cache.stats().caught_up == 9);
       CHECK(cache.Find("kilo", 603)->rows.back() == 603);  // the new rows added
       CHECK(CompareCached(**db, facts, cache, queries) > 100);
       CHECK(cache.stats().misses == before.misses);  // none walked again
-      REQUIRE(cache.CatchUp(**db, all, 603));            // nothing older is held now
+      REQUIRE(cache.CatchUp(**db, all, {}, 603));        // nothing older is held now
       CHECK(cache.stats().caught_up == 9);
     }
     const std::vector<std::string> kilo{"kilo"};
