@@ -510,20 +510,22 @@ std::shared_ptr<const PostingsCache::Postings> PostingsCache::Find(std::string_v
   return it->second.postings;
 }
 
-void PostingsCache::Put(const std::string& word, std::shared_ptr<const Postings> postings) {
+bool PostingsCache::Put(const std::string& word, std::shared_ptr<const Postings> postings) {
   const size_t bytes = Bytes(word, *postings);
-  if (bytes > max_bytes_) return;
   // Postings dropped here are freed after the lock is let go (a reader may still hold them).
   std::vector<std::shared_ptr<const Postings>> dropped;
   std::lock_guard lock(mu_);
   auto it = words_.find(word);
   if (it != words_.end()) {
-    if (it->second.postings->as_of >= postings->as_of) return;  // as new, or newer
+    if (it->second.postings->as_of >= postings->as_of) return false;  // as new, or newer
+    // Older: replaced, or dropped when the newer ones do not fit (else CatchUp would copy and
+    // extend the older ones on every recall, in vain).
     stats_.bytes -= Bytes(word, *it->second.postings);
     dropped.push_back(std::move(it->second.postings));
     uses_.erase(it->second.use);
     words_.erase(it);
   }
+  if (bytes > max_bytes_) return false;
   while (!uses_.empty() && stats_.bytes + bytes > max_bytes_) {
     auto last = words_.find(uses_.back());
     stats_.bytes -= Bytes(last->first, *last->second.postings);
@@ -534,6 +536,7 @@ void PostingsCache::Put(const std::string& word, std::shared_ptr<const Postings>
   uses_.push_front(word);
   words_.emplace(word, Held{std::move(postings), uses_.begin()});
   stats_.bytes += bytes;
+  return true;
 }
 
 Status PostingsCache::CatchUp(db::Database& db, const std::vector<std::string>& words,
@@ -547,24 +550,37 @@ Status PostingsCache::CatchUp(db::Database& db, const std::vector<std::string>& 
     }
     if (held == nullptr || held->as_of >= highest) continue;
     const auto have = static_cast<int64_t>(held->rows.size());
-    if (i < documents.size() && documents[i] - have > have) continue;
-    auto st = db.Prepare(
-        "SELECT rowid, tmcra_occurrences(records_fts) FROM records_fts WHERE records_fts MATCH ?1 "
-        "AND rowid > ?2 AND rowid <= ?3 ORDER BY rowid");
-    if (!st) return st.error();
-    st->Bind(1, QuoteTerm(word)).Bind(2, held->as_of).Bind(3, highest);
-    auto next = std::make_shared<Postings>(*held);
-    for (;;) {
-      auto row = st->Step();
-      if (!row) return row.error();
-      if (!*row) break;
-      next->rows.push_back(st->Int(0));
-      next->counts.push_back(static_cast<uint32_t>(st->Int(1)));
+    const std::optional<int64_t> known =
+        i < documents.size() && documents[i] >= 0 ? std::optional(documents[i]) : std::nullopt;
+    if (known && *known - have > have) continue;
+    // Sized once: the exact count when known (no regrowth, which Bytes would count twice).
+    const auto want = static_cast<size_t>(std::max(known.value_or(have + 16), have));
+    auto next = std::make_shared<Postings>();
+    next->rows.reserve(want);
+    next->counts.reserve(want);
+    next->rows = held->rows;
+    next->counts = held->counts;
+    if (!known || *known != have) {  // rows were added since (or it is not known)
+      auto st = db.Prepare(
+          "SELECT rowid, tmcra_occurrences(records_fts) FROM records_fts WHERE records_fts "
+          "MATCH ?1 AND rowid > ?2 AND rowid <= ?3 ORDER BY rowid");
+      if (!st) return st.error();
+      st->Bind(1, QuoteTerm(word)).Bind(2, held->as_of).Bind(3, highest);
+      for (;;) {
+        auto row = st->Step();
+        if (!row) return row.error();
+        if (!*row) break;
+        next->rows.push_back(st->Int(0));
+        next->counts.push_back(static_cast<uint32_t>(st->Int(1)));
+      }
     }
+    // A count that does not match is left for tmcra_rank's walk (which would fail it alike).
+    if (known && static_cast<int64_t>(next->rows.size()) != *known) continue;
     next->as_of = highest;
-    Put(word, std::move(next));
-    std::lock_guard lock(mu_);
-    ++stats_.caught_up;
+    if (Put(word, std::move(next))) {
+      std::lock_guard lock(mu_);
+      ++stats_.caught_up;
+    }
   }
   return Ok();
 }

@@ -169,9 +169,9 @@ class WordCounts {
 // word's doclist through FTS5 once and not on every recall that searches it. Records are never
 // changed and a snapshot whose highest record is H holds exactly the rows up to H, so postings
 // walked at H' >= H, cut at H, are exact for H; for a newer snapshot CatchUp adds the rows
-// written since (or tmcra_rank walks the word afresh), replacing the older postings. At most `max_bytes` are kept: past it, the words found or put
-// least recently are dropped (postings larger than the whole cache are never kept). Shared by
-// every connection of the process.
+// written since (or tmcra_rank walks the word afresh), replacing the older postings. At most
+// `max_bytes` are kept: past it, the words found or put least recently are dropped (postings
+// larger than the whole cache are never kept). Shared by every connection of the process.
 class PostingsCache {
  public:
   struct Postings {
@@ -194,8 +194,9 @@ class PostingsCache {
   // `word`'s postings walked in a snapshot at least as new as one whose highest record is
   // `highest` (the caller leaves out the rows above it), or nullptr.
   std::shared_ptr<const Postings> Find(std::string_view word, int64_t highest);
-  // Remembers `postings` for `word` unless newer ones are held.
-  void Put(const std::string& word, std::shared_ptr<const Postings> postings);
+  // Remembers `postings` for `word` unless as new or newer ones are held; older ones are
+  // dropped even when `postings` is larger than the whole cache. True when it was kept.
+  bool Put(const std::string& word, std::shared_ptr<const Postings> postings);
   // Brings the held postings of `words` that an older snapshot walked up to `db`'s current
   // snapshot, whose highest record is `highest`: the rows written since are added from a
   // rowid-range search of the word index (tmcra_occurrences counts them as the walk does),

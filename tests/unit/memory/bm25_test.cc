@@ -356,7 +356,7 @@ TEST_CASE("tmcra_rank with cached postings ranks as without them in newer and ol
   REQUIRE(old_tx);
   REQUIRE(Highest(**old_db) == 600);
   IngestMore(path, "bm25-test-cached", "late",
-             {"kilo kilo alpha", "kilo kilo alpha", "kilo kilo alpha"});
+             {"kilo kilo alpha bravo", "kilo kilo alpha bravo", "kilo kilo alpha bravo"});
   {
     // The newer snapshot gets the rows written since (two of the words are in them): walked
     // again, or caught up with the rows since. Either way it ranks them as the walk does.
@@ -370,9 +370,17 @@ TEST_CASE("tmcra_rank with cached postings ranks as without them in newer and ol
       const int64_t held = static_cast<int64_t>(cache.Find("kilo", 600)->rows.size());
       REQUIRE(cache.CatchUp(**db, word, {2 * held + 1}, 603));
       CHECK(cache.stats().caught_up == 0);
+      REQUIRE(cache.CatchUp(**db, word, {held + 2}, 603));  // a count that does not match
+      CHECK(cache.stats().caught_up == 0);
       REQUIRE(cache.CatchUp(**db, word, {held + 3}, 603));  // the three rows since
       CHECK(cache.stats().caught_up == 1);
       CHECK(cache.Find("kilo", 603)->rows.size() == static_cast<size_t>(held + 3));
+      // No row since: brought up to the snapshot without a search.
+      const std::vector<std::string> lima{"lima"};
+      const int64_t lima_held = static_cast<int64_t>(cache.Find("lima", 600)->rows.size());
+      REQUIRE(cache.CatchUp(**db, lima, {lima_held}, 603));
+      CHECK(cache.stats().caught_up == 2);
+      CHECK(cache.Find("lima", 603)->rows.size() == static_cast<size_t>(lima_held));
     }
     SECTION("walked again") {
       CHECK(CompareCached(**db, facts, cache, queries) > 100);
@@ -383,7 +391,8 @@ TEST_CASE("tmcra_rank with cached postings ranks as without them in newer and ol
       for (const auto& q : queries) all.insert(all.end(), q.begin(), q.end());
       REQUIRE(cache.CatchUp(**db, all, {}, 603));
       CHECK(cache.stats().caught_up == 9);
-      CHECK(cache.Find("kilo", 603)->rows.back() == 603);  // the new rows added
+      CHECK(cache.Find("kilo", 603)->rows.back() == 603);         // the new rows added,
+      CHECK(cache.Find("alpha bravo", 603)->rows.back() == 603);  // to a phrase's as well
       CHECK(CompareCached(**db, facts, cache, queries) > 100);
       CHECK(cache.stats().misses == before.misses);  // none walked again
       REQUIRE(cache.CatchUp(**db, all, {}, 603));        // nothing older is held now
