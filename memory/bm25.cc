@@ -574,7 +574,9 @@ Status PostingsCache::CatchUp(db::Database& db, const std::vector<std::string>& 
         next->counts.push_back(static_cast<uint32_t>(st->Int(1)));
       }
     }
-    // A count that does not match is left for tmcra_rank's walk (which would fail it alike).
+    // A list whose length is not the snapshot's document count is not kept: tmcra_rank then
+    // walks the word and keeps its own list. (For a word the vocabulary counted, which is every
+    // word tmcra_rank ranks, the two agree.)
     if (known && static_cast<int64_t>(next->rows.size()) != *known) continue;
     next->as_of = highest;
     if (Put(word, std::move(next))) {
