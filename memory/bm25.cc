@@ -77,6 +77,21 @@ void ResultLoadError(sqlite3_context* ctx, int rc, const std::string& error) {
   }
 }
 
+// How often phrase `phrase` occurs in the current row (its position list's length). The one
+// count every function here uses, so a walk, a catch-up and a row's score agree.
+int PhraseOccurrences(const Fts5ExtensionApi* api, Fts5Context* fts, int phrase, uint32_t* n) {
+  Fts5PhraseIter it;
+  int column = 0;
+  int offset = 0;
+  *n = 0;
+  int rc = api->xPhraseFirst(fts, phrase, &it, &column, &offset);
+  while (rc == SQLITE_OK && column >= 0) {
+    ++*n;
+    api->xPhraseNext(fts, &it, &column, &offset);
+  }
+  return rc;
+}
+
 // BM25 of a row from its phrase frequencies, as bm25() adds it up (k1 = 1.2, b = 0.75, phrases
 // in query order). Both functions below score through here, so they agree to the last bit.
 double Bm25Score(const QueryData& data, const double* freq, double length) {
@@ -128,14 +143,9 @@ void Bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
   // position (allocating as it grows); counting needs no order.
   int rc = SQLITE_OK;
   for (size_t p = 0; rc == SQLITE_OK && p < phrases; ++p) {
-    Fts5PhraseIter it;
-    int column = 0;
-    int offset = 0;
-    rc = api->xPhraseFirst(fts, static_cast<int>(p), &it, &column, &offset);
-    while (rc == SQLITE_OK && column >= 0) {
-      freq[p] += 1.0;
-      api->xPhraseNext(fts, &it, &column, &offset);
-    }
+    uint32_t n = 0;
+    rc = PhraseOccurrences(api, fts, static_cast<int>(p), &n);
+    freq[p] = n;
   }
   double length = 0;
   if (rc == SQLITE_OK) {
@@ -158,16 +168,8 @@ using Postings = PostingsCache::Postings;
 
 int CollectPostings(const Fts5ExtensionApi* api, Fts5Context* fts, void* user) {
   auto* out = static_cast<Postings*>(user);
-  Fts5PhraseIter it;
-  int column = 0;
-  int offset = 0;
   uint32_t n = 0;
-  int rc = api->xPhraseFirst(fts, 0, &it, &column, &offset);
-  while (rc == SQLITE_OK && column >= 0) {
-    ++n;
-    api->xPhraseNext(fts, &it, &column, &offset);
-  }
-  if (rc != SQLITE_OK) return rc;
+  if (int rc = PhraseOccurrences(api, fts, 0, &n); rc != SQLITE_OK) return rc;
   out->rows.push_back(api->xRowid(fts));
   out->counts.push_back(n);
   return SQLITE_OK;
@@ -181,16 +183,10 @@ void Occurrences(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context*
     sqlite3_result_error(ctx, "tmcra_occurrences: expects no argument", -1);
     return;
   }
-  Fts5PhraseIter it;
-  int column = 0;
-  int offset = 0;
-  int64_t n = 0;
-  int rc = api->xPhraseFirst(fts, 0, &it, &column, &offset);
-  while (rc == SQLITE_OK && column >= 0) {
-    ++n;
-    api->xPhraseNext(fts, &it, &column, &offset);
+  uint32_t n = 0;
+  if (int rc = PhraseOccurrences(api, fts, 0, &n); rc != SQLITE_OK) {
+    return sqlite3_result_error_code(ctx, rc);
   }
-  if (rc != SQLITE_OK) return sqlite3_result_error_code(ctx, rc);
   sqlite3_result_int64(ctx, n);
 }
 
