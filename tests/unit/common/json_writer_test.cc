@@ -2,12 +2,15 @@
 // on random values with random bytes (invalid UTF-8 included).
 #include "src/common/json_writer.h"
 
+#include "src/common/json_scan.h"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
+#include <vector>
 
 using json = nlohmann::json;
 
@@ -89,8 +92,9 @@ TEST_CASE("DumpJson writes what nlohmann's dump writes, on random values", "[com
 
 TEST_CASE("DumpJson escapes a byte that needs it at every position of a long run",
           "[common][json]") {
-  // The writer skips clean runs eight bytes at a time: each kind of byte that stops it, at each
-  // offset within and across those words, in runs of clean ASCII of every length up to 40.
+  // The writer skips clean runs sixteen bytes at a time (SSE2), then eight: each kind of byte
+  // that stops it, at each offset within and across those blocks, in runs of clean ASCII of
+  // every length up to 40.
   const std::string specials[] = {std::string(1, '\0'), "\x1f", "\"", "\\", "\x7f", " ", "~",
                                   "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xff",
                                   "\xc3", "\x80", "\"\\", "\n\n"};
@@ -109,4 +113,29 @@ TEST_CASE("DumpJson escapes a byte that needs it at every position of a long run
       }
     }
   }
+}
+
+TEST_CASE("PlainJsonRun stops at the first byte a JSON string cannot carry as it is for every "
+          "byte at every position", "[common][json]") {
+  // Sixteen bytes at a time (SSE2), eight, then one: every byte value at every offset of a
+  // 48-byte clean buffer, scanned whole and from each length, against the byte-by-byte rule.
+  const auto plain = [](unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; };
+  size_t checked = 0;
+  for (int value = 0; value < 256; ++value) {
+    const auto c = static_cast<unsigned char>(value);
+    for (size_t pos = 0; pos < 48; ++pos) {
+      std::vector<unsigned char> buffer(48, 'x');
+      buffer[pos] = c;
+      for (size_t n = 0; n <= buffer.size(); ++n) {
+        const size_t expected = pos < n && !plain(c) ? pos : n;
+        const size_t got = tmcra::PlainJsonRun(buffer.data(), n);
+        if (got != expected) {
+          INFO("byte " << value << " at " << pos << " of " << n);
+          REQUIRE(got == expected);
+        }
+        ++checked;
+      }
+    }
+  }
+  REQUIRE(checked == 256 * 48 * 49);
 }
