@@ -4,6 +4,9 @@
 //   remote_bench body       --query TEXT
 //   remote_bench floor      --url URL --key-file F --ca CA --scope S --questions FILE
 //                           [--iterations N] [--warmup W] [--offset K] [--pause-us P]
+//   remote_bench alternate  --url URL --key-file F --ca CA --scope S --questions FILE
+//                           --bin TMCRA_MCP [--blocks B] [--block-calls N] [--block-warmup D]
+//                           [--warmup W] [--offset K] [--stdio socket|pipe]
 //   remote_bench throughput --url URL --key-file F --ca CA --scope S --questions FILE
 //                           [--clients C] [--seconds T] [--warmup W] [--write-every-ms N]
 //
@@ -25,6 +28,22 @@
 //   tmcra-memd then waits between requests as long as it does behind a slower client (a
 //   diagnostic of what an idle gap costs its next answer; remote_latency.mjs, "paced floor").
 //
+// alternate: the floor and tmcra_recall through a tmcra-mcp this driver starts, in short
+//   alternating blocks, from one process. tmcra-mcp (BIN) gets this process's environment
+//   (remote_latency.mjs puts the URL, CA and scope there) plus TMCRA_API_KEY from F, and is
+//   driven as leanly as the floor drives libcurl: stdin and stdout one socketpair each (as
+//   Node's child_process gives; --stdio pipe for pipes, as Python and Rust hosts give), each
+//   request one write(2), the answer read with 1 MiB reads up to its newline, no event loop and
+//   nothing decoded on the clock; the clock stops at the answer line's last byte, as the
+//   floor's stops at the body's. After initialize and W warm-up calls of each, B blocks of
+//   N + D calls: block b asks questions (K + b * N + i) % Q of both (the floor first in even
+//   blocks, tmcra_recall first in odd ones), the first D calls of each block untimed (the
+//   switch's own wake-up), so each block is as back to back as the floor alone while a drift
+//   of the host's speed between blocks falls on both. The answer is checked after the clock
+//   (injectable_context, no isError; the first is parsed whole). Reports both p50/p99, the
+//   median of the per-call differences (same question, same block), the median of the
+//   blocks' p50 differences, and tmcra-mcp's CPU per timed call (/proc/PID/stat).
+//
 // throughput: C threads, each with its own keep-alive handle, POST recalls for T seconds after
 //   W untimed warm-up requests each (so every connection is open when the clock starts);
 //   thread t asks questions[(t * 7919 + i) % Q]. Reports recalls/s (answers with status 200
@@ -36,7 +55,15 @@
 // The API key is read from F, which must not be readable by group or others; never from argv.
 // Each mode prints one JSON object on stdout. Nothing here asserts a figure.
 #include <curl/curl.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <atomic>
@@ -45,8 +72,10 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,6 +144,7 @@ struct Target {
   std::string url;         // https://host:port/v1/scopes/<scope>/recall
   std::string ingest_url;  // https://host:port/v1/scopes/<scope>/ingest
   std::string authorization;
+  std::string key;  // for a tmcra-mcp child's environment (alternate), never argv
   std::string ca;
 };
 
@@ -219,6 +249,7 @@ bool MakeTarget(const std::map<std::string, std::string>& args, Target* target) 
   std::string key;
   if (!tmcra::bench::ReadKeyFile(Get(args, "--key-file"), &key)) return false;
   target->authorization = "Authorization: Bearer " + key;
+  target->key = key;
   std::string base = url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   target->url = base + "/v1/scopes/" + scope + "/recall";  // a bench scope: no escaping needed
@@ -325,6 +356,269 @@ int Floor(const std::map<std::string, std::string>& args) {
                     {"p50_ms", Median(samples)},
                     {"p99_ms", Rank(samples, 99)},
                     {"samples_ms", samples},
+                    {"questions", asked}}
+                   .dump()
+            << std::endl;
+  return 0;
+}
+
+// ---- pipe: tmcra_recall through tmcra-mcp, driven as leanly as the floor -----------------
+
+// A tmcra-mcp child on two socketpairs (or pipes); the parent's ends are `to` and `from`.
+class McpChild {
+ public:
+  bool Start(const std::string& bin, bool pipes, const std::string& api_key) {
+    // The environment, made before fork(): this process's, TMCRA_API_KEY replaced.
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "TMCRA_API_KEY=", 14) != 0) env.emplace_back(*e);
+    }
+    env.push_back("TMCRA_API_KEY=" + api_key);
+    std::vector<char*> envp;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    int in[2];
+    int out[2];
+    const auto make = [pipes](int fds[2]) {
+      return pipes ? pipe2(fds, O_CLOEXEC) : socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
+    };
+    if (make(in) != 0 || make(out) != 0) return false;
+    pid_ = fork();
+    if (pid_ < 0) return false;
+    if (pid_ == 0) {
+      // in[0] / out[1] are the child's (a socketpair's ends are alike; a pipe's are not).
+      if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0) _exit(127);
+      char* const argv[] = {const_cast<char*>(bin.c_str()), nullptr};
+      execve(bin.c_str(), argv, envp.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+    return true;
+  }
+  ~McpChild() {
+    if (to_ >= 0) close(to_);  // end of input: tmcra-mcp drains and exits
+    if (from_ >= 0) close(from_);
+    if (pid_ > 0) {
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
+  }
+  McpChild() = default;
+  McpChild(const McpChild&) = delete;
+  McpChild& operator=(const McpChild&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  bool Send(const std::string& line) {
+    size_t done = 0;
+    while (done < line.size()) {
+      const ssize_t n = write(to_, line.data() + done, line.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  // The next line (without its newline) into `line`; false at end of output or on an error.
+  bool ReadLine(std::string* line) {
+    while (true) {
+      const size_t nl = pending_.find('\n', scanned_);
+      if (nl != std::string::npos) {
+        line->assign(pending_, 0, nl);
+        pending_.erase(0, nl + 1);
+        scanned_ = 0;
+        return true;
+      }
+      scanned_ = pending_.size();
+      const size_t before = pending_.size();
+      pending_.resize(before + kRead);
+      const ssize_t n = read(from_, pending_.data() + before, kRead);
+      pending_.resize(before + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+    }
+  }
+
+ private:
+  static constexpr size_t kRead = 1 << 20;
+  pid_t pid_ = -1;
+  int to_ = -1;
+  int from_ = -1;
+  std::string pending_;
+  size_t scanned_ = 0;
+};
+
+// utime + stime of `pid` in clock ticks (/proc/PID/stat fields 14 and 15), -1 if unreadable.
+long ProcessTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return -1;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  long ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::stol(field);
+  }
+  return ticks;
+}
+
+std::string ToolCall(int64_t id, const std::string& query) {
+  return json{{"jsonrpc", "2.0"},
+              {"id", id},
+              {"method", "tools/call"},
+              {"params", {{"name", "tmcra_recall"}, {"arguments", {{"query", query}}}}}}
+             .dump() +
+         "\n";
+}
+
+int Alternate(const std::map<std::string, std::string>& args) {
+  Target target;
+  std::vector<std::string> questions;
+  const std::string bin = Get(args, "--bin");
+  const std::string stdio = Get(args, "--stdio", "socket");
+  if (!MakeTarget(args, &target) || !ReadQuestions(Get(args, "--questions"), &questions)) {
+    return 2;
+  }
+  if (bin.empty() || (stdio != "socket" && stdio != "pipe")) {
+    std::cerr << "alternate: --bin TMCRA_MCP [--stdio socket|pipe]\n";
+    return 2;
+  }
+  const int blocks = std::stoi(Get(args, "--blocks", "40"));
+  const int block_calls = std::stoi(Get(args, "--block-calls", "40"));
+  const int block_warmup = std::stoi(Get(args, "--block-warmup", "3"));
+  const int warmup = std::stoi(Get(args, "--warmup", "30"));
+  const size_t offset = std::stoul(Get(args, "--offset", "0"));
+  if (blocks < 1 || block_calls < 1 || block_warmup < 0 || warmup < 0) {
+    std::cerr << "alternate: --blocks, --block-calls >= 1; --block-warmup, --warmup >= 0\n";
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  const size_t Q = questions.size();
+  std::vector<std::string> bodies;
+  // tools/call lines without their id: "{\"id\":N," + calls[q] is the line (ids are not reused
+  // within a session, as MCP asks; made before the clock starts).
+  std::vector<std::string> calls;
+  for (size_t q = 0; q < Q; ++q) {
+    bodies.push_back(RecallBody(questions[q]));
+    calls.push_back(ToolCall(0, questions[q]).substr(std::string_view("{\"id\":0,").size()));
+  }
+  int64_t next_id = 2;
+  std::string request;
+  Client client(target);
+  McpChild child;
+  std::string line;
+  if (!client.ok()) {
+    std::cerr << "alternate: cannot set up libcurl\n";
+    return 1;
+  }
+  if (!child.Start(bin, stdio == "pipe", target.key) ||
+      !child.Send(json{{"jsonrpc", "2.0"},
+                       {"id", 1},
+                       {"method", "initialize"},
+                       {"params",
+                        {{"protocolVersion", "2025-06-18"},
+                         {"capabilities", json::object()},
+                         {"clientInfo", {{"name", "tmcra-remote-bench-lean"}, {"version", "1"}}}}}}
+                      .dump() +
+                  "\n") ||
+      !child.ReadLine(&line) ||
+      !child.Send(json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}.dump() + "\n")) {
+    std::cerr << "alternate: cannot start " << bin << ": " << line.substr(0, 500) << "\n";
+    return 1;
+  }
+  bool parsed = false;
+  std::string error;
+  // One call of either kind; its time in ms, or < 0 on a failure (said on stderr).
+  const auto floor_call = [&](size_t q) -> double {
+    const auto start = Clock::now();
+    const long status = client.Post(bodies[q], &error);
+    const double ms = Ms(Clock::now() - start);
+    if (status != 200) {
+      std::cerr << "alternate: the floor's recall answered " << status << " " << error << "\n";
+      return -1;
+    }
+    return ms;
+  };
+  const auto tool_call = [&](size_t q) -> double {
+    request = "{\"id\":" + std::to_string(next_id++) + "," + calls[q];
+    const auto start = Clock::now();
+    if (!child.Send(request) || !child.ReadLine(&line)) {
+      std::cerr << "alternate: tmcra-mcp stopped answering\n";
+      return -1;
+    }
+    const double ms = Ms(Clock::now() - start);
+    const bool ok = line.find("\"injectable_context\"") != std::string::npos &&
+                    line.find("\"isError\":true") == std::string::npos &&
+                    (parsed || json::accept(line));
+    parsed = true;
+    if (!ok) {
+      std::cerr << "alternate: tmcra_recall answered " << line.substr(0, 500) << "\n";
+      return -1;
+    }
+    return ms;
+  };
+  for (int i = 0; i < warmup; ++i) {
+    const size_t q = (offset + Q - 1 - static_cast<size_t>(i) % Q) % Q;
+    if (floor_call(q) < 0 || tool_call(q) < 0) return 1;
+  }
+  std::vector<double> floor_ms;
+  std::vector<double> tool_ms;
+  std::vector<double> paired;  // tool − floor, same question, same block
+  std::vector<double> block_diffs;
+  std::vector<size_t> asked;
+  int64_t answer_bytes = 0;
+  long child_ticks = 0;
+  double cpu_ms = 0;  // this driver's CPU over the timed tool calls' blocks, both kinds
+  for (int b = 0; b < blocks; ++b) {
+    const bool floor_first = b % 2 == 0;
+    std::vector<double> block[2];  // [0] floor, [1] tool
+    for (int pass = 0; pass < 2; ++pass) {
+      const bool tool = (pass == 0) != floor_first;
+      if (tool) child_ticks -= ProcessTicks(child.pid());
+      if (pass == 0) cpu_ms -= CpuSeconds() * 1e3;
+      for (int i = -block_warmup; i < block_calls; ++i) {
+        const size_t q = (offset + static_cast<size_t>(b) * static_cast<size_t>(block_calls) +
+                          static_cast<size_t>(i + block_warmup)) % Q;
+        const double ms = tool ? tool_call(q) : floor_call(q);
+        if (ms < 0) return 1;
+        if (i >= 0) block[tool ? 1 : 0].push_back(ms);
+        if (i >= 0 && tool) answer_bytes += static_cast<int64_t>(line.size() + 1);
+        if (i >= 0 && !tool) asked.push_back(q);
+      }
+      if (tool) child_ticks += ProcessTicks(child.pid());
+      if (pass == 1) cpu_ms += CpuSeconds() * 1e3;
+    }
+    for (size_t i = 0; i < block[0].size(); ++i) paired.push_back(block[1][i] - block[0][i]);
+    block_diffs.push_back(Median(block[1]) - Median(block[0]));
+    floor_ms.insert(floor_ms.end(), block[0].begin(), block[0].end());
+    tool_ms.insert(tool_ms.end(), block[1].begin(), block[1].end());
+  }
+  const auto n = std::max<int64_t>(1, static_cast<int64_t>(tool_ms.size()));
+  const double tick_ms = 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  std::cout << json{{"kind", "alternate"},
+                    {"stdio", stdio},
+                    {"blocks", blocks},
+                    {"block_calls", block_calls},
+                    {"block_warmup", block_warmup},
+                    {"warmup", warmup},
+                    {"connections", client.connects()},
+                    {"driver_cpu_ms_per_pair", cpu_ms / static_cast<double>(n)},
+                    {"mcp_cpu_ms_per_call",
+                     static_cast<double>(child_ticks) * tick_ms / static_cast<double>(n)},
+                    {"mean_answer_bytes", answer_bytes / n},
+                    {"floor", {{"p50_ms", Median(floor_ms)}, {"p99_ms", Rank(floor_ms, 99)},
+                               {"samples_ms", floor_ms}}},
+                    {"tool", {{"p50_ms", Median(tool_ms)}, {"p99_ms", Rank(tool_ms, 99)},
+                              {"samples_ms", tool_ms}}},
+                    {"overhead_p50_ms", Median(tool_ms) - Median(floor_ms)},
+                    {"paired_median_ms", Median(paired)},
+                    {"block_median_ms", Median(block_diffs)},
+                    {"block_diffs_ms", block_diffs},
                     {"questions", asked}}
                    .dump()
             << std::endl;
@@ -451,12 +745,17 @@ int main(int argc, char** argv) {
   int rc = 2;
   if (mode == "floor") {
     rc = Floor(args);
+  } else if (mode == "alternate") {
+    rc = Alternate(args);
   } else if (mode == "throughput") {
     rc = Throughput(args);
   } else {
     std::cerr << "usage: remote_bench body --query TEXT\n"
                  "       remote_bench floor --url URL --key-file F --ca CA --scope S "
                  "--questions FILE [--iterations N] [--warmup W] [--offset K] [--pause-us P]\n"
+                 "       remote_bench alternate --url URL --key-file F --ca CA --scope S "
+                 "--questions FILE --bin TMCRA_MCP [--blocks B] [--block-calls N] "
+                 "[--block-warmup D] [--warmup W] [--offset K] [--stdio socket|pipe]\n"
                  "       remote_bench throughput --url URL --key-file F --ca CA --scope S "
                  "--questions FILE [--clients C] [--seconds T] [--warmup W] "
                  "[--write-every-ms N]\n";

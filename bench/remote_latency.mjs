@@ -19,6 +19,10 @@
 //                    then, as a diagnostic, the same rounds with tmcra-memd pinned to a CPU of
 //                    its own and the clients to the others (split placement, as if tmcra-memd
 //                    ran on another machine; needs taskset; --skip split leaves it out);
+//   * lean host    — a diagnostic: remote_bench alternate runs tmcra-mcp itself, as leanly as the
+//                    floor runs libcurl (socketpairs, one write per request, 1 MiB reads, no
+//                    event loop), in short blocks alternating with the floor's from one process;
+//                    what Node adds to the raw pipe's figure shows as the difference;
 //   * throughput   — remote_bench throughput: 1 client for reference, then in each of R rounds
 //                    (default 3) C clients (default 16), each its own keep-alive handle, for T
 //                    seconds, and as a diagnostic the same C clients against a second
@@ -124,8 +128,8 @@ const log = (...a) => console.error('[remote]', ...a);
 /** Median (mean of the two middle values for even n) and nearest-rank percentiles. */
 
 /** Runs a C++ driver; its stdout's last line is one JSON object. */
-function driver(bin, args, timeoutMs) {
-  const r = spawnSync(bin, args, { encoding: 'utf8', timeout: timeoutMs, maxBuffer: 256 << 20 });
+function driver(bin, args, timeoutMs, env = undefined) {
+  const r = spawnSync(bin, args, { encoding: 'utf8', timeout: timeoutMs, maxBuffer: 256 << 20, env });
   if (r.status !== 0) {
     throw new Error(`${path.basename(bin)} ${args.join(' ')} failed (status ${r.status}, `
       + `signal ${r.signal}): ${r.stderr.slice(-2000)} ${r.stdout.slice(-2000)}`);
@@ -408,6 +412,30 @@ function pacedFloor(opts, floorArgs, perRound, overheadMs) {
   return { pause_us: pauseUs, tight, paced, idle_cost_p50_ms: paced.p50 - tight.p50 };
 }
 
+// Diagnostic: tmcra_recall from a host as lean as the floor's client. remote_bench alternate
+// starts a tmcra-mcp of its own (the same environment as the raw pipe's, the key from the key
+// file) on socketpairs, writes each request with one write(2) and reads the answer with 1 MiB
+// reads up to its newline (no event loop, nothing decoded on the clock), and alternates short
+// blocks of it with blocks of the floor from the same process, so a drift of the host's speed
+// between blocks falls on both. What Node adds to the raw pipe's figure is the difference;
+// the verdict stays the raw pipe's.
+function leanHost(opts, memd, key, keyFile) {
+  const blocks = Math.max(4, Math.round(opts.calls / 10));
+  const args = ['alternate', '--url', memd.url, '--key-file', keyFile, '--ca', path.join(opts.certs, 'ca.pem'),
+    '--scope', SCOPE, '--questions', opts.questions, '--bin', opts.bin, '--blocks', String(blocks),
+    '--block-calls', '40', '--block-warmup', '3', '--warmup', String(opts.warmup)];
+  log(`lean host (diagnostic): remote_bench alternate, ${blocks} blocks of 40 (+3) calls of each`);
+  const r = driver(opts.remoteDriver, args, 600_000, remoteEnv(opts, memd, key, 'recall-lean'));
+  return {
+    blocks: r.blocks, block_calls: r.block_calls, connections: r.connections, stdio: r.stdio,
+    floor: summarize(r.floor.samples_ms), tool: summarize(r.tool.samples_ms),
+    overhead_p50_ms: r.overhead_p50_ms, paired_median_ms: r.paired_median_ms,
+    block_median_ms: r.block_median_ms, block_diffs_ms: r.block_diffs_ms,
+    mcp_cpu_ms_per_call: r.mcp_cpu_ms_per_call, mean_answer_bytes: r.mean_answer_bytes,
+    floor_samples_ms: r.floor.samples_ms, tool_samples_ms: r.tool.samples_ms,
+  };
+}
+
 // The same rounds with tmcra-memd on a CPU of its own (the last) and every client (this
 // process, the floor's driver, tmcra-mcp) on the others, as when tmcra-memd runs on another
 // machine: its caches are not shared with the client side, and the client side's hand-offs
@@ -626,6 +654,13 @@ function render(result) {
       lines.push(`| floor, back to back (${pc.tight.n}) | ${f(pc.tight.p50, 3)} | ${f(pc.tight.p99, 3)} | | | | |`);
       lines.push(`| floor, paced (${pc.paced.n}) | ${f(pc.paced.p50, 3)} | ${f(pc.paced.p99, 3)} | ${f(pc.idle_cost_p50_ms, 3)} over back to back: the idle gap's cost | | | |`);
     }
+    const ln = result.recall_lean;
+    if (ln) {
+      lines.push(`| *lean host (diagnostic): \`remote_bench alternate\`, ${ln.blocks} blocks of ${ln.block_calls} calls alternating with as many of the floor from one C++ process, tmcra-mcp on socketpairs, 1 MiB reads* | | | | | | |`);
+      lines.push(`| floor, in those blocks (${ln.floor.n}; ${ln.connections} connection${ln.connections === 1 ? '' : 's'}) | ${f(ln.floor.p50, 3)} | ${f(ln.floor.p99, 3)} | 0 | 0 | | |`);
+      lines.push(`| \`tmcra_recall\`, lean host, clock to the last byte (${ln.tool.n}) | ${f(ln.tool.p50, 3)} | ${f(ln.tool.p99, 3)} | `
+        + `${f(ln.overhead_p50_ms, 3)} (blocks' median ${f(ln.block_median_ms, 3)}) | ${f(ln.paired_median_ms, 3)} | ${f(ln.mcp_cpu_ms_per_call)} | ${ln.mean_answer_bytes} |`);
+    }
     if (store) {
       lines.push(`| engine recall alone (memory_bench, in-process) | ${f(store.recall_p50_ms, 3)} | ${f(store.recall_p99_ms, 3)} | | | | |`);
     }
@@ -695,6 +730,11 @@ function render(result) {
       lines.push(`| (diagnostic, not the verdict) to the last byte, less the idle gap's cost (paced − back-to-back floor, ${f(r.paced.idle_cost_p50_ms, 3)} ms) | `
         + `${f(rest, 3)} ms | ${verdict(rest, TARGETS.recall_overhead_ms)} |`);
     }
+    if (result.recall_lean) {
+      const ln = result.recall_lean;
+      lines.push(`| (diagnostic, not the verdict) to the last byte, from a lean C++ host in blocks alternating with the floor's | `
+        + `${f(ln.overhead_p50_ms, 3)} ms (paired ${f(ln.paired_median_ms, 3)} ms) | ${verdict(ln.overhead_p50_ms, TARGETS.recall_overhead_ms)} |`);
+    }
     if (result.recall_split) {
       const sp = result.recall_split.raw_last;
       lines.push(`| (diagnostic, not the verdict) to the last byte, with tmcra-memd on a CPU of its own | `
@@ -756,6 +796,8 @@ async function main() {
         phase('recall');
         result.body_check = await bodyCheck(opts, memd, key, questions[0].question);
         result.recall = await recallOverhead(opts, memd, key, keyFile, questions);
+        phase('recall (lean host)');
+        result.recall_lean = leanHost(opts, memd, key, keyFile);
       }
       if (!opts.skip.has('recall') && !opts.skip.has('split')) {
         phase('recall (split placement)');
