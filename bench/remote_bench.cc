@@ -33,9 +33,11 @@
 //   (remote_latency.mjs puts the URL, CA and scope there) plus TMCRA_API_KEY from F, and is
 //   driven as leanly as the floor drives libcurl: stdin and stdout one socketpair each (as
 //   Node's child_process gives; --stdio pipe for pipes, as Python and Rust hosts give), each
-//   request one write(2), the answer read with 1 MiB reads up to its newline, no event loop and
-//   nothing decoded on the clock; the clock stops at the answer line's last byte, as the
-//   floor's stops at the body's. After initialize and W warm-up calls of each, B blocks of
+//   request one write(2), the answer read with 1 MiB reads into one fixed buffer up to its
+//   newline, no event loop and nothing decoded on the clock; the clock stops when the read that
+//   brings the answer line's last byte returns, as the floor's stops at the body's. After
+//   initialize, notifications/initialized and tools/list (as the raw pipe's session) and W
+//   warm-up calls of each, B blocks of
 //   N + D calls: block b asks questions (K + b * N + i) % Q of both (the floor first in even
 //   blocks, tmcra_recall first in odd ones), the first D calls of each block untimed (the
 //   switch's own wake-up), so each block is as back to back as the floor alone while a drift
@@ -362,11 +364,28 @@ int Floor(const std::map<std::string, std::string>& args) {
   return 0;
 }
 
-// ---- pipe: tmcra_recall through tmcra-mcp, driven as leanly as the floor -----------------
+// ---- alternate: tmcra_recall through tmcra-mcp, driven as leanly as the floor ------------
 
-// A tmcra-mcp child on two socketpairs (or pipes); the parent's ends are `to` and `from`.
+// A tmcra-mcp child on two socketpairs (or pipes); the parent writes to `to_` and reads `from_`.
 class McpChild {
  public:
+  McpChild() : buffer_(new char[kRead]) {}
+  ~McpChild() {
+    CloseFds();  // end of input: tmcra-mcp drains and exits
+    if (pid_ <= 0) return;
+    // A grace period for that, then SIGKILL (as tests/support/subprocess.cc does).
+    for (int i = 0; i < 500; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) != 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  McpChild(const McpChild&) = delete;
+  McpChild& operator=(const McpChild&) = delete;
+
   bool Start(const std::string& bin, bool pipes, const std::string& api_key) {
     // The environment, made before fork(): this process's, TMCRA_API_KEY replaced.
     std::vector<std::string> env;
@@ -377,16 +396,29 @@ class McpChild {
     std::vector<char*> envp;
     for (std::string& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
-    int in[2];
-    int out[2];
     const auto make = [pipes](int fds[2]) {
       return pipes ? pipe2(fds, O_CLOEXEC) : socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
     };
-    if (make(in) != 0 || make(out) != 0) return false;
+    int in[2] = {-1, -1};
+    int out[2] = {-1, -1};
+    const auto close_all = [&] {
+      for (int fd : {in[0], in[1], out[0], out[1]}) {
+        if (fd >= 0) close(fd);
+      }
+    };
+    if (make(in) != 0 || make(out) != 0) {
+      close_all();
+      return false;
+    }
     pid_ = fork();
-    if (pid_ < 0) return false;
+    if (pid_ < 0) {
+      close_all();
+      return false;
+    }
     if (pid_ == 0) {
-      // in[0] / out[1] are the child's (a socketpair's ends are alike; a pipe's are not).
+      // in[0] / out[1] are the child's (a socketpair's ends are alike; a pipe's are not). The
+      // child starts with SIGPIPE's default, as a host's child does.
+      signal(SIGPIPE, SIG_DFL);
       if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0) _exit(127);
       char* const argv[] = {const_cast<char*>(bin.c_str()), nullptr};
       execve(bin.c_str(), argv, envp.data());
@@ -398,17 +430,6 @@ class McpChild {
     from_ = out[0];
     return true;
   }
-  ~McpChild() {
-    if (to_ >= 0) close(to_);  // end of input: tmcra-mcp drains and exits
-    if (from_ >= 0) close(from_);
-    if (pid_ > 0) {
-      int status = 0;
-      waitpid(pid_, &status, 0);
-    }
-  }
-  McpChild() = default;
-  McpChild(const McpChild&) = delete;
-  McpChild& operator=(const McpChild&) = delete;
 
   pid_t pid() const { return pid_; }
 
@@ -423,8 +444,10 @@ class McpChild {
     return true;
   }
 
-  // The next line (without its newline) into `line`; false at end of output or on an error.
-  bool ReadLine(std::string* line) {
+  // The next line (without its newline) into `line`, and into `*end` the time the read that
+  // brought its newline returned (before the line is copied out); false at end of output or on
+  // an error. Reads go into one fixed 1 MiB buffer: nothing is cleared on the clock.
+  bool ReadLine(std::string* line, Clock::time_point* end = nullptr) {
     while (true) {
       const size_t nl = pending_.find('\n', scanned_);
       if (nl != std::string::npos) {
@@ -434,17 +457,25 @@ class McpChild {
         return true;
       }
       scanned_ = pending_.size();
-      const size_t before = pending_.size();
-      pending_.resize(before + kRead);
-      const ssize_t n = read(from_, pending_.data() + before, kRead);
-      pending_.resize(before + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      const ssize_t n = read(from_, buffer_.get(), kRead);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
+      const auto* got = static_cast<const char*>(std::memchr(buffer_.get(), '\n', static_cast<size_t>(n)));
+      if (got != nullptr && end != nullptr) *end = Clock::now();
+      pending_.append(buffer_.get(), static_cast<size_t>(n));
     }
   }
 
  private:
   static constexpr size_t kRead = 1 << 20;
+
+  void CloseFds() {
+    if (to_ >= 0) close(to_);
+    if (from_ >= 0) close(from_);
+    to_ = from_ = -1;
+  }
+
+  std::unique_ptr<char[]> buffer_;
   pid_t pid_ = -1;
   int to_ = -1;
   int from_ = -1;
@@ -507,7 +538,7 @@ int Alternate(const std::map<std::string, std::string>& args) {
     bodies.push_back(RecallBody(questions[q]));
     calls.push_back(ToolCall(0, questions[q]).substr(std::string_view("{\"id\":0,").size()));
   }
-  int64_t next_id = 2;
+  int64_t next_id = 3;
   std::string request;
   Client client(target);
   McpChild child;
@@ -521,13 +552,18 @@ int Alternate(const std::map<std::string, std::string>& args) {
                        {"id", 1},
                        {"method", "initialize"},
                        {"params",
-                        {{"protocolVersion", "2025-06-18"},
+                        {{"protocolVersion", "2025-11-25"},
                          {"capabilities", json::object()},
                          {"clientInfo", {{"name", "tmcra-remote-bench-lean"}, {"version", "1"}}}}}}
                       .dump() +
                   "\n") ||
       !child.ReadLine(&line) ||
-      !child.Send(json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}.dump() + "\n")) {
+      !child.Send(json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}.dump() + "\n") ||
+      // As the raw pipe's session does (bench/bench_lib.mjs connectRaw).
+      !child.Send(json{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}, {"params", json::object()}}
+                      .dump() +
+                  "\n") ||
+      !child.ReadLine(&line)) {
     std::cerr << "alternate: cannot start " << bin << ": " << line.substr(0, 500) << "\n";
     return 1;
   }
@@ -547,11 +583,12 @@ int Alternate(const std::map<std::string, std::string>& args) {
   const auto tool_call = [&](size_t q) -> double {
     request = "{\"id\":" + std::to_string(next_id++) + "," + calls[q];
     const auto start = Clock::now();
-    if (!child.Send(request) || !child.ReadLine(&line)) {
+    Clock::time_point end;
+    if (!child.Send(request) || !child.ReadLine(&line, &end)) {
       std::cerr << "alternate: tmcra-mcp stopped answering\n";
       return -1;
     }
-    const double ms = Ms(Clock::now() - start);
+    const double ms = Ms(end - start);
     const bool ok = line.find("\"injectable_context\"") != std::string::npos &&
                     line.find("\"isError\":true") == std::string::npos &&
                     (parsed || json::accept(line));
@@ -572,16 +609,18 @@ int Alternate(const std::map<std::string, std::string>& args) {
   std::vector<double> block_diffs;
   std::vector<size_t> asked;
   int64_t answer_bytes = 0;
-  long child_ticks = 0;
-  double cpu_ms = 0;  // this driver's CPU over the timed tool calls' blocks, both kinds
+  long child_ticks = 0;  // tmcra-mcp's CPU over the timed tool calls
+  double cpu_ms = 0;     // this driver's CPU over the timed calls, both kinds
   for (int b = 0; b < blocks; ++b) {
     const bool floor_first = b % 2 == 0;
     std::vector<double> block[2];  // [0] floor, [1] tool
     for (int pass = 0; pass < 2; ++pass) {
       const bool tool = (pass == 0) != floor_first;
-      if (tool) child_ticks -= ProcessTicks(child.pid());
-      if (pass == 0) cpu_ms -= CpuSeconds() * 1e3;
       for (int i = -block_warmup; i < block_calls; ++i) {
+        if (i == 0) {
+          if (tool) child_ticks -= ProcessTicks(child.pid());
+          cpu_ms -= CpuSeconds() * 1e3;
+        }
         const size_t q = (offset + static_cast<size_t>(b) * static_cast<size_t>(block_calls) +
                           static_cast<size_t>(i + block_warmup)) % Q;
         const double ms = tool ? tool_call(q) : floor_call(q);
@@ -591,7 +630,7 @@ int Alternate(const std::map<std::string, std::string>& args) {
         if (i >= 0 && !tool) asked.push_back(q);
       }
       if (tool) child_ticks += ProcessTicks(child.pid());
-      if (pass == 1) cpu_ms += CpuSeconds() * 1e3;
+      cpu_ms += CpuSeconds() * 1e3;
     }
     for (size_t i = 0; i < block[0].size(); ++i) paired.push_back(block[1][i] - block[0][i]);
     block_diffs.push_back(Median(block[1]) - Median(block[0]));

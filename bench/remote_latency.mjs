@@ -48,7 +48,7 @@
 //          [--store-report FILE] [--rounds R] [--calls N] [--warmup N] [--turns N] [--gap-ms MS]
 //          [--clients C] [--seconds T] [--throughput-rounds R] [--memd-threads N]
 //          [--memd-concurrency N]
-//          [--delivery-items N] [--skip recall,split,throughput,commit,delivery] [--out DIR]
+//          [--delivery-items N] [--skip recall,lean,split,throughput,commit,delivery] [--out DIR]
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -425,7 +425,9 @@ function leanHost(opts, memd, key, keyFile) {
     '--scope', SCOPE, '--questions', opts.questions, '--bin', opts.bin, '--blocks', String(blocks),
     '--block-calls', '40', '--block-warmup', '3', '--warmup', String(opts.warmup)];
   log(`lean host (diagnostic): remote_bench alternate, ${blocks} blocks of 40 (+3) calls of each`);
-  const r = driver(opts.remoteDriver, args, 600_000, remoteEnv(opts, memd, key, 'recall-lean'));
+  // The driver reads the key from the key file and gives it to tmcra-mcp itself.
+  const { TMCRA_API_KEY: _unused, ...env } = remoteEnv(opts, memd, key, 'recall-lean');
+  const r = driver(opts.remoteDriver, args, 600_000, env);
   return {
     blocks: r.blocks, block_calls: r.block_calls, connections: r.connections, stdio: r.stdio,
     floor: summarize(r.floor.samples_ms), tool: summarize(r.tool.samples_ms),
@@ -656,7 +658,7 @@ function render(result) {
     }
     const ln = result.recall_lean;
     if (ln) {
-      lines.push(`| *lean host (diagnostic): \`remote_bench alternate\`, ${ln.blocks} blocks of ${ln.block_calls} calls alternating with as many of the floor from one C++ process, tmcra-mcp on socketpairs, 1 MiB reads* | | | | | | |`);
+      lines.push(`| *lean host (diagnostic): \`remote_bench alternate\`, ${ln.blocks} blocks of ${ln.block_calls} calls alternating with as many of the floor from one C++ process, tmcra-mcp on ${ln.stdio === 'pipe' ? 'pipes' : 'socketpairs'}, 1 MiB reads* | | | | | | |`);
       lines.push(`| floor, in those blocks (${ln.floor.n}; ${ln.connections} connection${ln.connections === 1 ? '' : 's'}) | ${f(ln.floor.p50, 3)} | ${f(ln.floor.p99, 3)} | 0 | 0 | | |`);
       lines.push(`| \`tmcra_recall\`, lean host, clock to the last byte (${ln.tool.n}) | ${f(ln.tool.p50, 3)} | ${f(ln.tool.p99, 3)} | `
         + `${f(ln.overhead_p50_ms, 3)} (blocks' median ${f(ln.block_median_ms, 3)}) | ${f(ln.paired_median_ms, 3)} | ${f(ln.mcp_cpu_ms_per_call)} | ${ln.mean_answer_bytes} |`);
@@ -796,8 +798,10 @@ async function main() {
         phase('recall');
         result.body_check = await bodyCheck(opts, memd, key, questions[0].question);
         result.recall = await recallOverhead(opts, memd, key, keyFile, questions);
-        phase('recall (lean host)');
-        result.recall_lean = leanHost(opts, memd, key, keyFile);
+        if (!opts.skip.has('lean')) {
+          phase('recall (lean host)');
+          result.recall_lean = leanHost(opts, memd, key, keyFile);
+        }
       }
       if (!opts.skip.has('recall') && !opts.skip.has('split')) {
         phase('recall (split placement)');

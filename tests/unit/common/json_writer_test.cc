@@ -117,8 +117,10 @@ TEST_CASE("DumpJson escapes a byte that needs it at every position of a long run
 
 TEST_CASE("PlainJsonRun stops at the first byte a JSON string cannot carry as it is for every "
           "byte at every position", "[common][json]") {
-  // Sixteen bytes at a time (SSE2), eight, then one: every byte value at every offset of a
-  // 48-byte clean buffer, scanned whole and from each length, against the byte-by-byte rule.
+  // Every byte value at every offset of a 48-byte clean buffer, scanned at each length, against
+  // the byte-by-byte rule: PlainJsonRun (sixteen bytes at a time with SSE2, then the rest) and
+  // internal::PlainJsonRunWords (eight, then one: the path without SSE2, which PlainJsonRun
+  // reaches only for its last fifteen bytes on x86-64).
   const auto plain = [](unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; };
   size_t checked = 0;
   for (int value = 0; value < 256; ++value) {
@@ -129,9 +131,11 @@ TEST_CASE("PlainJsonRun stops at the first byte a JSON string cannot carry as it
       for (size_t n = 0; n <= buffer.size(); ++n) {
         const size_t expected = pos < n && !plain(c) ? pos : n;
         const size_t got = tmcra::PlainJsonRun(buffer.data(), n);
-        if (got != expected) {
+        const size_t words = tmcra::internal::PlainJsonRunWords(buffer.data(), n);
+        if (got != expected || words != expected) {
           INFO("byte " << value << " at " << pos << " of " << n);
           REQUIRE(got == expected);
+          REQUIRE(words == expected);
         }
         ++checked;
       }

@@ -8,10 +8,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <map>
 #include <string>
 #include <thread>
@@ -78,6 +80,10 @@ Answer Send(int port, const std::string& method, const std::string& target,
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // A server that never answers or never closes fails the test instead of hanging the suite.
+  const timeval timeout{10, 0};
+  REQUIRE(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout) == 0);
+  REQUIRE(setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout) == 0);
   REQUIRE(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
   std::string request = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
                         "Authorization: Bearer " + token + "\r\nConnection: close\r\n";
@@ -88,12 +94,19 @@ Answer Send(int port, const std::string& method, const std::string& target,
   request += "\r\n" + body;
   for (size_t done = 0; done < request.size();) {
     const ssize_t n = write(fd, request.data() + done, request.size() - done);
+    if (n < 0 && errno == EINTR) continue;
     REQUIRE(n > 0);
     done += static_cast<size_t>(n);
   }
   std::string raw;
   char buffer[4096];
-  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) raw.append(buffer, static_cast<size_t>(n));
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    REQUIRE(n >= 0);  // not a timeout: the server closed the connection after its answer
+    if (n == 0) break;
+    raw.append(buffer, static_cast<size_t>(n));
+  }
   close(fd);
   Answer answer;
   const size_t head_end = raw.find("\r\n\r\n");
@@ -108,7 +121,9 @@ Answer Send(int port, const std::string& method, const std::string& target,
     std::string name = line.substr(0, colon);
     std::transform(name.begin(), name.end(), name.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    answer.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
+    REQUIRE(colon != std::string::npos);
+    const size_t value = line.find_first_not_of(' ', colon + 1);
+    answer.headers[name] = value == std::string::npos ? "" : line.substr(value);
     at = eol + 2;
   }
   answer.body = raw.substr(head_end + 4);
@@ -204,4 +219,9 @@ TEST_CASE_METHOD(ServerFixture,
   const Answer one = Get("/v1/jobs/job_busy");
   CHECK(one.status == 503);
   CHECK(one.headers.at("retry-after") == "1");
+  CHECK(one.body.find("locked") == std::string::npos);
+
+  // Busy wins wherever it stands: an unreadable job before it does not make the batch a 200.
+  const Answer later = Post("/v1/jobs/batch", {{"job_ids", {"job_broken", "job_busy"}}});
+  CHECK(later.status == 503);
 }
