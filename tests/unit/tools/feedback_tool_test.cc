@@ -15,6 +15,7 @@
 #include "src/db/sqlite_db.h"
 #include "tests/support/pipe_session.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/unused_memory_api.h"
 
 using json = nlohmann::json;
 using tmcra::Error;
@@ -428,22 +429,11 @@ TEST_CASE("sources that are not exact, previews too large and bad arguments writ
 namespace {
 
 // Answers Evidence and Feedback from a script: what a misbehaving Memory API would send.
-class ScriptedApi final : public tmcra::api::MemoryApi {
+class ScriptedApi final : public tmcra::testing::UnusedMemoryApi {
  public:
   std::function<Result<json>(std::string_view id)> evidence;
   std::function<Result<json>()> feedback;
   int feedback_calls = 0;
-  Result<json> Recall(std::string_view, const json&, const tmcra::api::RecallOptions&) override {
-    return Error::Internal("unused");
-  }
-  Result<json> Ingest(std::string_view, const json&, const tmcra::api::IngestOptions&) override {
-    return Error::Internal("unused");
-  }
-  Result<json> IngestBatch(std::string_view, const json&,
-                           const tmcra::api::IngestOptions&) override {
-    return Error::Internal("unused");
-  }
-  Result<json> GetJob(std::string_view) override { return Error::Internal("unused"); }
   Result<json> Evidence(std::string_view, std::string_view id, int limit) override {
     last_limit = limit;  // checked by the test thread (Catch is not thread-safe)
     return evidence(id);

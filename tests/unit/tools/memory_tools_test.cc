@@ -12,6 +12,7 @@
 #include "src/common/sha256.h"
 #include "tests/support/pipe_session.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/unused_memory_api.h"
 
 using json = nlohmann::json;
 using tmcra::Error;
@@ -307,7 +308,7 @@ namespace {
 
 // Reads a canned answer text as HttpMemoryApi does (wire::ParseResponseObject, with the
 // evidence elided when the caller lets it), and says whether the last read elided it.
-class TextApi final : public tmcra::api::MemoryApi {
+class TextApi final : public tmcra::testing::UnusedMemoryApi {
  public:
   std::string text;
   bool asked_to_elide = false;
@@ -316,22 +317,10 @@ class TextApi final : public tmcra::api::MemoryApi {
     asked_to_elide = options.elide_evidence != nullptr;
     return tmcra::api::wire::ParseResponseObject(text, 200, "", options.elide_evidence);
   }
-  Result<json> Ingest(std::string_view, const json&, const tmcra::api::IngestOptions&) override {
-    return Error::Unavailable("no");
-  }
-  Result<json> IngestBatch(std::string_view, const json&,
-                           const tmcra::api::IngestOptions&) override {
-    return Error::Unavailable("no");
-  }
-  Result<json> GetJob(std::string_view) override { return Error::Unavailable("no"); }
-  Result<json> Evidence(std::string_view, std::string_view, int) override {
-    return Error::Unavailable("no");
-  }
-  Result<json> Feedback(std::string_view, const json&, const tmcra::api::FeedbackOptions&) override {
-    return Error::Unavailable("no");
-  }
   json Describe() const override { return {{"mode", "text"}}; }
-  Result<json> Stats() override { return json::object(); }
+
+ protected:
+  Error Unused() const override { return Error::Unavailable("no"); }
 };
 
 }  // namespace

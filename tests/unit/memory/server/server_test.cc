@@ -22,8 +22,8 @@
 
 #include "memory/server/key_store.h"
 #include "memory/server/server.h"
-#include "src/api/memory_api.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/unused_memory_api.h"
 
 using json = nlohmann::json;
 using tmcra::Error;
@@ -36,18 +36,8 @@ constexpr const char* kStoreError = "disk I/O error reading /srv/tmcra/memory.db
 
 // Jobs only: job_ok and job_other (another scope) are there, job_broken cannot be read,
 // job_busy finds the store busy, anything else is unknown.
-class JobsMemory : public tmcra::api::MemoryApi {
+class JobsMemory final : public tmcra::testing::UnusedMemoryApi {
  public:
-  Result<json> Recall(std::string_view, const json&, const tmcra::api::RecallOptions&) override {
-    return Error::Internal("unused");
-  }
-  Result<json> Ingest(std::string_view, const json&, const tmcra::api::IngestOptions&) override {
-    return Error::Internal("unused");
-  }
-  Result<json> IngestBatch(std::string_view, const json&,
-                           const tmcra::api::IngestOptions&) override {
-    return Error::Internal("unused");
-  }
   Result<json> GetJob(std::string_view job_id) override {
     if (job_id == "job_ok") return json{{"job_id", "job_ok"}, {"scope_name", "s"}, {"status", "succeeded"}};
     if (job_id == "job_other") return json{{"job_id", "job_other"}, {"scope_name", "elsewhere"}};
@@ -55,14 +45,6 @@ class JobsMemory : public tmcra::api::MemoryApi {
     if (job_id == "job_busy") return Error::Unavailable("database is locked");
     return Error::Api(404, "not_found", "job not found");
   }
-  Result<json> Evidence(std::string_view, std::string_view, int) override {
-    return Error::Internal("unused");
-  }
-  Result<json> Feedback(std::string_view, const json&, const tmcra::api::FeedbackOptions&) override {
-    return Error::Internal("unused");
-  }
-  json Describe() const override { return json{{"mode", "test"}}; }
-  Result<json> Stats() override { return json::object(); }
 };
 
 struct Answer {
