@@ -397,7 +397,8 @@ class McpChild {
     for (std::string& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
     const auto make = [pipes](int fds[2]) {
-      return pipes ? pipe2(fds, O_CLOEXEC) : socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
+      return pipes ? pipe2(fds, O_CLOEXEC)
+                   : socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
     };
     int in[2] = {-1, -1};
     int out[2] = {-1, -1};
@@ -460,7 +461,8 @@ class McpChild {
       const ssize_t n = read(from_, buffer_.get(), kRead);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
-      const auto* got = static_cast<const char*>(std::memchr(buffer_.get(), '\n', static_cast<size_t>(n)));
+      const auto* got =
+          static_cast<const char*>(std::memchr(buffer_.get(), '\n', static_cast<size_t>(n)));
       if (got != nullptr && end != nullptr) *end = Clock::now();
       pending_.append(buffer_.get(), static_cast<size_t>(n));
     }
@@ -558,11 +560,13 @@ int Alternate(const std::map<std::string, std::string>& args) {
                       .dump() +
                   "\n") ||
       !child.ReadLine(&line) ||
-      !child.Send(json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}.dump() + "\n") ||
-      // As the raw pipe's session does (bench/bench_lib.mjs connectRaw).
-      !child.Send(json{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}, {"params", json::object()}}
-                      .dump() +
+      !child.Send(json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}.dump() +
                   "\n") ||
+      // As the raw pipe's session does (bench/bench_lib.mjs connectRaw).
+      !child.Send(
+          json{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}, {"params", json::object()}}
+              .dump() +
+          "\n") ||
       !child.ReadLine(&line)) {
     std::cerr << "alternate: cannot start " << bin << ": " << line.substr(0, 500) << "\n";
     return 1;

@@ -39,7 +39,9 @@ constexpr const char* kStoreError = "disk I/O error reading /srv/tmcra/memory.db
 class JobsMemory final : public tmcra::testing::UnusedMemoryApi {
  public:
   Result<json> GetJob(std::string_view job_id) override {
-    if (job_id == "job_ok") return json{{"job_id", "job_ok"}, {"scope_name", "s"}, {"status", "succeeded"}};
+    if (job_id == "job_ok") {
+      return json{{"job_id", "job_ok"}, {"scope_name", "s"}, {"status", "succeeded"}};
+    }
     if (job_id == "job_other") return json{{"job_id", "job_other"}, {"scope_name", "elsewhere"}};
     if (job_id == "job_broken") return Error::Internal(kStoreError);
     if (job_id == "job_busy") return Error::Unavailable("database is locked");
