@@ -546,17 +546,18 @@ Status PostingsCache::CatchUp(db::Database& db, const std::vector<std::string>& 
     }
     if (held == nullptr || held->as_of >= highest) continue;
     const auto have = static_cast<int64_t>(held->rows.size());
-    const std::optional<int64_t> known =
-        i < documents.size() && documents[i] >= 0 ? std::optional(documents[i]) : std::nullopt;
-    if (known && *known - have > have) continue;
+    // The word's document count in this snapshot, or -1 when it is not known. (A plain integer,
+    // not std::optional: gcc 12's -Wmaybe-uninitialized misreads the optional here.)
+    const int64_t known = i < documents.size() && documents[i] >= 0 ? documents[i] : -1;
+    if (known >= 0 && known - have > have) continue;
     // Sized once: the exact count when known (no regrowth, which Bytes would count twice).
-    const auto want = static_cast<size_t>(std::max(known.value_or(have + 16), have));
+    const auto want = static_cast<size_t>(std::max(known >= 0 ? known : have + 16, have));
     auto next = std::make_shared<Postings>();
     next->rows.reserve(want);
     next->counts.reserve(want);
     next->rows = held->rows;
     next->counts = held->counts;
-    if (!known || *known != have) {  // rows were added since (or it is not known)
+    if (known != have) {  // rows were added since (or it is not known)
       auto st = db.Prepare(
           "SELECT rowid, tmcra_occurrences(records_fts) FROM records_fts WHERE records_fts "
           "MATCH ?1 AND rowid > ?2 AND rowid <= ?3 ORDER BY rowid");
@@ -573,7 +574,7 @@ Status PostingsCache::CatchUp(db::Database& db, const std::vector<std::string>& 
     // A list whose length is not the snapshot's document count is not kept: tmcra_rank then
     // walks the word and keeps its own list. (For a word the vocabulary counted, which is every
     // word tmcra_rank ranks, the two agree.)
-    if (known && static_cast<int64_t>(next->rows.size()) != *known) continue;
+    if (known >= 0 && static_cast<int64_t>(next->rows.size()) != known) continue;
     next->as_of = highest;
     if (Put(word, std::move(next))) {
       std::lock_guard lock(mu_);

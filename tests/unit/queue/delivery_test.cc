@@ -91,7 +91,8 @@ Item NewItem(const std::string& key) {
 // A PollJobs answer: every job asked about has succeeded.
 std::vector<Result<json>> AllSucceeded(const std::vector<std::string>& asked) {
   std::vector<Result<json>> out;
-  for (const auto& id : asked) out.push_back(json{{"job_id", id}, {"status", "succeeded"}});
+  out.reserve(asked.size());
+  for (const auto& id : asked) out.emplace_back(json{{"job_id", id}, {"status", "succeeded"}});
   return out;
 }
 
