@@ -446,26 +446,27 @@ class McpChild {
   }
 
   // The next line (without its newline) into `line`, and into `*end` the time the read that
-  // brought its newline returned (before the line is copied out); false at end of output or on
-  // an error. Reads go into one fixed 1 MiB buffer: nothing is cleared on the clock.
+  // brought its newline returned (before the line is copied out; now, for a line already read);
+  // false at end of output or on an error. Reads go into one fixed 1 MiB buffer: nothing is
+  // cleared on the clock, and each byte is looked at for the newline once.
   bool ReadLine(std::string* line, Clock::time_point* end = nullptr) {
-    while (true) {
-      const size_t nl = pending_.find('\n', scanned_);
-      if (nl != std::string::npos) {
-        line->assign(pending_, 0, nl);
-        pending_.erase(0, nl + 1);
-        scanned_ = 0;
-        return true;
-      }
-      scanned_ = pending_.size();
+    size_t nl = pending_.find('\n');
+    if (nl != std::string::npos && end != nullptr) *end = Clock::now();
+    while (nl == std::string::npos) {
       const ssize_t n = read(from_, buffer_.get(), kRead);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       const auto* got =
           static_cast<const char*>(std::memchr(buffer_.get(), '\n', static_cast<size_t>(n)));
-      if (got != nullptr && end != nullptr) *end = Clock::now();
+      if (got != nullptr) {
+        if (end != nullptr) *end = Clock::now();
+        nl = pending_.size() + static_cast<size_t>(got - buffer_.get());
+      }
       pending_.append(buffer_.get(), static_cast<size_t>(n));
     }
+    line->assign(pending_, 0, nl);
+    pending_.erase(0, nl + 1);
+    return true;
   }
 
  private:
@@ -482,7 +483,6 @@ class McpChild {
   int to_ = -1;
   int from_ = -1;
   std::string pending_;
-  size_t scanned_ = 0;
 };
 
 // utime + stime of `pid` in clock ticks (/proc/PID/stat fields 14 and 15), -1 if unreadable.
@@ -500,13 +500,14 @@ long ProcessTicks(pid_t pid) {
   return ticks;
 }
 
-std::string ToolCall(int64_t id, const std::string& query) {
-  return json{{"jsonrpc", "2.0"},
-              {"id", id},
-              {"method", "tools/call"},
-              {"params", {{"name", "tmcra_recall"}, {"arguments", {{"query", query}}}}}}
-             .dump() +
-         "\n";
+// A tools/call tmcra_recall line for `query` without its id: "{\"id\":N," + this is the line.
+std::string ToolCallAfterId(const std::string& query) {
+  const std::string call =
+      json{{"jsonrpc", "2.0"},
+           {"method", "tools/call"},
+           {"params", {{"name", "tmcra_recall"}, {"arguments", {{"query", query}}}}}}
+          .dump();
+  return call.substr(1) + "\n";  // the members after its '{'
 }
 
 int Alternate(const std::map<std::string, std::string>& args) {
@@ -533,12 +534,12 @@ int Alternate(const std::map<std::string, std::string>& args) {
   signal(SIGPIPE, SIG_IGN);
   const size_t Q = questions.size();
   std::vector<std::string> bodies;
-  // tools/call lines without their id: "{\"id\":N," + calls[q] is the line (ids are not reused
-  // within a session, as MCP asks; made before the clock starts).
+  // tools/call lines without their id (ids are not reused within a session, as MCP asks; each
+  // line is made before the clock starts).
   std::vector<std::string> calls;
   for (size_t q = 0; q < Q; ++q) {
     bodies.push_back(RecallBody(questions[q]));
-    calls.push_back(ToolCall(0, questions[q]).substr(std::string_view("{\"id\":0,").size()));
+    calls.push_back(ToolCallAfterId(questions[q]));
   }
   int64_t next_id = 3;
   std::string request;
