@@ -251,23 +251,46 @@ export async function countingListener(certs) {
  * characters of it, must not appear in any file under `dirs` (outbox, its -wal/-shm, control
  * state, logs, memd's data) nor in `texts` (stderr, tool answers, errors). Returns the places
  * it was found (empty when clean).
+ *
+ * The secret is 64 random hex digits and the files are full of other hex (idempotency keys,
+ * hashes, ids), so 8 of its digits turn up inside an unrelated hex string by chance: a run of
+ * 32 bits against hundreds of thousands of windows (CI saw it once). A match therefore counts
+ * when it stands alone (no hex digit either side of the longest run it belongs to, as a cut or
+ * masked key would), or when that run is 16 digits or more, which chance does not give.
  */
 export function findSecret(key, { dirs = [], files = [], texts = [] }) {
   const secret = key.includes('.') ? key.split('.').slice(1).join('.') : key;
-  const needles = new Set([secret]);
-  for (let i = 0; i + 8 <= secret.length; i += 1) needles.add(secret.slice(i, i + 8));
+  const isHex = (c) => c !== undefined && /[0-9a-fA-F]/.test(c);
   const hits = [];
   const scan = (label, buf) => {
     const text = buf.toString('latin1');
-    for (const n of needles) {
-      if (text.includes(n)) { hits.push(`${label} holds "${n}"`); return; }
+    if (text.includes(secret)) { hits.push(`${label} holds the secret`); return; }
+    for (let i = 0; i + 8 <= secret.length; i += 1) {
+      for (let at = text.indexOf(secret.slice(i, i + 8)); at !== -1;
+        at = text.indexOf(secret.slice(i, i + 8), at + 1)) {
+        let from = at;
+        let to = at + 8;
+        let s = i;
+        let e = i + 8;
+        while (s > 0 && from > 0 && text[from - 1] === secret[s - 1]) { s -= 1; from -= 1; }
+        while (e < secret.length && to < text.length && text[to] === secret[e]) { e += 1; to += 1; }
+        const alone = !isHex(text[from - 1]) && !isHex(text[to]);
+        if (alone || to - from >= 16) {
+          hits.push(`${label} holds ${to - from} characters of the secret ` +
+            `(${JSON.stringify(text.slice(Math.max(0, from - 16), to + 16))})`);
+          return;
+        }
+      }
     }
   };
+  const seen = new Set();
   const walk = (p) => {
     let st;
     try { st = fs.lstatSync(p); } catch { return; }
     if (st.isDirectory()) { for (const e of fs.readdirSync(p)) walk(path.join(p, e)); return; }
-    if (st.isFile()) scan(p, fs.readFileSync(p));
+    if (!st.isFile() || seen.has(`${st.dev}:${st.ino}`)) return;
+    seen.add(`${st.dev}:${st.ino}`);
+    scan(p, fs.readFileSync(p));
   };
   for (const d of dirs) walk(d);
   for (const f of files) walk(f);
