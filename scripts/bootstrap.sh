@@ -29,7 +29,7 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
 build_packages=(build-essential cmake ninja-build pkg-config libsqlite3-dev libcurl4-openssl-dev
                 libssl-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2 ca-certificates
-                libcpp-httplib-dev zlib1g-dev)
+                libcpp-httplib-dev zlib1g-dev libtomlplusplus-dev)
 test_packages=(clang-14 libclang-rt-14-dev openssl)  # openssl: test certificates (memd)
 
 apt_updated=0

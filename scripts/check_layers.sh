@@ -17,7 +17,7 @@ declare -A allowed=(
   [memory]="src/common src/db memory"
   [memory/server]="src/common src/db src/api src/config memory"
   [src/tools]="src/common src/mcp src/config src/api src/controls queue receipts src/tools"
-  [setup]="src/common src/config setup"
+  [setup]="src/common setup"
   [src/app]="src memory queue receipts setup"
 )
 

@@ -1,0 +1,75 @@
+// Editing a host's MCP config text: add, update, find or remove one server entry, touching
+// nothing else. Pure functions from text to text; reading and writing files is config_file.h.
+//
+// JSON hosts (Claude Desktop, Claude Code, Cursor, VS Code) keep their servers in an object
+// under "mcpServers" (VS Code: "servers"). The document is parsed strictly and written back in
+// its own key order, with the indent its first indented line uses, so only the entry changes.
+// A file with comments (VS Code accepts JSONC) is refused rather than rewritten without them.
+//
+// Codex keeps them in TOML tables `[mcp_servers.<name>]` and refuses unknown keys. The TOML is
+// edited as text, so comments and layout stay: values are replaced where the parser says they
+// are, missing keys go right under the table's header, a new table goes at the end. Every
+// edit is checked by parsing the result and comparing it with the original document changed
+// by exactly that entry; if they differ (an inline `mcp_servers = {...}`, dotted keys) the
+// edit is refused and the caller prints the entry to add by hand.
+//
+// Errors are Error::Invalid and never quote the file's content (a host config may hold other
+// servers' tokens): they give a line and column.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/common/result.h"
+
+namespace tmcra::setup {
+
+enum class ConfigFormat {
+  kJsonMcpServers,  // {"mcpServers": {name: {...}}}
+  kJsonServers,     // VS Code: {"servers": {name: {...}}}
+  kCodexToml,       // [mcp_servers.name]
+};
+
+// What we register: the server's name and the absolute path of tmcra-mcp.
+struct ServerEntry {
+  std::string name;
+  std::string command;
+  bool typed = false;  // JSON: also "type": "stdio" (Claude Code, VS Code)
+  // Codex: names of environment variables it should pass on (it passes only a few otherwise).
+  std::vector<std::string> env_vars;
+  // Codex: tool_timeout_sec (its default of 60 s is shorter than tmcra_wait_job's).
+  int tool_timeout_sec = 0;
+};
+
+enum class EditOutcome { kAdded, kUpdated, kUnchanged, kRemoved, kAbsent };
+
+struct Edited {
+  std::string text;
+  EditOutcome outcome = EditOutcome::kUnchanged;
+};
+
+// Adds the entry, or makes an existing one start our command (JSON: "command", "args": [] and
+// "type"; other keys such as "env" are kept. Codex: command, and args when it has any; env_vars
+// and tool_timeout_sec only where the table has none, so a user's own choice stays).
+Result<Edited> AddServer(std::string_view text, ConfigFormat format, const ServerEntry& entry);
+
+// Removes the entry (Codex: its table and sub-tables, e.g. per-tool approval settings).
+Result<Edited> RemoveServer(std::string_view text, ConfigFormat format, std::string_view name);
+
+struct Registration {
+  bool present = false;
+  std::optional<std::string> command;  // when present and a string
+};
+
+// Whether the text registers `name`, and with which command.
+Result<Registration> FindServer(std::string_view text, ConfigFormat format, std::string_view name);
+
+// The entry as a person would add it by hand (printed when an edit is refused).
+std::string EntrySnippet(ConfigFormat format, const ServerEntry& entry);
+
+// A valid server name: 1-64 of [A-Za-z0-9_-] (a TOML bare key, and Claude Code's tool prefix).
+bool IsValidServerName(std::string_view name);
+
+}  // namespace tmcra::setup

@@ -1,0 +1,191 @@
+#include "setup/config_file.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+namespace tmcra::setup {
+namespace {
+
+Error SystemError(const std::string& what, const std::string& path, int err = errno) {
+  return Error::Invalid(what + " " + path + ": " + std::strerror(err));
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::chrono::nanoseconds MTime(const struct stat& st) {
+  return std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec);
+}
+
+// mkdir -p, 0700 for every directory it creates.
+Status MakeDirs(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return Error::Invalid(dir + " is not a directory");
+    return Ok();
+  }
+  if (errno != ENOENT) return SystemError("cannot look at", dir);
+  const std::string parent = DirName(dir);
+  if (parent != dir) {
+    if (auto s = MakeDirs(parent); !s) return s;
+  }
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return SystemError("cannot create", dir);
+  return Ok();
+}
+
+Status WriteAll(int fd, const std::string& data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return SystemError("cannot write", path);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Ok();
+}
+
+// Writes a new file (O_EXCL) with `data`, mode `mode`, fsynced.
+Status WriteNewFile(const std::string& path, const std::string& data, mode_t mode) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return SystemError("cannot create", path);
+  Status s = WriteAll(fd, data, path);
+  if (s && fchmod(fd, mode) != 0) s = SystemError("cannot set the mode of", path);
+  if (s && fsync(fd) != 0) s = SystemError("cannot sync", path);
+  if (close(fd) != 0 && s) s = SystemError("cannot close", path);
+  if (!s) unlink(path.c_str());
+  return s;
+}
+
+std::string BackupName(const std::string& path, std::chrono::system_clock::time_point now) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  return path + ".tmcra-backup-" + stamp;
+}
+
+}  // namespace
+
+Result<ConfigFile> ReadConfigFile(const std::string& path) {
+  ConfigFile file;
+  file.path = path;
+  file.real_path = path;
+  struct stat lst;
+  if (lstat(path.c_str(), &lst) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return file;
+    return SystemError("cannot look at", path);
+  }
+  if (S_ISLNK(lst.st_mode)) {
+    char resolved[PATH_MAX];
+    if (realpath(path.c_str(), resolved) == nullptr) {
+      return SystemError("cannot follow the symbolic link", path);
+    }
+    file.real_path = resolved;
+  }
+  const int fd = open(file.real_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return SystemError("cannot open", path);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return SystemError("cannot look at", path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return Error::Invalid(path + " is not a regular file");
+  }
+  if (st.st_size > kMaxConfigBytes) {
+    close(fd);
+    return Error::Invalid(path + " is larger than 64 MiB");
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (true) {
+    if (done == text.size()) text.resize(text.size() + 4096);
+    const ssize_t n = read(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      close(fd);
+      return SystemError("cannot read", path, err);
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+    if (done > static_cast<size_t>(kMaxConfigBytes)) {
+      close(fd);
+      return Error::Invalid(path + " is larger than 64 MiB");
+    }
+  }
+  close(fd);
+  text.resize(done);
+  file.exists = true;
+  file.text = std::move(text);
+  file.mode = st.st_mode & 07777;
+  file.inode = st.st_ino;
+  file.size = st.st_size;
+  file.mtime = MTime(st);
+  return file;
+}
+
+Result<WriteResult> WriteConfigFile(const ConfigFile& before, const std::string& text,
+                                    std::chrono::system_clock::time_point now) {
+  const std::string& path = before.real_path;
+  const std::string dir = DirName(path);
+  if (auto s = MakeDirs(dir); !s) return s.error();
+
+  WriteResult result;
+  if (before.exists) {
+    std::string backup = BackupName(path, now);
+    for (int n = 2; access(backup.c_str(), F_OK) == 0; ++n) {
+      backup = BackupName(path, now) + "-" + std::to_string(n);
+    }
+    if (auto s = WriteNewFile(backup, before.text, 0600); !s) return s.error();
+    result.backup_path = backup;
+  }
+
+  const std::string temp = dir + "/." + path.substr(dir.size() + (dir == "/" ? 0 : 1)) +
+                           ".tmcra-tmp-" + std::to_string(getpid());
+  unlink(temp.c_str());  // a leftover of a killed run of ours
+  if (auto s = WriteNewFile(temp, text, before.exists ? before.mode : 0600); !s) return s.error();
+
+  // The host may have rewritten the file since we read it: then ours would undo its change.
+  struct stat st;
+  const bool exists_now = stat(path.c_str(), &st) == 0;
+  const bool changed = before.exists ? !exists_now || st.st_ino != before.inode ||
+                                           st.st_size != before.size || MTime(st) != before.mtime
+                                     : exists_now;
+  if (changed) {
+    unlink(temp.c_str());
+    return Error::Conflict(before.path +
+                           " changed while it was being edited; nothing was "
+                           "replaced, run the command again");
+  }
+  if (rename(temp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    unlink(temp.c_str());
+    return SystemError("cannot replace", path, err);
+  }
+  const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+  return result;
+}
+
+}  // namespace tmcra::setup

@@ -1,0 +1,91 @@
+#include "setup/hosts.h"
+
+#include <sys/stat.h>
+
+namespace tmcra::setup {
+namespace {
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+std::string ConfigHome(const HostEnvironment& env) {
+  if (env.xdg_config_home && !env.xdg_config_home->empty() && env.xdg_config_home->front() == '/') {
+    return *env.xdg_config_home;
+  }
+  return env.home + "/.config";
+}
+
+// Where desktop apps keep their settings: macOS Application Support, else the XDG config home.
+std::string AppSupport(const HostEnvironment& env) {
+  return env.macos ? env.home + "/Library/Application Support" : ConfigHome(env);
+}
+
+}  // namespace
+
+const std::vector<std::string>& HostNames() {
+  static const std::vector<std::string> names = {"claude-code", "claude-desktop", "codex", "cursor",
+                                                 "vscode"};
+  return names;
+}
+
+Result<HostTarget> ResolveHost(std::string_view host, const HostEnvironment& env,
+                               const std::optional<std::string>& project_dir) {
+  HostTarget t;
+  t.host = std::string(host);
+  const bool project = project_dir.has_value();
+  const std::string scope = project ? " (project " + *project_dir + ")" : " (user)";
+  if (host == "claude-code") {
+    t.label = "Claude Code" + scope;
+    t.typed = true;
+    if (project) {
+      t.path = *project_dir + "/.mcp.json";
+      t.present = true;
+    } else {
+      t.path = env.home + "/.claude.json";
+      t.present = Exists(t.path) || Exists(env.home + "/.claude");
+    }
+  } else if (host == "claude-desktop") {
+    if (project) return Error::Invalid("claude-desktop has no project configuration");
+    t.label = "Claude Desktop";
+    const std::string dir = AppSupport(env) + "/Claude";
+    t.path = dir + "/claude_desktop_config.json";
+    t.present = Exists(dir);
+  } else if (host == "codex") {
+    t.label = "Codex" + scope;
+    t.format = ConfigFormat::kCodexToml;
+    if (project) {
+      t.path = *project_dir + "/.codex/config.toml";
+      t.present = true;
+    } else {
+      const std::string dir =
+          env.codex_home && !env.codex_home->empty() ? *env.codex_home : env.home + "/.codex";
+      t.path = dir + "/config.toml";
+      t.present = Exists(dir);
+    }
+  } else if (host == "cursor") {
+    t.label = "Cursor" + scope;
+    const std::string dir = project ? *project_dir + "/.cursor" : env.home + "/.cursor";
+    t.path = dir + "/mcp.json";
+    t.present = project || Exists(dir);
+  } else if (host == "vscode") {
+    t.label = "VS Code" + scope;
+    t.format = ConfigFormat::kJsonServers;
+    t.typed = true;
+    if (project) {
+      t.path = *project_dir + "/.vscode/mcp.json";
+      t.present = true;
+    } else {
+      const std::string dir = AppSupport(env) + "/Code/User";
+      t.path = dir + "/mcp.json";
+      t.present = Exists(dir);
+    }
+  } else {
+    return Error::Invalid("unknown host '" + std::string(host) +
+                          "' (known: claude-code, claude-desktop, codex, cursor, vscode)");
+  }
+  return t;
+}
+
+}  // namespace tmcra::setup

@@ -1,0 +1,305 @@
+#!/usr/bin/env node
+// setup_hosts.mjs — tmcra-mcp-setup on a machine with every host, checked by the hosts' own
+// config readers where we have them: Claude Code 2.1.328 (`claude mcp list` starts the
+// registered server and runs the handshake), Codex 0.171.0 (`codex mcp list --json` parses
+// config.toml, which refuses unknown keys), and for Claude Desktop, Cursor and VS Code the SDK
+// client starting the command the file names. Backups, the other servers and TOML comments
+// are checked byte for byte; files that cannot be edited safely stay untouched.
+//
+//   node setup_hosts.mjs <tmcra-mcp> <tmcra-mcp-testserver>
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  Runner, assert, parseBins, requireNodeModules, run, tmpDir, BIN_DIR, connectV1, callOk,
+} from './lib.mjs';
+
+const NAME = 'setup_hosts.mjs';
+requireNodeModules(NAME, ['@anthropic-ai/claude-code', '@openai/codex', '@modelcontextprotocol/sdk']);
+const bins = parseBins(NAME);
+const SETUP = path.join(path.dirname(bins.server), 'tmcra-mcp-setup');
+const r = new Runner(NAME);
+
+const root = tmpDir();
+const home = path.join(root, 'setup-home');
+const project = path.join(root, 'project');
+fs.mkdirSync(project, { recursive: true });
+
+// The environment of a person's shell: nothing of the caller's host or TMCRA settings.
+const env = {};
+for (const [k, v] of Object.entries(process.env)) {
+  if (/^(CLAUDE|ANTHROPIC|MCP_|CODEX|OPENAI|XDG_)/i.test(k)) continue;
+  if (k.startsWith('TMCRA_') && k !== 'TMCRA_LOG_LEVEL') continue;
+  env[k] = v;
+}
+Object.assign(env, {
+  HOME: home,
+  DISABLE_AUTOUPDATER: '1',
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+  DISABLE_TELEMETRY: '1',
+  DISABLE_ERROR_REPORTING: '1',
+  NO_COLOR: '1',
+  CI: process.env.CI ?? '1',
+  TMCRA_DATA_DIR: path.join(home, 'tmcra-data'),
+});
+
+const files = {
+  'claude-code': path.join(home, '.claude.json'),
+  'claude-desktop': path.join(home, '.config', 'Claude', 'claude_desktop_config.json'),
+  codex: path.join(home, '.codex', 'config.toml'),
+  cursor: path.join(home, '.cursor', 'mcp.json'),
+  vscode: path.join(home, '.config', 'Code', 'User', 'mcp.json'),
+};
+const CODEX_TOML = `# Codex settings (a comment that must survive)
+model = "gpt-5"   # trailing comment
+
+[mcp_servers.other]
+command = "/bin/true"
+args = ["--x"]
+
+[profiles.fast]
+model = "gpt-5-mini"
+`;
+const originals = {
+  'claude-code': `${JSON.stringify({ numStartups: 3, mcpServers: { other: { type: 'stdio', command: '/bin/true', args: [] } }, projects: {} }, null, 2)}\n`,
+  'claude-desktop': `${JSON.stringify({ globalShortcut: 'Ctrl+Space', mcpServers: { other: { command: '/bin/true' } } }, null, 2)}\n`,
+  codex: CODEX_TOML,
+  cursor: `${JSON.stringify({ mcpServers: { other: { command: '/bin/true', env: { A: 'b' } } } }, null, 4)}\n`,
+  vscode: `${JSON.stringify({ inputs: [], servers: { other: { type: 'stdio', command: '/bin/true' } } }, null, '\t')}\n`,
+};
+for (const [host, file] of Object.entries(files)) {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, originals[host], { mode: 0o644 });
+}
+
+const setup = (args, cwd = home) => run(SETUP, args, { env, cwd, timeoutMs: 20_000 });
+const show = (res) => `exit ${res.code}${res.signal ? ` (${res.signal})` : ''}\nstdout: ${res.stdout.slice(0, 3000)}\nstderr: ${res.stderr.slice(0, 2000)}`;
+const backupsOf = (file) => fs.readdirSync(path.dirname(file))
+  .filter((n) => n.startsWith(`${path.basename(file)}.tmcra-backup-`)).map((n) => path.join(path.dirname(file), n));
+const withoutEntry = (doc, key) => {
+  const copy = structuredClone(doc);
+  delete copy[key].tmcra;
+  return copy;
+};
+const containerKey = (host) => (host === 'vscode' ? 'servers' : 'mcpServers');
+
+function claudeCommand() {
+  const pkg = path.join(BIN_DIR, '..', '@anthropic-ai', 'claude-code');
+  const exe = path.join(pkg, 'bin', 'claude.exe');
+  if (fs.existsSync(exe) && fs.statSync(exe).size > 1_000_000) return { cmd: exe, pre: [] };
+  return { cmd: process.execPath, pre: [path.join(pkg, 'cli-wrapper.cjs')] };
+}
+const CLAUDE = claudeCommand();
+const claude = (args) => run(CLAUDE.cmd, [...CLAUDE.pre, ...args], { env, cwd: project, timeoutMs: 45_000 });
+const codex = (args) => run(path.join(BIN_DIR, 'codex'), args, { env, cwd: project, timeoutMs: 45_000 });
+const codexServers = async () => {
+  const res = await codex(['mcp', 'list', '--json']);
+  assert.equal(res.code, 0, show(res));
+  return JSON.parse(res.stdout.slice(res.stdout.indexOf('[')));
+};
+
+await r.test('status before: every host found, none registered', async () => {
+  const res = await setup(['status', '--json']);
+  assert.equal(res.code, 0, show(res));
+  const rows = JSON.parse(res.stdout);
+  assert.deepEqual(rows.map((x) => [x.host, x.host_present, x.state]), [
+    ['claude-code', true, 'not registered'], ['claude-desktop', true, 'not registered'],
+    ['codex', true, 'not registered'], ['cursor', true, 'not registered'], ['vscode', true, 'not registered'],
+  ]);
+});
+
+await r.test('install --dry-run says what it would do and changes no byte', async () => {
+  const res = await setup(['install', '--dry-run']);
+  assert.equal(res.code, 0, show(res));
+  assert.equal((res.stdout.match(/tmcra would be registered in /g) ?? []).length, 5, show(res));
+  for (const [host, file] of Object.entries(files)) {
+    assert.equal(fs.readFileSync(file, 'utf8'), originals[host], `${host} changed by a dry run`);
+    assert.deepEqual(backupsOf(file), [], `${host}: a dry run made a backup`);
+  }
+});
+
+await r.test('install registers with all five; each file backed up first, everything else kept', async () => {
+  const res = await setup(['install']);
+  assert.equal(res.code, 0, show(res));
+  for (const [host, file] of Object.entries(files)) {
+    const backups = backupsOf(file);
+    assert.equal(backups.length, 1, `${host}: backups ${backups}`);
+    assert.equal(fs.readFileSync(backups[0], 'utf8'), originals[host], `${host}: backup differs`);
+    assert.equal(fs.statSync(backups[0]).mode & 0o777, 0o600, `${host}: backup mode`);
+    assert.equal(fs.statSync(file).mode & 0o777, 0o644, `${host}: the file's own mode kept`);
+    assert.ok(res.stdout.includes(`backup: ${backups[0]}`), show(res));
+    if (host === 'codex') continue;
+    const doc = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const entry = doc[containerKey(host)].tmcra;
+    assert.equal(entry.command, bins.server, `${host}: ${JSON.stringify(entry)}`);
+    assert.deepEqual(entry.args, []);
+    assert.equal(entry.type, ['claude-code', 'vscode'].includes(host) ? 'stdio' : undefined, host);
+    assert.deepEqual(withoutEntry(doc, containerKey(host)), JSON.parse(originals[host]), `${host}: other content changed`);
+  }
+  // The JSON keeps its indent (4 spaces, a tab); the TOML keeps every original line.
+  assert.match(fs.readFileSync(files.cursor, 'utf8'), /\n {4}"mcpServers"/);
+  assert.match(fs.readFileSync(files.vscode, 'utf8'), /\n\t"inputs"/);
+  const toml = fs.readFileSync(files.codex, 'utf8');
+  assert.ok(toml.startsWith(CODEX_TOML), `config.toml no longer begins with the original:\n${toml}`);
+  assert.match(toml, /\n\[mcp_servers\.tmcra\]\ncommand = "/);
+});
+
+await r.test('install again: nothing changed, no second backup', async () => {
+  const before = Object.fromEntries(Object.entries(files).map(([h, f]) => [h, fs.readFileSync(f, 'utf8')]));
+  const res = await setup(['install']);
+  assert.equal(res.code, 0, show(res));
+  assert.equal((res.stdout.match(/is already registered/g) ?? []).length, 5, show(res));
+  for (const [host, file] of Object.entries(files)) {
+    assert.equal(fs.readFileSync(file, 'utf8'), before[host], host);
+    assert.equal(backupsOf(file).length, 1, host);
+  }
+});
+
+await r.test('Claude Code: claude mcp list starts the registered server and reports it connected', async () => {
+  const res = await claude(['mcp', 'list']);
+  assert.equal(res.code, 0, show(res));
+  const line = res.stdout.split('\n').find((l) => l.startsWith('tmcra: '));
+  assert.ok(line, `no tmcra line\n${show(res)}`);
+  assert.ok(line.startsWith(`tmcra: ${bins.server}`), line);
+  assert.match(line, /✔ Connected\s*$/, line);
+});
+
+await r.test('Codex: codex mcp list --json reads the table (its parser refuses unknown keys)', async () => {
+  const servers = await codexServers();
+  const ours = servers.find((s) => s.name === 'tmcra');
+  assert.ok(ours, JSON.stringify(servers));
+  assert.equal(ours.enabled, true);
+  assert.equal(ours.transport.type, 'stdio');
+  assert.equal(ours.transport.command, bins.server);
+  assert.deepEqual(ours.transport.args, []);
+  assert.ok(ours.transport.env_vars.includes('TMCRA_API_KEY'), JSON.stringify(ours));
+  assert.ok(ours.transport.env_vars.includes('TMCRA_DATA_DIR'), JSON.stringify(ours));
+  assert.equal(ours.tool_timeout_sec, 180);
+  assert.ok(servers.some((s) => s.name === 'other'), 'the other server is still there');
+});
+
+for (const host of ['claude-desktop', 'cursor', 'vscode']) {
+  await r.test(`${host}: the SDK client starts the command the file names and calls tmcra_status`, async () => {
+    const entry = JSON.parse(fs.readFileSync(files[host], 'utf8'))[containerKey(host)].tmcra;
+    const s = await connectV1({ bin: entry.command, args: entry.args, label: `setup-${host}`, env });
+    try {
+      const status = await callOk(s.client, 'tmcra_status', {});
+      assert.equal(status.memory_mode, 'embedded', JSON.stringify(status).slice(0, 400));
+      assert.equal(status.memory.data_dir, env.TMCRA_DATA_DIR, JSON.stringify(status.memory));
+      await s.closeAndCheckExit();
+    } finally {
+      await s.closeQuietly();
+    }
+  });
+}
+
+await r.test('status: registered with this tmcra-mcp everywhere', async () => {
+  const res = await setup(['status', '--json']);
+  assert.equal(res.code, 0, show(res));
+  for (const row of JSON.parse(res.stdout)) {
+    assert.equal(row.state, 'registered', JSON.stringify(row));
+    assert.equal(row.command, bins.server);
+    assert.equal(row.command_is_this_install, true);
+    assert.equal(row.command_runs, true);
+  }
+  const text = await setup(['status']);
+  assert.match(text.stdout, /Codex \(user\): registered as tmcra → /, show(text));
+});
+
+await r.test('a file with comments or an inline TOML table is refused untouched, the entry printed', async () => {
+  const jsonc = '{\n  // my servers\n  "servers": {}\n}\n';
+  const inline = 'mcp_servers = { other = { command = "/bin/true" } }\n';
+  const other = path.join(root, 'other-home');
+  fs.mkdirSync(path.join(other, '.config', 'Code', 'User'), { recursive: true });
+  fs.mkdirSync(path.join(other, '.codex'), { recursive: true });
+  fs.writeFileSync(path.join(other, '.config', 'Code', 'User', 'mcp.json'), jsonc);
+  fs.writeFileSync(path.join(other, '.codex', 'config.toml'), inline);
+  const res = await run(SETUP, ['install', '--host', 'vscode', '--host', 'codex'], { env: { ...env, HOME: other }, timeoutMs: 20_000 });
+  assert.equal(res.code, 1, show(res));
+  assert.match(res.stdout, /has comments/, show(res));
+  assert.match(res.stdout, /inline table or dotted keys/, show(res));
+  assert.match(res.stdout, /add this by hand:\n\{\n {2}"servers": \{\n {4}"tmcra": \{/, show(res));
+  assert.match(res.stdout, /add this by hand:\n\[mcp_servers\.tmcra\]\ncommand = /, show(res));
+  assert.equal(fs.readFileSync(path.join(other, '.config', 'Code', 'User', 'mcp.json'), 'utf8'), jsonc);
+  assert.equal(fs.readFileSync(path.join(other, '.codex', 'config.toml'), 'utf8'), inline);
+  assert.deepEqual(fs.readdirSync(path.join(other, '.codex')), ['config.toml'], 'no backup, no temp file');
+});
+
+await r.test('remove: tmcra gone from all five, the rest as it was; the hosts agree', async () => {
+  const res = await setup(['remove']);
+  assert.equal(res.code, 0, show(res));
+  assert.equal((res.stdout.match(/tmcra removed from /g) ?? []).length, 5, show(res));
+  for (const [host, file] of Object.entries(files)) {
+    assert.equal(backupsOf(file).length, 2, `${host}: a second backup before the removal`);
+    if (host === 'codex') {
+      assert.equal(fs.readFileSync(file, 'utf8'), CODEX_TOML, 'config.toml is back to the original');
+      continue;
+    }
+    const doc = JSON.parse(fs.readFileSync(file, 'utf8'));
+    if (host === 'claude-code') {
+      // Claude Code has written its own keys (machine id, start time) meanwhile: they stay too.
+      assert.deepEqual(doc.mcpServers, JSON.parse(originals[host]).mcpServers, host);
+      assert.ok(doc.firstStartTime, 'the keys Claude Code added are kept');
+      continue;
+    }
+    assert.deepEqual(doc, JSON.parse(originals[host]), host);
+  }
+  assert.ok(!(await codexServers()).some((s) => s.name === 'tmcra'), 'codex still lists tmcra');
+  const list = await claude(['mcp', 'list']);
+  assert.ok(!list.stdout.split('\n').some((l) => l.startsWith('tmcra: ')), show(list));
+  const again = await setup(['remove']);
+  assert.equal(again.code, 0, show(again));
+  assert.equal((again.stdout.match(/is not registered/g) ?? []).length, 5, show(again));
+});
+
+await r.test('project scope: .mcp.json, .codex/, .cursor/, .vscode/ created 0600 in 0700 directories', async () => {
+  const res = await setup(['install', '--project', project, '--host', 'claude-code', '--host', 'codex',
+    '--host', 'cursor', '--host', 'vscode']);
+  assert.equal(res.code, 0, show(res));
+  for (const f of ['.mcp.json', '.codex/config.toml', '.cursor/mcp.json', '.vscode/mcp.json']) {
+    const file = path.join(project, f);
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600, f);
+    if (f.includes('/')) assert.equal(fs.statSync(path.dirname(file)).mode & 0o777, 0o700, f);
+    assert.ok(fs.readFileSync(file, 'utf8').includes(bins.server), f);
+  }
+  assert.match(res.stdout, /\(created\)/);
+  // Claude Code reads the project's .mcp.json (and asks before it starts a project's server).
+  const list = await claude(['mcp', 'list']);
+  const line = list.stdout.split('\n').find((l) => l.startsWith('tmcra: '));
+  assert.ok(line?.startsWith(`tmcra: ${bins.server}`), show(list));
+  assert.match(line, /Pending approval|✔ Connected/, line);
+  const bad = await setup(['install', '--project', project]);
+  assert.equal(bad.code, 2, show(bad));
+  assert.match(bad.stderr, /--project needs --host/);
+});
+
+await r.test('usage: --help, --version, and bad arguments exit 2 naming the argument', async () => {
+  const help = await setup(['--help']);
+  assert.equal(help.code, 0, show(help));
+  assert.match(help.stdout, /^Usage: tmcra-mcp-setup install/);
+  const version = await setup(['--version']);
+  assert.match(version.stdout, /^tmcra-mcp-setup \d+\.\d+\.\d+\n$/);
+  for (const [args, message] of [
+    [[], /needs a command/],
+    [['frob'], /unknown command 'frob'/],
+    [['install', '--host', 'zed'], /unknown host 'zed'/],
+    [['install', '--host'], /--host needs a value/],
+    [['install', '--command', path.join(root, 'nope')], /--command .*nope is not an executable file/],
+    [['install', '--name', 'a.b'], /--name must be/],
+    [['status', '--dry-run'], /unknown option '--dry-run' for status/],
+    [['install', '--host', 'claude-desktop', '--project', project], /claude-desktop has no project/],
+  ]) {
+    const res = await setup(args);
+    assert.equal(res.code, 2, `${args.join(' ')}: ${show(res)}`);
+    assert.match(res.stderr, message, `${args.join(' ')}: ${show(res)}`);
+    assert.equal(res.stdout, '', 'usage errors go to stderr');
+  }
+  // No host on the machine: install says so and how to name one.
+  const empty = path.join(root, 'empty-home');
+  fs.mkdirSync(empty);
+  const none = await run(SETUP, ['install'], { env: { ...env, HOME: empty }, timeoutMs: 20_000 });
+  assert.equal(none.code, 1, show(none));
+  assert.match(none.stderr, /no MCP host found in .*; name one with --host/);
+  assert.deepEqual(fs.readdirSync(empty), [], 'nothing written');
+});
+
+await r.finish();

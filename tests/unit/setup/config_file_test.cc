@@ -1,0 +1,243 @@
+// Replacing host config files (setup/config_file.h) on a real file system: backups first,
+// atomic replacement, modes kept, links followed, a concurrent change never overwritten.
+#include "setup/config_file.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "setup/hosts.h"
+#include "setup/setup.h"
+#include "tests/support/temp_dir.h"
+
+using tmcra::setup::ReadConfigFile;
+using tmcra::setup::WriteConfigFile;
+using tmcra::testing::TempDir;
+
+namespace {
+
+void Write(const std::string& path, const std::string& text, mode_t mode = 0644) {
+  std::ofstream(path, std::ios::binary) << text;
+  REQUIRE(chmod(path.c_str(), mode) == 0);
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+mode_t Mode(const std::string& path) {
+  struct stat st;
+  REQUIRE(lstat(path.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+std::set<std::string> Names(const std::string& dir) {
+  std::set<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  REQUIRE(d != nullptr);
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") names.insert(n);
+  }
+  closedir(d);
+  return names;
+}
+
+const auto kNoon = std::chrono::system_clock::from_time_t(1796212800);  // 2026-12-02 12:00 UTC
+
+}  // namespace
+
+TEST_CASE("a missing file is created 0600 in new 0700 directories, without a backup",
+          "[setup][files]") {
+  TempDir dir;
+  const std::string path = dir.File("a/b/mcp.json");
+  auto before = ReadConfigFile(path);
+  REQUIRE(before);
+  CHECK_FALSE(before->exists);
+  auto written = WriteConfigFile(*before, "{}\n", kNoon);
+  REQUIRE(written);
+  CHECK(written->backup_path.empty());
+  CHECK(Read(path) == "{}\n");
+  CHECK(Mode(path) == 0600);
+  CHECK(Mode(dir.File("a")) == 0700);
+  CHECK(Mode(dir.File("a/b")) == 0700);
+  CHECK(Names(dir.File("a/b")) == std::set<std::string>{"mcp.json"});
+}
+
+TEST_CASE("an existing file is backed up byte for byte, replaced, and keeps its mode",
+          "[setup][files]") {
+  TempDir dir;
+  const std::string path = dir.File("config.toml");
+  Write(path, "old = 1\n", 0640);
+  auto before = ReadConfigFile(path);
+  REQUIRE(before);
+  REQUIRE(before->exists);
+  CHECK(before->text == "old = 1\n");
+  auto first = WriteConfigFile(*before, "new = 2\n", kNoon);
+  REQUIRE(first);
+  CHECK(first->backup_path == path + ".tmcra-backup-20261202T120000Z");
+  CHECK(Read(first->backup_path) == "old = 1\n");
+  CHECK(Mode(first->backup_path) == 0600);
+  CHECK(Read(path) == "new = 2\n");
+  CHECK(Mode(path) == 0640);
+  // A second change in the same second keeps the first backup.
+  auto again = ReadConfigFile(path);
+  REQUIRE(again);
+  auto second = WriteConfigFile(*again, "newer = 3\n", kNoon);
+  REQUIRE(second);
+  CHECK(second->backup_path == path + ".tmcra-backup-20261202T120000Z-2");
+  CHECK(Read(second->backup_path) == "new = 2\n");
+  CHECK(Read(first->backup_path) == "old = 1\n");
+  CHECK(Names(dir.path()).size() == 3);  // the file and two backups, no temporary left
+}
+
+TEST_CASE("a symbolic link is followed: the target is edited, the link stays", "[setup][files]") {
+  TempDir dir;
+  REQUIRE(mkdir(dir.File("dotfiles").c_str(), 0700) == 0);
+  const std::string target = dir.File("dotfiles/mcp.json");
+  const std::string link = dir.File("mcp.json");
+  Write(target, "{}\n");
+  REQUIRE(symlink(target.c_str(), link.c_str()) == 0);
+  auto before = ReadConfigFile(link);
+  REQUIRE(before);
+  CHECK(before->real_path == target);
+  auto written = WriteConfigFile(*before, "{\"a\": 1}\n", kNoon);
+  REQUIRE(written);
+  struct stat st;
+  REQUIRE(lstat(link.c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));
+  CHECK(Read(target) == "{\"a\": 1}\n");
+  CHECK(written->backup_path.rfind(target, 0) == 0);
+}
+
+TEST_CASE("a file the host changed after our read is not overwritten", "[setup][files]") {
+  TempDir dir;
+  const std::string path = dir.File("claude.json");
+  Write(path, "{\"n\": 1}\n");
+  auto before = ReadConfigFile(path);
+  REQUIRE(before);
+  Write(path, "{\"n\": 2, \"host\": \"wrote this\"}\n");  // another size, another mtime
+  auto written = WriteConfigFile(*before, "{\"n\": 1, \"ours\": true}\n", kNoon);
+  REQUIRE_FALSE(written);
+  CHECK(written.error().code == tmcra::Errc::kConflict);
+  CHECK(written.error().message.find("run the command again") != std::string::npos);
+  CHECK(Read(path) == "{\"n\": 2, \"host\": \"wrote this\"}\n");
+  for (const auto& name : Names(dir.path())) CHECK(name.find("tmcra-tmp") == std::string::npos);
+
+  // A file that appeared since we saw none is not replaced either.
+  auto none = ReadConfigFile(dir.File("new.json"));
+  REQUIRE(none);
+  Write(dir.File("new.json"), "{\"host\": 1}\n");
+  CHECK_FALSE(WriteConfigFile(*none, "{}\n", kNoon));
+  CHECK(Read(dir.File("new.json")) == "{\"host\": 1}\n");
+}
+
+TEST_CASE("only regular files are read", "[setup][files]") {
+  TempDir dir;
+  REQUIRE(mkdir(dir.File("mcp.json").c_str(), 0700) == 0);
+  auto refused = ReadConfigFile(dir.File("mcp.json"));
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message.find("not a regular file") != std::string::npos);
+  Write(dir.File("plain"), "x");
+  auto under_file = ReadConfigFile(dir.File("plain/mcp.json"));
+  REQUIRE(under_file);
+  CHECK_FALSE(under_file->exists);
+}
+
+TEST_CASE("hosts: where each keeps its servers, per scope and platform", "[setup][hosts]") {
+  using tmcra::setup::ConfigFormat;
+  using tmcra::setup::ResolveHost;
+  TempDir dir;
+  tmcra::setup::HostEnvironment env;
+  env.home = dir.path();
+  auto path = [&](const char* host, std::optional<std::string> project = std::nullopt) {
+    auto t = ResolveHost(host, env, project);
+    REQUIRE(t);
+    return t->path;
+  };
+  CHECK(path("claude-code") == dir.File(".claude.json"));
+  CHECK(path("claude-desktop") == dir.File(".config/Claude/claude_desktop_config.json"));
+  CHECK(path("codex") == dir.File(".codex/config.toml"));
+  CHECK(path("cursor") == dir.File(".cursor/mcp.json"));
+  CHECK(path("vscode") == dir.File(".config/Code/User/mcp.json"));
+  CHECK(path("claude-code", "/p") == "/p/.mcp.json");
+  CHECK(path("codex", "/p") == "/p/.codex/config.toml");
+  CHECK(path("cursor", "/p") == "/p/.cursor/mcp.json");
+  CHECK(path("vscode", "/p") == "/p/.vscode/mcp.json");
+  CHECK_FALSE(ResolveHost("claude-desktop", env, std::string("/p")));
+  CHECK_FALSE(ResolveHost("zed", env, std::nullopt));
+
+  env.codex_home = "/srv/codex";
+  env.xdg_config_home = "/xdg";
+  CHECK(path("codex") == "/srv/codex/config.toml");
+  CHECK(path("vscode") == "/xdg/Code/User/mcp.json");
+  env.macos = true;
+  CHECK(path("claude-desktop") ==
+        dir.File("Library/Application Support/Claude/claude_desktop_config.json"));
+  CHECK(path("vscode") == dir.File("Library/Application Support/Code/User/mcp.json"));
+
+  auto vscode = ResolveHost("vscode", env, std::nullopt);
+  REQUIRE(vscode);
+  CHECK(vscode->format == ConfigFormat::kJsonServers);
+  CHECK(vscode->typed);
+  CHECK_FALSE(vscode->present);
+  env = {};
+  env.home = dir.path();
+  REQUIRE(mkdir(dir.File(".cursor").c_str(), 0700) == 0);
+  auto cursor = ResolveHost("cursor", env, std::nullopt);
+  REQUIRE(cursor);
+  CHECK(cursor->present);
+  CHECK_FALSE(cursor->typed);
+}
+
+TEST_CASE("install, inspect and remove one host on real files", "[setup][hosts]") {
+  TempDir dir;
+  tmcra::setup::HostEnvironment env;
+  env.home = dir.path();
+  auto target = tmcra::setup::ResolveHost("codex", env, std::nullopt);
+  REQUIRE(target);
+  const std::string command = TMCRA_MCP_BIN;
+  auto status = tmcra::setup::Inspect(*target, "tmcra", command);
+  CHECK(status.state == "no config file");
+
+  const auto entry = tmcra::setup::EntryFor(*target, "tmcra", command);
+  CHECK(entry.tool_timeout_sec == 180);
+  CHECK(std::find(entry.env_vars.begin(), entry.env_vars.end(), "TMCRA_API_KEY") !=
+        entry.env_vars.end());
+  auto dry = tmcra::setup::Install(*target, entry, /*dry_run=*/true, kNoon);
+  CHECK(dry.ok);
+  CHECK(dry.changed);
+  CHECK(dry.message.find("would be registered") != std::string::npos);
+  CHECK_FALSE(ReadConfigFile(target->path)->exists);
+
+  auto installed = tmcra::setup::Install(*target, entry, false, kNoon);
+  CHECK(installed.ok);
+  CHECK(installed.message == "tmcra registered in " + target->path + " (created)");
+  status = tmcra::setup::Inspect(*target, "tmcra", command);
+  CHECK(status.state == "registered");
+  CHECK(status.command == command);
+  CHECK(status.command_is_ours);
+  CHECK(status.command_runs);
+  CHECK_FALSE(tmcra::setup::Inspect(*target, "tmcra", "/elsewhere/tmcra-mcp").command_is_ours);
+
+  auto removed = tmcra::setup::Remove(*target, "tmcra", false, kNoon);
+  CHECK(removed.ok);
+  CHECK(removed.backup_path == target->path + ".tmcra-backup-20261202T120000Z");
+  CHECK(tmcra::setup::Inspect(*target, "tmcra", command).state == "not registered");
+
+  Write(target->path, "mcp_servers = { tmcra = { command = \"/x\" } }\n");
+  auto refused = tmcra::setup::Install(*target, entry, false, kNoon);
+  CHECK_FALSE(refused.ok);
+  CHECK(refused.snippet.rfind("[mcp_servers.tmcra]\ncommand = ", 0) == 0);
+  CHECK(Read(target->path) == "mcp_servers = { tmcra = { command = \"/x\" } }\n");
+}
