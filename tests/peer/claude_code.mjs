@@ -9,7 +9,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   Runner, assert, parseBins, requireNodeModules, run, tmpDir, newLogPath, TAP, BIN_DIR,
-  assertAllStdoutPure, readClientMessages, checkStdoutLog, waitForExitInfo,
+  assertAllStdoutPure, readClientMessages, checkStdoutLog, waitForExitInfo, hostCliEnv,
+  claudeCommand,
 } from './lib.mjs';
 
 const NAME = 'claude_code.mjs';
@@ -18,15 +19,6 @@ const bins = parseBins(NAME);
 const r = new Runner(NAME);
 const notes = [];
 
-// `npm ci` runs the package's postinstall, which puts the native binary at
-// bin/claude.exe. With `npm ci --ignore-scripts` that file stays a small shell stub;
-// the package's cli-wrapper.cjs then finds the same binary in the platform package.
-function claudeCommand() {
-  const pkg = path.join(BIN_DIR, '..', '@anthropic-ai', 'claude-code');
-  const exe = path.join(pkg, 'bin', 'claude.exe');
-  if (fs.existsSync(exe) && fs.statSync(exe).size > 1_000_000) return { cmd: exe, pre: [], how: 'bin/claude.exe (postinstall ran)' };
-  return { cmd: process.execPath, pre: [path.join(pkg, 'cli-wrapper.cjs')], how: 'cli-wrapper.cjs (postinstall skipped)' };
-}
 const CLAUDE = claudeCommand();
 
 const home = path.join(tmpDir(), 'claude-home');
@@ -34,26 +26,7 @@ const project = path.join(home, 'project');
 fs.mkdirSync(project, { recursive: true });
 
 // A clean environment: nothing of the caller's Claude/Anthropic settings leaks in.
-const env = {};
-for (const [k, v] of Object.entries(process.env)) {
-  if (/^(CLAUDE|ANTHROPIC|MCP_)/i.test(k)) continue;
-  if (k.startsWith('TMCRA_') && k !== 'TMCRA_LOG_LEVEL') continue; // local store only
-  env[k] = v;
-}
-Object.assign(env, {
-  HOME: home,
-  XDG_CONFIG_HOME: path.join(home, '.config'),
-  XDG_CACHE_HOME: path.join(home, '.cache'),
-  XDG_DATA_HOME: path.join(home, '.local', 'share'),
-  XDG_STATE_HOME: path.join(home, '.local', 'state'),
-  DISABLE_AUTOUPDATER: '1',
-  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-  DISABLE_TELEMETRY: '1',
-  DISABLE_ERROR_REPORTING: '1',
-  NO_COLOR: '1',
-  CI: process.env.CI ?? '1',
-  TMCRA_DATA_DIR: path.join(home, 'tmcra-data'),
-});
+const env = hostCliEnv(home);
 
 const claude = (args, timeoutMs = 45_000) => run(CLAUDE.cmd, [...CLAUDE.pre, ...args], { env, cwd: project, timeoutMs });
 const show = (res) => `exit ${res.code}${res.signal ? ` (${res.signal})` : ''}\nstdout: ${res.stdout.slice(0, 2000)}\nstderr: ${res.stderr.slice(0, 2000)}`;

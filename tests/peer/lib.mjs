@@ -181,6 +181,46 @@ export function serverEnv(extra = {}) {
   };
 }
 
+/**
+ * The environment for a host's CLI (Claude Code, Codex) run in a throw-away `home`: nothing of
+ * the caller's host, TMCRA or XDG settings leaks in, the XDG dirs are under `home`, and
+ * updaters, telemetry and colour are off. The embedded store lives in `home` too.
+ */
+export function hostCliEnv(home) {
+  const env = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (/^(CLAUDE|ANTHROPIC|MCP_|CODEX|OPENAI|XDG_)/i.test(k)) continue;
+    if (k.startsWith('TMCRA_') && k !== 'TMCRA_LOG_LEVEL') continue; // local store only
+    env[k] = v;
+  }
+  return Object.assign(env, {
+    HOME: home,
+    XDG_CONFIG_HOME: path.join(home, '.config'),
+    XDG_CACHE_HOME: path.join(home, '.cache'),
+    XDG_DATA_HOME: path.join(home, '.local', 'share'),
+    XDG_STATE_HOME: path.join(home, '.local', 'state'),
+    DISABLE_AUTOUPDATER: '1',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    DISABLE_TELEMETRY: '1',
+    DISABLE_ERROR_REPORTING: '1',
+    NO_COLOR: '1',
+    CI: process.env.CI ?? '1',
+    TMCRA_DATA_DIR: path.join(home, 'tmcra-data'),
+  });
+}
+
+/**
+ * How to run Claude Code. `npm ci` runs the package's postinstall, which puts the native binary
+ * at bin/claude.exe; with `npm ci --ignore-scripts` that file stays a small shell stub and the
+ * package's cli-wrapper.cjs finds the same binary in the platform package.
+ */
+export function claudeCommand() {
+  const pkg = path.join(BIN_DIR, '..', '@anthropic-ai', 'claude-code');
+  const exe = path.join(pkg, 'bin', 'claude.exe');
+  if (fs.existsSync(exe) && fs.statSync(exe).size > 1_000_000) return { cmd: exe, pre: [], how: 'bin/claude.exe (postinstall ran)' };
+  return { cmd: process.execPath, pre: [path.join(pkg, 'cli-wrapper.cjs')], how: 'cli-wrapper.cjs (postinstall skipped)' };
+}
+
 /** {command,args} that runs bin through the wiretap, logging stdout to logPath. */
 export function tapped(bin, args, logPath) {
   return { command: process.execPath, args: [TAP, logPath, bin, ...args] };

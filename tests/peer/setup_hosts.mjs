@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   Runner, assert, parseBins, requireNodeModules, run, tmpDir, BIN_DIR, connectV1, callOk,
+  hostCliEnv, claudeCommand,
 } from './lib.mjs';
 
 const NAME = 'setup_hosts.mjs';
@@ -24,23 +25,8 @@ const home = path.join(root, 'setup-home');
 const project = path.join(root, 'project');
 fs.mkdirSync(project, { recursive: true });
 
-// The environment of a person's shell: nothing of the caller's host or TMCRA settings.
-const env = {};
-for (const [k, v] of Object.entries(process.env)) {
-  if (/^(CLAUDE|ANTHROPIC|MCP_|CODEX|OPENAI|XDG_)/i.test(k)) continue;
-  if (k.startsWith('TMCRA_') && k !== 'TMCRA_LOG_LEVEL') continue;
-  env[k] = v;
-}
-Object.assign(env, {
-  HOME: home,
-  DISABLE_AUTOUPDATER: '1',
-  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-  DISABLE_TELEMETRY: '1',
-  DISABLE_ERROR_REPORTING: '1',
-  NO_COLOR: '1',
-  CI: process.env.CI ?? '1',
-  TMCRA_DATA_DIR: path.join(home, 'tmcra-data'),
-});
+// The environment of a person's shell, with nothing of the caller's host or TMCRA settings.
+const env = hostCliEnv(home);
 
 const files = {
   'claude-code': path.join(home, '.claude.json'),
@@ -82,12 +68,6 @@ const withoutEntry = (doc, key) => {
 };
 const containerKey = (host) => (host === 'vscode' ? 'servers' : 'mcpServers');
 
-function claudeCommand() {
-  const pkg = path.join(BIN_DIR, '..', '@anthropic-ai', 'claude-code');
-  const exe = path.join(pkg, 'bin', 'claude.exe');
-  if (fs.existsSync(exe) && fs.statSync(exe).size > 1_000_000) return { cmd: exe, pre: [] };
-  return { cmd: process.execPath, pre: [path.join(pkg, 'cli-wrapper.cjs')] };
-}
 const CLAUDE = claudeCommand();
 const claude = (args) => run(CLAUDE.cmd, [...CLAUDE.pre, ...args], { env, cwd: project, timeoutMs: 45_000 });
 const codex = (args) => run(path.join(BIN_DIR, 'codex'), args, { env, cwd: project, timeoutMs: 45_000 });
@@ -213,7 +193,7 @@ await r.test('a file with comments or an inline TOML table is refused untouched,
   fs.mkdirSync(path.join(other, '.codex'), { recursive: true });
   fs.writeFileSync(path.join(other, '.config', 'Code', 'User', 'mcp.json'), jsonc);
   fs.writeFileSync(path.join(other, '.codex', 'config.toml'), inline);
-  const res = await run(SETUP, ['install', '--host', 'vscode', '--host', 'codex'], { env: { ...env, HOME: other }, timeoutMs: 20_000 });
+  const res = await run(SETUP, ['install', '--host', 'vscode', '--host', 'codex'], { env: hostCliEnv(other), timeoutMs: 20_000 });
   assert.equal(res.code, 1, show(res));
   assert.match(res.stdout, /has comments/, show(res));
   assert.match(res.stdout, /inline table or dotted keys/, show(res));
@@ -296,7 +276,7 @@ await r.test('usage: --help, --version, and bad arguments exit 2 naming the argu
   // No host on the machine: install says so and how to name one.
   const empty = path.join(root, 'empty-home');
   fs.mkdirSync(empty);
-  const none = await run(SETUP, ['install'], { env: { ...env, HOME: empty }, timeoutMs: 20_000 });
+  const none = await run(SETUP, ['install'], { env: hostCliEnv(empty), timeoutMs: 20_000 });
   assert.equal(none.code, 1, show(none));
   assert.match(none.stderr, /no MCP host found in .*; name one with --host/);
   assert.deepEqual(fs.readdirSync(empty), [], 'nothing written');
