@@ -89,6 +89,7 @@ fi
 install_missing "${test_packages[@]}"
 ensure_node
 ensure_npm_deps "$root/tests/peer"
+ensure_npm_deps "$root/packaging/mcpb"   # the mcpb CLI: mcpb_bundle.mjs packs and checks the bundle
 
 jobs="$(nproc)"
 # Configures a preset; a tree an earlier version configured with another compiler is
