@@ -1,12 +1,13 @@
 #include "setup/config_edit.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <exception>
-#include <nlohmann/json.hpp>
+#include <set>
 #include <utility>
+
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
 namespace tmcra::setup {
 namespace {
@@ -45,6 +46,55 @@ const char* ContainerKey(ConfigFormat format) {
   return format == ConfigFormat::kJsonServers ? "servers" : "mcpServers";
 }
 
+// What writing the parsed document back would lose, found before it is written: a key given
+// twice (the parser keeps one of them) and an integer too large for 64 bits (it becomes a
+// floating-point number). Such a file is refused rather than changed beyond our entry.
+class LossCheck : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string problem;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t& text) override {
+    if (text.find_first_of(".eE") == string_t::npos && problem.empty()) {
+      problem = "has an integer too large to be written back exactly";
+    }
+    return true;
+  }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!keys_.empty() && !keys_.back().insert(k).second && problem.empty()) {
+      problem = "has a key given twice in one object";
+    }
+    return true;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    keys_.emplace_back();  // arrays have no keys; keeps the stack in step
+    return true;
+  }
+  bool end_array() override {
+    keys_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  std::vector<std::set<std::string>> keys_;
+};
+
 Result<ordered_json> ParseJsonConfig(std::string_view text) {
   if (IsBlank(text)) return ordered_json::object();
   ordered_json doc;
@@ -56,12 +106,15 @@ Result<ordered_json> ParseJsonConfig(std::string_view text) {
         !ordered_json::parse(text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true)
              .is_discarded();
     if (with_comments) {
-      return Error::Invalid("has comments, which rewriting it would drop; add the entry by hand");
+      return Error::Invalid("has comments, which rewriting it would drop");
     }
     return Error::Invalid("is not valid JSON (at " + Where(text, e.byte > 0 ? e.byte - 1 : 0) +
                           ")");
   }
   if (!doc.is_object()) return Error::Invalid("is not a JSON object at the top level");
+  LossCheck check;
+  nlohmann::json::sax_parse(text, &check);
+  if (!check.problem.empty()) return Error::Invalid(check.problem);
   return doc;
 }
 
@@ -87,6 +140,15 @@ Result<std::string> DumpJsonConfig(const ordered_json& doc, std::string_view ori
     return Error::Invalid("could not be written back as JSON");
   }
   out += '\n';
+  if (original.find("\r\n") != std::string_view::npos) {  // a CRLF file stays CRLF
+    std::string crlf;
+    crlf.reserve(out.size() + out.size() / 16);
+    for (char c : out) {
+      if (c == '\n') crlf += '\r';
+      crlf += c;
+    }
+    out = std::move(crlf);
+  }
   return out;
 }
 
@@ -284,7 +346,7 @@ Status CheckTomlEdit(const std::string& edited, const toml::table& expected) {
   if (!parsed || *parsed != expected) {
     return Error::Invalid(
         "defines its mcp_servers in a way this tool does not edit (an inline table or dotted "
-        "keys); add the entry by hand");
+        "keys)");
   }
   return Ok();
 }
@@ -333,8 +395,7 @@ Result<Edited> AddToml(std::string_view text, const ServerEntry& entry) {
     // The table must have its own header line, `[mcp_servers.<name>]`.
     const auto header = Offset(text, starts, table.source().begin);
     if (table.is_inline() || !header || *header >= text.size() || text[*header] != '[') {
-      return Error::Invalid("defines mcp_servers." + entry.name +
-                            " inline or with dotted keys; edit it by hand");
+      return Error::Invalid("defines mcp_servers." + entry.name + " inline or with dotted keys");
     }
     std::vector<Splice> splices;
     std::string inserted;  // new lines under the header
@@ -430,32 +491,57 @@ Result<Edited> RemoveToml(std::string_view text, std::string_view name) {
   toml::table expected = *doc;
   expected["mcp_servers"].as_table()->erase(name);
 
-  // Drop every line from a header of ours (`[mcp_servers.<name>]` or one of its sub-tables) up
-  // to the next header that is not ours, along with the blank lines before it.
-  const std::vector<size_t> starts = LineStarts(text);
-  std::string out;
-  bool dropping = false;
-  for (size_t l = 0; l < starts.size(); ++l) {
-    const size_t from = starts[l];
-    const size_t to = l + 1 < starts.size() ? starts[l + 1] : text.size();
-    const std::string_view line = text.substr(from, to - from);
-    if (auto key = HeaderKey(line)) {
-      dropping = key->size() >= 2 && (*key)[0] == "mcp_servers" && (*key)[1] == name;
-    }
-    if (!dropping) out += line;
-  }
-  // Blank lines left where the table was: at most one in a row, none at the end.
+  // Our table is every line from a header of ours (`[mcp_servers.<name>]` or one of its
+  // sub-tables) to its last key or header before the next header that is not ours; comments and
+  // blank lines after that belong to what follows and stay. Where it was cut out, one blank
+  // line is dropped if two would meet (at the end of the file: the one before it, which install
+  // put there). No other line changes.
   std::vector<std::string_view> lines;
-  for (size_t pos = 0; pos < out.size();) {
-    size_t end = out.find('\n', pos);
-    end = end == std::string::npos ? out.size() : end + 1;
-    const std::string_view line(out.data() + pos, end - pos);
-    if (!(IsBlank(line) && !lines.empty() && IsBlank(lines.back()))) lines.push_back(line);
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find('\n', pos);
+    end = end == std::string_view::npos ? text.size() : end + 1;
+    lines.push_back(text.substr(pos, end - pos));
     pos = end;
   }
-  while (!lines.empty() && IsBlank(lines.back())) lines.pop_back();
+  auto ours = [&](size_t l) {
+    auto key = HeaderKey(lines[l]);
+    return key && key->size() >= 2 && (*key)[0] == "mcp_servers" && (*key)[1] == name;
+  };
+  auto blank_or_comment = [](std::string_view line) {
+    const size_t at = line.find_first_not_of(" \t\r\n");
+    return at == std::string_view::npos || line[at] == '#';
+  };
+  const size_t n = lines.size();
+  std::vector<bool> drop(n, false);
+  for (size_t l = 0; l < n;) {
+    if (!ours(l)) {
+      ++l;
+      continue;
+    }
+    size_t last = l;
+    size_t k = l + 1;
+    for (; k < n; ++k) {
+      if (HeaderKey(lines[k])) {
+        if (!ours(k)) break;
+        last = k;
+      } else if (!blank_or_comment(lines[k])) {
+        last = k;
+      }
+    }
+    for (size_t i = l; i <= last; ++i) drop[i] = true;
+    const size_t after = last + 1;
+    const bool blank_before = l > 0 && !drop[l - 1] && IsBlank(lines[l - 1]);
+    if (after == n) {
+      if (blank_before) drop[l - 1] = true;
+    } else if (IsBlank(lines[after]) && (blank_before || l == 0)) {
+      drop[after] = true;
+    }
+    l = k;
+  }
   std::string tidy;
-  for (std::string_view line : lines) tidy += line;
+  for (size_t i = 0; i < n; ++i) {
+    if (!drop[i]) tidy += lines[i];
+  }
   // `[mcp_servers.<name>]` made `mcp_servers` itself: without our header (and no other server)
   // it is gone, not empty.
   if (expected["mcp_servers"].as_table()->empty()) {

@@ -138,14 +138,42 @@ Result<ConfigFile> ReadConfigFile(const std::string& path) {
   file.mode = st.st_mode & 07777;
   file.inode = st.st_ino;
   file.size = st.st_size;
+  file.links = st.st_nlink;
+  file.owner = st.st_uid;
   file.mtime = MTime(st);
   return file;
 }
 
+Status CheckReplaceable(const ConfigFile& file) {
+  if (!file.exists) return Ok();
+  if (file.links > 1) {
+    return Error::Invalid(file.path + " has other hard links, which replacing it would separate");
+  }
+  if (file.owner != geteuid()) {
+    return Error::Invalid(file.path + " belongs to another user; run as that user");
+  }
+  if ((file.mode & S_IWUSR) == 0) return Error::Invalid(file.path + " is read-only");
+  return Ok();
+}
+
 Result<WriteResult> WriteConfigFile(const ConfigFile& before, const std::string& text,
                                     std::chrono::system_clock::time_point now) {
+  if (auto s = CheckReplaceable(before); !s) return s.error();
   const std::string& path = before.real_path;
   const std::string dir = DirName(path);
+  // The host may have rewritten the file since we read it: then ours would undo its change.
+  auto changed = [&]() {
+    struct stat st;
+    const bool exists_now = stat(path.c_str(), &st) == 0;
+    return before.exists ? !exists_now || st.st_ino != before.inode ||
+                               st.st_size != before.size || MTime(st) != before.mtime
+                         : exists_now;
+  };
+  const auto conflict = [&]() {
+    return Error::Conflict(before.path + " changed while it was being edited; nothing was "
+                           "replaced, run the command again");
+  };
+  if (changed()) return conflict();
   if (auto s = MakeDirs(dir); !s) return s.error();
 
   WriteResult result;
@@ -161,19 +189,15 @@ Result<WriteResult> WriteConfigFile(const ConfigFile& before, const std::string&
   const std::string temp = dir + "/." + path.substr(dir.size() + (dir == "/" ? 0 : 1)) +
                            ".tmcra-tmp-" + std::to_string(getpid());
   unlink(temp.c_str());  // a leftover of a killed run of ours
-  if (auto s = WriteNewFile(temp, text, before.exists ? before.mode : 0600); !s) return s.error();
+  if (auto s = WriteNewFile(temp, text, before.exists ? before.mode : 0600); !s) {
+    if (!result.backup_path.empty()) unlink(result.backup_path.c_str());
+    return s.error();
+  }
 
-  // The host may have rewritten the file since we read it: then ours would undo its change.
-  struct stat st;
-  const bool exists_now = stat(path.c_str(), &st) == 0;
-  const bool changed = before.exists ? !exists_now || st.st_ino != before.inode ||
-                                           st.st_size != before.size || MTime(st) != before.mtime
-                                     : exists_now;
-  if (changed) {
+  if (changed()) {
     unlink(temp.c_str());
-    return Error::Conflict(before.path +
-                           " changed while it was being edited; nothing was "
-                           "replaced, run the command again");
+    if (!result.backup_path.empty()) unlink(result.backup_path.c_str());
+    return conflict();
   }
   if (rename(temp.c_str(), path.c_str()) != 0) {
     const int err = errno;

@@ -7,8 +7,12 @@
 //   * the new text goes to a temporary file in the same directory, is fsynced, takes the old
 //     file's permission bits (0600 for a new file) and is renamed over it, and the directory is
 //     fsynced;
-//   * if the file changed between our read and the rename (the host rewrote it), nothing is
-//     replaced and the error says to run again;
+//   * if the file changed since our read (the host rewrote it), nothing is replaced and the
+//     error says to run again. This is checked before the backup and again just before the
+//     rename, which narrows the window but cannot close it: POSIX has no compare-and-rename;
+//   * a file with other hard links, owned by another user, or without its owner's write
+//     permission is refused (replacing it would split the links, change its owner, or ignore
+//     the user's "read-only");
 //   * directories we create are 0700.
 #pragma once
 
@@ -31,6 +35,8 @@ struct ConfigFile {
   mode_t mode = 0600;
   ino_t inode = 0;
   off_t size = 0;
+  nlink_t links = 1;
+  uid_t owner = 0;
   std::chrono::nanoseconds mtime{0};
 };
 
@@ -40,6 +46,10 @@ inline constexpr off_t kMaxConfigBytes = 64 << 20;
 // The file (exists = false when it, or its directory, is missing). Refused: anything but a
 // regular file (after following links), a file over kMaxConfigBytes, an unreadable one.
 Result<ConfigFile> ReadConfigFile(const std::string& path);
+
+// Whether WriteConfigFile would replace `file` (the hard-link, owner and read-only rules above;
+// always fine for a file that does not exist yet).
+Status CheckReplaceable(const ConfigFile& file);
 
 struct WriteResult {
   std::string backup_path;  // empty when the file was created

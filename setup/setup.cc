@@ -71,7 +71,9 @@ HostReport Change(const HostTarget& target, const std::string& name, bool dry_ru
   }
   auto edited = edit(file->text);
   if (!edited) {
-    report.message = target.path + " " + edited.error().message;
+    report.message = target.path + " " + edited.error().message +
+                     (snippet.empty() ? "; remove the entry by hand"
+                                      : "; nothing changed, add the entry by hand");
     report.snippet = std::move(snippet);
     return report;
   }
@@ -79,6 +81,14 @@ HostReport Change(const HostTarget& target, const std::string& name, bool dry_ru
   const bool changes =
       edited->outcome != EditOutcome::kUnchanged && edited->outcome != EditOutcome::kAbsent;
   report.changed = changes;
+  if (changes) {
+    if (auto s = CheckReplaceable(*file); !s) {
+      report.ok = false;
+      report.changed = false;
+      report.message = s.error().message + "; nothing changed";
+      return report;
+    }
+  }
   if (changes && !dry_run) {
     auto written = WriteConfigFile(*file, edited->text, now);
     if (!written) {

@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -76,12 +77,22 @@ std::optional<std::string> Absolute(const std::string& path) {
   return std::string(resolved);
 }
 
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
 // The tmcra-mcp next to this program (both are installed, and built, in one directory).
 std::optional<std::string> SiblingServer() {
   auto self = Absolute("/proc/self/exe");
   if (!self) return std::nullopt;
   const std::string candidate = self->substr(0, self->rfind('/') + 1) + "tmcra-mcp";
-  if (access(candidate.c_str(), X_OK) != 0) return std::nullopt;
+  if (!IsExecutableFile(candidate)) return std::nullopt;
   return candidate;
 }
 
@@ -95,6 +106,13 @@ int Run(int argc, char** argv) {
   if (first == "--version" || first == "-V") {
     std::printf("tmcra-mcp-setup %s\n", tmcra::kVersion);
     return 0;
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
   }
   Options opt;
   opt.command_name = argv[1];
@@ -129,7 +147,9 @@ int Run(int argc, char** argv) {
   }
   if (opt.project) {
     auto dir = Absolute(*opt.project);
-    if (!dir) return UsageError("--project " + *opt.project + " is not a directory");
+    if (!dir || !IsDirectory(*dir)) {
+      return UsageError("--project " + *opt.project + " is not a directory");
+    }
     opt.project = *dir;
     if (opt.hosts.empty() && opt.command_name != "status") {
       return UsageError("--project needs --host (which hosts' project files to write)");
@@ -139,7 +159,7 @@ int Run(int argc, char** argv) {
   std::string command;
   if (opt.command) {
     auto abs = Absolute(*opt.command);
-    if (!abs || access(abs->c_str(), X_OK) != 0) {
+    if (!abs || !IsExecutableFile(*abs)) {
       return UsageError("--command " + *opt.command + " is not an executable file");
     }
     command = *abs;
@@ -173,8 +193,10 @@ int Run(int argc, char** argv) {
     if (!opt.json) {
       std::printf("tmcra-mcp: %s\n", command.empty() ? "(not found)" : command.c_str());
     }
+    bool unreadable = false;
     for (const auto& t : targets) {
       const setup::HostStatus s = setup::Inspect(t, opt.name, command);
+      unreadable = unreadable || s.state == "unreadable";
       if (opt.json) {
         nlohmann::ordered_json row = {{"host", t.host},
                                       {"label", t.label},
@@ -193,10 +215,11 @@ int Run(int argc, char** argv) {
       std::string line = t.label + ": " + s.state;
       if (s.state == "registered") {
         line += " as " + opt.name + " → " + s.command.value_or("(no command)");
-        if (!s.command_runs)
+        if (!s.command_runs) {
           line += " (not an executable file!)";
-        else if (!s.command_is_ours)
+        } else if (!s.command_is_ours && !command.empty()) {
           line += " (another tmcra-mcp than this one)";
+        }
       } else if (s.state == "no config file" && !t.present) {
         line += " (host not found)";
       }
@@ -207,7 +230,7 @@ int Run(int argc, char** argv) {
       const auto text = out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
       std::printf("%s\n", text.c_str());
     }
-    return 0;
+    return unreadable ? 1 : 0;
   }
 
   if (targets.empty()) {

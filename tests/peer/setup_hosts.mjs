@@ -256,6 +256,9 @@ await r.test('usage: --help, --version, and bad arguments exit 2 naming the argu
   const help = await setup(['--help']);
   assert.equal(help.code, 0, show(help));
   assert.match(help.stdout, /^Usage: tmcra-mcp-setup install/);
+  const subHelp = await setup(['install', '--host', 'codex', '--help']);
+  assert.equal(subHelp.code, 0, show(subHelp));
+  assert.match(subHelp.stdout, /^Usage: tmcra-mcp-setup install/);
   const version = await setup(['--version']);
   assert.match(version.stdout, /^tmcra-mcp-setup \d+\.\d+\.\d+\n$/);
   for (const [args, message] of [
@@ -267,6 +270,8 @@ await r.test('usage: --help, --version, and bad arguments exit 2 naming the argu
     [['install', '--name', 'a.b'], /--name must be/],
     [['status', '--dry-run'], /unknown option '--dry-run' for status/],
     [['install', '--host', 'claude-desktop', '--project', project], /claude-desktop has no project/],
+    [['install', '--host', 'cursor', '--project', files.cursor], /--project .* is not a directory/],
+    [['install', '--command', path.dirname(bins.server)], /is not an executable file/],
   ]) {
     const res = await setup(args);
     assert.equal(res.code, 2, `${args.join(' ')}: ${show(res)}`);

@@ -257,3 +257,64 @@ TEST_CASE("TOML: removing the only server leaves no mcp_servers behind", "[setup
   REQUIRE(header);
   CHECK(header->text == "[mcp_servers]\n");
 }
+
+TEST_CASE("TOML: remove keeps the next table's comments and every line outside the table",
+          "[setup][toml]") {
+  const std::string next =
+      "[mcp_servers.tmcra]\ncommand = \"x\"\n\n# GitHub server (token rotates)\n# [old]\n"
+      "[mcp_servers.github]\ncommand = \"gh\"\n";
+  auto kept = RemoveServer(next, ConfigFormat::kCodexToml, "tmcra");
+  REQUIRE(kept);
+  CHECK(kept->text ==
+        "# GitHub server (token rotates)\n# [old]\n[mcp_servers.github]\ncommand = \"gh\"\n");
+
+  // Blank lines and multi-line strings elsewhere are not touched; install then remove is exact.
+  for (const std::string& original :
+       {std::string("model = \"o3\"\n\n\n[profiles.x]\na = 1\n"), std::string("model = \"o3\"\n\n"),
+        std::string("developer_instructions = \"\"\"\nBe terse.\n\n\nNever push.\n\"\"\"\n"),
+        std::string("[mcp_servers.a]\ncommand = \"/a\"\n\n\n# end\n")}) {
+    INFO(original);
+    auto added = AddServer(original, ConfigFormat::kCodexToml, CodexEntry());
+    REQUIRE(added);
+    auto removed = RemoveServer(added->text, ConfigFormat::kCodexToml, "tmcra");
+    REQUIRE(removed);
+    CHECK(removed->text == original);
+  }
+  // Without a final newline the file gets one back (the only byte that differs).
+  auto added = AddServer("model = \"o3\"", ConfigFormat::kCodexToml, CodexEntry());
+  REQUIRE(added);
+  auto removed = RemoveServer(added->text, ConfigFormat::kCodexToml, "tmcra");
+  REQUIRE(removed);
+  CHECK(removed->text == "model = \"o3\"\n");
+  // A table in the middle: the blank lines on either side become one.
+  auto middle = RemoveServer("a = 1\n\n[mcp_servers.tmcra]\ncommand = \"x\"\n\n[b]\nc = 2\n",
+                             ConfigFormat::kCodexToml, "tmcra");
+  REQUIRE(middle);
+  CHECK(middle->text == "a = 1\n\n[b]\nc = 2\n");
+  auto first = RemoveServer("[mcp_servers.tmcra]\ncommand = \"x\"\n\n[b]\nc = 2\n",
+                            ConfigFormat::kCodexToml, "tmcra");
+  REQUIRE(first);
+  CHECK(first->text == "[b]\nc = 2\n");
+}
+
+TEST_CASE("JSON: what could not be written back exactly is refused, CRLF stays CRLF",
+          "[setup][json]") {
+  auto twice = AddServer(R"({"a": 1, "a": 2})", ConfigFormat::kJsonMcpServers, Entry());
+  REQUIRE_FALSE(twice);
+  CHECK(twice.error().message == "has a key given twice in one object");
+  auto nested = AddServer(R"({"x": [{"a": 1}, {"a": 2}], "y": {"a": 1, "b": {"a": 2}}})",
+                          ConfigFormat::kJsonMcpServers, Entry());
+  CHECK(nested);  // the same key in different objects is fine
+  auto big = AddServer(R"({"n": 123456789012345678901234567890})", ConfigFormat::kJsonMcpServers,
+                       Entry());
+  REQUIRE_FALSE(big);
+  CHECK(big.error().message == "has an integer too large to be written back exactly");
+  CHECK(AddServer(R"({"n": 18446744073709551615, "m": -9223372036854775808, "f": 1.5e300})",
+                  ConfigFormat::kJsonMcpServers, Entry()));
+  auto crlf = AddServer("{\r\n  \"a\": 1\r\n}\r\n", ConfigFormat::kJsonMcpServers, Entry());
+  REQUIRE(crlf);
+  CHECK(crlf->text.find("\r\n  \"a\": 1,\r\n  \"mcpServers\": {\r\n") != std::string::npos);
+  CHECK(crlf->text.find("\r\r") == std::string::npos);
+  CHECK(crlf->text.size() >= 2);
+  CHECK(crlf->text.substr(crlf->text.size() - 2) == "\r\n");
+}

@@ -132,7 +132,7 @@ TEST_CASE("a file the host changed after our read is not overwritten", "[setup][
   CHECK(written.error().code == tmcra::Errc::kConflict);
   CHECK(written.error().message.find("run the command again") != std::string::npos);
   CHECK(Read(path) == "{\"n\": 2, \"host\": \"wrote this\"}\n");
-  for (const auto& name : Names(dir.path())) CHECK(name.find("tmcra-tmp") == std::string::npos);
+  CHECK(Names(dir.path()) == std::set<std::string>{"claude.json"});  // no backup, no temporary
 
   // A file that appeared since we saw none is not replaced either.
   auto none = ReadConfigFile(dir.File("new.json"));
@@ -140,6 +140,30 @@ TEST_CASE("a file the host changed after our read is not overwritten", "[setup][
   Write(dir.File("new.json"), "{\"host\": 1}\n");
   CHECK_FALSE(WriteConfigFile(*none, "{}\n", kNoon));
   CHECK(Read(dir.File("new.json")) == "{\"host\": 1}\n");
+}
+
+TEST_CASE("a file with other hard links or without write permission is not replaced",
+          "[setup][files]") {
+  TempDir dir;
+  const std::string path = dir.File("mcp.json");
+  Write(path, "{}\n");
+  REQUIRE(link(path.c_str(), dir.File("elsewhere.json").c_str()) == 0);
+  auto linked = ReadConfigFile(path);
+  REQUIRE(linked);
+  auto refused = WriteConfigFile(*linked, "{\"a\": 1}\n", kNoon);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message.find("other hard links") != std::string::npos);
+  CHECK(Read(dir.File("elsewhere.json")) == "{}\n");
+  REQUIRE(unlink(dir.File("elsewhere.json").c_str()) == 0);
+
+  REQUIRE(chmod(path.c_str(), 0444) == 0);
+  auto readonly = ReadConfigFile(path);
+  REQUIRE(readonly);
+  auto kept = WriteConfigFile(*readonly, "{\"a\": 1}\n", kNoon);
+  REQUIRE_FALSE(kept);
+  CHECK(kept.error().message.find("is read-only") != std::string::npos);
+  CHECK(Read(path) == "{}\n");
+  CHECK(Names(dir.path()) == std::set<std::string>{"mcp.json"});
 }
 
 TEST_CASE("only regular files are read", "[setup][files]") {
