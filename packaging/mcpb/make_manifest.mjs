@@ -24,14 +24,28 @@ async function ask(binary) {
   const child = spawn(binary, [], { env, stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = readline.createInterface({ input: child.stdout });
   const waiting = new Map();
+  const failAll = (error) => {
+    for (const settle of waiting.values()) settle({ error });
+    waiting.clear();
+  };
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  child.on('exit', (code, signal) => failAll({ message: `${binary} exited (${signal ?? code})` }));
+  child.on('error', (e) => failAll({ message: `${binary}: ${e.message}` }));
   lines.on('line', (line) => {
-    const msg = JSON.parse(line);
+    let msg;
+    try {
+      msg = JSON.parse(line);
+    } catch {
+      failAll({ message: `not JSON on stdout: ${line.slice(0, 200)}` });
+      return;
+    }
     waiting.get(msg.id)?.(msg);
   });
   const call = (id, method, params) => new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${method}: no answer in 20 s`)), 20_000);
     waiting.set(id, (msg) => {
       clearTimeout(timer);
+      waiting.delete(id);
       if (msg.error) reject(new Error(`${method}: ${JSON.stringify(msg.error)}`));
       else resolve(msg.result);
     });
@@ -45,15 +59,22 @@ async function ask(binary) {
     const tools = [];
     let cursor;
     let id = 2;
+    const seen = new Set();
     do {
       const page = await call(id++, 'tools/list', cursor ? { cursor } : {});
       tools.push(...page.tools);
       cursor = page.nextCursor;
+      if (cursor && seen.has(cursor)) throw new Error(`tools/list repeats the cursor ${cursor}`);
+      seen.add(cursor);
     } while (cursor);
     return { info: init.serverInfo, tools };
   } finally {
     child.stdin.end();
-    await new Promise((resolve) => { child.on('exit', resolve); setTimeout(() => { child.kill('SIGKILL'); resolve(); }, 5000); });
+    let timer;
+    await Promise.race([exited, new Promise((resolve) => {
+      timer = setTimeout(() => { child.kill('SIGKILL'); resolve(); }, 5000);
+    })]);
+    clearTimeout(timer);
     fs.rmSync(home, { recursive: true, force: true });
   }
 }
@@ -94,11 +115,13 @@ const manifest = {
   tools_generated: false,
   compatibility: { platforms: ['linux'] },
   user_config: {
+    // No "${HOME}/..." default: hosts expand ${HOME} before they put the defaults in, so it
+    // would stay literal (modelcontextprotocol/mcpb#251). Empty is tmcra-mcp's own default.
     data_dir: {
       type: 'directory',
       title: 'Memory folder',
-      description: 'Where local memory is kept when no Memory API key is set.',
-      default: '${HOME}/.local/share/tmcra',
+      description: 'Where local memory is kept when no Memory API key is set. Empty: ~/.local/share/tmcra.',
+      default: '',
       required: false,
     },
     api_key: {

@@ -12,21 +12,29 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="$root/build/release/src/app/tmcra-mcp"
 out="$root/build/mcpb"
+usage() { echo "usage: bash packaging/mcpb/pack.sh [--bin PATH] [--out DIR]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --bin) bin="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    *) echo "usage: bash packaging/mcpb/pack.sh [--bin PATH] [--out DIR]" >&2; exit 2 ;;
+    --bin) [ $# -ge 2 ] || usage; bin="$2"; shift 2 ;;
+    --out) [ $# -ge 2 ] || usage; out="$2"; shift 2 ;;
+    *) usage ;;
   esac
+done
+for tool in node npm strip; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "pack.sh: needs $tool" >&2; exit 1; }
 done
 if [ ! -x "$bin" ]; then
   echo "pack.sh: $bin is not an executable; build it first (cmake --preset release &&" \
        "cmake --build --preset release)" >&2
   exit 1
 fi
+# The pinned CLI, installed again whenever package-lock.json changed (as bootstrap.sh does).
 mcpb="$here/node_modules/.bin/mcpb"
-if [ ! -x "$mcpb" ]; then
+stamp="$here/node_modules/.tmcra-lock-sha256"
+want="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
+if [ ! -x "$mcpb" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  echo "$want" > "$stamp"
 fi
 
 stage="$(mktemp -d)"

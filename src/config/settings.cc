@@ -313,6 +313,12 @@ Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
   } else {
     s.mode = kModeEmbedded;
     s.credential_source = "none";
+    // A relative directory would move with the host's working directory (and a placeholder a
+    // host left unexpanded, such as an MCPB bundle's "${HOME}", is one).
+    if (s.data_dir.empty() || s.data_dir.front() != '/') {
+      return Error::Invalid("TMCRA_DATA_DIR must be an absolute path (or start with ~/): " +
+                            data_dir);
+    }
     if (!NonBlank(env, "TMCRA_BASE_URL").empty()) {
       problems.push_back("TMCRA_BASE_URL is set but no credential is configured (TMCRA_API_KEY, "
                          "or accessToken/apiKey " + in_file + "): it is ignored and the "

@@ -70,29 +70,32 @@ await r.test('the manifest carries the binary\'s own version and exactly its too
   }
 });
 
-// What an MCPB host does with mcp_config (MANIFEST.md): placeholders expanded, user values or
-// the fields' defaults substituted.
-function expand(text, home, userValues) {
-  const config = manifest.user_config;
-  return text
-    .replaceAll('${__dirname}', unpacked)
-    .replace(/\$\{user_config\.([a-z_]+)\}/g, (_, k) => String(userValues[k] ?? config[k].default ?? ''))
-    .replaceAll('${HOME}', home);
-}
-async function startAsHost(label, userValues) {
+// What an MCPB host does with mcp_config, by the mcpb package's own getMcpConfigForManifest
+// (placeholders expanded, the fields' defaults, then the user's values).
+async function startAsHost(label, userConfig) {
+  const { getMcpConfigForManifest } = await import(path.join(PACKAGING, 'node_modules', '@anthropic-ai', 'mcpb', 'dist', 'index.js'));
   const home = path.join(root, `home-${label}`);
   fs.mkdirSync(home, { recursive: true });
-  const cfg = manifest.server.mcp_config;
-  const env = { ...serverEnv(), HOME: home };
-  for (const [k, v] of Object.entries(cfg.env)) env[k] = expand(v, home, userValues);
-  const s = await connectV1({ bin: expand(cfg.command, home, userValues), args: cfg.args.map((a) => expand(a, home, userValues)), label: `mcpb-${label}`, env });
+  const cfg = await getMcpConfigForManifest({
+    manifest, extensionPath: unpacked, userConfig, pathSeparator: '/',
+    systemDirs: { HOME: home, DESKTOP: path.join(home, 'Desktop'), DOCUMENTS: path.join(home, 'Documents'), DOWNLOADS: path.join(home, 'Downloads') },
+  });
+  assert.ok(cfg, 'the host got an MCP config');
+  assert.equal(cfg.command, path.join(unpacked, 'server', 'tmcra-mcp'));
+  for (const [k, v] of Object.entries(cfg.env)) {
+    assert.ok(!v.includes('${'), `${k} left a placeholder: ${v}`);
+    if (k === 'TMCRA_DATA_DIR' && v !== '') assert.ok(path.isAbsolute(v), `${k} is relative: ${v}`);
+  }
+  const env = { ...serverEnv(), HOME: home, ...cfg.env };
+  const s = await connectV1({ bin: cfg.command, args: cfg.args, label: `mcpb-${label}`, env });
   return { s, home, env };
 }
 
 await r.test('started as a host starts it, with the defaults: embedded memory in the default folder', async () => {
-  const { s, home, env } = await startAsHost('defaults', {});
+  const { s, home, env } = await startAsHost('defaults', undefined);
   try {
     assert.equal(env.TMCRA_API_KEY, '', 'an empty key, which tmcra-mcp reads as none');
+    assert.equal(env.TMCRA_DATA_DIR, '', 'an empty folder: tmcra-mcp\'s own default');
     const status = await callOk(s.client, 'tmcra_status', {});
     assert.equal(status.memory_mode, 'embedded', JSON.stringify(status).slice(0, 300));
     assert.equal(status.memory.data_dir, path.join(home, '.local', 'share', 'tmcra'));

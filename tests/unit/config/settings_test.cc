@@ -80,6 +80,20 @@ TEST_CASE("TMCRA_DATA_DIR sets the data directory, with ~ expanded", "[config]")
   CHECK(s.queue_path == f.home() + "/mem/outbox.sqlite3");
 }
 
+TEST_CASE("a relative TMCRA_DATA_DIR is an error naming it", "[config]") {
+  for (const char* dir : {"mem", "./mem", "${HOME}/.local/share/tmcra"}) {
+    ConfigFixture f;
+    f.Set("TMCRA_DATA_DIR", dir);
+    const std::string error = LoadError(f);
+    CHECK(error ==
+          std::string("TMCRA_DATA_DIR must be an absolute path (or start with ~/): ") + dir);
+  }
+  ConfigFixture remote;  // not used by a remote memory, so not checked there
+  remote.Set("TMCRA_DATA_DIR", "mem");
+  remote.Set("TMCRA_API_KEY", "tmcra_a.b");
+  CHECK(Load(remote).mode == "service");
+}
+
 TEST_CASE("TMCRA_BASE_URL without a credential stays embedded and says so", "[config]") {
   ConfigFixture f;
   f.Set("TMCRA_BASE_URL", "https://mem.example");
