@@ -255,7 +255,7 @@ int Run(int argc, char** argv) {
     changed = changed || r.changed;
   }
   if (changed && !opt.dry_run) {
-    std::printf("Restart or reload the host to start using it.\n");
+    std::printf("Restart or reload the host for the change to take effect.\n");
   }
   return failed == 0 ? 0 : 1;
 }
