@@ -11,6 +11,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "src/common/private_dirs.h"
+
 namespace tmcra::setup {
 namespace {
 
@@ -27,22 +29,6 @@ std::string DirName(const std::string& path) {
 
 std::chrono::nanoseconds MTime(const struct stat& st) {
   return std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec);
-}
-
-// mkdir -p, 0700 for every directory it creates.
-Status MakeDirs(const std::string& dir) {
-  struct stat st;
-  if (stat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) return Error::Invalid(dir + " is not a directory");
-    return Ok();
-  }
-  if (errno != ENOENT) return SystemError("cannot look at", dir);
-  const std::string parent = DirName(dir);
-  if (parent != dir) {
-    if (auto s = MakeDirs(parent); !s) return s;
-  }
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return SystemError("cannot create", dir);
-  return Ok();
 }
 
 Status WriteAll(int fd, const std::string& data, const std::string& path) {
@@ -174,7 +160,7 @@ Result<WriteResult> WriteConfigFile(const ConfigFile& before, const std::string&
                            "replaced, run the command again");
   };
   if (changed()) return conflict();
-  if (auto s = MakeDirs(dir); !s) return s.error();
+  if (auto s = MakePrivateDirs(dir); !s) return s.error();
 
   WriteResult result;
   if (before.exists) {

@@ -36,11 +36,6 @@ const std::vector<std::string>& PassedVariables() {
   return names;
 }
 
-bool IsExecutableFile(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
-}
-
 std::string Describe(EditOutcome outcome, const HostTarget& target, const std::string& name,
                      bool created, bool dry_run) {
   const std::string would = dry_run ? "would be " : "";
@@ -132,6 +127,11 @@ HostReport Remove(const HostTarget& target, std::string_view name, bool dry_run,
   return Change(
       target, std::string(name), dry_run, now,
       [&](const std::string& text) { return RemoveServer(text, target.format, name); }, "");
+}
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
 }
 
 HostStatus Inspect(const HostTarget& target, std::string_view name, std::string_view our_command) {

@@ -45,4 +45,7 @@ struct HostStatus {
 
 HostStatus Inspect(const HostTarget& target, std::string_view name, std::string_view our_command);
 
+// A regular file this user may execute (a registered command, or the one to register).
+bool IsExecutableFile(const std::string& path);
+
 }  // namespace tmcra::setup

@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "src/common/ids.h"
-#include "src/db/sqlite_db.h"
+#include "src/common/private_dirs.h"
 
 namespace tmcra::memd {
 
@@ -118,7 +118,7 @@ nlohmann::ordered_json LocalBindingJson(const std::string& data_root) {
 Status WritePrivateFileAtomic(const std::string& path, std::string_view content) {
   const std::filesystem::path target(path);
   const std::string dir = target.parent_path().empty() ? "." : target.parent_path().string();
-  if (auto s = db::MakePrivateDirs(dir); !s) return s;
+  if (auto s = MakePrivateDirs(dir); !s) return s;
   std::string id = UuidV4();
   const std::string temp = dir + "/." + target.filename().string() + ".tmp-" + id.substr(0, 8);
   const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -142,7 +142,7 @@ Status WriteLocalFiles(const std::string& data_root, int port, const std::string
                        const std::string& binding_path) {
   const std::string identity = LocalIdentityPath(data_root);
   const std::string secrets = std::filesystem::path(identity).parent_path().string();
-  if (auto s = db::MakePrivateDirs(secrets); !s) return s;
+  if (auto s = MakePrivateDirs(secrets); !s) return s;
   // The directory holds a credential: private whatever it was made with.
   if (chmod(secrets.c_str(), 0700) != 0) return SystemError("cannot chmod", secrets);
   if (auto s = WritePrivateFileAtomic(identity, LocalIdentityJson(port, api_key).dump() + "\n");

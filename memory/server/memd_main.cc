@@ -28,6 +28,7 @@
 #include "memory/server/server.h"
 #include "src/api/embedded_memory_api.h"
 #include "src/common/log.h"
+#include "src/common/private_dirs.h"
 #include "src/common/version.h"
 
 namespace {
@@ -215,7 +216,7 @@ int KeysCommand(int argc, char** argv) {
     request.scope_names = args->All("scope");
     request.scope_prefixes = args->All("scope-prefix");
     request.label = args->Get("label").value_or("");
-    if (auto s = tmcra::db::MakePrivateDirs(AbsoluteDir(*data_dir)); !s) {
+    if (auto s = tmcra::MakePrivateDirs(AbsoluteDir(*data_dir)); !s) {
       spdlog::critical("cannot create {}: {}", *data_dir, s.error().ToString());
       return 1;
     }
@@ -419,7 +420,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   }
 
   const std::string data_dir = AbsoluteDir(*data_dir_arg);
-  if (auto s = tmcra::db::MakePrivateDirs(data_dir); !s) {
+  if (auto s = tmcra::MakePrivateDirs(data_dir); !s) {
     spdlog::critical("cannot create {}: {}", data_dir, s.error().ToString());
     return 1;
   }

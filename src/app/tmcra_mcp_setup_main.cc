@@ -82,32 +82,23 @@ bool IsDirectory(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool IsExecutableFile(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
-}
-
 // The tmcra-mcp next to this program (both are installed, and built, in one directory).
 std::optional<std::string> SiblingServer() {
   auto self = Absolute("/proc/self/exe");
   if (!self) return std::nullopt;
   const std::string candidate = self->substr(0, self->rfind('/') + 1) + "tmcra-mcp";
-  if (!IsExecutableFile(candidate)) return std::nullopt;
+  if (!setup::IsExecutableFile(candidate)) return std::nullopt;
   return candidate;
 }
 
 int Run(int argc, char** argv) {
   if (argc < 2) return UsageError("needs a command: install, remove or status");
   const std::string_view first = argv[1];
-  if (first == "--help" || first == "-h") {
-    std::fputs(kHelp, stdout);
-    return 0;
-  }
   if (first == "--version" || first == "-V") {
     std::printf("tmcra-mcp-setup %s\n", tmcra::kVersion);
     return 0;
   }
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; i < argc; ++i) {  // --help anywhere, e.g. `install --help`
     const std::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::fputs(kHelp, stdout);
@@ -159,7 +150,7 @@ int Run(int argc, char** argv) {
   std::string command;
   if (opt.command) {
     auto abs = Absolute(*opt.command);
-    if (!abs || !IsExecutableFile(*abs)) {
+    if (!abs || !setup::IsExecutableFile(*abs)) {
       return UsageError("--command " + *opt.command + " is not an executable file");
     }
     command = *abs;

@@ -160,8 +160,6 @@ class Transaction {
   Database* db_;
 };
 
-// Creates `dir` and its missing parents with mode 0700.
-[[nodiscard]] Status MakePrivateDirs(const std::string& dir);
 
 // Brings the schema to the last of `steps` in one IMMEDIATE transaction: `PRAGMA user_version`
 // counts the steps already applied, each later step runs once, in order. A file whose version is
