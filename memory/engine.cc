@@ -1,10 +1,13 @@
 #include "memory/engine.h"
 
 #include <sqlite3.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <optional>
 #include <set>
@@ -31,6 +34,8 @@ namespace {
 constexpr int kMaxJobAttempts = 5;
 // Jobs claimed and run per transaction: one fsync covers them all.
 constexpr int kJobsPerTransaction = 64;
+// How much room /readyz asks for after a write failed for want of it.
+constexpr off_t kWriteProbeBytes = 1 << 20;
 // Moves the CJK index's watermark (memory/cjk.h, CjkWatermark).
 constexpr const char* kCjkAdvanceSql =
     "UPDATE index_watermarks SET through_seq = ?1 WHERE name = 'records_cjk'";
@@ -438,6 +443,11 @@ void Engine::SignalWorker() {
 
 Result<json> Engine::Ingest(std::string_view scope, const json& body,
                             const IngestContext& context) {
+  return Noted(IngestNow(scope, body, context));
+}
+
+Result<json> Engine::IngestNow(std::string_view scope, const json& body,
+                               const IngestContext& context) {
   if (!IsValidScopeName(scope)) return ValidationError("scope", "invalid scope name");
   const size_t key_length = CodePointLength(context.idempotency_key);
   if (key_length < 8 || key_length > 200) return KeyError("Idempotency-Key");
@@ -458,6 +468,11 @@ Result<json> Engine::Ingest(std::string_view scope, const json& body,
 
 Result<json> Engine::IngestBatch(std::string_view scope, const json& body,
                                  const IngestContext& context) {
+  return Noted(IngestBatchNow(scope, body, context));
+}
+
+Result<json> Engine::IngestBatchNow(std::string_view scope, const json& body,
+                                    const IngestContext& context) {
   if (!IsValidScopeName(scope)) return ValidationError("scope", "invalid scope name");
   if (!body.is_object()) return ValidationError("body", "Input should be a valid dictionary");
   for (const auto& [key, value] : body.items()) {
@@ -522,6 +537,32 @@ Result<json> Engine::IngestBatch(std::string_view scope, const json& body,
   return json{{"scope_name", scope}, {"jobs", std::move(jobs)}};
 }
 
+Status Engine::Ready() {
+  {
+    auto reader = BorrowReader();
+    if (!reader) return reader.error();
+    if (auto s = reader->db().QueryInt("SELECT count(*) FROM scopes WHERE 0"); !s) {
+      return s.error();
+    }
+  }
+  if (!writes_failing_.load()) return Ok();
+  return Noted(ProbeWrite());
+}
+
+// Whether the store's file system has room for a write again: a scratch file beside the
+// store gets kWriteProbeBytes allocated, then goes. (A write of SQLite's own could succeed in
+// the few pages left while every ingest still fails.)
+Status Engine::ProbeWrite() {
+  const std::string probe = options_.path + ".write-probe";
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Error::StorageFull(probe + ": " + std::strerror(errno));
+  const int rc = posix_fallocate(fd, 0, kWriteProbeBytes);
+  close(fd);
+  unlink(probe.c_str());
+  if (rc == ENOSPC || rc == EDQUOT) return Error::StorageFull(probe + ": " + std::strerror(rc));
+  return Ok();  // (a file system without fallocate: the next real write tells)
+}
+
 Result<json> Engine::GetJob(std::string_view job_id) {
   auto reader = BorrowReader();
   if (!reader) return reader.error();
@@ -556,8 +597,29 @@ Result<std::optional<std::string>> Engine::ClaimJobForTest(double lease_seconds)
 }
 
 Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
-  // Step 1: claim the oldest pending jobs, and running ones whose holder lost its lease.
+  if (auto s = ReleaseOrphanedClaims(db); !s) return s.error();
   std::vector<std::string> claimed;
+  auto found = ClaimJobs(db, max_jobs, claimed);
+  if (!found) return found.error();
+  if (*found == 0) return 0;
+  if (claimed.empty()) return 1;  // only exhausted jobs were found; look again
+  TMCRA_FAILPOINT("engine.job.after_claim");
+  auto written = WriteClaimedJobs(db, claimed);
+  if (!written) {
+    // The claims would hold the jobs until their lease ran out, each failure counted as an
+    // attempt: a full disk would use up a job's attempts and fail it. They go back to pending
+    // at once, the attempt not counted, so the next turn tries them again.
+    std::lock_guard lock(orphans_mu_);
+    orphaned_claims_.insert(orphaned_claims_.end(), claimed.begin(), claimed.end());
+    return written.error();
+  }
+  return *written;
+}
+
+// Step 1: claims the oldest pending jobs, and running ones whose holder lost its lease, into
+// `claimed` (jobs out of attempts are failed instead). Returns how many jobs were found.
+Result<int> Engine::ClaimJobs(db::Database& db, int max_jobs, std::vector<std::string>& claimed) {
+  int found_count = 0;
   {
     // A claim is a lease: if a power failure loses it, the job is claimed again.
     db::RelaxedDurability relaxed(db);
@@ -582,6 +644,7 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
     }
     pick->Reset();
     if (found.empty()) return 0;
+    found_count = static_cast<int>(found.size());
     auto fail = db.Prepare(
         "UPDATE jobs SET status = 'failed', finished_at = ?, updated_at = ?, "
         "lease_owner = NULL, lease_expires_at = NULL, error_json = ? WHERE job_id = ?");
@@ -611,10 +674,12 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
     }
     if (auto s = tx->Commit(); !s) return s.error();
   }
-  if (claimed.empty()) return 1;  // only exhausted jobs were found; look again
+  return found_count;
+}
 
-  TMCRA_FAILPOINT("engine.job.after_claim");
-  // Step 2: write the records and their indexes, and finish the jobs, atomically.
+// Step 2: writes the records of the claimed jobs and their indexes, and finishes the jobs,
+// atomically. Returns how many jobs were claimed.
+Result<int> Engine::WriteClaimedJobs(db::Database& db, const std::vector<std::string>& claimed) {
   auto tx = db::Transaction::Immediate(db);
   if (!tx) return tx.error();
   auto load = db.Prepare(
@@ -740,6 +805,35 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
   if (auto s = tx->Commit(); !s) return s.error();
   index_writes_.fetch_add(1);  // the indexes may need compacting now
   return static_cast<int>(claimed.size());
+}
+
+// Claims whose jobs could not be written go back to pending (the attempt not counted). On a
+// full disk this write may fail as well: the claims stay listed and the next turn tries again.
+Status Engine::ReleaseOrphanedClaims(db::Database& db) {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(orphans_mu_);
+    if (orphaned_claims_.empty()) return Ok();
+    ids = orphaned_claims_;
+  }
+  auto tx = db::Transaction::Immediate(db);
+  if (!tx) return tx.error();
+  auto release = db.Prepare(
+      "UPDATE jobs SET status = 'pending', attempts = MAX(attempts - 1, 0), "
+      "lease_owner = NULL, lease_expires_at = NULL, updated_at = ? "
+      "WHERE job_id = ? AND status = 'running' AND lease_owner = ?");
+  if (!release) return release.error();
+  const double now = NowSeconds();
+  for (const std::string& id : ids) {
+    release->Reset();
+    release->Bind(1, now).Bind(2, id).Bind(3, owner_);
+    if (auto s = release->Run(); !s) return s.error();
+  }
+  if (auto s = tx->Commit(); !s) return s.error();
+  std::lock_guard lock(orphans_mu_);
+  orphaned_claims_.erase(orphaned_claims_.begin(),
+                         orphaned_claims_.begin() + static_cast<std::ptrdiff_t>(ids.size()));
+  return Ok();
 }
 
 Result<bool> Engine::RepairCjkIndex(db::Database& db) {
@@ -917,6 +1011,7 @@ void Engine::WorkerLoop() {
         wal_next = Clock::now() + wal_backoff;
       }
       auto r = RunJobs(*worker_db_, kJobsPerTransaction);
+      if (!r || *r > 0) r = Noted(std::move(r));
       if (r) {
         more = *r > 0;
         if (more) last_job = Clock::now();

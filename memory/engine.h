@@ -126,6 +126,10 @@ class Engine {
   [[nodiscard]] Result<json> Feedback(std::string_view scope, const json& body,
                                       std::string_view idempotency_key);
   [[nodiscard]] Result<EngineStats> Stats();
+  // Whether the store serves (tmcra-memd's /readyz): it answers a read and, while the last
+  // write failed for want of room (Errc::kStorageFull), a small write too. Any write that
+  // succeeds clears that mark; until then this is the StorageFull error.
+  [[nodiscard]] Status Ready();
 
   // Runs claimable jobs on the calling thread until none is left, then the CJK index's
   // back-fill (RepairCjkIndex) to its end; returns how many jobs ran.
@@ -154,8 +158,30 @@ class Engine {
                                    const IngestContext& context, bool* created);
   void SignalWorker();
   // Claims up to `max_jobs` jobs and runs them in one transaction on `db`; returns how many
-  // were claimed (0: nothing to do).
+  // were claimed (0: nothing to do). Jobs whose writing failed go back to pending, their
+  // attempt not counted (ReleaseOrphanedClaims, at the next call).
   Result<int> RunJobs(db::Database& db, int max_jobs);
+  Result<int> ClaimJobs(db::Database& db, int max_jobs, std::vector<std::string>& claimed);
+  Result<int> WriteClaimedJobs(db::Database& db, const std::vector<std::string>& claimed);
+  Status ReleaseOrphanedClaims(db::Database& db);
+  // The public writes without the write-health mark (NoteWrite).
+  Result<json> IngestNow(std::string_view scope, const json& body, const IngestContext& context);
+  Result<json> IngestBatchNow(std::string_view scope, const json& body,
+                              const IngestContext& context);
+  Result<json> FeedbackNow(std::string_view scope, const json& body,
+                           std::string_view idempotency_key);
+  // A write's outcome: a failure for want of room marks the store as not writing; a success
+  // clears the mark.
+  template <class T>
+  Result<T> Noted(Result<T> outcome) {
+    if (outcome) {
+      writes_failing_.store(false);
+    } else if (outcome.error().code == Errc::kStorageFull) {
+      writes_failing_.store(true);
+    }
+    return outcome;
+  }
+  Status ProbeWrite();
   // Adds to the CJK index a batch of the records above its watermark that have CJK text and no
   // row in it (the records stored before schema 3, or written by an earlier build sharing the
   // file), and moves the watermark past them; true when more are left.
@@ -228,6 +254,9 @@ class Engine {
   std::condition_variable worker_cv_;
   bool work_signalled_ = false;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> writes_failing_{false};  // the last write failed for want of room
+  std::mutex orphans_mu_;
+  std::vector<std::string> orphaned_claims_;  // guarded by orphans_mu_ (RunJobs)
   std::unique_ptr<db::Database> worker_db_;
   std::thread worker_;
 

@@ -384,6 +384,11 @@ Result<json> Engine::Evidence(std::string_view scope, std::string_view memory_id
 
 Result<json> Engine::Feedback(std::string_view scope, const json& body,
                               std::string_view idempotency_key) {
+  return Noted(FeedbackNow(scope, body, idempotency_key));
+}
+
+Result<json> Engine::FeedbackNow(std::string_view scope, const json& body,
+                                 std::string_view idempotency_key) {
   if (!IsValidScopeName(scope)) return ValidationError("scope", "invalid scope name");
   auto request = ValidateFeedback(body);
   if (!request) return request.error();

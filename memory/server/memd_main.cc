@@ -60,14 +60,18 @@ constexpr const char* kUsage =
     "  --listen HOST:PORT     default 127.0.0.1:0 (port 0: a free port; --local reuses the port\n"
     "                         of its previous identity when it is free)\n"
     "  --public-url URL       origin used in job status_url (default: the listening origin)\n"
-    "  --threads N            connection threads (default 16)\n"
-    "  --max-queued-connections N\n"
-    "                         accepted connections waiting for a thread; past it, accepting\n"
-    "                         pauses until one frees up (default 64)\n"
+    "  --threads N            worker threads answering requests (default 16)\n"
+    "  --max-connections N    connections held at once (default 512); past it a new one takes\n"
+    "                         the place of the one that has waited longest for its request\n"
+    "  --max-connections-per-address N\n"
+    "                         the same cap per client address (default 64; 0: none, e.g.\n"
+    "                         behind a reverse proxy)\n"
+    "  --head-timeout S       seconds a connection may take for its TLS handshake and a\n"
+    "                         request head before it is closed (default 10)\n"
     "  --max-concurrency N    requests in progress at once; more are answered 429 (default 8)\n"
     "  --max-body-bytes N     request body limit; larger bodies are answered 413 (default 2 MiB)\n"
-    "  --request-timeout S    over TLS, seconds a connection may take to send a request's head,\n"
-    "                         and a body (plus 1 s per 16 KiB), before it is reset (default 30)\n"
+    "  --request-timeout S    seconds a connection may take to send a request's body (plus 1 s\n"
+    "                         per 16 KiB) before it is closed (default 30)\n"
     "  --gzip MODE            gzip answers of 1 KiB or more for clients that accept it: auto\n"
     "                         (default; not to a loopback peer, where it only costs CPU,\n"
     "                         unless it is a proxy that sends X-Forwarded-For or Forwarded),\n"
@@ -342,8 +346,9 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   std::string error;
   auto args = ParseArgs(argc, argv, 2,
                         {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads",
-                         "max-queued-connections", "max-concurrency", "max-body-bytes", "gzip",
-                         "request-timeout", "postings-cache-mib"},
+                         "max-connections", "max-connections-per-address", "head-timeout",
+                         "max-concurrency", "max-body-bytes", "gzip", "request-timeout",
+                         "postings-cache-mib"},
                         {"local", "no-job-worker"}, &error);
   if (!args) return UsageError(error);
   if (!args->positional.empty()) return UsageError("serve takes no positional argument");
@@ -376,10 +381,20 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     if (!n) return UsageError("--threads must be 1..1024");
     options.threads = *n;
   }
-  if (auto v = args->Get("max-queued-connections")) {
+  if (auto v = args->Get("max-connections")) {
     auto n = PositiveInt(*v, 65536);
-    if (!n) return UsageError("--max-queued-connections must be 1..65536");
-    options.max_queued_connections = *n;
+    if (!n) return UsageError("--max-connections must be 1..65536");
+    options.max_connections = static_cast<int>(*n);
+  }
+  if (auto v = args->Get("max-connections-per-address")) {
+    auto n = BoundedInt(*v, 0, 65536);
+    if (!n) return UsageError("--max-connections-per-address must be 0..65536");
+    options.max_connections_per_address = static_cast<int>(*n);
+  }
+  if (auto v = args->Get("head-timeout")) {
+    auto n = PositiveInt(*v, 3600);
+    if (!n) return UsageError("--head-timeout must be 1..3600 seconds");
+    options.head_timeout_seconds = static_cast<int>(*n);
   }
   if (auto v = args->Get("max-concurrency")) {
     auto n = PositiveInt(*v, 100000);
@@ -415,7 +430,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     }
   }
   if (options.threads < options.max_concurrency) {
-    spdlog::warn("--threads {} is below --max-concurrency {}: requests wait for a thread "
+    spdlog::warn("--threads {} is below --max-concurrency {}: requests wait for a worker "
                  "instead of being answered 429", options.threads, options.max_concurrency);
   }
 

@@ -15,13 +15,18 @@
 // 422 (scope name), 403 (key limited to other scopes), 422 invalid_usage_attribution, 422
 // validation_error (body), then the engine's own answers. Every answer carries x-request-id;
 // errors use the envelope of §1.3. Bodies of 1024 bytes or more are gzipped for clients that
-// accept it. httplib stays inside server.cc.
+// accept it. A store that cannot write (a full disk, a read-only file system) is a retryable
+// 503 with Retry-After, and /readyz answers 503 until a write succeeds again.
+//
+// The connections themselves (TLS, reading requests, deadlines, caps, pipelining) are
+// HttpListener's (http_listener.h); this module is the application on top of it.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <string>
 
+#include "memory/server/http_listener.h"
 #include "memory/server/key_store.h"
 #include "memory/server/server_rules.h"
 #include "src/api/memory_api.h"
@@ -37,17 +42,13 @@ struct ServerOptions {
   std::string tls_key_file;
   size_t max_body_bytes = 2 * 1024 * 1024;
   int max_concurrency = 8;     // requests in progress at once; more are answered 429
-  int threads = 16;            // connection threads (an idle keep-alive connection holds one)
-  // Accepted connections waiting for a thread; past it the server stops accepting until a
-  // thread frees up (further connections wait in the kernel's listen backlog).
-  int max_queued_connections = 64;
-  int keep_alive_seconds = 5;  // also bounds how long shutdown waits for an idle connection
-  int read_timeout_seconds = 10;
-  // Over TLS, how long a connection may take to send a request's head (from its first record,
-  // or from the previous answer), and a body (this, plus a second per 16 KiB declared), before
-  // it is reset: a client trickling bytes under the read timeout cannot hold a connection
-  // thread for longer.
-  int request_timeout_seconds = 30;
+  int threads = 16;            // worker threads answering complete requests
+  // What a peer may hold before any key is checked (http_listener.h).
+  int max_connections = 512;
+  int max_connections_per_address = 64;  // 0: no cap per address
+  int head_timeout_seconds = 10;     // the TLS handshake and a request head
+  int request_timeout_seconds = 30;  // a body, plus a second per 16 KiB declared
+  int keep_alive_seconds = 5;
   // Gzip for answers of 1024 bytes or more to clients that accept it: kAuto compresses unless
   // the peer is a loopback address that is not a proxy (no X-Forwarded-For or Forwarded
   // header), where compression costs CPU at both ends and saves no bandwidth; kAlways and
@@ -65,14 +66,15 @@ class Server {
   // Loads the TLS material (when configured) and binds the listening socket; returns the bound
   // port (the chosen one for port 0). Connections queue from here on.
   [[nodiscard]] Result<int> Bind();
-  // Serves until Stop(): returns once the listener is closed and every request in progress has
-  // been answered.
+  // Serves until Stop(): returns once every request in progress has been answered (up to
+  // kDrainLimit) and every connection is closed.
   [[nodiscard]] Status Serve(api::MemoryApi& memory);
   // Stops: new requests are answered 503 (connection closed), the requests in progress finish
-  // and write their answers (up to kDrainLimit), then the listener closes. Blocks for that
-  // long; thread-safe (not async-signal-safe: call it from a normal thread).
+  // and write their answers, then Serve returns. Returns at once; thread-safe (not
+  // async-signal-safe: call it from a normal thread).
   void Stop();
   bool tls() const;
+  ListenerStats connection_stats() const;
 
  private:
   struct Impl;

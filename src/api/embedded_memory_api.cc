@@ -117,4 +117,10 @@ Result<json> EmbeddedMemoryApi::Stats() {
   return stats->ToJson();
 }
 
+Status EmbeddedMemoryApi::Ready() {
+  auto engine = Engine();
+  if (!engine) return engine.error();
+  return WithLockRetries([&] { return (*engine)->Ready(); });
+}
+
 }  // namespace tmcra::api

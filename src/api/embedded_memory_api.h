@@ -32,6 +32,7 @@ class EmbeddedMemoryApi final : public MemoryApi {
                         const FeedbackOptions& options) override;
   json Describe() const override;
   Result<json> Stats() override;
+  Status Ready() override;
 
  private:
   Result<memory::Engine*> Engine();

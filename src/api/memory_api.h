@@ -117,6 +117,14 @@ class MemoryApi {
   // Figures for tmcra_status (records, scopes, pending jobs, file size), or an error when the
   // memory cannot be reached. Opens a lazily opened store.
   [[nodiscard]] virtual Result<json> Stats() = 0;
+  // Whether the memory can serve (tmcra-memd's /readyz): its store answers a read, and a write
+  // too while its last write failed for want of room (Errc::kStorageFull until one succeeds).
+  // The default asks GetJob for a job that cannot exist: answered, or 404, is ready.
+  [[nodiscard]] virtual Status Ready() {
+    auto probe = GetJob("job_readyz_probe");
+    if (probe || probe.error().http_status == 404) return Ok();
+    return probe.error();
+  }
 };
 
 }  // namespace tmcra::api

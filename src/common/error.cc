@@ -12,6 +12,7 @@ std::string_view ErrcName(Errc code) {
     case Errc::kRateLimited: return "rate_limited";
     case Errc::kPermissionDenied: return "permission_denied";
     case Errc::kDataLoss: return "data_loss";
+    case Errc::kStorageFull: return "storage_full";
     case Errc::kProtocol: return "protocol";
     case Errc::kCancelled: return "cancelled";
     case Errc::kInternal: return "internal";

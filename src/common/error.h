@@ -19,6 +19,7 @@ enum class Errc {
   kRateLimited,
   kPermissionDenied,
   kDataLoss,
+  kStorageFull,  // the store cannot write: its disk (or quota) is full; retryable
   kProtocol,
   kCancelled,
   kInternal,
@@ -48,6 +49,7 @@ struct Error {
   static Error Protocol(std::string m) { return {Errc::kProtocol, false, std::move(m)}; }
   static Error Cancelled(std::string m) { return {Errc::kCancelled, false, std::move(m)}; }
   static Error Internal(std::string m) { return {Errc::kInternal, false, std::move(m)}; }
+  static Error StorageFull(std::string m) { return {Errc::kStorageFull, true, std::move(m)}; }
 
   // An API error: retryable exactly for the statuses the Memory API client retries
   // (408, 425, 429, 500, 502, 503, 504).

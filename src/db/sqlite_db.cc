@@ -56,6 +56,8 @@ Error MapError(int rc, sqlite3* db, std::string_view what) {
       return Error::Unavailable(message);
     case SQLITE_CONSTRAINT:
       return Error::Conflict(message);
+    case SQLITE_FULL:  // the disk or the file system's quota: writes work again once there is room
+      return Error::StorageFull(message);
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       return Error{Errc::kDataLoss, false, message};
