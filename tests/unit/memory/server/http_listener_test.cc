@@ -160,7 +160,7 @@ TEST_CASE("a pipelined request behind one in progress does not run once its clie
   CHECK(f.listener_.stats().requests <= 1);
 }
 
-TEST_CASE("past the connection cap, the connection waiting longest for its head makes room; a "
+TEST_CASE("past the connection cap, the connection waiting longest for its head makes room, and a "
           "request in progress is never the one", "[memd][listener]") {
   ListenerOptions options;
   options.max_connections = 3;

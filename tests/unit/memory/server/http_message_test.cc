@@ -30,7 +30,7 @@ int RefusedWith(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("a request head: method, target, version, headers; the bytes it took", "[memd][http]") {
+TEST_CASE("a request head: method, target, version, headers, and the bytes it took", "[memd][http]") {
   const std::string text =
       "\r\nPOST /v1/scopes/a/recall?x=1 HTTP/1.1\r\nHost: h\r\nX-A:  spaced value \t\r\n"
       "content-length: 2\r\n\r\n{}GET /next";
@@ -48,7 +48,7 @@ TEST_CASE("a request head: method, target, version, headers; the bytes it took",
   CHECK(Parsed("GET / HTTP/1.0\nHost: h\n\n").minor_version == 0);
 }
 
-TEST_CASE("an incomplete head waits; one past 64 KiB or 100 header lines is refused 431",
+TEST_CASE("an incomplete head waits, and one past 64 KiB or 100 header lines is refused 431",
           "[memd][http]") {
   HttpRequest req;
   CHECK(ParseRequestHead("GET / HTTP/1.1\r\nHost: h\r\n", req).state == HeadState::kIncomplete);
