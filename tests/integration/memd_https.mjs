@@ -6,9 +6,9 @@
 // A certificate for IP:127.0.0.1 is made at test time with `openssl req -x509`. The script
 // starts the real server (several times: some tests need their own limits or a restart) and
 // covers the validation and auth matrix, ingest -> job -> recall, idempotency, 429 under a
-// concurrency limit of 1, gzip, x-request-id, healthz/readyz, --local's two files, a flood of
-// silent connections against --max-queued-connections, and a SIGTERM that loses no accepted
-// job. Last line: "<N> passed, <M> failed".
+// concurrency limit of 1, gzip, x-request-id, healthz/readyz, --local's two files, floods of
+// silent connections against the connection caps, the head deadline, pipelining, log
+// escaping, and a SIGTERM that loses no accepted job. Last line: "<N> passed, <M> failed".
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
