@@ -3,7 +3,11 @@
 // and 200 slow clients hold connections, in one run.
 //
 //   node bench/memd_slow_clients.mjs --memd build/bench/memory/server/tmcra-memd
-//                                    [--calls 300] [--warmup 50] [--out DIR]
+//                                    [--baseline OTHER-MEMD] [--calls 300] [--warmup 50] [--out DIR]
+//
+// With --baseline, the same run against another tmcra-memd binary first (e.g. a build of an
+// earlier commit), side by side. A request unanswered within 3 s counts as an error, and a row
+// stops after 5 errors in a row (the server is taken as offline for that count).
 //
 // One memd over TLS on 127.0.0.1 (a test-time certificate) with 400 stored messages. The slow
 // clients come from eight 127.0.0.x addresses; half trickle a TLS handshake, half a request
@@ -36,64 +40,93 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tmcra-slow-bench-'));
 fs.chmodSync(tmp, 0o700);
 const env = { ...process.env, TMCRA_LOG_LEVEL: 'warn' };
 const tlsFiles = await makeCertificate(tmp);
-const data = path.join(tmp, 'data');
-const key = await createKey(MEMD, data, env);
-const srv = await startMemd(MEMD, ['--data-dir', data, '--tls-cert', tlsFiles.cert, '--tls-key', tlsFiles.key], { env });
-const { port } = srv;
 const ca = tlsFiles.ca;
 const topics = ['billing API deployment failed', 'the doctor prescribed rest', 'invoice service latency',
   'database migration rolled back', 'weekly planning notes'];
-for (let i = 0; i < 400; i += 50) {
-  const messages = Array.from({ length: 50 }, (_, j) => ({ message_id: `m${i + j}`, role: 'user',
-    content: `${topics[(i + j) % topics.length]} (note ${i + j})`, timestamp: '2026-07-15T00:00:00Z' }));
-  const res = await request(port, ca, 'POST', '/v1/scopes/bench/ingest', { key, body: { session_id: `s${i}`, messages },
-    headers: { 'Idempotency-Key': `bench-seed-${i}` } });
-  if (res.status !== 202) throw new Error(`seed: ${res.status} ${res.text}`);
-}
-await sleep(1500);  // the jobs run
 
-const agent = new https.Agent({ keepAlive: true, maxSockets: 1 });
-const rows = [];
-for (const count of COUNTS) {
-  const slow = count > 0 ? slowClients({ port, ca, count, addresses: loopbackAddresses(8) }) : null;
-  await sleep(count > 0 ? 3000 : 200);
-  const held = fs.readdirSync(`/proc/${srv.proc.pid}/fd`).length;
-  const recall = [];
-  const health = [];
-  let errors = 0;
-  for (let i = 0; i < WARMUP + CALLS; i += 1) {
-    const res = await request(port, ca, 'POST', '/v1/scopes/bench/recall', { key, agent,
-      body: { query: topics[i % topics.length], max_windows: 8 }, timeoutMs: 10_000 });
-    if (res.status !== 200) errors += 1;
-    else if (i >= WARMUP) recall.push(res.ms);
+// 400 messages in scope "bench", their jobs run.
+async function seed(port, key) {
+  for (let i = 0; i < 400; i += 50) {
+    const messages = Array.from({ length: 50 }, (_, j) => ({ message_id: `m${i + j}`, role: 'user',
+      content: `${topics[(i + j) % topics.length]} (note ${i + j})`, timestamp: '2026-07-15T00:00:00Z' }));
+    const res = await request(port, ca, 'POST', '/v1/scopes/bench/ingest', { key, body: { session_id: `s${i}`, messages },
+      headers: { 'Idempotency-Key': `bench-seed-${i}` } });
+    if (res.status !== 202) throw new Error(`seed: ${res.status} ${res.text}`);
   }
-  for (let i = 0; i < 50; i += 1) {
-    const res = await request(port, ca, 'GET', '/healthz', { timeoutMs: 10_000 });
-    if (res.status !== 200) errors += 1;
-    else health.push(res.ms);
-  }
-  const stats = slow ? { ...slow.stats } : null;
-  if (slow) slow.stop();
-  await sleep(500);
-  rows.push({ slow_clients: count, server_descriptors: held, errors, slow_stats: stats,
-    recall: summarize(recall), healthz_new_connection: summarize(health), recall_samples: recall, healthz_samples: health });
-  process.stderr.write(`[slow] ${count} slow clients: recall p50 ${f(rows.at(-1).recall.p50)} ms p99 ${f(rows.at(-1).recall.p99)} ms\n`);
+  await sleep(1500);
 }
-agent.destroy();
-await stopMemd(srv);
+
+// `n` requests made by `send(i)`; the answered ones' times (after `warmup`), errors, and whether
+// the row was cut short by 5 errors in a row.
+async function measure(n, warmup, send) {
+  const times = [];
+  let errors = 0;
+  let streak = 0;
+  for (let i = 0; i < n; i += 1) {
+    const res = await send(i);
+    if (res.status === 200) {
+      streak = 0;
+      if (i >= warmup) times.push(res.ms);
+    } else {
+      errors += 1;
+      streak += 1;
+      if (streak >= 5) return { times, errors, offline: true };
+    }
+  }
+  return { times, errors, offline: false };
+}
+
+async function runServer(label, bin) {
+  const data = path.join(tmp, `data-${label}`);
+  const key = await createKey(bin, data, env);
+  const srv = await startMemd(bin, ['--data-dir', data, '--tls-cert', tlsFiles.cert, '--tls-key', tlsFiles.key], { env });
+  const { port } = srv;
+  await seed(port, key);
+  const rows = [];
+  for (const count of COUNTS) {
+    const slow = count > 0 ? slowClients({ port, ca, count, addresses: loopbackAddresses(8) }) : null;
+    await sleep(count > 0 ? 3000 : 200);
+    const held = fs.readdirSync(`/proc/${srv.proc.pid}/fd`).length;
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 1 });
+    const recall = await measure(WARMUP + CALLS, WARMUP, (i) => request(port, ca, 'POST', '/v1/scopes/bench/recall',
+      { key, agent, body: { query: topics[i % topics.length], max_windows: 8 }, timeoutMs: 3000 }));
+    agent.destroy();
+    const health = await measure(50, 0, () => request(port, ca, 'GET', '/healthz', { timeoutMs: 3000 }));
+    const stats = slow ? { ...slow.stats } : null;
+    if (slow) slow.stop();
+    await sleep(500);
+    const row = { server: label, slow_clients: count, server_descriptors: held, slow_stats: stats,
+      recall: { ...summarize(recall.times), errors: recall.errors, offline: recall.offline },
+      healthz_new_connection: { ...summarize(health.times), errors: health.errors, offline: health.offline },
+      recall_samples: recall.times, healthz_samples: health.times };
+    rows.push(row);
+    process.stderr.write(`[slow] ${label}, ${count} slow clients: recall p50 ${f(row.recall.p50)} ms p99 ${f(row.recall.p99)} ms, ` +
+      `errors ${recall.errors}${recall.offline ? ' (offline)' : ''}\n`);
+  }
+  await stopMemd(srv);
+  return rows;
+}
+
+const rows = [];
+if (args.baseline) rows.push(...await runServer('baseline', path.resolve(args.baseline)));
+rows.push(...await runServer('tmcra-memd', MEMD));
 fs.rmSync(tmp, { recursive: true, force: true });
 
-const base = rows[0];
-console.log('| slow clients | memd descriptors | recall p50 ms | recall p99 ms | p99 / no slow clients | healthz (new TLS connection) p50 ms | p99 ms | errors |');
-console.log('|---|---|---|---|---|---|---|---|');
+const cell = (m) => (m.offline ? `offline (${m.errors} unanswered in 3 s)` : f(m.p99));
+console.log('| server | slow clients | memd descriptors | recall p50 ms | recall p99 ms | p99 / no slow clients | healthz (new TLS connection) p50 ms | p99 ms | errors |');
+console.log('|---|---|---|---|---|---|---|---|---|');
 for (const row of rows) {
-  console.log(`| ${row.slow_clients} | ${row.server_descriptors} | ${f(row.recall.p50)} | ${f(row.recall.p99)} | ` +
-    `${f(row.recall.p99 / base.recall.p99)}× | ${f(row.healthz_new_connection.p50)} | ${f(row.healthz_new_connection.p99)} | ${row.errors} |`);
+  const base = rows.find((r) => r.server === row.server && r.slow_clients === 0);
+  console.log(`| ${row.server} | ${row.slow_clients} | ${row.server_descriptors} | ${f(row.recall.p50)} | ${cell(row.recall)} | ` +
+    `${row.recall.offline ? 'n/a' : `${f(row.recall.p99 / base.recall.p99)}×`} | ${f(row.healthz_new_connection.p50)} | ` +
+    `${cell(row.healthz_new_connection)} | ${row.recall.errors + row.healthz_new_connection.errors} |`);
 }
 const worst = rows.at(-1);
-console.log(`\nGoal, 200 slow clients: recall p99 ${f(worst.recall.p99)} ms (${verdict(worst.recall.p99, GOAL_MS)}), ` +
-  `healthz p99 ${f(worst.healthz_new_connection.p99)} ms (${verdict(worst.healthz_new_connection.p99, GOAL_MS)}); errors ${worst.errors}`);
+const met = (m) => (m.offline ? 'MISSED: offline' : verdict(m.p99, GOAL_MS));
+console.log(`\nGoal, 200 slow clients: recall p99 ${cell(worst.recall)} ms (${met(worst.recall)}), ` +
+  `healthz p99 ${cell(worst.healthz_new_connection)} ms (${met(worst.healthz_new_connection)})`);
 fs.mkdirSync(OUT, { recursive: true });
 const file = path.join(OUT, `slow-clients-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-fs.writeFileSync(file, JSON.stringify({ machine: describeMachine(MEMD), calls: CALLS, warmup: WARMUP, rows }, null, 2));
+fs.writeFileSync(file, JSON.stringify({ machine: describeMachine(MEMD), baseline: args.baseline || null, calls: CALLS,
+  warmup: WARMUP, rows }, null, 2));
 console.log(`\nsamples: ${path.relative(process.cwd(), file)}`);

@@ -331,7 +331,7 @@ void SignalLoop(sigset_t set) {
 }
 
 // glibc returns the free top of each thread's heap to the kernel once it exceeds 128 KiB
-// (madvise), and every request then faults the pages back in; with many connection threads
+// (madvise), and every request then faults the pages back in; with many request threads
 // that was a few percent of a busy server's CPU, and the unmapping interrupts the other cores
 // (TLB shoot-downs). A server keeps its working set: trim only above 64 MiB, and serve
 // allocations up to 8 MiB from the heap instead of a fresh mmap each (these fixed values also
