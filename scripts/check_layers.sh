@@ -7,6 +7,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 declare -A allowed=(
   [src/common]="src/common"
+  [filter]="filter"
   [src/db]="src/common src/db"
   [src/mcp]="src/common src/mcp"
   [src/config]="src/common src/config"
