@@ -235,6 +235,16 @@ TEST_CASE("a confirmed correction shows the replacement, is recalled, and is sto
   CHECK(f.Shows("bucket", "corrected fact: the bucket is finch"));
   CHECK_FALSE(f.Shows("bucket", "old fact"));
   CHECK(f.FeedbackRows() == 1);
+
+  // The same key with another correction is refused, never taken for a replay.
+  json other = args;
+  other["replacement"] = "corrected fact: the bucket is heron";
+  const json refused = f.Call(other, Reply(kAccept));
+  CHECK(refused.value("isError", false));
+  CHECK(Text(refused).rfind(
+            "Error executing tool tmcra_feedback: idempotency_conflict (HTTP 409)", 0) == 0);
+  CHECK(f.FeedbackRows() == 1);
+  CHECK_FALSE(f.Shows("bucket", "heron"));
 }
 
 TEST_CASE("decline, cancel, an unconfirmed accept, a bad answer, a timeout and a client without "
