@@ -104,12 +104,22 @@ class Server {
 
   void HandleLine(std::string_view line, bool oversized);
   // Returns the response, or nothing (a notification, a response to us, or async work).
-  std::optional<json> HandleMessage(const json& message, bool in_batch);
+  // `bad_number`: the message held a number no double holds (read as null), at this path from
+  // the message (ParsedLine::number_paths); it is then refused as invalid input, with its id
+  // when that could be read, and a response to us becomes an error response.
+  std::optional<json> HandleMessage(const json& message, bool in_batch,
+                                    const json* bad_number = nullptr);
+  // `bad_number`: as for HandleMessage, always inside params.
   std::optional<json> HandleRequest(const json& id, const std::string& method, const json& params,
-                                    bool in_batch);
+                                    bool in_batch, const json* bad_number = nullptr);
+  // A request of a method we serve with a number no double holds at `path` (inside params): a
+  // tool error naming the field in a tools/call's arguments, else -32602.
+  json RefuseNumberOutOfRange(const json& id, const std::string& method, const json& params,
+                              const json& path) const;
   void HandleNotification(const std::string& method, const json& params);
   void HandleResponse(const json& message);
-  void HandleBatch(const json& batch);
+  // `number_paths`: ParsedLine::number_paths of the batch (each starts with a message's index).
+  void HandleBatch(const json& batch, const std::vector<json>& number_paths);
 
   json Initialize(const json& params);
   json ListTools(const json& id, const json& params);
