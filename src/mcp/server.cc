@@ -129,6 +129,11 @@ void Server::InstallSignalHandlers() {
   std::signal(SIGPIPE, SIG_IGN);
 }
 
+bool Server::InitializeAnswered() const {
+  std::lock_guard lock(state_mu_);
+  return !negotiated_.empty();
+}
+
 std::string Server::negotiated_version() const {
   std::lock_guard lock(state_mu_);
   return negotiated_.empty() ? std::string(kNewestVersion) : negotiated_;
@@ -620,6 +625,12 @@ json Server::RefuseNumberOutOfRange(const json& id, const std::string& method,
 std::optional<json> Server::HandleRequest(const json& id, const std::string& method,
                                           const json& params, bool in_batch,
                                           const json* bad_number) {
+  // The lifecycle: until initialize is answered, only ping and initialize are served (and
+  // server/discover and unknown methods answered -32601 below, as at any time).
+  if ((method == "tools/list" || method == "tools/call") && !InitializeAnswered()) {
+    return MakeError(id, rpc::kInvalidRequest,
+                     "Invalid Request: the session is not initialized; send initialize first");
+  }
   if (bad_number != nullptr && (method == "ping" || method == "initialize" ||
                                 method == "tools/list" || method == "tools/call")) {
     return RefuseNumberOutOfRange(id, method, params, *bad_number);

@@ -11,6 +11,9 @@
 // wake-up. A short call wakes no other thread. Output goes through one writer (a mutex, one
 // line per message, written in full).
 //
+// Protocol lifecycle: until initialize is answered, tools/list and tools/call are refused
+// (-32600); ping and initialize are served, server/discover and unknown methods get -32601.
+//
 // Lifecycle: Run() returns 0 on end of input, on SIGTERM/SIGINT/SIGHUP (after
 // InstallSignalHandlers), or when the output is gone (EPIPE); 1 when reading the input failed.
 // In-flight calls get a short grace to finish, then are cancelled; the whole shutdown takes
@@ -122,6 +125,8 @@ class Server {
   void HandleBatch(const json& batch, const std::vector<json>& number_paths);
 
   json Initialize(const json& params);
+  // Whether initialize was answered (tools are served only then).
+  bool InitializeAnswered() const;
   json ListTools(const json& id, const json& params);
   // What a tools/call came to: a JSON-RPC error, a tool result (with the version it is shaped
   // for), or neither when the client cancelled it.

@@ -107,6 +107,31 @@ TEST_CASE("ping, server/discover and unknown methods are answered at any time",
   CHECK(s.Finish() == 0);
 }
 
+TEST_CASE("before initialize is answered, tools are neither listed nor called",
+          "[mcp][lifecycle]") {
+  PipeSession s(MakeServer());
+  for (const char* method : {"tools/list", "tools/call"}) {
+    INFO(method);
+    json r = s.Call(method, method, {{"name", "test_echo"}, {"arguments", json::object()}});
+    CHECK(r["id"] == method);
+    CHECK(r["error"]["code"] == -32600);
+    CHECK(r["error"]["message"] ==
+          "Invalid Request: the session is not initialized; send initialize first");
+  }
+  // Refused before anything is looked at: an unknown tool, bad arguments.
+  CHECK(CallTool(s, 1, "nope", json::object())["error"]["code"] == -32600);
+  CHECK(CallTool(s, 2, "test_echo", {{"count", "x"}})["error"]["code"] == -32600);
+  // ping, server/discover and unknown methods are answered as at any time.
+  CHECK(s.Call(3, "ping")["result"] == json::object());
+  CHECK(s.Call(4, "server/discover")["error"]["code"] == -32601);
+  CHECK(s.Call(5, "resources/list")["error"]["code"] == -32601);
+  s.Initialize("2025-11-25");
+  CHECK(s.Call(6, "tools/list")["result"]["tools"].size() == 3);
+  CHECK(CallTool(s, 7, "test_echo", {{"count", 2}})["result"]["structuredContent"] ==
+        json{{"echo", {{"count", 2}}}});
+  CHECK(s.Finish() == 0);
+}
+
 TEST_CASE("notifications are never answered, even unknown or malformed ones", "[mcp][dispatch]") {
   PipeSession s(MakeServer());
   s.SendLine(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
