@@ -538,14 +538,23 @@ TEST_CASE("the Memory API's answers are checked: inexact pages, errors and a bad
   CHECK(api.last_body == json{{"rating", "helpful"}, {"action", "restore"},
                               {"memory_ids", {"fb_1", "rec_2", "fb_1"}}, {"query_id", "api_q"}});
 
+  // The ids a host passes back into URL paths (a restore's memory id, a job to wait for) are
+  // safe ids (receipts::IsSafeServerId), as a job receipt's job_id.
   for (const json& bad : {json::array(), json{{"effective", true}}, json{{"feedback_id", 5}},
-                          json{{"feedback_id", " "}}}) {
+                          json{{"feedback_id", " "}}, json{{"feedback_id", "../../x"}},
+                          json{{"feedback_id", "fb 1"}},
+                          json{{"feedback_id", "fb_1"}, {"correction_job_id", "../jobs/x"}},
+                          json{{"feedback_id", "fb_1"}, {"correction_job_id", 5}}}) {
     INFO(bad.dump());
     api.feedback = [bad]() -> Result<json> { return bad; };
     const json r = call(args);
     CHECK(r["isError"] == true);
     CHECK(Text(r).find("invalid_response_contract") != std::string::npos);
   }
+  api.feedback = []() -> Result<json> {
+    return json{{"feedback_id", "fb_2"}, {"correction_job_id", nullptr}};
+  };
+  CHECK(call(args)["structuredContent"]["feedback_id"] == "fb_2");
   api.feedback = []() -> Result<json> {
     return Error::Api(409, "idempotency_conflict", "different body");
   };
