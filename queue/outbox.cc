@@ -118,6 +118,63 @@ std::string Truncate(const std::string& text, size_t max) {
 
 std::optional<double> Seconds(const std::string& iso) { return ParseIsoTimestamp(iso); }
 
+// A message's member `key` when it is a string, else "".
+std::string MessageText(const json& message, const char* key) {
+  if (!message.is_object()) return {};
+  auto it = message.find(key);
+  return it != message.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// Whether two commits of one turn carry the same answer: the same messages, in order, with the
+// same ids, roles and text. Timestamps, metadata and the key may differ on a retry (without
+// assistant_timestamp a retry gets a new timestamp, and so a new derived key).
+bool SameAnswer(const json& stored, const json& requested) {
+  if (!stored.is_array() || !requested.is_array() || stored.size() != requested.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < stored.size(); ++i) {
+    for (const char* key : {"message_id", "role", "content"}) {
+      if (MessageText(stored[i], key) != MessageText(requested[i], key)) return false;
+    }
+  }
+  return true;
+}
+
+// The id of the assistant message among `messages` (the last message's when none has that role).
+std::string AssistantMessageId(const json& messages) {
+  if (!messages.is_array() || messages.empty()) return {};
+  for (const auto& m : messages) {
+    if (MessageText(m, "role") == "assistant") return MessageText(m, "message_id");
+  }
+  return MessageText(messages.back(), "message_id");
+}
+
+std::string Quoted(const std::string& text) {
+  return json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// A commit of the committed turn `turn_id`, whose item is `item_id`: a replay (the same answer)
+// gets the item; another answer is a conflict, whatever state the item is in. An item whose
+// content was discarded (the memory mode changed) is returned as it is: nothing is left to
+// compare, and its receipt says that nothing was saved.
+Result<std::string> CommittedItem(db::Database& db, const CommitRequest& request,
+                                  const std::string& item_id) {
+  auto st = db.Prepare("SELECT messages_json FROM ingest_queue WHERE item_id = ?");
+  if (!st) return st.error();
+  st->Bind(1, item_id);
+  auto row = st->Step();
+  if (!row) return row.error();
+  if (!*row) return Error::Internal("committed turn has no durable queue item");
+  const json stored = ParseOr(st->Text(0), nullptr);
+  if ((stored.is_array() && stored.empty()) || SameAnswer(stored, request.messages)) {
+    return item_id;
+  }
+  return Error::Conflict("turn " + request.turn_id + " already has a committed answer (assistant "
+                         "message " + Quoted(AssistantMessageId(stored)) + "); a different "
+                         "assistant message (" + Quoted(AssistantMessageId(request.messages)) +
+                         ") cannot be committed for it");
+}
+
 }  // namespace
 
 std::string NowIsoformat() {
@@ -267,7 +324,7 @@ Result<std::string> Outbox::CommitTurn(const CommitRequest& request) {
   const std::string recall = turn->Text(2);
   if (turn->Text(3) == "committed") {
     if (turn->IsNull(4)) return Error::Internal("committed turn has no durable queue item");
-    return turn->Text(4);
+    return CommittedItem(*db_, request, turn->Text(4));
   }
   auto existing = db_->Prepare("SELECT item_id FROM ingest_queue WHERE idempotency_key = ?");
   if (!existing) return existing.error();

@@ -134,8 +134,12 @@ class Outbox {
   // Stores a prepared turn; kConflict if the id is bound to a different user turn.
   [[nodiscard]] Status PrepareTurn(const PreparedTurn& turn);
   // Atomically (BEGIN IMMEDIATE, rolled back on every error): a pending item for the turn's
-  // messages and the turn marked committed. A turn already committed returns its item id and
-  // changes nothing. kNotFound for an unknown turn; kConflict when the key is bound elsewhere.
+  // messages and the turn marked committed. kNotFound for an unknown turn; kConflict when the
+  // key is bound elsewhere. One turn has one answer: a turn already committed returns its item
+  // id and changes nothing when the request carries the same messages (ids, roles and text,
+  // in order; timestamps, metadata and the key may differ), or when the item's content was
+  // discarded; any other answer is kConflict (not retryable) naming the turn and both
+  // assistant message ids, whether the item is pending, delivered or dead-lettered.
   [[nodiscard]] Result<std::string> CommitTurn(const CommitRequest& request);
 
   [[nodiscard]] Result<Item> Get(const std::string& item_id);

@@ -66,6 +66,8 @@ Result<json> JobAt(const json& job, std::string path) {
        {"job_id", "tenant_id", "scope_name", "job_type", "status", "status_url"}) {
     if (auto s = fields->NonEmptyString(key); !s) return s.error();
   }
+  const auto& job_id = fields->Find("job_id")->get_ref<const std::string&>();
+  if (auto id = CheckServerId(job_id, fields->PathOf("job_id")); !id) return id.error();
   auto status = Enum(*fields, "status", kKnownJobStatuses);
   if (!status) return status.error();
   if (auto a = fields->NonNegativeInteger("attempts"); !a) return a.error();
@@ -149,6 +151,21 @@ Result<Prompt> PromptEvidence(const Fields& body) {
 }
 
 }  // namespace
+
+bool IsSafeServerId(std::string_view id) {
+  if (id.empty() || id.size() > kMaxServerIdBytes || id == ".") return false;
+  if (id.find("..") != std::string_view::npos) return false;
+  for (const char c : id) {
+    if (c < 0x21 || c > 0x7E || c == '/' || c == '\\') return false;
+  }
+  return true;
+}
+
+Status CheckServerId(std::string_view id, std::string_view path) {
+  if (IsSafeServerId(id)) return Ok();
+  return Violation(path, "must be a safe id (1..128 printable ASCII characters, no '/', '\\' or "
+                         "'..') (got " + Quote(id) + ")");
+}
 
 Result<json> JobReceipt(const json& job) { return JobAt(job, "job"); }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +86,19 @@ json QueuedIngestReceipt(std::string_view scope, std::string_view queue_item_id,
 // per WatermarkKeys()) when the walk reaches it.
 json Watermarks(const json& value, const json* elided_node = nullptr,
                 const ElidedMember* elided = nullptr);
+
+// The longest id IsSafeServerId accepts, in bytes.
+inline constexpr size_t kMaxServerIdBytes = 128;
+
+// Whether `id`, issued by the memory, may be passed on to a place that puts it into a URL path
+// (a job id into GET /v1/jobs/{id}, a feedback id into .../memory-graph/nodes/{id}/evidence):
+// 1..kMaxServerIdBytes bytes of printable ASCII (0x21..0x7E), without '/', '\' or "..", and
+// not ".". Every id TMCRA's service, tmcra-memd and the embedded engine issue has this form
+// ("job_<hex>", "fb_<hex>", UUIDs). FORMAT.md, "Value types".
+bool IsSafeServerId(std::string_view id);
+
+// The protocol error "<path>: must be a safe id (...) (got <quoted id>)" when `id` is not one.
+Status CheckServerId(std::string_view id, std::string_view path);
 
 // True for "succeeded", "failed" and "cancelled".
 bool IsTerminalStatus(std::string_view status);

@@ -39,6 +39,13 @@ Error BodyError(const json& loc, std::string_view type, const std::string& messa
   return Error::Api(422, "validation_error", "body: " + message, details.dump());
 }
 
+// 422 for a number no double holds, at `path` in the body (keys and indices).
+Error NumberOutOfRange(const json& path) {
+  json loc = json::array({"body"});
+  for (const auto& step : path) loc.push_back(step);
+  return BodyError(loc, "finite_number", "Input should be a finite number");
+}
+
 std::string Lower(std::string_view s) {
   std::string out(s);
   std::transform(out.begin(), out.end(), out.begin(),
@@ -167,11 +174,17 @@ Result<json> ParseBodyObject(std::string_view body, std::string_view content_typ
   json parsed;
   // The fast reader takes what it accepts (the same value json::parse builds); nlohmann parses
   // the rest, keeping the last value of a repeated key as Python does, or says where it failed.
-  if (!ReadJsonStrict(body, parsed).ok) {
+  // A number no double holds (1e400) is a value the body cannot carry: pydantic's finite_number,
+  // where the reader found it (nlohmann, reading past a repeated key, does not say where).
+  const JsonReadResult read = ReadJsonStrict(body, parsed);
+  if (read.number_out_of_range) return NumberOutOfRange(read.number_paths.front());
+  if (!read.ok) {
     try {
       parsed = json::parse(body);
     } catch (const json::parse_error& e) {
       return BodyError(json::array({"body", e.byte}), "json_invalid", "JSON decode error");
+    } catch (const json::out_of_range&) {
+      return NumberOutOfRange(json::array());
     }
   }
   if (!parsed.is_object()) {

@@ -49,8 +49,9 @@ Error InvalidScopeError();
 
 // The request body as a JSON object, or 422 validation_error with pydantic-style details:
 // an empty body ("missing"), a Content-Type other than JSON, nesting deeper than kMaxJsonDepth,
-// anything that is not JSON (invalid UTF-8, NaN, trailing bytes: "json_invalid") and a top-level
-// value that is not an object ("model_attributes_type").
+// anything that is not JSON (invalid UTF-8, NaN, trailing bytes: "json_invalid"), a number that
+// no double holds (1e400: "finite_number", its loc naming where it is) and a top-level value
+// that is not an object ("model_attributes_type").
 Result<json> ParseBodyObject(std::string_view body, std::string_view content_type);
 
 // The body of POST /v1/jobs/batch (tmcra-memd's own endpoint): {"job_ids": [...]}, 1..

@@ -28,12 +28,14 @@ class Reader {
   static constexpr bool kOrdered = std::is_same_v<Json, ojson>;
 
  public:
-  Reader(std::string_view text, size_t max_depth, ElidedMember* elide = nullptr)
+  Reader(std::string_view text, size_t max_depth, ElidedMember* elide = nullptr,
+         bool past_overflow = false)
       : begin_(reinterpret_cast<const unsigned char*>(text.data())),
         p_(begin_),
         end_(p_ + text.size()),
         max_depth_(max_depth),
-        elide_(elide) {
+        elide_(elide),
+        past_overflow_(past_overflow) {
     if (elide_ != nullptr) {
       elide_->elided = false;
       elide_->found.assign(elide_->watch.size(), nullptr);
@@ -47,10 +49,13 @@ class Reader {
     if (!Document(root)) {
       result.duplicate_key = duplicate_;
       result.too_deep = too_deep_;
+      // Read past, the numbers were not what stopped the read.
+      if (!past_overflow_) NumbersOutOfRange(result);
       return result;
     }
     out = std::move(root);
-    result.ok = true;
+    result.ok = overflow_paths_.empty();
+    NumbersOutOfRange(result);
     return result;
   }
 
@@ -218,9 +223,65 @@ class Reader {
     } else if (r.ec != std::errc() || r.ptr != last) {
       return false;
     }
-    if (!std::isfinite(d)) return false;
+    if (!std::isfinite(d)) return OutOfRange(out);
     out = d;
     return true;
+  }
+
+  // A number no double holds, to be read into `out`: refused, or (past_overflow_) null. Its
+  // path is kept when it is the text's first, or the first in a top-level array's element.
+  bool OutOfRange(Json& out) {
+    const bool in_array = !stack_.empty() && stack_[0]->is_array();
+    const size_t element = in_array ? stack_[0]->size() - 1 : 0;
+    if (overflow_paths_.empty() || (in_array && element != overflow_element_)) {
+      overflow_paths_.push_back(PathTo(&out));
+      overflow_element_ = element;
+    }
+    if (!past_overflow_) return false;
+    out = nullptr;
+    return true;
+  }
+
+  void NumbersOutOfRange(JsonReadResult& result) {
+    result.number_out_of_range = !overflow_paths_.empty();
+    result.number_paths = std::move(overflow_paths_);
+  }
+
+  // The keys and indices from the root down to the value being read into `slot` (number_
+  // inside the elided member). Only for an error: an object's key is looked up by its member's
+  // address.
+  json PathTo(const Json* slot) const {
+    const bool eliding = slot == &number_;
+    json path = json::array();
+    size_t objects = 0;  // kOrdered: the open objects' members are in members_, in this order
+    for (size_t i = 0; i < stack_.size(); ++i) {
+      const Json& container = *stack_[i];
+      if (container.is_array()) {
+        path.push_back(container.size() - 1);
+        continue;
+      }
+      if constexpr (kOrdered) {
+        path.push_back(members_[objects++].back().first);
+      } else {
+        const Json* child = i + 1 < stack_.size() ? stack_[i + 1] : eliding ? elided_at_ : slot;
+        const auto& members = container.template get_ref<const typename Json::object_t&>();
+        for (const auto& [key, value] : members) {
+          if (&value == child) {
+            path.push_back(key);
+            break;
+          }
+        }
+      }
+    }
+    if (!eliding) return path;
+    for (size_t i = 0; i < frames_.size(); ++i) {
+      if (frames_[i].object) {
+        path.push_back(std::string(KeyAt(current_key_[i])));
+      } else {
+        path.push_back(frames_[i].index);
+      }
+    }
+    return path;
   }
 
   // Containers are built in place: `stack_` holds the open ones.
@@ -604,6 +665,9 @@ class Reader {
   std::vector<std::vector<std::pair<std::string, Json>>> members_;
   bool duplicate_ = false;
   bool too_deep_ = false;
+  const bool past_overflow_;
+  std::vector<json> overflow_paths_;  // see OutOfRange
+  size_t overflow_element_ = 0;
 };
 
 }  // namespace
@@ -619,6 +683,10 @@ JsonReadResult ReadJsonStrict(std::string_view text, json& out, size_t max_depth
   elide->elided = false;
   elide->found.assign(elide->watch.size(), nullptr);
   return again.Read(out);
+}
+
+JsonReadResult ReadJsonStrictPastOverflow(std::string_view text, json& out, size_t max_depth) {
+  return Reader<json>(text, max_depth, nullptr, /*past_overflow=*/true).Read(out);
 }
 
 JsonReadResult ReadOrderedJsonStrict(std::string_view text, ojson& out) {

@@ -27,6 +27,13 @@ struct JsonReadResult {
   bool ok = false;
   bool duplicate_key = false;  // with !ok: an object held a key twice
   bool too_deep = false;       // with !ok: arrays and objects nested deeper than max_depth
+  // With !ok: a number that no double holds (1e400, or an integer of 400 digits; json::parse
+  // refuses it too) was refused. `number_paths` says where: the keys and indices from the root
+  // down to the first one (a JSON array; [] when the whole text is that number) and, when
+  // ReadJsonStrictPastOverflow reads on and the root is an array, the first one in each
+  // element that holds one.
+  bool number_out_of_range = false;
+  std::vector<nlohmann::json> number_paths;
 };
 
 // A member of the top-level object that ReadJsonStrict checks exactly as strictly as the rest
@@ -53,6 +60,14 @@ struct ElidedMember {
 // ElidedMember (its outputs are reset first).
 JsonReadResult ReadJsonStrict(std::string_view text, nlohmann::json& out, size_t max_depth = 0,
                               ElidedMember* elide = nullptr);
+
+// ReadJsonStrict (without elision), reading on past every number that no double holds: each
+// becomes null. When such numbers are the text's only fault, the result is !ok with
+// number_out_of_range and their paths, and `out` holds the rest, so a caller can still say
+// which request or which field was refused. On any other fault `out` is left null and
+// number_out_of_range is false, as for a text that holds no such number.
+JsonReadResult ReadJsonStrictPastOverflow(std::string_view text, nlohmann::json& out,
+                                          size_t max_depth = 0);
 
 // Exactly json::parse(text, nullptr, false): a discarded value on error, the last value under a
 // repeated key, a leading BOM skipped. ReadJsonStrict answers whenever it accepts (it then

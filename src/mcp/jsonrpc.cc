@@ -42,13 +42,34 @@ ParsedLine ParseLine(std::string_view line) {
     out.error_message = "Message nesting exceeds the limit of 64 levels";
     return out;
   }
-  out.value = ParseJsonLenient(line);  // = json::parse(line, nullptr, false), faster
+  // json::parse(line, nullptr, false), faster, and reading past a number no double holds.
+  json value;
+  JsonReadResult read = ReadJsonStrictPastOverflow(line, value);
+  if (read.ok || read.number_out_of_range) {
+    out.value = std::move(value);
+    out.number_out_of_range = read.number_out_of_range;
+    out.number_paths = std::move(read.number_paths);
+    return out;
+  }
+  out.value = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (out.value.is_discarded()) {
     out.value = nullptr;
     out.error_code = rpc::kParseError;
     out.error_message = "Parse error: the line is not valid JSON";
   }
   return out;
+}
+
+std::string PathText(std::string prefix, const json& path, size_t from) {
+  for (size_t i = from; i < path.size(); ++i) {
+    if (path[i].is_string()) {
+      if (!prefix.empty()) prefix += '.';
+      prefix += path[i].get_ref<const std::string&>();
+    } else {
+      prefix += "[" + path[i].dump() + "]";
+    }
+  }
+  return prefix;
 }
 
 std::string Serialize(const json& message) {

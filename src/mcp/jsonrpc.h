@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -46,10 +47,21 @@ struct ParsedLine {
   json value;             // the message, when error_code == 0
   int error_code = 0;     // rpc::kParseError or rpc::kInvalidRequest
   std::string error_message;
+  // With error_code 0: the line held numbers that no double holds (1e400), which `value` holds
+  // as null, so that the message can still be answered, with its id, as invalid input.
+  // `number_paths` says where (ReadJsonStrictPastOverflow: the first one, and in a batch the
+  // first of each message that holds one).
+  bool number_out_of_range = false;
+  std::vector<json> number_paths;
 };
 
-// Parses one framed line, enforcing kMaxLineBytes and kMaxNestingDepth.
+// Parses one framed line, enforcing kMaxLineBytes and kMaxNestingDepth. A repeated key keeps
+// its last value, as json::parse does.
 ParsedLine ParseLine(std::string_view line);
+
+// The keys and indices of `path` from element `from` on, as text after `prefix`:
+// ("arguments", ["params", "arguments", "items", 0, "n"], 2) gives "arguments.items[0].n".
+std::string PathText(std::string prefix, const json& path, size_t from = 0);
 
 // Compact one-line UTF-8 text of `message`; invalid UTF-8 is replaced, never thrown.
 std::string Serialize(const json& message);

@@ -129,6 +129,11 @@ void Server::InstallSignalHandlers() {
   std::signal(SIGPIPE, SIG_IGN);
 }
 
+bool Server::InitializeAnswered() const {
+  std::lock_guard lock(state_mu_);
+  return !negotiated_.empty();
+}
+
 std::string Server::negotiated_version() const {
   std::lock_guard lock(state_mu_);
   return negotiated_.empty() ? std::string(kNewestVersion) : negotiated_;
@@ -487,17 +492,20 @@ void Server::HandleLine(std::string_view line, bool oversized) {
       return;
     }
     if (parsed.value.is_array()) {
-      HandleBatch(parsed.value);
+      HandleBatch(parsed.value, parsed.number_paths);
       return;
     }
-    if (auto response = HandleMessage(parsed.value, /*in_batch=*/false)) Write(*response);
+    const json* bad_number = parsed.number_out_of_range ? &parsed.number_paths.front() : nullptr;
+    if (auto response = HandleMessage(parsed.value, /*in_batch=*/false, bad_number)) {
+      Write(*response);
+    }
   } catch (const std::exception& e) {
     spdlog::error("request failed: {}", e.what());
     Write(MakeError(nullptr, rpc::kInternalError, "Internal error"));
   }
 }
 
-void Server::HandleBatch(const json& batch) {
+void Server::HandleBatch(const json& batch, const std::vector<json>& number_paths) {
   std::string version;
   {
     std::lock_guard lock(state_mu_);
@@ -514,10 +522,18 @@ void Server::HandleBatch(const json& batch) {
   }
   // Tool calls in a batch run one after another on a worker, so an elicitation inside one can
   // still be answered through the reader.
-  auto run = [this, batch] {
+  // Each message's own number out of range, if any, at its path from the message.
+  std::vector<json> bad_numbers(batch.size());
+  for (const auto& path : number_paths) {
+    if (path.empty() || !path[0].is_number_unsigned()) continue;
+    const size_t index = path[0].get<size_t>();
+    if (index < bad_numbers.size()) bad_numbers[index] = json(path.begin() + 1, path.end());
+  }
+  auto run = [this, batch, bad_numbers] {
     json responses = json::array();
-    for (const auto& message : batch) {
-      if (auto response = HandleMessage(message, /*in_batch=*/true)) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const json* bad_number = bad_numbers[i].is_array() ? &bad_numbers[i] : nullptr;
+      if (auto response = HandleMessage(batch[i], /*in_batch=*/true, bad_number)) {
         responses.push_back(std::move(*response));
       }
     }
@@ -530,8 +546,17 @@ void Server::HandleBatch(const json& batch) {
   }
 }
 
-std::optional<json> Server::HandleMessage(const json& message, bool in_batch) {
+std::optional<json> Server::HandleMessage(const json& message, bool in_batch,
+                                          const json* bad_number) {
+  // Where a number no double holds was, as text ("params.x"), for the messages that refuse it.
+  const auto out_of_range = [bad_number](const char* what) {
+    return std::string(what) + PathText("", *bad_number) +
+           (bad_number->empty() ? "" : ": ") + "number out of range";
+  };
   if (!message.is_object()) {
+    if (bad_number != nullptr) {
+      return MakeError(nullptr, rpc::kInvalidRequest, out_of_range("Invalid Request: "));
+    }
     return MakeError(nullptr, rpc::kInvalidRequest, "Invalid Request: expected a JSON object");
   }
   const auto id_it = message.find("id");
@@ -540,7 +565,10 @@ std::optional<json> Server::HandleMessage(const json& message, bool in_batch) {
   const auto method_it = message.find("method");
   if (method_it == message.end()) {
     if (has_id && (message.contains("result") || message.contains("error"))) {
-      HandleResponse(message);
+      // A response we cannot read whole is an error response to our request.
+      HandleResponse(bad_number == nullptr ? message
+                                           : MakeError(*id_it, rpc::kInvalidParams,
+                                                       out_of_range("Invalid params: ")));
       return std::nullopt;
     }
     return MakeError(id, rpc::kInvalidRequest, "Invalid Request: no method");
@@ -549,8 +577,9 @@ std::optional<json> Server::HandleMessage(const json& message, bool in_batch) {
   const bool good_envelope = version_it != message.end() && *version_it == "2.0" &&
                              method_it->is_string();
   if (!has_id) {
-    // A notification is never answered, even when it is malformed or unknown.
-    if (good_envelope) {
+    // A notification is never answered, even when it is malformed or unknown; one that cannot
+    // be read whole is not acted on.
+    if (good_envelope && bad_number == nullptr) {
       const auto params = message.find("params");
       HandleNotification(method_it->get<std::string>(),
                          params != message.end() ? *params : json::object());
@@ -561,17 +590,51 @@ std::optional<json> Server::HandleMessage(const json& message, bool in_batch) {
     return MakeError(id, rpc::kInvalidRequest,
                      "Invalid Request: jsonrpc must be \"2.0\" and method a string");
   }
+  if (bad_number != nullptr && (bad_number->empty() || (*bad_number)[0] != "params")) {
+    // In the envelope: the id, when it is that number, cannot be read.
+    return MakeError(id, rpc::kInvalidRequest, out_of_range("Invalid Request: "));
+  }
   if (!IsValidRequestId(*id_it)) {
     return MakeError(nullptr, rpc::kInvalidRequest,
                      "Invalid Request: id must be a string or an integer");
   }
   const auto params_it = message.find("params");
   const json params = params_it != message.end() ? *params_it : json::object();
-  return HandleRequest(id, method_it->get<std::string>(), params, in_batch);
+  return HandleRequest(id, method_it->get<std::string>(), params, in_batch, bad_number);
+}
+
+json Server::RefuseNumberOutOfRange(const json& id, const std::string& method,
+                                    const json& params, const json& path) const {
+  const auto name = params.is_object() ? params.find("name") : params.end();
+  if (method == "tools/call" && path.size() >= 2 && path[1] == "arguments" &&
+      name != params.end() && name->is_string()) {
+    const std::string& tool = name->get_ref<const std::string&>();
+    bool known = false;
+    for (const auto& t : tools_) known = known || t.spec.name == tool;
+    if (!known) return MakeError(id, rpc::kInvalidParams, "Unknown tool: " + tool);
+    // As for any invalid argument: a tool error naming the field, so the model can correct it.
+    return MakeResult(id, ShapeResult(ToolResult::Fail("Invalid arguments for " + tool + ": " +
+                                                       PathText("arguments", path, 2) +
+                                                       ": number out of range"),
+                                      negotiated_version()));
+  }
+  return MakeError(id, rpc::kInvalidParams,
+                   "Invalid params: " + PathText("", path) + ": number out of range");
 }
 
 std::optional<json> Server::HandleRequest(const json& id, const std::string& method,
-                                          const json& params, bool in_batch) {
+                                          const json& params, bool in_batch,
+                                          const json* bad_number) {
+  // The lifecycle: until initialize is answered, only ping and initialize are served (and
+  // server/discover and unknown methods answered -32601 below, as at any time).
+  if ((method == "tools/list" || method == "tools/call") && !InitializeAnswered()) {
+    return MakeError(id, rpc::kInvalidRequest,
+                     "Invalid Request: the session is not initialized; send initialize first");
+  }
+  if (bad_number != nullptr && (method == "ping" || method == "initialize" ||
+                                method == "tools/list" || method == "tools/call")) {
+    return RefuseNumberOutOfRange(id, method, params, *bad_number);
+  }
   if (method == "ping") return MakeResult(id, json::object());
   if (method == "initialize") {
     if (in_batch) {

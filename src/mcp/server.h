@@ -11,6 +11,9 @@
 // wake-up. A short call wakes no other thread. Output goes through one writer (a mutex, one
 // line per message, written in full).
 //
+// Protocol lifecycle: until initialize is answered, tools/list and tools/call are refused
+// (-32600); ping and initialize are served, server/discover and unknown methods get -32601.
+//
 // Lifecycle: Run() returns 0 on end of input, on SIGTERM/SIGINT/SIGHUP (after
 // InstallSignalHandlers), or when the output is gone (EPIPE); 1 when reading the input failed.
 // In-flight calls get a short grace to finish, then are cancelled; the whole shutdown takes
@@ -104,14 +107,26 @@ class Server {
 
   void HandleLine(std::string_view line, bool oversized);
   // Returns the response, or nothing (a notification, a response to us, or async work).
-  std::optional<json> HandleMessage(const json& message, bool in_batch);
+  // `bad_number`: the message held a number no double holds (read as null), at this path from
+  // the message (ParsedLine::number_paths); it is then refused as invalid input, with its id
+  // when that could be read, and a response to us becomes an error response.
+  std::optional<json> HandleMessage(const json& message, bool in_batch,
+                                    const json* bad_number = nullptr);
+  // `bad_number`: as for HandleMessage, always inside params.
   std::optional<json> HandleRequest(const json& id, const std::string& method, const json& params,
-                                    bool in_batch);
+                                    bool in_batch, const json* bad_number = nullptr);
+  // A request of a method we serve with a number no double holds at `path` (inside params): a
+  // tool error naming the field in a tools/call's arguments, else -32602.
+  json RefuseNumberOutOfRange(const json& id, const std::string& method, const json& params,
+                              const json& path) const;
   void HandleNotification(const std::string& method, const json& params);
   void HandleResponse(const json& message);
-  void HandleBatch(const json& batch);
+  // `number_paths`: ParsedLine::number_paths of the batch (each starts with a message's index).
+  void HandleBatch(const json& batch, const std::vector<json>& number_paths);
 
   json Initialize(const json& params);
+  // Whether initialize was answered (tools are served only then).
+  bool InitializeAnswered() const;
   json ListTools(const json& id, const json& params);
   // What a tools/call came to: a JSON-RPC error, a tool result (with the version it is shaped
   // for), or neither when the client cancelled it.

@@ -3,6 +3,7 @@
 #include <set>
 #include <vector>
 
+#include "receipts/receipts.h"
 #include "src/common/canonical_json.h"
 #include "src/common/utf8.h"
 #include "src/tools/tool_support.h"
@@ -202,6 +203,21 @@ ToolResult Feedback(const json& args, mcp::ToolContext& ctx, const FeedbackToolD
   if (!view->is_object() || !view->contains("feedback_id") || !(*view)["feedback_id"].is_string() ||
       Blank((*view)["feedback_id"].get<std::string>())) {
     return Failure(kTool, Error::Protocol("feedback.feedback_id: must be a non-empty string"));
+  }
+  // A host passes these ids back into URL paths (a restore's memory id, a job to wait for).
+  const auto& feedback_id = (*view)["feedback_id"].get_ref<const std::string&>();
+  if (auto s = receipts::CheckServerId(feedback_id, "feedback.feedback_id"); !s) {
+    return Failure(kTool, s.error());
+  }
+  if (auto job = view->find("correction_job_id"); job != view->end() && !job->is_null()) {
+    if (!job->is_string()) {
+      return Failure(kTool,
+                     Error::Protocol("feedback.correction_job_id: must be a string or null"));
+    }
+    const auto& job_id = job->get_ref<const std::string&>();
+    if (auto s = receipts::CheckServerId(job_id, "feedback.correction_job_id"); !s) {
+      return Failure(kTool, s.error());
+    }
   }
   return ToolResult::Ok(std::move(*view));
 }

@@ -6,7 +6,9 @@
 // memory id (§1.4.4), show it (and the replacement) in an elicitation/create form, and write the
 // feedback (§1.4.5) only when the user accepted with confirm === true and the session's policy
 // is unchanged. Every other outcome is a result {"applied": false, "status": ...} and writes
-// nothing; a cancelled call is a tool error and writes nothing.
+// nothing; a cancelled call is a tool error and writes nothing. The FeedbackView written is
+// returned only when its feedback_id (and correction_job_id, unless null) is a safe id
+// (receipts::IsSafeServerId), else an invalid_response_contract error.
 #pragma once
 
 #include <chrono>

@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tmcra::ElidedMember elide{"evidence", tmcra::receipts::WatermarkKeys()};
   nlohmann::json elided;
   const tmcra::JsonReadResult b = tmcra::ReadJsonStrict(text, elided, kDepth, &elide);
-  if (a.ok != b.ok || a.duplicate_key != b.duplicate_key || a.too_deep != b.too_deep) {
+  if (a.ok != b.ok || a.duplicate_key != b.duplicate_key || a.too_deep != b.too_deep ||
+      a.number_out_of_range != b.number_out_of_range || a.number_paths != b.number_paths) {
     Mismatch("result flags");
   }
   if (!a.ok) return 0;

@@ -320,3 +320,69 @@ TEST_CASE("ParseOrderedJsonLenient is ordered_json::parse, member order and repe
   CHECK((--out.end()).key() == "a");
   CHECK(out["k19999"] == 19999);
 }
+
+TEST_CASE("a number no double holds is refused and named by its path", "[common][json]") {
+  const auto path_of = [](const std::string& text) {
+    json out;
+    const auto r = ReadJsonStrict(text, out);
+    INFO(text);
+    CHECK_FALSE(r.ok);
+    CHECK(out.is_null());
+    CHECK(r.number_out_of_range);
+    REQUIRE(r.number_paths.size() == 1);
+    return r.number_paths[0];
+  };
+  CHECK(path_of("1e400") == json::array());
+  CHECK(path_of("-1e400") == json::array());
+  CHECK(path_of("1" + std::string(400, '0')) == json::array());
+  CHECK(path_of(R"({"a":[1,{"b":1e400}]})") == json::array({"a", 1, "b"}));
+  CHECK(path_of(R"({"a":[1,{"b":1e400 ]})") == json::array({"a", 1, "b"}));  // the first fault
+  CHECK(path_of(R"({"m":{"z":0,"a":{},"k":[[2e308]]}})") == json::array({"m", "k", 0, 0}));
+  // Another fault first: not a number out of range.
+  json out;
+  const auto syntax = ReadJsonStrict(R"({"a":tru,"b":1e400})", out);
+  CHECK_FALSE(syntax.ok);
+  CHECK_FALSE(syntax.number_out_of_range);
+  CHECK(syntax.number_paths.empty());
+  CHECK(ReadJsonStrict("1e-400", out).ok);  // an underflow is 0, as nlohmann reads it
+  // The ordered reader and an elided member name it too.
+  nlohmann::ordered_json ordered;
+  const auto o = tmcra::ReadOrderedJsonStrict(R"({"z":{"y":[0,1e400]}})", ordered);
+  CHECK(o.number_out_of_range);
+  REQUIRE(o.number_paths.size() == 1);
+  CHECK(o.number_paths[0] == json::array({"z", "y", 1}));
+  tmcra::ElidedMember elide("evidence", {"source_event_seq"});
+  const auto e = ReadJsonStrict(R"({"a":1,"evidence":{"w":[{"k":1,"x":-1e400}]}})", out, 0, &elide);
+  CHECK(e.number_out_of_range);
+  REQUIRE(e.number_paths.size() == 1);
+  CHECK(e.number_paths[0] == json::array({"evidence", "w", 0, "x"}));
+}
+
+TEST_CASE("ReadJsonStrictPastOverflow reads the rest, each such number null", "[common][json]") {
+  json out;
+  auto r = tmcra::ReadJsonStrictPastOverflow(
+      R"({"id":7,"params":{"x":1e400,"y":-1e999,"z":[1]}})", out);
+  CHECK_FALSE(r.ok);
+  CHECK(r.number_out_of_range);
+  CHECK(r.number_paths == std::vector<json>{json::array({"params", "x"})});
+  CHECK(out == json::parse(R"({"id":7,"params":{"x":null,"y":null,"z":[1]}})"));
+  // In a top-level array, the first of each element that has one.
+  r = tmcra::ReadJsonStrictPastOverflow(R"([{"a":1e400,"b":1e400},{"c":1},{"d":[1e400]},1e400])",
+                                        out);
+  CHECK(r.number_out_of_range);
+  CHECK(r.number_paths == std::vector<json>{json::array({0, "a"}), json::array({2, "d", 0}),
+                                            json::array({3})});
+  CHECK(out == json::parse(R"([{"a":null,"b":null},{"c":1},{"d":[null]},null])"));
+  // Any other fault: refused as usual, nothing read.
+  for (const char* text : {R"({"a":1e400,})", R"({"a":1e400,"a":1})", R"([1e400] x)"}) {
+    INFO(text);
+    json refused;
+    r = tmcra::ReadJsonStrictPastOverflow(text, refused);
+    CHECK_FALSE(r.ok);
+    CHECK_FALSE(r.number_out_of_range);
+    CHECK(r.number_paths.empty());
+    CHECK(refused.is_null());
+  }
+  CHECK(tmcra::ReadJsonStrictPastOverflow(R"({"a":[1,2.5]})", out).ok);
+  CHECK(out == json::parse(R"({"a":[1,2.5]})"));
+}

@@ -24,6 +24,24 @@ TEST_CASE("parse enforces depth and reports parse errors", "[mcp][jsonrpc]") {
   CHECK(ParseLine(std::string(kMaxLineBytes + 1, ' ')).error_code == rpc::kInvalidRequest);
 }
 
+TEST_CASE("a number no double holds is read past, so the message can still be answered",
+          "[mcp][jsonrpc]") {
+  ParsedLine parsed = ParseLine(R"({"jsonrpc":"2.0","id":4,"params":{"a":[1e400]}})");
+  CHECK(parsed.error_code == 0);
+  CHECK(parsed.number_out_of_range);
+  CHECK(parsed.number_paths == std::vector<json>{json::array({"params", "a", 0})});
+  CHECK(parsed.value == json::parse(R"({"jsonrpc":"2.0","id":4,"params":{"a":[null]}})"));
+  // A repeated key keeps its last value (nlohmann's leniency); anything else wrong is -32700.
+  parsed = ParseLine(R"({"id":1,"id":2})");
+  CHECK(parsed.error_code == 0);
+  CHECK_FALSE(parsed.number_out_of_range);
+  CHECK(parsed.value["id"] == 2);
+  parsed = ParseLine(R"({"id":4,"a":1e400,})");
+  CHECK(parsed.error_code == rpc::kParseError);
+  CHECK_FALSE(parsed.number_out_of_range);
+  CHECK(parsed.value.is_null());
+}
+
 TEST_CASE("ids are strings or integers only", "[mcp][jsonrpc]") {
   CHECK(IsValidRequestId(json(1)));
   CHECK(IsValidRequestId(json("a")));

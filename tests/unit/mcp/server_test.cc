@@ -107,6 +107,31 @@ TEST_CASE("ping, server/discover and unknown methods are answered at any time",
   CHECK(s.Finish() == 0);
 }
 
+TEST_CASE("before initialize is answered, tools are neither listed nor called",
+          "[mcp][lifecycle]") {
+  PipeSession s(MakeServer());
+  for (const char* method : {"tools/list", "tools/call"}) {
+    INFO(method);
+    json r = s.Call(method, method, {{"name", "test_echo"}, {"arguments", json::object()}});
+    CHECK(r["id"] == method);
+    CHECK(r["error"]["code"] == -32600);
+    CHECK(r["error"]["message"] ==
+          "Invalid Request: the session is not initialized; send initialize first");
+  }
+  // Refused before anything is looked at: an unknown tool, bad arguments.
+  CHECK(CallTool(s, 1, "nope", json::object())["error"]["code"] == -32600);
+  CHECK(CallTool(s, 2, "test_echo", {{"count", "x"}})["error"]["code"] == -32600);
+  // ping, server/discover and unknown methods are answered as at any time.
+  CHECK(s.Call(3, "ping")["result"] == json::object());
+  CHECK(s.Call(4, "server/discover")["error"]["code"] == -32601);
+  CHECK(s.Call(5, "resources/list")["error"]["code"] == -32601);
+  s.Initialize("2025-11-25");
+  CHECK(s.Call(6, "tools/list")["result"]["tools"].size() == 3);
+  CHECK(CallTool(s, 7, "test_echo", {{"count", 2}})["result"]["structuredContent"] ==
+        json{{"echo", {{"count", 2}}}});
+  CHECK(s.Finish() == 0);
+}
+
 TEST_CASE("notifications are never answered, even unknown or malformed ones", "[mcp][dispatch]") {
   PipeSession s(MakeServer());
   s.SendLine(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
@@ -137,6 +162,78 @@ TEST_CASE("malformed input gets errors with id null and the session goes on", "[
   s.SendLine(R"({"id":8,"method":"ping"})");
   CHECK(s.Read()["error"]["code"] == -32600);
   CHECK(s.Call(9, "ping")["result"] == json::object());
+}
+
+TEST_CASE("a number no double holds is an invalid input, answered with the request's id",
+          "[mcp][dispatch]") {
+  PipeSession s(MakeServer());
+  s.Initialize("2025-11-25");
+  const auto answer = [&s](const std::string& line) {
+    s.SendLine(line);
+    return s.Read();
+  };
+  // In a tool's arguments: a tool error naming the field, as for any invalid argument.
+  json r = answer(R"({"jsonrpc":"2.0","id":1,"method":"tools/call",)"
+                  R"("params":{"name":"test_echo","arguments":{"count":1e400}}})");
+  CHECK(r["id"] == 1);
+  CHECK(r["result"]["isError"] == true);
+  CHECK(r["result"]["content"][0]["text"] ==
+        "Invalid arguments for test_echo: arguments.count: number out of range");
+  r = answer(R"({"jsonrpc":"2.0","id":"two","method":"tools/call",)"
+             R"("params":{"name":"test_echo","arguments":{"items":[{"n":-1e999}]}}})");
+  CHECK(r["id"] == "two");
+  CHECK(r["result"]["content"][0]["text"] ==
+        "Invalid arguments for test_echo: arguments.items[0].n: number out of range");
+  // Elsewhere in a request's params: invalid params, with its id.
+  r = answer(R"({"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":1e400}})");
+  CHECK(r["id"] == 3);
+  CHECK(r["error"]["code"] == -32602);
+  CHECK(r["error"]["message"] == "Invalid params: params.x: number out of range");
+  r = answer(R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"test_echo",)"
+             R"("arguments":{},"_meta":{"progressToken":1e400}}})");
+  CHECK(r["id"] == 4);
+  CHECK(r["error"]["message"] == "Invalid params: params._meta.progressToken: number out of range");
+  // Elsewhere in the message: an invalid request, with its id when it could be read.
+  r = answer(R"({"jsonrpc":"2.0","id":5,"method":"ping","x":[1e400]})");
+  CHECK(r["id"] == 5);
+  CHECK(r["error"]["code"] == -32600);
+  CHECK(r["error"]["message"] == "Invalid Request: x[0]: number out of range");
+  r = answer(R"({"jsonrpc":"2.0","id":1e400,"method":"ping"})");
+  CHECK(r["id"].is_null());
+  CHECK(r["error"]["code"] == -32600);
+  CHECK(r["error"]["message"] == "Invalid Request: id: number out of range");
+  r = answer("-1e400");
+  CHECK(r["id"].is_null());
+  CHECK(r["error"]["code"] == -32600);
+  // The usual answers come first: an unknown method or tool.
+  CHECK(answer(R"({"jsonrpc":"2.0","id":6,"method":"nope","params":{"x":1e400}})")["error"]
+             ["code"] == -32601);
+  CHECK(answer(R"({"jsonrpc":"2.0","id":7,"method":"tools/call",)"
+               R"("params":{"name":"nope","arguments":{"x":1e400}}})")["error"]["message"] ==
+        "Unknown tool: nope");
+  // A notification is never answered.
+  s.SendLine(R"({"jsonrpc":"2.0","method":"notifications/cancelled",)"
+             R"("params":{"requestId":1e400}})");
+  CHECK(s.Call(8, "ping")["result"] == json::object());
+}
+
+TEST_CASE("a number no double holds in a batch fails only its own message", "[mcp][batch]") {
+  PipeSession s(MakeServer());
+  s.Initialize("2025-03-26");
+  s.SendLine(R"([{"jsonrpc":"2.0","id":1,"method":"tools/call",)"
+             R"("params":{"name":"test_echo","arguments":{"count":1e400}}},)"
+             R"({"jsonrpc":"2.0","id":2,"method":"tools/call",)"
+             R"("params":{"name":"test_echo","arguments":{"count":2}}},)"
+             R"({"jsonrpc":"2.0","id":3,"method":"ping","params":{"a":-1e400}}])");
+  json batch = s.Read();
+  REQUIRE(batch.is_array());
+  REQUIRE(batch.size() == 3);
+  CHECK(batch[0]["id"] == 1);
+  CHECK(batch[0]["result"]["content"][0]["text"] ==
+        "Invalid arguments for test_echo: arguments.count: number out of range");
+  CHECK(batch[1]["result"]["content"][0]["text"] == R"({"echo":{"count":2}})");
+  CHECK(batch[2]["id"] == 3);
+  CHECK(batch[2]["error"]["message"] == "Invalid params: params.a: number out of range");
 }
 
 TEST_CASE("a nesting bomb is rejected and the next request is answered", "[mcp][limits]") {
@@ -528,6 +625,21 @@ TEST_CASE("elicitation round trips through the reader while the call waits",
     s.Initialize("2025-11-25", {{"elicitation", json::object()}});
     CHECK(Elicit(s, "2025-11-25", {{"action", "accept"}}, nullptr)["outcome"] == "error");
   }
+}
+
+TEST_CASE("an elicitation answer holding a number no double holds is an error answer",
+          "[mcp][elicitation]") {
+  PipeSession s(MakeServer());
+  s.Initialize("2025-11-25", {{"elicitation", json::object()}});
+  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+          {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "Save this?"}}}}}});
+  json request = s.Read();
+  REQUIRE(request["method"] == "elicitation/create");
+  s.SendLine(R"({"jsonrpc":"2.0","id":)" + request["id"].dump() +
+             R"(,"result":{"action":"accept","content":{"confirm":true,"n":1e400}}})");
+  json response = s.Read();
+  CHECK(response["id"] == 1);
+  CHECK(response["result"]["structuredContent"]["outcome"] == "error");
 }
 
 TEST_CASE("an elicitation answer and a new call in one write are both handled",

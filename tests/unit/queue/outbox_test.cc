@@ -192,6 +192,55 @@ TEST_CASE("prepared turns bind once, commit is atomic and idempotent", "[queue][
   CHECK(ob->GetCounts()->pending == 3);
 }
 
+// One turn has one answer: a commit of a committed turn is a replay only with the same messages
+// (ids, roles and text; not timestamps, metadata or key), whatever state its item is in.
+TEST_CASE("a committed turn refuses a different answer, pending or delivered",
+          "[queue][lifecycle]") {
+  TempDir dir;
+  auto ob = Open(dir);
+  const auto answer = [](const std::string& key, const std::string& id, const std::string& text) {
+    CommitRequest c = Commit("t1", key);
+    c.messages[1]["message_id"] = id;
+    c.messages[1]["content"] = text;
+    c.messages[1]["timestamp"] = key;  // a retry without a timestamp gets a new one
+    return c;
+  };
+  REQUIRE(ob->PrepareTurn(Turn("t1")));
+  auto first = ob->CommitTurn(answer("key-first-001", "a1", "the answer"));
+  REQUIRE(first);
+  const auto refused = [&](const CommitRequest& c) {
+    auto r = ob->CommitTurn(c);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == Errc::kConflict);
+    CHECK_FALSE(r.error().retryable);
+    CHECK(r.error().message.find("turn t1") != std::string::npos);
+    CHECK(r.error().message.find("\"a1\"") != std::string::npos);
+    CHECK(r.error().message.find("a different assistant message") != std::string::npos);
+  };
+  for (const char* state : {"pending", "succeeded", "dead_letter"}) {
+    INFO(state);
+    if (std::string(state) == "succeeded") REQUIRE(ob->MarkSucceeded(*first, {{"jobs", {}}}));
+    if (std::string(state) == "dead_letter") REQUIRE(ob->MarkDeadLetter(*first, "x", nullptr));
+    refused(answer("key-other-001", "a2", "another answer"));
+    refused(answer("key-other-002", "a1", "the answer, edited"));
+    refused(answer("key-other-003", "a2", "the answer"));
+    auto replay = ob->CommitTurn(answer("key-retry-" + std::string(state), "a1", "the answer"));
+    REQUIRE(replay);
+    CHECK(*replay == *first);
+    CHECK(ob->Get(*first)->messages[1]["content"] == "the answer");
+    const auto counts = ob->GetCounts();
+    CHECK(counts->pending + counts->succeeded + counts->dead_letter == 1);
+  }
+  // Discarded by the memory mode: nothing is left to compare, and nothing was saved; the item
+  // (dead_letter) is what any commit of the turn gets.
+  REQUIRE(ob->MarkDeadLetter(*first, "discarded_by_memory_mode", nullptr, true));
+  auto discarded = ob->CommitTurn(answer("key-other-004", "a2", "another answer"));
+  REQUIRE(discarded);
+  CHECK(*discarded == *first);
+  CHECK(ob->Get(*first)->state == "dead_letter");
+  CHECK(ob->Get(*first)->messages.empty());
+}
+
 TEST_CASE("a database written by TMCRA's Python client opens and upgrades", "[queue][compat]") {
   TempDir dir;
   const std::string path = dir.File("python.sqlite3");

@@ -132,6 +132,8 @@ void CheckSame(const std::string& text, bool fall_back = false) {
   REQUIRE(elided.ok == whole.result.ok);
   REQUIRE(elided.duplicate_key == whole.result.duplicate_key);
   REQUIRE(elided.too_deep == whole.result.too_deep);
+  REQUIRE(elided.number_out_of_range == whole.result.number_out_of_range);
+  REQUIRE(elided.number_paths == whole.result.number_paths);
   if (!whole.result.ok) return;
   const bool object_evidence = whole.value.is_object() && whole.value.contains("evidence") &&
                                whole.value["evidence"].is_object();
@@ -212,6 +214,12 @@ TEST_CASE("an elided evidence: repeated keys, depth and order, one by one", "[re
   CHECK(elide.found[0] == 2);
   CHECK(elide.found[1] == 5);
   CHECK(elide.found[2].is_null());
+  // A number no double holds is named by the same path, inside the evidence or not.
+  CheckSame(R"({"evidence":{"w":[{"k":1,"x":-1e400}]},"query_id":"q"})");
+  CHECK(Whole(R"({"evidence":{"w":[{"k":1,"x":-1e400}]}})").result.number_paths ==
+        std::vector<json>{json::array({"evidence", "w", 0, "x"})});
+  CheckSame(R"({"evidence":{"a":[1,[2,1e999]]},"z":1e400})");
+  CheckSame(R"({"query_id":1e400,"evidence":{"a":1}})");
   // Only a top-level member is elided.
   CheckSame(R"({"x":{"evidence":{"source_event_seq":9}}})");
   // The sixteenth key of an object starts the set of its keys: it must be in it.

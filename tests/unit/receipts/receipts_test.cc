@@ -367,7 +367,7 @@ TEST_CASE("messages read <path>: <reason>", "[receipts]") {
 TEST_CASE("strings must have a character outside Python's whitespace", "[receipts][job]") {
   const auto ok = [](const std::string& id) {
     json j = Job();
-    j["job_id"] = id;
+    j["tenant_id"] = id;
     return JobReceipt(j).has_value();
   };
   CHECK(ok("j"));
@@ -382,8 +382,45 @@ TEST_CASE("strings must have a character outside Python's whitespace", "[receipt
   CHECK_FALSE(ok("\xe2\x80\xa8\xe2\x80\xa9\xe2\x80\xaf"));  // U+2028, U+2029, U+202F
   CHECK_FALSE(ok("\xe2\x81\x9f\xe3\x80\x80"));              // U+205F, U+3000
   json j = Job();
-  j["job_id"] = " j ";
-  CHECK((*JobReceipt(j))["job_id"] == " j ");
+  j["tenant_id"] = " j ";
+  CHECK((*JobReceipt(j))["tenant_id"] == " j ");
+}
+
+TEST_CASE("a job id is a safe id: it goes into a URL path", "[receipts][job]") {
+  const auto receipt = [](const std::string& id) {
+    json j = Job();
+    j["job_id"] = id;
+    return JobReceipt(j);
+  };
+  // Every form the memories issue: the engine's and tmcra-memd's job_<hex>, UUIDs, and the
+  // other forms these tests use.
+  for (const std::string& id : std::vector<std::string>{
+           "job_0f3c9a1e2b4d4c6e8a0b1c2d3e4f5a6b", "3f2b1c9e-8d7a-4b6c-9e5f-1a2b3c4d5e6f", "j",
+           "job-1", "scope-empty", "job.v2", "a:b@c_d~e+f%41", std::string(128, 'a')}) {
+    INFO(id);
+    CHECK(receipt(id).has_value());
+    CHECK(tmcra::receipts::IsSafeServerId(id));
+  }
+  for (const std::string& id : std::vector<std::string>{
+           "../../x", "..", ".", "a/b", "/", "a\\b", "a..b", "a b", " j ", "j\t", "\x7f",
+           "caf\xc3\xa9", "\xe2\x80\x8b", std::string(129, 'a')}) {
+    INFO(id);
+    auto r = receipt(id);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code == tmcra::Errc::kProtocol);
+    CHECK_FALSE(r.error().retryable);
+    CHECK(r.error().message.rfind("job.job_id: must be a safe id (1..128 printable ASCII "
+                                  "characters, no '/', '\\' or '..')", 0) == 0);
+    CHECK_FALSE(tmcra::receipts::IsSafeServerId(id));
+  }
+  CHECK(receipt("../../x").error().message.find("(got \"../../x\")") != std::string::npos);
+  // In an ingest answer, both shapes.
+  auto bulk = IngestReceipt(Bulk({Job("job-1"), Job("../../x")}));
+  REQUIRE_FALSE(bulk);
+  CHECK(bulk.error().message.rfind("ingest.jobs[1].job_id: must be a safe id", 0) == 0);
+  auto single = IngestReceipt(Job(".."));
+  REQUIRE_FALSE(single);
+  CHECK(single.error().message.rfind("ingest.job_id: must be a safe id", 0) == 0);
 }
 
 TEST_CASE("job numbers: attempts an integer >= 0, timestamps any finite number",

@@ -235,6 +235,16 @@ TEST_CASE("a confirmed correction shows the replacement, is recalled, and is sto
   CHECK(f.Shows("bucket", "corrected fact: the bucket is finch"));
   CHECK_FALSE(f.Shows("bucket", "old fact"));
   CHECK(f.FeedbackRows() == 1);
+
+  // The same key with another correction is refused, never taken for a replay.
+  json other = args;
+  other["replacement"] = "corrected fact: the bucket is heron";
+  const json refused = f.Call(other, Reply(kAccept));
+  CHECK(refused.value("isError", false));
+  CHECK(Text(refused).rfind(
+            "Error executing tool tmcra_feedback: idempotency_conflict (HTTP 409)", 0) == 0);
+  CHECK(f.FeedbackRows() == 1);
+  CHECK_FALSE(f.Shows("bucket", "heron"));
 }
 
 TEST_CASE("decline, cancel, an unconfirmed accept, a bad answer, a timeout and a client without "
@@ -528,14 +538,23 @@ TEST_CASE("the Memory API's answers are checked: inexact pages, errors and a bad
   CHECK(api.last_body == json{{"rating", "helpful"}, {"action", "restore"},
                               {"memory_ids", {"fb_1", "rec_2", "fb_1"}}, {"query_id", "api_q"}});
 
+  // The ids a host passes back into URL paths (a restore's memory id, a job to wait for) are
+  // safe ids (receipts::IsSafeServerId), as a job receipt's job_id.
   for (const json& bad : {json::array(), json{{"effective", true}}, json{{"feedback_id", 5}},
-                          json{{"feedback_id", " "}}}) {
+                          json{{"feedback_id", " "}}, json{{"feedback_id", "../../x"}},
+                          json{{"feedback_id", "fb 1"}},
+                          json{{"feedback_id", "fb_1"}, {"correction_job_id", "../jobs/x"}},
+                          json{{"feedback_id", "fb_1"}, {"correction_job_id", 5}}}) {
     INFO(bad.dump());
     api.feedback = [bad]() -> Result<json> { return bad; };
     const json r = call(args);
     CHECK(r["isError"] == true);
     CHECK(Text(r).find("invalid_response_contract") != std::string::npos);
   }
+  api.feedback = []() -> Result<json> {
+    return json{{"feedback_id", "fb_2"}, {"correction_job_id", nullptr}};
+  };
+  CHECK(call(args)["structuredContent"]["feedback_id"] == "fb_2");
   api.feedback = []() -> Result<json> {
     return Error::Api(409, "idempotency_conflict", "different body");
   };

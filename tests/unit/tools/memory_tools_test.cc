@@ -144,6 +144,23 @@ TEST_CASE("retrying the same ingest replays the job and stores nothing twice", "
   CHECK(f.Figures()["records"] == 2);
 }
 
+TEST_CASE("a reused idempotency key with another body is refused, never replayed",
+          "[tools][memory]") {
+  Fixture f;
+  json args = kPair;
+  args["idempotency_key"] = "ingest-key-reused";
+  for (auto& m : args["messages"]) m["timestamp"] = "2026-07-15T00:00:00Z";
+  const json first = f.Call("tmcra_ingest", args);
+  REQUIRE_FALSE(first.contains("isError"));
+  CHECK(f.Call("tmcra_ingest", args)["structuredContent"]["job_id"] ==
+        first["structuredContent"]["job_id"]);
+  args["messages"][1]["content"] = "Got it, staging database heron-8.";
+  const json refused = f.Call("tmcra_ingest", args);
+  CHECK(refused["isError"] == true);
+  CHECK(Text(refused).find("Error executing tool tmcra_ingest: idempotency_conflict (HTTP 409)") ==
+        0);
+}
+
 TEST_CASE("bad input is rejected naming the field, and the store is unchanged", "[tools][memory]") {
   Fixture f;
   const json ok_message = {{"message_id", "m"}, {"role", "user"}, {"content", "x"}};

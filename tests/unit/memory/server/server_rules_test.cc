@@ -84,6 +84,29 @@ TEST_CASE("bodies: only a JSON object passes, everything else is 422 with detail
   CHECK(NestingDepth("{\"a\":\"[[[[\"}", 64) == 1);
 }
 
+TEST_CASE("bodies: a number no double holds is 422 naming where it is") {
+  const std::pair<std::string, json> cases[] = {
+      {R"({"metadata":{"n":1e400}})", json::array({"body", "metadata", "n"})},
+      {R"({"messages":[{"a":1},{"b":-1e999}]})", json::array({"body", "messages", 1, "b"})},
+      {"{\"k\":1" + std::string(400, '0') + "}", json::array({"body", "k"})},
+      // A repeated key (kept as Python keeps it) before the number: where is not known.
+      {R"({"a":1,"a":1e400})", json::array({"body"})},
+  };
+  for (const auto& [body, loc] : cases) {
+    INFO(body);
+    auto parsed = ParseBodyObject(body, "application/json");
+    REQUIRE_FALSE(parsed);
+    CHECK(parsed.error().http_status == 422);
+    CHECK(parsed.error().api_code == "validation_error");
+    CHECK_FALSE(parsed.error().retryable);
+    const json details = json::parse(parsed.error().details_json);
+    CHECK(details[0]["type"] == "finite_number");
+    CHECK(details[0]["loc"] == loc);
+    CHECK(details[0]["msg"] == "Input should be a finite number");
+  }
+  CHECK(ParseBodyObject(R"({"a":1e-400,"b":1e308})", "application/json"));
+}
+
 TEST_CASE("target paths are split and percent-decoded") {
   auto s = SplitTargetPath("/v1/scopes/team%2Da/recall?x=1");
   REQUIRE(s);
