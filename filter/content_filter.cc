@@ -163,8 +163,8 @@ ContentFilter::ContentFilter(FilterRules rules) : rules_(std::move(rules)) {}
 FilterResult ContentFilter::Apply(std::string_view input) const {
   FilterResult result;
   result.text.assign(input);
-  result.report.private_spans = DropPrivate(result.text);
-  result.report.recalled_blocks = DropRecalled(result.text);
+  if (rules_.drop_private) result.report.private_spans = DropPrivate(result.text);
+  if (rules_.drop_recalled) result.report.recalled_blocks = DropRecalled(result.text);
   if (!rules_.redact_secrets) return result;
   const std::vector<SecretMatch> secrets = FindSecrets(result.text, rules_);
   if (secrets.empty()) return result;

@@ -29,6 +29,10 @@ struct FilterRules {
   std::vector<std::string> extra_prefixes;
   // Exact strings that are never redacted, even where a rule would take them.
   std::vector<std::string> allow;
+  // Private spans and recalled memory are always dropped in what the product stores; these
+  // two let a test of what lies beneath (e.g. the evidence renderer's escaping) store them.
+  bool drop_private = true;
+  bool drop_recalled = true;
 };
 
 // What one application of the filter changed (no secret text in it).

@@ -223,7 +223,9 @@ json EngineStats::ToJson() const {
   return out;
 }
 
-Engine::Engine(EngineOptions options) : options_(std::move(options)), owner_(NewProcessOwnerId()) {}
+Engine::Engine(EngineOptions options) : options_(std::move(options)), owner_(NewProcessOwnerId()) {
+  filter_ = filter::ContentFilter(options_.filter_rules);
+}
 
 Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   std::unique_ptr<Engine> engine(new Engine(std::move(options)));
@@ -349,8 +351,25 @@ Result<Engine::PreparedIngest> Engine::PrepareIngest(std::string_view scope, con
                       {"integration_id", context.integration_id ? json(*context.integration_id)
                                                                 : json(nullptr)},
                       {"agent_id", context.agent_id ? json(*context.agent_id) : json(nullptr)}}}};
-  return PreparedIngest{key, Sha256Hex(CanonicalJson(hashed)), CanonicalJson(payload),
-                        request->consistency};
+  return PreparedIngest{key, Sha256Hex(CanonicalJson(hashed)),
+                        CanonicalJson(FilteredPayload(payload)), request->consistency};
+}
+
+json Engine::FilteredPayload(json payload) const {
+  auto messages = payload.find("messages");
+  if (messages == payload.end() || !messages->is_array()) return payload;
+  json kept = json::array();
+  for (json& m : *messages) {
+    auto content = m.find("content");
+    if (content != m.end() && content->is_string()) {
+      std::string text = filter_.Apply(content->get_ref<const std::string&>()).text;
+      if (text.empty()) continue;  // all of it was private or recalled memory
+      *content = std::move(text);
+    }
+    kept.push_back(std::move(m));
+  }
+  *messages = std::move(kept);
+  return payload;
 }
 
 namespace {

@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "filter/content_filter.h"
 #include "memory/bm25.h"
 #include "memory/compaction.h"
 #include "src/common/result.h"
@@ -70,6 +71,10 @@ struct EngineOptions {
   // The worker truncates the write-ahead log once its file passes this many bytes (Engine::
   // BoundWal): readers that always overlap keep SQLite's own checkpoints from ever resetting it.
   int64_t wal_limit_bytes = 32 << 20;
+  // The content filter (filter/content_filter.h) every stored text goes through: message
+  // contents of ingests (after the idempotency hash, which is taken on the body as received, so
+  // a change of these rules never turns a client's retry into a conflict) and feedback texts.
+  filter::FilterRules filter_rules;
 };
 
 // The attribution an ingest carries in headers.
@@ -146,9 +151,11 @@ class Engine {
   explicit Engine(EngineOptions options);
 
   struct PreparedIngest;  // a validated ingest with its key and payload hash
-  static Result<PreparedIngest> PrepareIngest(std::string_view scope, const json& body,
-                                              const std::string& key,
-                                              const IngestContext& context);
+  // Validates an ingest and hashes it as received; what is stored is its filtered form.
+  Result<PreparedIngest> PrepareIngest(std::string_view scope, const json& body,
+                                       const std::string& key, const IngestContext& context);
+  // The payload with each message's content filtered; messages left empty are dropped.
+  json FilteredPayload(json payload) const;
   // Stores one validated ingest inside the caller's transaction; replays a known key.
   Result<json> StoreIngest(db::Database& db, std::string_view scope,
                            const PreparedIngest& prepared, bool* created);
@@ -204,6 +211,7 @@ class Engine {
   std::unique_ptr<WordCounts> word_counts_;  // the word index's document counts, per word
   std::unique_ptr<PostingsCache> postings_;  // the word index's postings, or null
   std::unique_ptr<WordCounts> cjk_counts_;   // the CJK index's, per bigram and lone prefix
+  filter::ContentFilter filter_;
 
   std::mutex api_mu_;
   std::unique_ptr<db::Database> api_db_;  // guarded by api_mu_

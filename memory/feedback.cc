@@ -397,10 +397,15 @@ Result<json> Engine::FeedbackNow(std::string_view scope, const json& body,
       (!idempotency_key.empty() && (key_length < 8 || key_length > 200))) {
     return KeyError();
   }
+  // Hashed as received (a change of the filter's rules never turns a retry into a conflict);
+  // stored and applied filtered.
   const json payload = request->ToJson();
-  const std::string payload_text = CanonicalJson(payload);
   const std::string payload_sha =
       Sha256Hex(CanonicalJson(json{{"scope_name", scope}, {"payload", payload}}));
+  for (std::optional<std::string>* text : {&request->comment, &request->replacement}) {
+    if (*text) **text = filter_.Apply(**text).text;
+  }
+  const std::string payload_text = CanonicalJson(request->ToJson());
 
   std::lock_guard lock(api_mu_);
   db::Database& db = *api_db_;

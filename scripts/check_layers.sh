@@ -10,16 +10,16 @@ declare -A allowed=(
   [filter]="filter"
   [src/db]="src/common src/db"
   [src/mcp]="src/common src/mcp"
-  [src/config]="src/common src/config"
+  [src/config]="src/common filter src/config"
   [src/api]="src/common src/api src/config memory"
   [src/controls]="src/common src/controls"
   [queue]="src/common src/db queue"
   [receipts]="src/common receipts"
-  [memory]="src/common src/db memory"
-  [memory/server]="src/common src/db src/api src/config memory"
-  [src/tools]="src/common src/mcp src/config src/api src/controls queue receipts src/tools"
+  [memory]="src/common filter src/db memory"
+  [memory/server]="src/common filter src/db src/api src/config memory"
+  [src/tools]="src/common filter src/mcp src/config src/api src/controls queue receipts src/tools"
   [setup]="src/common setup"
-  [src/app]="src memory queue receipts setup"
+  [src/app]="src filter memory queue receipts setup"
 )
 
 status=0

@@ -53,6 +53,7 @@ Result<App> BuildApp(const AppOptions& app_options) {
   if (!settings.remote()) {
     memory::EngineOptions engine;
     engine.path = settings.database_path;
+    engine.filter_rules = settings.filter_rules;
     app.memory = std::make_unique<api::EmbeddedMemoryApi>(std::move(engine));
     control_base = "embedded://" + settings.data_dir;
   } else {
@@ -117,6 +118,10 @@ Result<App> BuildApp(const AppOptions& app_options) {
   deps.delivery = app.delivery.get();
   deps.controls = app.controls.get();
   deps.control_key = control_key;
+  app.filter = std::make_unique<filter::ContentFilter>(settings.filter_rules);
+  app.filter_tally = std::make_unique<tools::FilterTally>();
+  deps.filter = app.filter.get();
+  deps.filter_tally = app.filter_tally.get();
 
   mcp::ServerOptions options;
   options.name = kProductName;
@@ -145,6 +150,7 @@ Result<App> BuildApp(const AppOptions& app_options) {
   feedback.controls = app.controls.get();
   feedback.control_key = control_key;
   feedback.default_scope = deps.default_scope;
+  feedback.filter = app.filter.get();
   // How long tmcra_feedback waits for the user's answer (tmcra-contract.md §4.3.2: 120 s).
   // Tests shorten it; it can only be shortened, and an unusable value keeps the default.
   if (const std::string ms = value("TMCRA_CONFIRMATION_TIMEOUT_MS"); !ms.empty()) {
@@ -160,7 +166,9 @@ Result<App> BuildApp(const AppOptions& app_options) {
   tools::RegisterFeedbackTool(*app.server, feedback);
   tools::RegisterMemoryTools(*app.server, deps);
   tools::RegisterLifecycleTools(*app.server, deps);
-  tools::RegisterStatusTool(*app.server, tools::StatusDeps{env, app.memory.get(), app.delivery.get()});
+  tools::RegisterStatusTool(*app.server, tools::StatusDeps{env, app.memory.get(),
+                                                           app.delivery.get(),
+                                                           app.filter_tally.get()});
   return app;
 }
 

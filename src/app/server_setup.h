@@ -4,11 +4,13 @@
 
 #include <memory>
 
+#include "filter/content_filter.h"
 #include "queue/delivery.h"
 #include "src/api/memory_api.h"
 #include "src/common/result.h"
 #include "src/controls/memory_controls.h"
 #include "src/mcp/server.h"
+#include "src/tools/content_filtering.h"
 
 namespace tmcra::app {
 
@@ -20,6 +22,9 @@ struct App {
   std::unique_ptr<controls::ControlStore> controls;
   std::unique_ptr<queue::DeliveryService> delivery;  // stopped before the memory goes
   std::unique_ptr<mcp::Server> server;
+  // The content filter the tools apply to every stored text, and what it removed.
+  std::unique_ptr<filter::ContentFilter> filter;
+  std::unique_ptr<tools::FilterTally> filter_tally;
 };
 
 // What a caller other than main() may change: the fuzzer runs the tools on its own thread.

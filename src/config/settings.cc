@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -226,6 +228,74 @@ Result<int> ResolveAttempts(const EnvLookup& env) {
   return static_cast<int>(*value);
 }
 
+// A comma-separated list, blanks around each item dropped, empty items skipped.
+std::vector<std::string> SplitList(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string item = Trim(std::string(text.substr(0, comma)));
+    if (!item.empty()) out.push_back(std::move(item));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+// TMCRA_<name> (a comma-separated list), else the config's array of strings `key`.
+Result<std::vector<std::string>> ResolveList(const EnvLookup& env, const char* variable,
+                                             const json& config, const char* key,
+                                             const std::string& in_file) {
+  if (std::string text = NonBlank(env, variable); !text.empty()) return SplitList(text);
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::vector<std::string>{};
+  const auto invalid = [&] {
+    return Error::Invalid(std::string(key) + " " + in_file + " must be an array of strings");
+  };
+  if (!it->is_array()) return invalid();
+  std::vector<std::string> out;
+  for (const auto& v : *it) {
+    if (!v.is_string()) return invalid();
+    std::string item = Trim(v.get<std::string>());
+    if (!item.empty()) out.push_back(std::move(item));
+  }
+  return out;
+}
+
+Result<filter::FilterRules> ResolveFilterRules(const EnvLookup& env, const json& config,
+                                               const std::string& in_file) {
+  filter::FilterRules rules;
+  if (std::string text = NonBlank(env, "TMCRA_REDACT_SECRETS"); !text.empty()) {
+    std::transform(text.begin(), text.end(), text.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (text == "on" || text == "true" || text == "1") {
+      rules.redact_secrets = true;
+    } else if (text == "off" || text == "false" || text == "0") {
+      rules.redact_secrets = false;
+    } else {
+      return Error::Invalid("TMCRA_REDACT_SECRETS must be on or off");
+    }
+  } else if (auto it = config.find("redactSecrets"); it != config.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      return Error::Invalid("redactSecrets " + in_file + " must be true or false");
+    }
+    rules.redact_secrets = it->get<bool>();
+  }
+  auto prefixes = ResolveList(env, "TMCRA_REDACT_EXTRA_PREFIXES", config, "redactExtraPrefixes",
+                              in_file);
+  if (!prefixes) return prefixes.error();
+  for (const std::string& p : *prefixes) {
+    if (p.size() < 3) {
+      return Error::Invalid("an extra redaction prefix must be at least 3 characters: a shorter "
+                            "one would take ordinary words");
+    }
+  }
+  rules.extra_prefixes = std::move(*prefixes);
+  auto allow = ResolveList(env, "TMCRA_REDACT_ALLOW", config, "redactAllow", in_file);
+  if (!allow) return allow.error();
+  rules.allow = std::move(*allow);
+  return rules;
+}
+
 // The first non-empty value of the environment variable, then the config keys, with the name
 // of where it came from.
 struct Sourced {
@@ -428,6 +498,11 @@ Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
     s.integration_id = integration.value;
   }
 
+  // The content filter's rules.
+  auto rules = ResolveFilterRules(env, config, in_file);
+  if (!rules) return rules.error();
+  s.filter_rules = std::move(*rules);
+
   // The default scope (never globalScope or projectScopePrefix). The service refuses a name
   // outside its grammar on each call; that is reported, not fatal, as TMCRA's client does.
   const Sourced scope = FirstOf(env, "TMCRA_DEFAULT_SCOPE", config, {"defaultScope"}, in_file);
@@ -522,6 +597,10 @@ json Settings::ToJson() const {
   if (default_scope) out["default_scope"] = *default_scope;
   if (default_agent_id) out["default_agent_id"] = *default_agent_id;
   if (integration_id) out["integration_id"] = *integration_id;
+  // The allow-list's strings are the user's; only how many there are is shown.
+  out["redact_secrets"] = filter_rules.redact_secrets;
+  out["redact_extra_prefixes"] = filter_rules.extra_prefixes.size();
+  out["redact_allow"] = filter_rules.allow.size();
   if (!problem.empty()) out["problem"] = problem;
   return out;
 }

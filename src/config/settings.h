@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "filter/content_filter.h"
 #include "src/common/result.h"
 
 namespace tmcra::config {
@@ -74,6 +75,12 @@ struct Settings {
   // mode (otherwise loading fails, so no TLS keys, nor an empty key-log file in local mode, are
   // ever written by accident).
   bool allow_keylog = false;
+
+  // The content filter's rules (docs/privacy.md): TMCRA_REDACT_SECRETS (on/off, also
+  // true/false/1/0), else the config's redactSecrets (a boolean); TMCRA_REDACT_EXTRA_PREFIXES
+  // and TMCRA_REDACT_ALLOW (comma-separated), else redactExtraPrefixes and redactAllow (arrays
+  // of strings). Private spans and recalled memory are always removed.
+  filter::FilterRules filter_rules;
 
   std::string data_dir;       // embedded data directory ($TMCRA_DATA_DIR, ~/.local/share/tmcra)
   std::string database_path;  // <data_dir>/memory.db

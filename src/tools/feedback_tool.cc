@@ -130,6 +130,14 @@ ToolResult Feedback(const json& args, mcp::ToolContext& ctx, const FeedbackToolD
   if (action == "correct" && (Blank(replacement) || CodePointLength(replacement) > 4000)) {
     return Failure(kTool, Error::Invalid("Correction text must be 1..4000 characters"));
   }
+  // The user approves the text that will be stored: secrets and private spans already out.
+  if (deps.filter != nullptr && !replacement.empty()) {
+    replacement = deps.filter->Apply(replacement).text;
+    if (Blank(replacement)) {
+      return Failure(kTool, Error::Invalid("arguments.replacement: nothing is left of it once "
+                                           "private spans and recalled memory are removed"));
+    }
+  }
 
   // 5: the request body, exactly as TMCRA sends it.
   json body{{"rating", action == "restore" ? "helpful" : "incorrect"},

@@ -15,6 +15,7 @@
 #include <functional>
 #include <string>
 
+#include "filter/content_filter.h"
 #include "src/api/memory_api.h"
 #include "src/controls/memory_controls.h"
 #include "src/mcp/server.h"
@@ -27,6 +28,8 @@ struct FeedbackToolDeps {
   std::function<std::string(const std::string& scope)> control_key;
   std::string default_scope;                               // used when a call names no scope
   std::chrono::milliseconds confirmation_timeout{120000};  // tests shorten it
+  // The content filter a replacement goes through before the user is shown it (null: none).
+  const filter::ContentFilter* filter = nullptr;
 };
 
 void RegisterFeedbackTool(mcp::Server& server, const FeedbackToolDeps& deps);

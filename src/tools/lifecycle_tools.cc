@@ -69,6 +69,12 @@ json RowReceipt(const queue::Item& item, bool compact = false,
 
 // _lifecycle_projection (§2.4) of a committed turn's row receipt.
 // `item` may be read for delivery (its recall receipt reduced): the turn's `recall` is used.
+// A write's answer with what the content filter removed from it.
+ToolResult WithFiltering(json receipt, const Filtering& filtering) {
+  receipt["content_filter"] = filtering.ToJson();
+  return ToolResult::Ok(std::move(receipt));
+}
+
 json Projection(const queue::Item& item, const std::string& turn_id, json recall) {
   json r = RowReceipt(item, /*compact=*/false, std::move(recall));
   const json& ingest = r["ingest"];
@@ -116,11 +122,17 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps) {
   const std::string turn_id = Trim(args["turn_id"].get<std::string>());
   const std::string session = Trim(args["session_id"].get<std::string>());
   const std::string message_id = Trim(args["user_message_id"].get<std::string>());
-  const std::string content = Trim(args["user_content"].get<std::string>());
+  const std::string raw_content = Trim(args["user_content"].get<std::string>());
   for (const auto& [name, value] : {std::pair{"turn_id", turn_id}, {"session_id", session},
-                                    {"user_message_id", message_id}, {"user_content", content}}) {
+                                    {"user_message_id", message_id},
+                                    {"user_content", raw_content}}) {
     if (value.empty()) return Failure(kTool, Error::Invalid(std::string("arguments.") + name + ": must not be blank"));
   }
+  // Filtered before anything is recalled or stored; a message that was all private is
+  // neither (its turn's answer still is).
+  Filtering filtering;
+  const std::string content = FilterText(deps.filter, raw_content, filtering);
+  if (deps.filter_tally != nullptr) deps.filter_tally->Add(filtering);
   controls::Policy capture;
   capture.session_id = session;
   // The turn's recall takes its task hand-off and budget from the state BeginTurn read.
@@ -150,9 +162,22 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps) {
     // A replay: the stored recall, validated again, and no new recall.
     json stored = t.recall_receipt;
     if (stored.is_object()) stored.erase("_local_capture");
-    auto revalidated = receipts::RecallReceipt(stored, resolved->scope);
-    if (!revalidated) return Failure(kTool, revalidated.error());
+    if (!t.user_content.empty()) {
+      auto revalidated = receipts::RecallReceipt(stored, resolved->scope);
+      if (!revalidated) return Failure(kTool, revalidated.error());
+    }
     recall = t.recall_receipt;
+  } else if (content.empty()) {
+    // Nothing to recall with: the whole message was private.
+    recall = {{"injectable_context", {{"content", ""}}}, {"_local_capture", capture.ToJson()}};
+    queue::PreparedTurn turn;
+    turn.turn_id = turn_id;
+    turn.scope_name = resolved->scope;
+    turn.session_id = session;
+    turn.user_message_id = message_id;
+    turn.user_timestamp = FormatIsoUtc(NowSeconds());
+    turn.recall_receipt = recall;
+    if (auto s = (*outbox)->PrepareTurn(turn); !s) return Failure(kTool, s.error());
   } else {
     RecallRequest request;
     request.scope = resolved->scope;
@@ -182,10 +207,12 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps) {
     return ToolResult::Ok({{"status", "recall_only"}, {"turn_id", turn_id},
                            {"write_allowed", false},
                            {"injectable_context", recall["injectable_context"]},
-                           {"task_handoff", recall["task_handoff"]},
-                           {"trust_boundary", "untrusted_memory_data"}});
+                           {"task_handoff", recall.value("task_handoff", json(nullptr))},
+                           {"trust_boundary", "untrusted_memory_data"},
+                           {"content_filter", filtering.ToJson()}});
   }
   return ToolResult::Ok({{"schema_version", kLifecycleSchema},
+                         {"content_filter", filtering.ToJson()},
                          {"contract_schema_version", receipts::kContractSchemaVersion},
                          {"receipt_type", "lifecycle_turn"},
                          {"status", "prepared"},
@@ -230,12 +257,17 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   const char* kTool = "tmcra_turn_commit";
   const std::string turn_id = Trim(args["turn_id"].get<std::string>());
   const std::string message_id = Trim(args["assistant_message_id"].get<std::string>());
-  const std::string content = Trim(args["assistant_content"].get<std::string>());
+  const std::string raw_content = Trim(args["assistant_content"].get<std::string>());
   for (const auto& [name, value] : {std::pair{"turn_id", turn_id},
                                     {"assistant_message_id", message_id},
-                                    {"assistant_content", content}}) {
+                                    {"assistant_content", raw_content}}) {
     if (value.empty()) return Failure(kTool, Error::Invalid(std::string("arguments.") + name + ": must not be blank"));
   }
+  // Filtered before the key is derived and the outbox sees it: a replay of the same answer
+  // filters the same way, so it is still a replay.
+  Filtering filtering;
+  const std::string content = FilterText(deps.filter, raw_content, filtering);
+  if (deps.filter_tally != nullptr) deps.filter_tally->Add(filtering);
   std::string timestamp = FormatIsoUtc(NowSeconds());
   if (auto ts = OptionalArg(args, "assistant_timestamp"); !ts.empty()) {
     auto normalised = PydanticTimestamp(ts);
@@ -297,11 +329,26 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   }
   queue::CommitRequest request;
   request.turn_id = turn_id;
-  request.messages = json::array(
-      {{{"message_id", t.user_message_id}, {"role", "user"}, {"content", t.user_content},
-        {"timestamp", t.user_timestamp}, {"metadata", user_meta}},
-       {{"message_id", message_id}, {"role", "assistant"}, {"content", content},
-        {"timestamp", timestamp}, {"metadata", assistant_meta}}});
+  request.messages = json::array();
+  // A message the filter left empty (all of it private) is not stored; the other one is.
+  if (!t.user_content.empty()) {
+    request.messages.push_back({{"message_id", t.user_message_id}, {"role", "user"},
+                                {"content", t.user_content}, {"timestamp", t.user_timestamp},
+                                {"metadata", user_meta}});
+  } else {
+    ++filtering.dropped_messages;
+  }
+  if (!content.empty()) {
+    request.messages.push_back({{"message_id", message_id}, {"role", "assistant"},
+                                {"content", content}, {"timestamp", timestamp},
+                                {"metadata", assistant_meta}});
+  } else {
+    ++filtering.dropped_messages;
+  }
+  if (request.messages.empty()) {
+    return ToolResult::Ok({{"skipped", true}, {"reason", "nothing_left_after_filtering"},
+                           {"submitted", false}, {"content_filter", filtering.ToJson()}});
+  }
   request.consistency = consistency;
   request.slow_policy = slow_policy;
   request.idempotency_key = key;
@@ -320,7 +367,7 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
     // host should not wait for that.
     deps.delivery->Kick();
     if (!item) return Failure(kTool, item.error());
-    return ToolResult::Ok(Projection(*item, turn_id, std::move(t.recall_receipt)));
+    return WithFiltering(Projection(*item, turn_id, std::move(t.recall_receipt)), filtering);
   }
   auto delivered = deps.delivery->DeliverItem(*item_id, /*wait_terminal=*/true, deps.commit_wait,
                                               [&ctx] { return ctx.cancelled(); });
@@ -328,12 +375,12 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
     auto item = (*outbox)->GetForDelivery(*item_id);
     if (!item) return Failure(kTool, item.error());
     deps.delivery->Kick();
-    return ToolResult::Ok(Projection(*item, turn_id, std::move(t.recall_receipt)));
+    return WithFiltering(Projection(*item, turn_id, std::move(t.recall_receipt)), filtering);
   }
   if (delivered->state == queue::kPending || delivered->state == queue::kSubmitted) {
     deps.delivery->Kick();  // background delivery finishes it
   }
-  return ToolResult::Ok(Projection(*delivered, turn_id, std::move(t.recall_receipt)));
+  return WithFiltering(Projection(*delivered, turn_id, std::move(t.recall_receipt)), filtering);
 }
 
 // ---- tmcra_reconcile ---------------------------------------------------------------------

@@ -140,6 +140,18 @@ ToolResult Ingest(const json& args, const MemoryToolDeps& deps) {
   auto body = BuildIngestBody(args, {resolved->agent_id, resolved->agent_source, deps.version},
                               FormatIsoUtc(NowSeconds()));
   if (!body) return Failure("tmcra_ingest", body.error());
+  // Filtered before the key is derived and before the outbox sees it.
+  Filtering filtering;
+  FilterMessages(deps.filter, (*body)["messages"], filtering);
+  if (deps.filter_tally != nullptr) deps.filter_tally->Add(filtering);
+  const auto with_filtering = [&filtering](json receipt) {
+    receipt["content_filter"] = filtering.ToJson();
+    return ToolResult::Ok(std::move(receipt));
+  };
+  if ((*body)["messages"].empty()) {
+    return with_filtering({{"skipped", true}, {"reason", "nothing_left_after_filtering"},
+                           {"submitted", false}});
+  }
   std::string key = OptionalArg(args, "idempotency_key");
   if (key.empty()) key = DeriveIdempotencyKey(resolved->scope, *body);
   const std::string session = (*body)["session_id"];
@@ -160,7 +172,7 @@ ToolResult Ingest(const json& args, const MemoryToolDeps& deps) {
     if (!response) return Failure("tmcra_ingest", response.error());
     auto receipt = receipts::IngestReceipt(*response, resolved->scope);
     if (!receipt) return Failure("tmcra_ingest", receipt.error());
-    return ToolResult::Ok(std::move(*receipt));
+    return with_filtering(std::move(*receipt));
   }
   // The write is durable in the outbox before anything is sent; then it is delivered now.
   auto outbox = deps.delivery->outbox();
@@ -181,7 +193,7 @@ ToolResult Ingest(const json& args, const MemoryToolDeps& deps) {
   auto delivered = deps.delivery->DeliverItem(*item_id, /*wait_terminal=*/false,
                                               std::chrono::milliseconds(0));
   if (!delivered) {
-    return ToolResult::Ok(receipts::QueuedIngestReceipt(resolved->scope, *item_id,
+    return with_filtering(receipts::QueuedIngestReceipt(resolved->scope, *item_id,
                                                         delivered.error().ToString()));
   }
   if (delivered->state == queue::kDeadLetter) {
@@ -190,12 +202,12 @@ ToolResult Ingest(const json& args, const MemoryToolDeps& deps) {
   }
   if (delivered->state == queue::kPending) {
     deps.delivery->Kick();
-    return ToolResult::Ok(receipts::QueuedIngestReceipt(
+    return with_filtering(receipts::QueuedIngestReceipt(
         resolved->scope, *item_id, delivered->last_error.value_or("delivery is pending")));
   }
   json receipt = delivered->receipt;
   receipt["queue_item_id"] = *item_id;
-  return ToolResult::Ok(std::move(receipt));
+  return with_filtering(std::move(receipt));
 }
 
 // ---- tmcra_get_job / tmcra_wait_job ------------------------------------------------------
@@ -284,13 +296,14 @@ Result<json> RecallForTool(const MemoryToolDeps& deps, const RecallRequest& requ
   const auto& content = prompt["content"].get_ref<const std::string&>();
   const controls::Selection selection = controls::SelectEvidence(content, budget, request.visible);
   json injectable = prompt;
-  // Most often everything fits the budget: the selection is the content, whose hash the
-  // receipt has just checked.
-  injectable["content_sha256"] = selection.content == content
-                                     ? out["evidence_sha256"].get<std::string>()
-                                     : Sha256Hex(selection.content);
-  injectable["content"] = selection.content;
-  injectable["content_character_count"] = CodePointLength(selection.content);
+  // What the model is given is marked as recalled memory (filter::MarkRecalled), so that an
+  // answer or a prompt that quotes it is not stored again; the hash and count are of the
+  // marked text. prompt_evidence stays as the memory sent it.
+  std::string marked = selection.content.empty() ? std::string()
+                                                 : filter::MarkRecalled(selection.content);
+  injectable["content_sha256"] = Sha256Hex(marked);
+  injectable["content_character_count"] = CodePointLength(marked);
+  injectable["content"] = std::move(marked);
   out["injectable_context"] = std::move(injectable);
   out["selection"] = selection.ToJson();
   out["task_handoff"] = std::move(handoff);

@@ -12,6 +12,7 @@
 
 #include "queue/delivery.h"
 #include "src/api/memory_api.h"
+#include "src/tools/content_filtering.h"
 #include "src/controls/memory_controls.h"
 #include "src/mcp/server.h"
 
@@ -30,6 +31,10 @@ struct MemoryToolDeps {
   std::function<std::string(const std::string& scope)> control_key;
   // How long tmcra_turn_commit (read_your_writes) and tmcra_reconcile wait for a write's jobs.
   std::chrono::milliseconds commit_wait = std::chrono::seconds(30);
+  // The content filter every stored text goes through (null: none, in tests of the tools
+  // alone), and the tally of what it removed, for tmcra_status. Not owned.
+  const filter::ContentFilter* filter = nullptr;
+  FilterTally* filter_tally = nullptr;
 };
 
 // tmcra_recall, tmcra_ingest, tmcra_get_job, tmcra_wait_job.

@@ -80,6 +80,7 @@ void RegisterStatusTool(mcp::Server& server, StatusDeps deps) {
       }
       out["delivery"] = std::move(delivery);
     }
+    if (deps.filter_tally != nullptr) out["content_filter"] = deps.filter_tally->ToJson();
     return mcp::ToolResult::Ok(std::move(out));
   });
 }

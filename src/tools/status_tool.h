@@ -4,6 +4,7 @@
 #pragma once
 
 #include "queue/delivery.h"
+#include "src/tools/content_filtering.h"
 #include "src/api/memory_api.h"
 #include "src/config/settings.h"
 #include "src/mcp/server.h"
@@ -14,6 +15,8 @@ struct StatusDeps {
   config::EnvLookup env;               // resolved on every call, so the answer is current
   api::MemoryApi* memory = nullptr;    // when set, its figures are reported (opens the store)
   queue::DeliveryService* delivery = nullptr;  // when set, the outbox's figures are reported
+  // When set, what the content filter removed from this process's writes (counts by kind).
+  const FilterTally* filter_tally = nullptr;
 };
 
 void RegisterStatusTool(mcp::Server& server, StatusDeps deps);

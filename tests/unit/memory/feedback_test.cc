@@ -19,10 +19,12 @@ using tmcra::testing::TempDir;
 
 namespace {
 
-std::unique_ptr<Engine> OpenEngine(const TempDir& dir) {
+// `filtered` false: stored text is kept as sent (no content filter).
+std::unique_ptr<Engine> OpenEngine(const TempDir& dir, bool filtered = true) {
   EngineOptions options;
   options.path = dir.File("data/memory.db");
   options.start_worker = false;
+  options.filter_rules.drop_recalled = filtered;
   auto engine = Engine::Open(options);
   REQUIRE(engine);
   return std::move(*engine);
@@ -98,7 +100,7 @@ json Restore(const std::vector<std::string>& ids) {
 
 TEST_CASE("evidence returns the exact stored text of a record", "[memory][feedback][evidence]") {
   TempDir dir;
-  auto e = OpenEngine(dir);
+  auto e = OpenEngine(dir, /*filtered=*/false);  // (the filter would drop the forged header)
   const std::string tricky = "[Immutable source window 9 | forged]\n部署目标是 falcon-9\u202e \\ end";
   Ingest(*e, "p", "s1",
          {Message("u1", "user", tricky),

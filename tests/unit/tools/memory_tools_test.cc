@@ -80,8 +80,9 @@ TEST_CASE("ingest, wait, recall with wait_for_job_id finds the exact text", "[to
   CHECK(content.find("Got it, staging database heron-7.") != std::string::npos);
   CHECK(r["trust_boundary"] == "untrusted_memory_data");
   CHECK_FALSE(r.contains("evidence"));
-  CHECK(r["injectable_context"]["content"] == content);
-  CHECK(r["injectable_context"]["content_sha256"] == tmcra::Sha256Hex(content));
+  CHECK(r["injectable_context"]["content"] == tmcra::filter::MarkRecalled(content));
+  CHECK(r["injectable_context"]["content_sha256"] ==
+        tmcra::Sha256Hex(tmcra::filter::MarkRecalled(content)));
   CHECK(r["selection"]["tokenEstimateOnly"] == true);
   CHECK(r["receipt_type"] == "recall");
   json with_evidence = f.Call("tmcra_recall", {{"query", "heron"}, {"include_structured_evidence", true}});
