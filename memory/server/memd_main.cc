@@ -76,6 +76,10 @@ constexpr const char* kUsage =
     "                         (default; not to a loopback peer, where it only costs CPU,\n"
     "                         unless it is a proxy that sends X-Forwarded-For or Forwarded),\n"
     "                         always (for a tunnel or a proxy that does not) or never\n"
+    "  --redact-secrets on|off  secrets in stored text become [REDACTED:<kind>] (default on;\n"
+    "                         private spans and recalled memory are always dropped)\n"
+    "  --redact-extra-prefix P  tokens starting with P are secrets too (repeatable)\n"
+    "  --redact-allow S       the exact string S is never redacted (repeatable)\n"
     "  --postings-cache-mib N postings of searched words kept in memory, so a word's doclist\n"
     "                         is walked once, not on every recall (default 64; 0: none)\n"
     "  --no-job-worker        store ingests but run no jobs (they run at the next start)\n"
@@ -348,7 +352,8 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
                         {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads",
                          "max-connections", "max-connections-per-address", "head-timeout",
                          "max-concurrency", "max-body-bytes", "gzip", "request-timeout",
-                         "postings-cache-mib"},
+                         "postings-cache-mib", "redact-secrets", "redact-extra-prefix",
+                         "redact-allow"},
                         {"local", "no-job-worker"}, &error);
   if (!args) return UsageError(error);
   if (!args->positional.empty()) return UsageError("serve takes no positional argument");
@@ -429,6 +434,16 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
       return UsageError("--gzip must be auto, always or never");
     }
   }
+  tmcra::filter::FilterRules filter_rules;
+  if (auto v = args->Get("redact-secrets")) {
+    if (*v != "on" && *v != "off") return UsageError("--redact-secrets must be on or off");
+    filter_rules.redact_secrets = *v == "on";
+  }
+  filter_rules.extra_prefixes = args->All("redact-extra-prefix");
+  for (const std::string& prefix : filter_rules.extra_prefixes) {
+    if (prefix.size() < 3) return UsageError("--redact-extra-prefix must be 3 characters or more");
+  }
+  filter_rules.allow = args->All("redact-allow");
   if (options.threads < options.max_concurrency) {
     spdlog::warn("--threads {} is below --max-concurrency {}: requests wait for a worker "
                  "instead of being answered 429", options.threads, options.max_concurrency);
@@ -484,6 +499,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   // its own (docs/memd.md, "Memory").
   engine.reader_mmap_bytes = int64_t{1} << 30;
   engine.postings_cache_bytes = postings_cache_mib << 20;
+  engine.filter_rules = std::move(filter_rules);
   tmcra::api::EmbeddedMemoryApi memory(engine);
   // Open the store now: a broken store fails the start, and jobs accepted before a stop run
   // at once (the worker starts with them).
