@@ -653,6 +653,23 @@ Status Outbox::SetStateLocked(const std::string& item_id, const char* state, con
   st->Bind(i, item_id);
   if (auto s = st->Run(); !s) return s;
   if (db_->Changes() != 1) return Error::NotFound("no outbox item " + item_id);
+  if (std::string_view(state) == kSucceeded) return PruneRecallLocked(item_id);
+  return Ok();
+}
+
+Status Outbox::PruneRecallLocked(const std::string& item_id) {
+  static constexpr const char* kPruned =
+      "json_object('pruned', json('true'), 'query_id', "
+      "json_extract(recall_receipt_json, '$.query_id'))";
+  for (const char* table : {"ingest_queue", "prepared_turns"}) {
+    auto st = db_->Prepare(std::string("UPDATE ") + table + " SET recall_receipt_json = " +
+                           kPruned + " WHERE item_id = ? AND recall_receipt_json IS NOT NULL " +
+                           "AND json_valid(recall_receipt_json) AND " +
+                           "json_extract(recall_receipt_json, '$.pruned') IS NULL");
+    if (!st) return st.error();
+    st->Bind(1, item_id);
+    if (auto s = st->Run(); !s) return s;
+  }
   return Ok();
 }
 

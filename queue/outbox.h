@@ -78,7 +78,9 @@ struct PreparedTurn {
   std::string user_message_id;
   std::string user_content;
   std::string user_timestamp;
-  json recall_receipt;               // the full prepared recall receipt
+  // The full prepared recall receipt; once the turn's write has succeeded, only
+  // {"pruned": true, "query_id"} (the injected memory is not kept in the outbox).
+  json recall_receipt;
   std::string state;                 // prepared | committed
   std::optional<std::string> item_id;
 };
@@ -214,6 +216,9 @@ class Outbox {
                         double next_attempt_at, bool erase_content);
   Status RecordFailureLocked(const std::string& item_id, const std::string& error,
                              double next_attempt_at);
+  // A stored item's turn no longer needs the memory its recall injected: the recall receipt
+  // (the item's copy and its prepared turn's) keeps only {"pruned": true, "query_id"}.
+  Status PruneRecallLocked(const std::string& item_id);
 
   std::mutex mu_;
   std::unique_ptr<db::Database> db_;  // guarded by mu_

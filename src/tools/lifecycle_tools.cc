@@ -162,11 +162,14 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps) {
     // A replay: the stored recall, validated again, and no new recall.
     json stored = t.recall_receipt;
     if (stored.is_object()) stored.erase("_local_capture");
-    if (!t.user_content.empty()) {
+    // (A turn already stored keeps no recalled memory: its receipt was pruned.)
+    const bool pruned = stored.is_object() && stored.value("pruned", false);
+    if (!t.user_content.empty() && !pruned) {
       auto revalidated = receipts::RecallReceipt(stored, resolved->scope);
       if (!revalidated) return Failure(kTool, revalidated.error());
     }
     recall = t.recall_receipt;
+    if (pruned) recall["injectable_context"] = {{"content", ""}};
   } else if (content.empty()) {
     // Nothing to recall with: the whole message was private.
     recall = {{"injectable_context", {{"content", ""}}}, {"_local_capture", capture.ToJson()}};

@@ -241,6 +241,30 @@ TEST_CASE("a committed turn refuses a different answer, pending or delivered",
   CHECK(ob->Get(*first)->messages.empty());
 }
 
+TEST_CASE("once a turn's write has succeeded, the outbox keeps none of the memory its recall "
+          "injected", "[queue][lifecycle]") {
+  TempDir dir;
+  auto ob = Open(dir);
+  PreparedTurn t = Turn("t1");
+  t.recall_receipt = {{"query_id", "q-1"},
+                      {"prompt_evidence", {{"content", "[Immutable source window 1 | x]\nold"}}},
+                      {"_local_capture", {{"read", true}}}};
+  REQUIRE(ob->PrepareTurn(t));
+  auto item = ob->CommitTurn(Commit("t1", "key-prune-001"));
+  REQUIRE(item);
+  CHECK((*ob->GetTurn("t1"))->recall_receipt == t.recall_receipt);  // kept while not stored
+  REQUIRE(ob->MarkSubmitted(*item, {{"jobs", json::array()}}));
+  CHECK((*ob->GetTurn("t1"))->recall_receipt == t.recall_receipt);
+  REQUIRE(ob->MarkSucceeded(*item, {{"jobs", json::array()}}));
+  const json pruned{{"pruned", true}, {"query_id", "q-1"}};
+  CHECK((*ob->GetTurn("t1"))->recall_receipt == pruned);
+  CHECK(ob->Get(*item)->recall_receipt == pruned);
+  // A replay of the commit still finds its item.
+  auto again = ob->CommitTurn(Commit("t1", "key-prune-002"));
+  REQUIRE(again);
+  CHECK(*again == *item);
+}
+
 TEST_CASE("a database written by TMCRA's Python client opens and upgrades", "[queue][compat]") {
   TempDir dir;
   const std::string path = dir.File("python.sqlite3");
