@@ -5,8 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
+
+#include "src/common/private_dirs.h"
 
 namespace tmcra::config {
 
@@ -27,12 +28,6 @@ class Fd {
  private:
   int fd_;
 };
-
-std::string Octal(mode_t mode) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
-  return text;
-}
 
 Error Refuse(const std::string& path, const std::string& why) {
   return Error::Invalid("refusing " + path + ": " + why);
@@ -82,24 +77,19 @@ Result<std::optional<std::string>> ReadPrivateFile(const std::string& path,
                             ", not by this user (uid " + std::to_string(me) + ")");
   }
   if (secrecy == FileSecrecy::kSecret && (st.st_mode & 077) != 0) {
-    return Refuse(path, "permissions " + Octal(st.st_mode) +
+    return Refuse(path, "permissions " + OctalMode(st.st_mode) +
                             " are too open: it may hold a credential, so group and others must "
                             "have no access (run: chmod 600 " + path + ")");
   }
   if (secrecy == FileSecrecy::kIntegrity && (st.st_mode & 022) != 0) {
-    return Refuse(path, "permissions " + Octal(st.st_mode) +
+    return Refuse(path, "permissions " + OctalMode(st.st_mode) +
                             " let group or others change it (run: chmod go-w " + path + ")");
   }
 
   struct stat dir_st {};
   if (fstat(dir_fd.get(), &dir_st) != 0) return Unreadable(path, errno);
-  if (dir_st.st_uid != me && dir_st.st_uid != 0) {
-    return Refuse(path, "its directory " + dir + " is owned by uid " +
-                            std::to_string(dir_st.st_uid) + ", not by this user or root");
-  }
-  if ((dir_st.st_mode & 022) != 0 && (dir_st.st_mode & S_ISVTX) == 0) {
-    return Refuse(path, "its directory " + dir + " (mode " + Octal(dir_st.st_mode) +
-                            ") is writable by group or others (run: chmod go-w " + dir + ")");
+  if (std::string why = DirOpenToOthers(dir, dir_st, StickyDirs::kAccepted); !why.empty()) {
+    return Refuse(path, "its directory " + why);
   }
 
   if (st.st_size > kMaxFileBytes) {

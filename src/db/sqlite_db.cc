@@ -198,12 +198,69 @@ std::string Statement::Text(int column) const {
                      static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
 }
 
+namespace {
+
+Error StoreRefused(const std::string& path, const std::string& why) {
+  return Error{Errc::kPermissionDenied, false, "cannot open the store " + path + ": " + why};
+}
+
+// The directory holding `path`.
+std::string DirectoryOf(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// One of the store's files, if it exists: not a symbolic link, owned by this user or root, not
+// writable by group or others (refused: its content may have been changed, so the user
+// decides); readable by them, it is made private (only group and other bits go).
+Status CheckStoreFile(const std::string& file) {
+  struct stat st {};
+  if (lstat(file.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Ok();
+    return StoreRefused(file, std::strerror(errno));
+  }
+  if (S_ISLNK(st.st_mode)) return StoreRefused(file, "a symbolic link is not followed");
+  if (!S_ISREG(st.st_mode)) return StoreRefused(file, "not a regular file");
+  if (st.st_uid != geteuid() && st.st_uid != 0) {
+    return StoreRefused(file, "it is owned by uid " + std::to_string(st.st_uid) +
+                                  ", not by this user (uid " + std::to_string(geteuid()) + ")");
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return StoreRefused(file, "permissions " + OctalMode(st.st_mode) +
+                                  " let group or others change it; check its content, then run: "
+                                  "chmod 600 " + file);
+  }
+  if ((st.st_mode & 077) != 0 && chmod(file.c_str(), st.st_mode & 0700) != 0) {
+    return StoreRefused(file, std::string("cannot make it private: ") + std::strerror(errno));
+  }
+  return Ok();
+}
+
+// The store's directory and files, before SQLite opens anything (SECURITY.md, "Other local
+// users").
+Status CheckStore(const std::string& path) {
+  const std::string dir = DirectoryOf(path);
+  if (auto s = CheckDirClosedToOthers(dir, StickyDirs::kRefused); !s) {
+    return StoreRefused(path, s.error().message);
+  }
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    if (auto s = CheckStoreFile(path + suffix); !s) return s;
+  }
+  return Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Database>> Database::Open(const Options& options) {
   if (!options.read_only) {
     const auto slash = options.path.rfind('/');
     if (slash != std::string::npos && slash > 0) {
       if (auto s = MakePrivateDirs(options.path.substr(0, slash)); !s) return s.error();
     }
+  }
+  if (auto s = CheckStore(options.path); !s) return s.error();
+  if (!options.read_only) {
     // Create the file 0600 ourselves (SQLite would use 0644 less the umask), but only when it
     // does not exist yet. Never open and close an existing database file here: POSIX drops
     // every lock a process holds on a file when any of its descriptors for that file is
