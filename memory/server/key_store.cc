@@ -161,8 +161,11 @@ Result<std::unique_ptr<KeyStore>> KeyStore::Open(const std::string& data_dir) {
 }
 
 Result<CreatedKey> KeyStore::Create(const NewKeyRequest& request) {
-  std::vector<std::string> permissions =
-      request.permissions.empty() ? KnownPermissions() : request.permissions;
+  if (request.permissions && request.permissions->empty()) {
+    return Error::Invalid("the permission list is empty: name at least one of memory:read, "
+                          "memory:write, memory:feedback (leave --permissions out for all three)");
+  }
+  std::vector<std::string> permissions = request.permissions.value_or(KnownPermissions());
   for (const auto& p : permissions) {
     if (std::find(KnownPermissions().begin(), KnownPermissions().end(), p) ==
         KnownPermissions().end()) {

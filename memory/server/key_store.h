@@ -49,7 +49,8 @@ struct ApiKey {
 };
 
 struct NewKeyRequest {
-  std::vector<std::string> permissions;     // empty: the default set
+  // std::nullopt: the default set (all three); an empty list is an error, never "all".
+  std::optional<std::vector<std::string>> permissions;
   std::vector<std::string> scope_names;
   std::vector<std::string> scope_prefixes;
   std::string label;

@@ -89,7 +89,8 @@ constexpr const char* kUsage =
     "\n"
     "keys create prints the new key once on stdout; only its SHA-256 is stored. Permissions:\n"
     "memory:read (recall, evidence, jobs), memory:write (ingest), memory:feedback (feedback);\n"
-    "default all three. --scope and --scope-prefix limit the key to those scopes.\n"
+    "default (without --permissions) all three; an empty list is an error. --scope and\n"
+    "--scope-prefix limit the key to those scopes.\n"
     "\n"
     "Environment: TMCRA_LOG_LEVEL (default info), TMCRA_LOCAL_BINDING_FILE (--local).\n";
 
@@ -220,6 +221,7 @@ int KeysCommand(int argc, char** argv) {
   if (sub == "create") {
     if (!args->positional.empty()) return UsageError("keys create takes no positional argument");
     tmcra::memd::NewKeyRequest request;
+    // Given, the list must name a permission ("", " " and "," name none); absent, all three.
     if (auto p = args->Get("permissions")) request.permissions = SplitCommas(*p);
     request.scope_names = args->All("scope");
     request.scope_prefixes = args->All("scope-prefix");

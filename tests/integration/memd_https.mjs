@@ -255,6 +255,38 @@ await r.test('keys create / list / revoke; the key store is private', async () =
   assert.equal(mode(path.join(DATA, 'keys.db')), 0o600);
 });
 
+await r.test('keys create: an empty or blank --permissions is an error, never every permission', async () => {
+  const dir = path.join(TMP, 'perm-data');
+  for (const args of [['--permissions', ''], ['--permissions', ' '], ['--permissions', ','],
+    ['--permissions=']]) {
+    const res = await keys(dir, 'create', ...args);
+    assert.equal(res.code, 2, `${JSON.stringify(args)}: ${res.stdout} ${res.stderr}`);
+    assert.match(res.stderr, /permission list is empty/);
+    assert.equal(res.stdout, '', 'no key printed');
+  }
+  const listed = await keys(dir, 'list');
+  assert.equal(listed.stdout.trim(), '', 'no key was made');
+});
+
+await r.test('a --data-dir that others can write, or another user owns, is refused', async () => {
+  const open = path.join(TMP, 'open-data');
+  fs.mkdirSync(open, { mode: 0o700 });
+  fs.chmodSync(open, 0o777);
+  const made = await keys(open, 'create');
+  assert.notEqual(made.code, 0, made.stderr);
+  assert.match(made.stderr, /0777\) is writable by group or others/);
+  assert.ok(!fs.existsSync(path.join(open, 'keys.db')), 'no key store was made there');
+  await assert.rejects(startMemd(['--data-dir', open, '--tls-cert', CERT, '--tls-key', KEY]),
+    /writable by group or others/);
+  if (process.getuid() === 0) {
+    fs.chmodSync(open, 0o700);
+    fs.chownSync(open, 65534, 65534);
+    const theirs = await keys(open, 'create');
+    assert.notEqual(theirs.code, 0);
+    assert.match(theirs.stderr, /owned by uid 65534/);
+  }
+});
+
 await r.test('serve refuses to start without TLS (unless --local) and --local off loopback', async () => {
   const a = await run(BIN, ['serve', '--data-dir', DATA], { env: ENV });
   assert.equal(a.code, 2);

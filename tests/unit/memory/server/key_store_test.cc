@@ -86,18 +86,33 @@ TEST_CASE("malformed, unknown, wrong-secret and revoked tokens do not authentica
   CHECK_FALSE(*unknown);
 }
 
+TEST_CASE("a key made without a permission list has all three") {
+  TempDir dir;
+  auto store = OpenStore(dir);
+  auto all = store->Create({});
+  REQUIRE(all);
+  CHECK(all->key.permissions ==
+        std::vector<std::string>{"memory:feedback", "memory:read", "memory:write"});
+}
+
 TEST_CASE("permissions and scope limits are validated and kept") {
   TempDir dir;
   auto store = OpenStore(dir);
   NewKeyRequest bad;
-  bad.permissions = {"memory:read", "tokens:manage"};
+  bad.permissions = std::vector<std::string>{"memory:read", "tokens:manage"};
   CHECK_FALSE(store->Create(bad));
   NewKeyRequest bad_scope;
   bad_scope.scope_names = {"-x"};
   CHECK_FALSE(store->Create(bad_scope));
+  // An empty list is an error, never every permission; only an absent one means the default.
+  NewKeyRequest none;
+  none.permissions = std::vector<std::string>{};
+  auto refused = store->Create(none);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == tmcra::Errc::kInvalidArgument);
 
   NewKeyRequest request;
-  request.permissions = {"memory:read", "memory:read"};
+  request.permissions = std::vector<std::string>{"memory:read", "memory:read"};
   request.scope_names = {"alpha"};
   request.scope_prefixes = {"team-"};
   request.label = "ci";

@@ -120,7 +120,7 @@ class ServerFixture {
     auto keys = tmcra::memd::KeyStore::Open(dir_.path());
     REQUIRE(keys);
     keys_ = std::move(*keys);
-    auto created = keys_->Create({{"memory:read"}, {"s"}, {}, "jobs test"});
+    auto created = keys_->Create({std::vector<std::string>{"memory:read"}, {"s"}, {}, "jobs test"});
     REQUIRE(created);
     token_ = created->token;
     tmcra::memd::ServerOptions options;
