@@ -16,12 +16,16 @@ constexpr std::array<std::string_view, 7> kHeaders = {
     "[Immutable neighboring source", "[Slow memory ", "[Fast memory context",
     "[Fast memory override"};
 
+constexpr size_t kMaxHeaderLine = 1024;
+
 // The header starting at `at`, if one does: the rest of its line holds " | " or ";" and "]".
 bool HeaderAt(std::string_view text, size_t at) {
   for (std::string_view h : kHeaders) {
     if (text.compare(at, h.size(), h) != 0) continue;
-    const size_t eol = std::min(text.find('\n', at), text.find("\\n", at));
-    const std::string_view line = text.substr(at, eol == std::string_view::npos ? eol : eol - at);
+    // A header line is short: its end is looked for within kMaxHeaderLine characters only.
+    const std::string_view window = text.substr(at, kMaxHeaderLine);
+    const size_t eol = std::min(window.find('\n'), window.find("\\n"));
+    const std::string_view line = window.substr(0, eol);
     const size_t close = line.find(']');
     if (close == std::string_view::npos) return false;
     const std::string_view inside = line.substr(0, close);

@@ -149,8 +149,21 @@ std::optional<size_t> SendGridEnd(std::string_view text, size_t body_end) {
   return end;
 }
 
+// The formats by the first character of their prefix, so a token is compared with a few.
+const std::array<std::vector<const TokenFormat*>, 256>& FormatsByFirstChar() {
+  static const auto table = [] {
+    std::array<std::vector<const TokenFormat*>, 256> t;
+    for (const TokenFormat& f : kTokenFormats) {
+      t[static_cast<unsigned char>(f.prefix.front())].push_back(&f);
+    }
+    return t;
+  }();
+  return table;
+}
+
 std::optional<SecretMatch> MatchTokenFormat(std::string_view text, size_t at) {
-  for (const TokenFormat& f : kTokenFormats) {
+  for (const TokenFormat* format : FormatsByFirstChar()[static_cast<unsigned char>(text[at])]) {
+    const TokenFormat& f = *format;
     if (!StartsWith(text, at, f.prefix)) continue;
     const size_t body_begin = at + f.prefix.size();
     size_t end = RunEnd(text, body_begin, f.body);
@@ -229,10 +242,13 @@ void FindTokens(std::string_view text, const FilterRules& rules,
       ++at;
       continue;
     }
-    std::optional<SecretMatch> m = MatchWebhook(text, at);
+    std::optional<SecretMatch> m;
+    if (text[at] == 'h') m = MatchWebhook(text, at);
     if (!m) m = MatchTokenFormat(text, at);
-    if (!m) m = MatchJwt(text, at);
-    if (!m) m = MatchDiscordToken(text, at);
+    if (!m && text[at] == 'e') m = MatchJwt(text, at);
+    if (!m && (text[at] == 'M' || text[at] == 'N' || text[at] == 'O')) {
+      m = MatchDiscordToken(text, at);
+    }
     if (!m) {
       for (const std::string& prefix : rules.extra_prefixes) {
         if (prefix.empty() || !StartsWith(text, at, prefix)) continue;
@@ -340,9 +356,10 @@ void FindAuthorization(std::string_view text, std::vector<SecretMatch>& out) {
     if (at > 0 && IsAlnum(text[at - 1])) continue;
     // "Authorization:" before it (within a few characters), or a long random credential.
     const size_t look = at >= 24 ? at - 24 : 0;
-    std::string window(text.substr(look, at - look));
-    std::transform(window.begin(), window.end(), window.begin(), Lower);
-    const bool header = window.find("authorization") != std::string::npos;
+    bool header = false;
+    for (size_t i = look; i + 13 <= at && !header; ++i) {
+      header = StartsWithNoCase(text, i, "authorization");
+    }
     while (after < text.size() && IsBlank(text[after])) ++after;
     const size_t end = CredentialEnd(text, after);
     const std::string_view credential = text.substr(after, end - after);
@@ -365,13 +382,22 @@ void FindAuthorization(std::string_view text, std::vector<SecretMatch>& out) {
 enum class NameKind { kNone, kPassword, kSecret, kKeyish, kAwsSecret };
 
 NameKind ClassifyName(std::string_view name) {
-  std::string lower(name);
-  std::transform(lower.begin(), lower.end(), lower.begin(), Lower);
-  auto has = [&](std::string_view part) { return lower.find(part) != std::string::npos; };
+  std::array<char, 64> buffer{};
+  const size_t n = std::min(name.size(), buffer.size());
+  for (size_t i = 0; i < n; ++i) buffer[i] = Lower(name[i]);
+  const std::string_view lower(buffer.data(), n);
+  auto has = [&](std::string_view part) { return lower.find(part) != std::string_view::npos; };
+  // Every key-like name holds one of these: most names hold none and are done here.
+  if (!has("pass") && !has("pwd") && !has("secret") && !has("token") && !has("key") &&
+      !has("auth") && !has("cred") && !has("webhook")) {
+    return NameKind::kNone;
+  }
   // Names of values that are not secret though they look random.
   for (std::string_view not_secret : {"public", "publishable", "hash", "sha", "etag", "checksum",
                                       "digest", "cache", "commit", "primary", "foreign", "sort",
-                                      "partition", "idempotency", "_id", "-id", "uuid"}) {
+                                      "partition", "idempotency", "_id", "-id", "uuid", "expir",
+                                      "length", "_len", "ttl", "timeout", "policy", "reset",
+                                      "count", "hint", "field", "label", "prompt"}) {
     if (has(not_secret)) return NameKind::kNone;
   }
   if (has("aws") && has("secret")) return NameKind::kAwsSecret;
@@ -465,7 +491,7 @@ std::optional<Value> ValueAfter(std::string_view text, size_t at) {
     const char quote = text[i];
     size_t end = i + 1;
     while (end < text.size() && text[end] != quote && text[end] != '\n' && end - i < 4096) {
-      end += text[end] == '\\' && end + 1 < text.size() ? 2 : 1;
+      end += text[end] == '\\' && end + 1 < text.size() ? size_t{2} : size_t{1};
     }
     if (end >= text.size() || text[end] != quote) return std::nullopt;
     return Value{i + 1, end};
@@ -495,17 +521,18 @@ size_t SeparatorEnd(std::string_view text, size_t at) {
 void FindAssignments(std::string_view text, std::vector<SecretMatch>& out) {
   auto is_name_char = [](char c) { return IsWordChar(c) || c == '.'; };
   for (size_t at = 0; at < text.size();) {
-    if (!is_name_char(text[at]) || (at > 0 && is_name_char(text[at - 1]))) {
+    if (!is_name_char(text[at]) || IsDigit(text[at]) ||
+        (at > 0 && is_name_char(text[at - 1]))) {
       ++at;
       continue;
     }
     const size_t name_end = RunEnd(text, at, is_name_char);
     const std::string_view name = text.substr(at, name_end - at);
-    const NameKind kind = name.size() <= 64 ? ClassifyName(name) : NameKind::kNone;
     at = name_end;
+    const size_t sep = SeparatorEnd(text, name_end);  // most words have none: looked at first
+    if (sep == std::string_view::npos || name.size() > 64) continue;
+    const NameKind kind = ClassifyName(name);
     if (kind == NameKind::kNone) continue;
-    const size_t sep = SeparatorEnd(text, name_end);
-    if (sep == std::string_view::npos) continue;
     auto value = ValueAfter(text, sep);
     if (!value) continue;
     const std::string_view v = text.substr(value->begin, value->end - value->begin);
@@ -514,11 +541,17 @@ void FindAssignments(std::string_view text, std::vector<SecretMatch>& out) {
                                              text[value->begin - 1] == '\'' ||
                                              text[value->begin - 1] == '`');
     // In code a bare name or member is a variable ("password = new_password",
-    // "token: self.token"); in an env file or shell (NAME=value, no blank) it is the value.
+    // "token: self.token"); in an env file or shell (NAME=value, no blank) it is the value, and
+    // after a colon (YAML, an object literal) it is the value when it has a digit.
     const bool spaced = value->begin > name_end + 1;
-    if (!quoted && IsIdentifier(v, true) && (spaced || v.find('.') != std::string_view::npos)) {
+    const bool colon = text[sep - 1] == ':';
+    const bool has_digit = std::any_of(v.begin(), v.end(), IsDigit);
+    if (!quoted && IsIdentifier(v, true) && !LooksLikeKey(v, false) &&
+        (v.find('.') != std::string_view::npos || (spaced && !(colon && has_digit)))) {
       continue;
     }
+    // A bare number under a password-like name is a setting (a length, a lifetime).
+    if (!quoted && std::all_of(v.begin(), v.end(), IsDigit)) continue;
     std::string_view label;
     if (kind == NameKind::kPassword && v.size() >= 3) {
       label = "password_assignment";
@@ -553,6 +586,9 @@ void FindConnectionStringKeys(std::string_view text, std::vector<SecretMatch>& o
       const size_t end = RunEnd(text, begin, [](char c) {
         return IsBase64Char(c) || c == '%' || c == '-' || c == '_';
       });
+      // A refused run holds no other field of this kind worth a look (inside it, the field
+      // would follow a run character): the search goes on after it.
+      at = std::max(at, end);
       if (end - begin < 20) continue;
       if (field == "sig=" && begin >= field.size() + 1 && text[begin - field.size() - 1] != '&' &&
           text[begin - field.size() - 1] != '?' && text[begin - field.size() - 1] != ';') {
