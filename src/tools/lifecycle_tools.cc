@@ -270,7 +270,7 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   // filters the same way, so it is still a replay.
   Filtering filtering;
   const std::string content = FilterText(deps.filter, raw_content, filtering);
-  if (deps.filter_tally != nullptr) deps.filter_tally->Add(filtering);
+  // (added to the status tally below, once the messages it leaves empty are counted)
   std::string timestamp = FormatIsoUtc(NowSeconds());
   if (auto ts = OptionalArg(args, "assistant_timestamp"); !ts.empty()) {
     auto normalised = PydanticTimestamp(ts);
@@ -348,6 +348,7 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   } else {
     ++filtering.dropped_messages;
   }
+  if (deps.filter_tally != nullptr) deps.filter_tally->Add(filtering);
   if (request.messages.empty()) {
     return ToolResult::Ok({{"skipped", true}, {"reason", "nothing_left_after_filtering"},
                            {"submitted", false}, {"content_filter", filtering.ToJson()}});

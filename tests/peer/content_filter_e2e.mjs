@@ -28,7 +28,6 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { isDeepStrictEqual } from 'node:util';
 
 import {
   Runner, assert, parseBins, requireNodeModules, connectV1, assertAllStdoutPure, textOf, tmpDir,
@@ -538,18 +537,8 @@ if (E) {
 
   await r.test('[embedded] tmcra_status: the content_filter tally is the sum of the receipts, counts only', async () => {
     const st = await call(E, 'tmcra_status', {});
-    // KNOWN BUG (reported): tmcra_turn_commit adds its filtering to the status tally
-    // (src/tools/lifecycle_tools.cc:273) before it counts the messages it drops (:336-350), so
-    // the tally misses them. Tolerated, and said, until fixed; then the exact sum holds.
-    const lagging = { ...eTally, dropped_messages: eTally.dropped_messages - eDroppedAtCommit };
-    let exact = true;
-    if (eDroppedAtCommit > 0 && isDeepStrictEqual(st.content_filter, lagging)) {
-      exact = false;
-      note(`5. BUG: tmcra_status content_filter.dropped_messages is ${lagging.dropped_messages}, receipts say ${eTally.dropped_messages}: the ${eDroppedAtCommit} message(s) tmcra_turn_commit dropped are not in the tally`);
-    } else {
-      assert.deepEqual(st.content_filter, eTally, 'status tally');
-    }
-    note(`5. embedded receipts name the kinds; status tally ${JSON.stringify(st.content_filter.redacted)} = sum of receipts${exact ? '' : ' (but dropped_messages)'}`);
+    assert.deepEqual(st.content_filter, eTally, 'status tally');
+    note(`5. embedded receipts name the kinds; status tally ${JSON.stringify(st.content_filter.redacted)} = sum of receipts (dropped messages ${eTally.dropped_messages}, ${eDroppedAtCommit} of them by commits)`);
   });
 
   await r.test('[embedded] sweep while running: no secret or private marker in any file, stderr or answer', async () => {
