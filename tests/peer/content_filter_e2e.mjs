@@ -380,6 +380,76 @@ function envelopeInStore(dataDir) {
   return found;
 }
 
+// Point 3 on session `s` whose memory store is in `dataDir`: 10 rounds of recall, inject,
+// commit of an answer that quotes the injected context; receipts summed into `tally`.
+async function injectRounds(s, dataDir, tally, label) {
+  const records = async () => storeCheck(dataDir).records;
+  const before = await records();
+  const topic = `orbit${hex(4)}`;
+  const session = `loop-${topic}`;
+  const facts = [];
+  let injectedRounds = 0;
+  let unmarkedRounds = 0;
+  let pastedRounds = 0;
+  let lastIc = '';
+  for (let k = 1; k <= 10; k += 1) {
+    const turn = `${topic}-${k}`;
+    // In rounds 4 and 8 the user pastes the previous round's injected context too.
+    const paste = k % 4 === 0 && lastIc ? `\n${lastIc}` : '';
+    const prep = await call(s, 'tmcra_turn_prepare', {
+      turn_id: `t-${turn}`, session_id: session, user_message_id: `u-${turn}`,
+      user_content: `Round ${k}: what do we know about the ${topic} migration plan so far?${paste}`,
+    });
+    addFilter(tally, prep.content_filter);
+    if (paste) {
+      assert.equal(prep.content_filter.recalled_blocks, 1, `round ${k}: the pasted block is dropped: ${JSON.stringify(prep.content_filter)}`);
+      pastedRounds += 1;
+    }
+    const ic = prep.injectable_context.content;
+    lastIc = ic;
+    const pe = prep.recall.prompt_evidence?.content ?? '';
+    if (k > 1) {
+      assert.ok(ic.startsWith('[[tmcra:recalled-memory]]\n') && ic.endsWith('[[/tmcra:recalled-memory]]'),
+        `round ${k}: the injected context is marked: ${JSON.stringify(ic.slice(0, 200))}`);
+      assert.ok(facts.some((f) => ic.includes(f)), `round ${k}: earlier memory is recalled: ${JSON.stringify(ic.slice(0, 600))}`);
+      injectedRounds += 1;
+    }
+    const fact = `fact${k}x${hex(4)}`;
+    facts.push(fact);
+    const sentence = `Round ${k} fact: the ${topic} migration step ${k} is ${fact}.`;
+    // (The filter drops a marked block with the line break after it.)
+    let answer = `${PREFIX}${ic}${ic ? '\n' : ''}`;
+    if (k % 3 === 0 && pe) { answer += `${pe}\n\n`; unmarkedRounds += 1; }
+    if (k % 5 === 0 && pe) { answer += `${JSON.stringify({ prompt_evidence: pe })}\n\n`; unmarkedRounds += 1; }
+    answer += sentence;
+    const commit = await call(s, 'tmcra_turn_commit', { turn_id: `t-${turn}`, assistant_message_id: `a-${turn}`, assistant_content: answer });
+    assert.equal(commit.status, 'succeeded', `round ${k}: ${JSON.stringify(commit).slice(0, 300)}`);
+    addFilter(tally, commit.content_filter);
+    if (k > 1) assert.ok(commit.content_filter.recalled_blocks >= 1, `round ${k}: recalled blocks counted: ${JSON.stringify(commit.content_filter)}`);
+    assert.equal(await records(), before + 2 * k, `round ${k}: records grow by 2 a round`);
+  }
+  const check = storeCheck(dataDir);
+  for (let k = 1; k <= 10; k += 1) {
+    for (const id of [`u-${topic}-${k}`, `a-${topic}-${k}`]) assert.equal(check.message_counts[id], 1, `${id} stored once`);
+  }
+  // Each fact is in exactly one record (its own round's answer), and no record holds an
+  // envelope header or marker.
+  for (const [i, fact] of facts.entries()) {
+    const { records: recs } = await recallRecords(s, fact, { session_id: session });
+    const holding = recs.filter((x) => x.text.includes(fact));
+    assert.deepEqual(holding.map((x) => x.message_id), [`a-${topic}-${i + 1}`], `${fact} is in exactly one record`);
+    // The answer kept its prefix and new sentence; of a JSON-escaped quote only the JSON
+    // around it may stay ({"prompt_evidence":").
+    const stored = holding[0].text;
+    const sentence = `Round ${i + 1} fact: the ${topic} migration step ${i + 1} is ${fact}.`;
+    assert.ok(stored.startsWith(PREFIX) && stored.endsWith(sentence) && stored.length <= PREFIX.length + sentence.length + 24,
+      `the stored answer is the prefix and the new sentence only: ${JSON.stringify(stored)}`);
+    for (const x of recs) for (const e of ENVELOPE) assert.ok(!x.text.includes(e), `${x.message_id} holds ${e}: ${JSON.stringify(x.text.slice(0, 300))}`);
+  }
+  assert.deepEqual(envelopeInStore(dataDir), [], 'memory.db/-wal raw bytes hold an envelope block');
+  note(`3. ${label}: 10 rounds (${injectedRounds} with marked context, ${unmarkedRounds} unmarked/JSON-escaped copies, ${pastedRounds} pasted by the user): records ${before} -> ${before + 20}, each fact once, no envelope in memory.db/-wal or recall`);
+}
+
 // ===========================================================================
 // Setup: a tmcra-memd over HTTPS
 // ===========================================================================
@@ -450,71 +520,7 @@ if (E) {
   // 3. Recall -> inject -> commit, 10 rounds
   // =========================================================================
   await r.test('[embedded] 10 rounds of recall -> inject -> commit: +2 records a round, no envelope stored', async () => {
-    const records = async () => (await call(E, 'tmcra_status', {})).store.figures.records;
-    const before = await records();
-    const topic = `orbit${hex(4)}`;
-    const session = `loop-${topic}`;
-    const facts = [];
-    let injectedRounds = 0;
-    let unmarkedRounds = 0;
-    let pastedRounds = 0;
-    let lastIc = '';
-    for (let k = 1; k <= 10; k += 1) {
-      const turn = `${topic}-${k}`;
-      // In rounds 4 and 8 the user pastes the previous round's injected context too.
-      const paste = k % 4 === 0 && lastIc ? `\n${lastIc}` : '';
-      const prep = await call(E, 'tmcra_turn_prepare', {
-        turn_id: `t-${turn}`, session_id: session, user_message_id: `u-${turn}`,
-        user_content: `Round ${k}: what do we know about the ${topic} migration plan so far?${paste}`,
-      });
-      addFilter(eTally, prep.content_filter);
-      if (paste) {
-        assert.equal(prep.content_filter.recalled_blocks, 1, `round ${k}: the pasted block is dropped: ${JSON.stringify(prep.content_filter)}`);
-        pastedRounds += 1;
-      }
-      const ic = prep.injectable_context.content;
-      lastIc = ic;
-      const pe = prep.recall.prompt_evidence?.content ?? '';
-      if (k > 1) {
-        assert.ok(ic.startsWith('[[tmcra:recalled-memory]]\n') && ic.endsWith('[[/tmcra:recalled-memory]]'),
-          `round ${k}: the injected context is marked: ${JSON.stringify(ic.slice(0, 200))}`);
-        assert.ok(facts.some((f) => ic.includes(f)), `round ${k}: earlier memory is recalled: ${JSON.stringify(ic.slice(0, 600))}`);
-        injectedRounds += 1;
-      }
-      const fact = `fact${k}x${hex(4)}`;
-      facts.push(fact);
-      const sentence = `Round ${k} fact: the ${topic} migration step ${k} is ${fact}.`;
-      // (The filter drops a marked block with the line break after it.)
-      let answer = `${PREFIX}${ic}${ic ? '\n' : ''}`;
-      if (k % 3 === 0 && pe) { answer += `${pe}\n\n`; unmarkedRounds += 1; }
-      if (k % 5 === 0 && pe) { answer += `${JSON.stringify({ prompt_evidence: pe })}\n\n`; unmarkedRounds += 1; }
-      answer += sentence;
-      const commit = await call(E, 'tmcra_turn_commit', { turn_id: `t-${turn}`, assistant_message_id: `a-${turn}`, assistant_content: answer });
-      assert.equal(commit.status, 'succeeded', `round ${k}: ${JSON.stringify(commit).slice(0, 300)}`);
-      addFilter(eTally, commit.content_filter);
-      if (k > 1) assert.ok(commit.content_filter.recalled_blocks >= 1, `round ${k}: recalled blocks counted: ${JSON.stringify(commit.content_filter)}`);
-      assert.equal(await records(), before + 2 * k, `round ${k}: records grow by 2 a round`);
-    }
-    const check = storeCheck(embeddedData);
-    for (let k = 1; k <= 10; k += 1) {
-      for (const id of [`u-${topic}-${k}`, `a-${topic}-${k}`]) assert.equal(check.message_counts[id], 1, `${id} stored once`);
-    }
-    // Each fact is in exactly one record (its own round's answer), and no record holds an
-    // envelope header or marker.
-    for (const [i, fact] of facts.entries()) {
-      const { records: recs } = await recallRecords(E, fact, { session_id: session });
-      const holding = recs.filter((x) => x.text.includes(fact));
-      assert.deepEqual(holding.map((x) => x.message_id), [`a-${topic}-${i + 1}`], `${fact} is in exactly one record`);
-      // The answer kept its prefix and new sentence; of a JSON-escaped quote only the JSON
-      // around it may stay ({"prompt_evidence":").
-      const stored = holding[0].text;
-      const sentence = `Round ${i + 1} fact: the ${topic} migration step ${i + 1} is ${fact}.`;
-      assert.ok(stored.startsWith(PREFIX) && stored.endsWith(sentence) && stored.length <= PREFIX.length + sentence.length + 24,
-        `the stored answer is the prefix and the new sentence only: ${JSON.stringify(stored)}`);
-      for (const x of recs) for (const e of ENVELOPE) assert.ok(!x.text.includes(e), `${x.message_id} holds ${e}: ${JSON.stringify(x.text.slice(0, 300))}`);
-    }
-    assert.deepEqual(envelopeInStore(embeddedData), [], 'memory.db/-wal raw bytes hold an envelope block');
-    note(`3. 10 rounds (${injectedRounds} with marked context, ${unmarkedRounds} unmarked/JSON-escaped copies, ${pastedRounds} pasted by the user): records ${before} -> ${before + 20}, each fact once, no envelope in memory.db/-wal or recall`);
+    await injectRounds(E, embeddedData, eTally, 'embedded');
   }, { timeoutMs: 40_000 });
 
   await r.test('[embedded] a turn whose user message is all private stores only the answer', async () => {
@@ -580,6 +586,12 @@ if (memd) {
     const st = await call(R, 'tmcra_status', {});
     assert.deepEqual(st.content_filter, rTally, 'status tally');
   });
+
+  await r.test('[memd] 10 rounds of recall -> inject -> commit: +2 records a round in memd, no envelope stored', async () => {
+    await injectRounds(R, memdData, rTally, 'memd');
+    const st = await call(R, 'tmcra_status', {});
+    assert.deepEqual(st.content_filter, rTally, 'status tally');
+  }, { timeoutMs: 60_000 });
 
   await r.test('[memd] tmcra-memd redacts on its own: a client with TMCRA_REDACT_SECRETS=off', async () => {
     const off = isolatedEnv('remote-nofilter');
