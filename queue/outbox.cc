@@ -66,6 +66,16 @@ CREATE TABLE IF NOT EXISTS delivery_lease (
   pid INTEGER NOT NULL,
   expires_at REAL NOT NULL);
 )sql",
+    R"sql(
+CREATE INDEX IF NOT EXISTS prepared_turns_by_session ON prepared_turns(session_id);
+CREATE TABLE IF NOT EXISTS session_injected (
+  session_id TEXT NOT NULL,
+  block_sha256 TEXT NOT NULL,
+  PRIMARY KEY(session_id, block_sha256)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS notes (
+  name TEXT PRIMARY KEY,
+  value_json TEXT NOT NULL) WITHOUT ROWID;
+)sql",
 };
 
 Status Migrate(db::Database& db) { return db::Migrate(db, kMigrations, "the outbox"); }
@@ -271,6 +281,106 @@ Result<std::optional<PreparedTurn>> Outbox::GetTurn(const std::string& turn_id) 
   t.state = st->Text(7);
   if (!st->IsNull(8)) t.item_id = st->Text(8);
   return std::optional<PreparedTurn>(std::move(t));
+}
+
+Result<SessionTurns> Outbox::GetSessionTurns(const std::string& session_id) {
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare(
+      "SELECT count(*), (SELECT turn_id FROM prepared_turns WHERE session_id = ?1 "
+      "ORDER BY rowid DESC LIMIT 1) FROM prepared_turns WHERE session_id = ?1");
+  if (!st) return st.error();
+  st->Bind(1, session_id);
+  auto row = st->Step();
+  if (!row) return row.error();
+  SessionTurns out;
+  if (*row) {
+    out.count = st->Int(0);
+    if (!st->IsNull(1)) out.latest_turn_id = st->Text(1);
+  }
+  return out;
+}
+
+Result<std::vector<PreparedTurn>> Outbox::ListSessionTurns(const std::string& session_id) {
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare(
+      "SELECT turn_id, user_content, state FROM prepared_turns WHERE session_id = ? "
+      "ORDER BY rowid");
+  if (!st) return st.error();
+  st->Bind(1, session_id);
+  std::vector<PreparedTurn> out;
+  for (;;) {
+    auto row = st->Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    PreparedTurn t;
+    t.turn_id = st->Text(0);
+    t.session_id = session_id;
+    t.user_content = st->Text(1);
+    t.state = st->Text(2);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<std::set<std::string>> Outbox::InjectedBlocks(const std::string& session_id) {
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare("SELECT block_sha256 FROM session_injected WHERE session_id = ?");
+  if (!st) return st.error();
+  st->Bind(1, session_id);
+  std::set<std::string> out;
+  for (;;) {
+    auto row = st->Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.insert(st->Text(0));
+  }
+  return out;
+}
+
+Status Outbox::AddInjectedBlocks(const std::string& session_id,
+                                 const std::vector<std::string>& hashes) {
+  std::lock_guard lock(mu_);
+  db::RelaxedDurability relaxed(*db_);  // losing it only means a block is given again
+  auto tx = db::Transaction::Immediate(*db_);
+  if (!tx) return tx.error();
+  auto insert = db_->Prepare(
+      "INSERT OR IGNORE INTO session_injected(session_id, block_sha256) VALUES(?, ?)");
+  if (!insert) return insert.error();
+  for (const auto& hash : hashes) {
+    insert->Reset();
+    insert->Bind(1, session_id).Bind(2, hash);
+    if (auto s = insert->Run(); !s) return s.error();
+  }
+  return tx->Commit();
+}
+
+Status Outbox::ForgetInjectedBlocks(const std::string& session_id) {
+  std::lock_guard lock(mu_);
+  db::RelaxedDurability relaxed(*db_);
+  auto st = db_->Prepare("DELETE FROM session_injected WHERE session_id = ?");
+  if (!st) return st.error();
+  st->Bind(1, session_id);
+  return st->Run();
+}
+
+Status Outbox::PutNote(const std::string& name, const json& value) {
+  std::lock_guard lock(mu_);
+  db::RelaxedDurability relaxed(*db_);
+  auto st = db_->Prepare("INSERT OR REPLACE INTO notes(name, value_json) VALUES(?, ?)");
+  if (!st) return st.error();
+  st->Bind(1, name).Bind(2, CanonicalJson(value));
+  return st->Run();
+}
+
+Result<json> Outbox::GetNote(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare("SELECT value_json FROM notes WHERE name = ?");
+  if (!st) return st.error();
+  st->Bind(1, name);
+  auto row = st->Step();
+  if (!row) return row.error();
+  if (!*row) return json(nullptr);
+  return ParseOr(st->Text(0), nullptr);
 }
 
 Status Outbox::PrepareTurn(const PreparedTurn& turn) {

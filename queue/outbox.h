@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,6 +86,12 @@ struct PreparedTurn {
   std::optional<std::string> item_id;
 };
 
+// A host session's prepared turns: how many, and the newest one's id.
+struct SessionTurns {
+  int64_t count = 0;
+  std::optional<std::string> latest_turn_id;
+};
+
 struct CommitRequest {
   std::string turn_id;
   json messages;                     // the wire messages [user, assistant]
@@ -135,6 +142,21 @@ class Outbox {
   [[nodiscard]] Result<std::optional<PreparedTurn>> GetTurn(const std::string& turn_id);
   // Stores a prepared turn; kConflict if the id is bound to a different user turn.
   [[nodiscard]] Status PrepareTurn(const PreparedTurn& turn);
+  // The turns prepared in `session_id` (its host session): their count and the newest, and
+  // all of them in the order they were prepared (turn_id, user_content and state only).
+  [[nodiscard]] Result<SessionTurns> GetSessionTurns(const std::string& session_id);
+  [[nodiscard]] Result<std::vector<PreparedTurn>> ListSessionTurns(const std::string& session_id);
+  // The recalled memory blocks already given to a host session's model, by sha256 of the block
+  // (never the text), so a later prompt of the session is not given them again. Forgotten when
+  // the session's context is compacted away.
+  [[nodiscard]] Result<std::set<std::string>> InjectedBlocks(const std::string& session_id);
+  [[nodiscard]] Status AddInjectedBlocks(const std::string& session_id,
+                                         const std::vector<std::string>& hashes);
+  [[nodiscard]] Status ForgetInjectedBlocks(const std::string& session_id);
+  // Small named facts for status displays (what the last prompt was given), not durable
+  // across a power failure. GetNote answers null for a name never put.
+  [[nodiscard]] Status PutNote(const std::string& name, const json& value);
+  [[nodiscard]] Result<json> GetNote(const std::string& name);
   // Atomically (BEGIN IMMEDIATE, rolled back on every error): a pending item for the turn's
   // messages and the turn marked committed. kNotFound for an unknown turn; kConflict when the
   // key is bound elsewhere. One turn has one answer: a turn already committed returns its item

@@ -18,6 +18,7 @@ declare -A allowed=(
   [memory]="src/common filter src/db memory"
   [memory/server]="src/common filter src/db src/api src/config memory"
   [src/tools]="src/common filter src/mcp src/config src/api src/controls queue receipts src/tools"
+  [src/hooks]="src/common filter src/mcp src/config src/api src/controls queue src/tools src/hooks"
   [setup]="src/common setup"
   [src/app]="src filter memory queue receipts setup"
 )

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "src/app/hook_command.h"
 #include "src/app/server_setup.h"
 #include "src/common/log.h"
 #include "src/common/version.h"
@@ -17,6 +18,8 @@ namespace {
 
 constexpr const char* kHelp =
     "Usage: tmcra-mcp [--version | --help]\n"
+    "       tmcra-mcp hook EVENT [--host claude-code|codex]   (run by a host; docs/hooks.md)\n"
+    "       tmcra-mcp statusline                              (Claude Code's status line)\n"
     "\n"
     "A durable memory server for AI coding agents, speaking the Model Context Protocol over\n"
     "stdio. Register it with an MCP host (Claude Desktop, Claude Code, Codex, Cursor, VS Code);\n"
@@ -55,6 +58,17 @@ void TuneAllocator() {
 }
 
 int main(int argc, char** argv) {
+  // The commands a host runs as hooks and status line (docs/hooks.md): they fail open.
+  if (argc >= 2 && (std::string_view(argv[1]) == "hook" || std::string_view(argv[1]) == "statusline")) {
+    if (fcntl(2, F_GETFD) < 0 && open("/dev/null", O_WRONLY) != 2) return 0;
+    try {
+      tmcra::InitLogging(spdlog::level::warn);
+    } catch (const std::exception&) {
+      return 0;
+    }
+    if (std::string_view(argv[1]) == "statusline") return tmcra::app::RunStatusline();
+    return tmcra::app::RunHookCommand({argv + 2, argv + argc});
+  }
   // --version and --help print to stdout: they are answers to a person, not an MCP session.
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];

@@ -58,4 +58,15 @@ void FailpointHit(std::string_view name) {
   kill(getpid(), SIGKILL);
 }
 
+void FailpointStall(std::string_view name) {
+  {
+    Failpoints& f = Registry();
+    std::lock_guard lock(f.mu);
+    if (f.remaining.count(std::string(name)) == 0) return;
+  }
+  const std::string line = "failpoint " + std::string(name) + ": stalled\n";
+  [[maybe_unused]] const ssize_t ignored = write(2, line.data(), line.size());
+  sleep(600);
+}
+
 }  // namespace tmcra

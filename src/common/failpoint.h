@@ -15,13 +15,20 @@ namespace tmcra {
 
 // Counts a hit of `name` and kills the process when the configured count is reached.
 void FailpointHit(std::string_view name);
+// Sleeps for ten minutes when TMCRA_FAILPOINTS names `name` (a stalled call: what a deadline
+// must cut short).
+void FailpointStall(std::string_view name);
 
 }  // namespace tmcra
 
 #ifdef TMCRA_ENABLE_FAILPOINTS
 #define TMCRA_FAILPOINT(name) ::tmcra::FailpointHit(name)
+#define TMCRA_FAILPOINT_STALL(name) ::tmcra::FailpointStall(name)
 #else
 #define TMCRA_FAILPOINT(name) \
   do {                        \
+  } while (false)
+#define TMCRA_FAILPOINT_STALL(name) \
+  do {                              \
   } while (false)
 #endif

@@ -21,11 +21,11 @@ std::optional<spdlog::level::level_enum> ParseLogLevel(std::string_view name) {
   return std::nullopt;
 }
 
-void InitLogging() {
+void InitLogging(spdlog::level::level_enum default_level) {
   auto logger = std::make_shared<spdlog::logger>(
       "tmcra", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [tmcra] %v");
-  auto level = spdlog::level::info;
+  auto level = default_level;
   const char* env = std::getenv("TMCRA_LOG_LEVEL");
   bool bad_level = false;
   if (env != nullptr && *env != '\0') {

@@ -15,6 +15,7 @@ namespace tmcra {
 // Parses a level name; unknown names give std::nullopt.
 std::optional<spdlog::level::level_enum> ParseLogLevel(std::string_view name);
 
-void InitLogging();
+// `default_level` applies when TMCRA_LOG_LEVEL is unset (hooks log warnings and worse only).
+void InitLogging(spdlog::level::level_enum default_level = spdlog::level::info);
 
 }  // namespace tmcra

@@ -115,7 +115,7 @@ json PrepareSchema() {
               {"additionalProperties", false}};
 }
 
-ToolResult Prepare(const json& args, const MemoryToolDeps& deps) {
+ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_memory) {
   const char* kTool = "tmcra_turn_prepare";
   auto resolved = Resolve(args, deps.default_scope, deps.default_agent_id);
   if (!resolved) return Failure(kTool, resolved.error());
@@ -170,14 +170,15 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps) {
     }
     recall = t.recall_receipt;
     if (pruned) recall["injectable_context"] = {{"content", ""}};
-  } else if (content.empty()) {
-    // Nothing to recall with: the whole message was private.
+  } else if (content.empty() || !recall_memory) {
+    // Nothing to recall with (the whole message was private), or no recall wanted.
     recall = {{"injectable_context", {{"content", ""}}}, {"_local_capture", capture.ToJson()}};
     queue::PreparedTurn turn;
     turn.turn_id = turn_id;
     turn.scope_name = resolved->scope;
     turn.session_id = session;
     turn.user_message_id = message_id;
+    turn.user_content = content;
     turn.user_timestamp = FormatIsoUtc(NowSeconds());
     turn.recall_receipt = recall;
     if (auto s = (*outbox)->PrepareTurn(turn); !s) return Failure(kTool, s.error());
@@ -256,15 +257,18 @@ json CommitSchema() {
       {"additionalProperties", false}};
 }
 
-ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps& deps) {
+ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps& deps,
+                  bool user_only) {
   const char* kTool = "tmcra_turn_commit";
   const std::string turn_id = Trim(args["turn_id"].get<std::string>());
-  const std::string message_id = Trim(args["assistant_message_id"].get<std::string>());
-  const std::string raw_content = Trim(args["assistant_content"].get<std::string>());
+  const std::string message_id = user_only ? std::string() : Trim(args["assistant_message_id"].get<std::string>());
+  const std::string raw_content = user_only ? std::string() : Trim(args["assistant_content"].get<std::string>());
   for (const auto& [name, value] : {std::pair{"turn_id", turn_id},
                                     {"assistant_message_id", message_id},
                                     {"assistant_content", raw_content}}) {
-    if (value.empty()) return Failure(kTool, Error::Invalid(std::string("arguments.") + name + ": must not be blank"));
+    if (value.empty() && (!user_only || std::string_view(name) == "turn_id")) {
+      return Failure(kTool, Error::Invalid(std::string("arguments.") + name + ": must not be blank"));
+    }
   }
   // Filtered before the key is derived and the outbox sees it: a replay of the same answer
   // filters the same way, so it is still a replay.
@@ -306,10 +310,13 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   const std::string consistency = args.value("consistency", "read_your_writes");
   const std::string slow_policy = args.value("slow_policy", "auto");
   // The key is derived from TMCRA's documented body, so keys stay stable across builds.
-  const json assistant_dump{{"message_id", message_id}, {"role", "assistant"},
-                            {"content", content}, {"timestamp", timestamp},
-                            {"agent_id", resolved->agent_id ? json(*resolved->agent_id) : json(nullptr)},
-                            {"target_agent_id", nullptr}};
+  // A turn that ended without an answer (failed or interrupted) is keyed without one.
+  const json assistant_dump =
+      user_only ? json(nullptr)
+                : json{{"message_id", message_id}, {"role", "assistant"},
+                       {"content", content}, {"timestamp", timestamp},
+                       {"agent_id", resolved->agent_id ? json(*resolved->agent_id) : json(nullptr)},
+                       {"target_agent_id", nullptr}};
   std::string key = OptionalArg(args, "idempotency_key");
   if (key.empty()) {
     key = DeriveIdempotencyKey(t.scope_name, {{"turn_id", turn_id}, {"assistant", assistant_dump},
@@ -345,7 +352,7 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
     request.messages.push_back({{"message_id", message_id}, {"role", "assistant"},
                                 {"content", content}, {"timestamp", timestamp},
                                 {"metadata", assistant_meta}});
-  } else {
+  } else if (!user_only) {
     ++filtering.dropped_messages;
   }
   if (deps.filter_tally != nullptr) deps.filter_tally->Add(filtering);
@@ -496,7 +503,28 @@ ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDe
                          {"queue_counts", std::move(*counts)}});
 }
 
+// What tmcra_turn_prepare and tmcra_turn_commit answer when the host's hooks run the
+// lifecycle (MemoryToolDeps::hooks_host): nothing is written, and it is not an error.
+ToolResult HandledByHooks(const json& args, const MemoryToolDeps& deps) {
+  return ToolResult::Ok({{"status", "handled_by_hooks"},
+                         {"handled_by_hooks", true},
+                         {"host", deps.hooks_host},
+                         {"turn_id", args.value("turn_id", "")},
+                         {"submitted", false},
+                         {"message", "This host's tmcra-mcp hooks recall and store every turn "
+                                     "automatically; this call wrote nothing."}});
+}
+
 }  // namespace
+
+ToolResult PrepareTurn(const json& args, const MemoryToolDeps& deps, bool recall) {
+  return Prepare(args, deps, recall);
+}
+
+ToolResult CommitTurn(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps& deps,
+                      bool user_only) {
+  return Commit(args, ctx, deps, user_only);
+}
 
 void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps) {
   const json write_hints{{"readOnlyHint", false}, {"destructiveHint", false},
@@ -504,11 +532,17 @@ void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps) {
   RegisterTool(server, "tmcra_turn_prepare", "Prepare a turn",
                "Recall memory and return untrusted injectable context before the host answers.",
                PrepareSchema(), write_hints,
-               [deps](const json& args, mcp::ToolContext&) { return Prepare(args, deps); });
+               [deps](const json& args, mcp::ToolContext&) {
+                 return deps.hooks_host.empty() ? Prepare(args, deps, /*recall_memory=*/true)
+                                                : HandledByHooks(args, deps);
+               });
   RegisterTool(server, "tmcra_turn_commit", "Commit a turn",
                "Commit the real user/assistant turn and reconcile it to terminal state.",
                CommitSchema(), write_hints,
-               [deps](const json& args, mcp::ToolContext& ctx) { return Commit(args, ctx, deps); });
+               [deps](const json& args, mcp::ToolContext& ctx) {
+                 return deps.hooks_host.empty() ? Commit(args, ctx, deps, /*user_only=*/false)
+                                                : HandledByHooks(args, deps);
+               });
   RegisterTool(server, "tmcra_reconcile", "Reconcile pending writes",
                "Retry durable pending records and report succeeded or dead-letter states. "
                "Optionally name item_ids, and set include_dead_letter to replay dead letters "

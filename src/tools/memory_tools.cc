@@ -311,6 +311,10 @@ Result<json> RecallForTool(const MemoryToolDeps& deps, const RecallRequest& requ
   return out;
 }
 
+mcp::ToolResult IngestMessages(const json& args, const MemoryToolDeps& deps) {
+  return Ingest(args, deps);
+}
+
 void RegisterMemoryTools(mcp::Server& server, const MemoryToolDeps& deps) {
   RegisterTool(server, "tmcra_recall", "Recall memory",
            "Recall bounded, prompt-ready memory evidence for one query. The result's "

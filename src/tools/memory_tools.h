@@ -35,12 +35,30 @@ struct MemoryToolDeps {
   // alone), and the tally of what it removed, for tmcra_status. Not owned.
   const filter::ContentFilter* filter = nullptr;
   FilterTally* filter_tally = nullptr;
+  // Set (to "claude-code" or "codex") when that host's hooks run the turn lifecycle: the
+  // tmcra_turn_prepare and tmcra_turn_commit tools then answer that hooks handle it and write
+  // nothing. Empty: the tools do the work.
+  std::string hooks_host;
 };
 
 // tmcra_recall, tmcra_ingest, tmcra_get_job, tmcra_wait_job.
 void RegisterMemoryTools(mcp::Server& server, const MemoryToolDeps& deps);
 // tmcra_turn_prepare, tmcra_turn_commit, tmcra_reconcile (REQUIRES: deps.delivery).
 void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps);
+
+// The work of tmcra_turn_prepare and tmcra_turn_commit for callers in this process (the host
+// hooks, src/hooks): `args` as the tools take them, not checked against the tools' schemas
+// (the caller builds them). `recall` false binds the turn without recalling (its
+// injectable_context is then empty). `user_only` commits the prepared user message alone, for a turn
+// that ended without an answer; assistant_message_id and assistant_content are then unused.
+[[nodiscard]] mcp::ToolResult PrepareTurn(const nlohmann::json& args, const MemoryToolDeps& deps,
+                                          bool recall);
+[[nodiscard]] mcp::ToolResult CommitTurn(const nlohmann::json& args, mcp::ToolContext& ctx,
+                                         const MemoryToolDeps& deps, bool user_only);
+
+// The work of tmcra_ingest for callers in this process (the host hooks), `args` as the tool
+// takes them, not checked against its schema.
+[[nodiscard]] mcp::ToolResult IngestMessages(const nlohmann::json& args, const MemoryToolDeps& deps);
 
 // The recall receipt a tool returns (§2.2): validated, budget selection against `visible`,
 // task hand-off, and the top-level trust boundary; structured `evidence` kept (tmcra_recall

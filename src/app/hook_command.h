@@ -1,0 +1,19 @@
+// `tmcra-mcp hook EVENT [--host claude-code|codex]` and `tmcra-mcp statusline`: the commands a
+// host runs (docs/hooks.md). Both fail open: whatever goes wrong, they print nothing the host
+// would misread, log one line to stderr, and exit 0.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+namespace tmcra::app {
+
+// `args`: what follows "hook" on the command line. Returns the exit status (always 0 once the
+// arguments name an event; 2 for a usage error a person made at a terminal).
+int RunHookCommand(const std::vector<std::string_view>& args);
+
+// One line of memory state for Claude Code's status line: whether the memory answers, the
+// writes still queued, dead letters, and what the newest prompt was given.
+int RunStatusline();
+
+}  // namespace tmcra::app

@@ -1,0 +1,25 @@
+// The turns of a host's session transcript (a JSON-lines file the host writes): Claude Code's
+// `~/.claude/projects/<dir>/<session>.jsonl` and Codex's rollout file. Used where a hook's
+// payload does not carry the text itself: the final answer of a turn when Stop gives none, and
+// the turns about to be compacted away (PreCompact). Lines that are not JSON, or not a message,
+// are skipped; what the host injected (hook context, instructions, tool results) is not a turn.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "src/common/result.h"
+#include "src/hooks/hook_event.h"
+
+namespace tmcra::hooks {
+
+struct TranscriptTurn {
+  std::string user;       // the prompt as the user typed it
+  std::string assistant;  // the turn's last answer text; empty when it has none (yet)
+};
+
+// The transcript's turns in order. Errors: the file cannot be opened or is over `max_bytes`.
+[[nodiscard]] Result<std::vector<TranscriptTurn>> ReadTranscript(Host host, const std::string& path,
+                                                               size_t max_bytes = 64u << 20);
+
+}  // namespace tmcra::hooks

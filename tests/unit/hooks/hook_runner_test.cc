@@ -1,0 +1,257 @@
+// The hook events over the real embedded engine and a real outbox in a temp dir: a prompt is
+// bound and given recalled memory in an untrusted envelope, its Stop stores the exact turn
+// once, and the events around them (failures, subagents, compaction) store what they promise.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "filter/content_filter.h"
+#include "src/api/embedded_memory_api.h"
+#include "src/hooks/hook_runner.h"
+#include "src/tools/outbox_sender.h"
+#include "tests/support/temp_dir.h"
+
+using json = nlohmann::json;
+using tmcra::hooks::Event;
+using tmcra::hooks::Host;
+using tmcra::hooks::HookInput;
+using tmcra::testing::TempDir;
+
+namespace {
+
+struct Fixture {
+  TempDir dir;
+  std::unique_ptr<tmcra::api::EmbeddedMemoryApi> memory;
+  std::unique_ptr<tmcra::tools::MemoryApiSender> sender;
+  std::unique_ptr<tmcra::queue::DeliveryService> delivery;
+  tmcra::filter::ContentFilter filter{tmcra::filter::FilterRules{}};
+  tmcra::hooks::HookDeps deps;
+
+  Fixture() {
+    tmcra::memory::EngineOptions options;
+    options.path = dir.File("memory.db");
+    memory = std::make_unique<tmcra::api::EmbeddedMemoryApi>(options);
+    sender = std::make_unique<tmcra::tools::MemoryApiSender>(*memory);
+    tmcra::queue::DeliveryOptions delivery_options;
+    delivery_options.path = dir.File("outbox.sqlite3");
+    delivery_options.owner = "pid-" + std::to_string(getpid()) + "-hooks-test";
+    delivery = std::make_unique<tmcra::queue::DeliveryService>(delivery_options, *sender, nullptr);
+    deps.tools.memory = memory.get();
+    deps.tools.version = "0.1.0";
+    deps.tools.delivery = delivery.get();
+    deps.tools.filter = &filter;
+    deps.options.store_scope = "proj-0123456789";
+    deps.options.recall_scopes = {"proj-0123456789", "personal"};
+  }
+  ~Fixture() { delivery->Stop(); }
+
+  std::string Run(const HookInput& in) {
+    deps.options.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    auto out = tmcra::hooks::RunHook(in, deps);
+    REQUIRE(out);
+    return *out;
+  }
+  tmcra::queue::Outbox& Outbox() { return **delivery->outbox(); }
+  int64_t Records() {
+    auto figures = memory->Stats();
+    REQUIRE(figures);
+    return (*figures).value("records", int64_t{-1});
+  }
+};
+
+HookInput Prompt(const std::string& session, const std::string& text, Host host = Host::kClaudeCode) {
+  HookInput in;
+  in.host = host;
+  in.event = Event::kUserPromptSubmit;
+  in.session_id = session;
+  in.prompt = text;
+  return in;
+}
+
+HookInput Stop(const std::string& session, const std::string& answer) {
+  HookInput in;
+  in.event = Event::kStop;
+  in.session_id = session;
+  in.last_assistant_message = answer;
+  return in;
+}
+
+std::string Context(const std::string& output) {
+  if (output.empty()) return "";
+  return json::parse(output)["hookSpecificOutput"]["additionalContext"].get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("a prompt and its Stop store the exact turn once; the next session is given it",
+          "[hooks]") {
+  Fixture f;
+  CHECK(f.Run(Prompt("s1", "My build cache server is at cache-7.internal:9040")).empty());
+  CHECK(f.Run(Stop("s1", "Noted: cache-7.internal:9040 it is.")).empty());
+  CHECK(f.Records() == 2);
+  // A repeated Stop (the host ran it twice) stores nothing more.
+  CHECK(f.Run(Stop("s1", "Noted: cache-7.internal:9040 it is.")).empty());
+  CHECK(f.Records() == 2);
+
+  const std::string context = Context(f.Run(Prompt("s2", "Where is the build cache server?")));
+  CHECK(context.rfind("[[tmcra:recalled-memory]]", 0) == 0);
+  CHECK(context.find("untrusted") != std::string::npos);
+  CHECK(context.find("cache-7.internal:9040") != std::string::npos);
+  // Given once per session: the same question again is given nothing new.
+  CHECK(Context(f.Run(Prompt("s2", "Where is the build cache server, again?"))).empty());
+  // After a compaction the session's model has lost it: given again.
+  HookInput start;
+  start.event = Event::kSessionStart;
+  start.session_id = "s2";
+  start.source = "compact";
+  CHECK(f.Run(start).empty());
+  CHECK(Context(f.Run(Prompt("s2", "Where is the build cache server now?")))
+            .find("cache-7.internal:9040") != std::string::npos);
+}
+
+TEST_CASE("repeated short prompts are separate turns, and trivial ones recall nothing", "[hooks]") {
+  Fixture f;
+  f.Run(Prompt("s1", "Please remember the deploy key rotation happens on Mondays"));
+  f.Run(Stop("s1", "Remembered: Mondays."));
+  CHECK(f.Run(Prompt("s1", "yes")).empty());
+  f.Run(Stop("s1", "First yes answered."));
+  CHECK(f.Run(Prompt("s1", "yes")).empty());
+  f.Run(Stop("s1", "Second yes answered."));
+  CHECK(f.Records() == 6);
+  auto turns = f.Outbox().GetSessionTurns("s1");
+  REQUIRE(turns);
+  CHECK(turns->count == 3);
+  // A slash command is the host's: nothing is bound.
+  CHECK(f.Run(Prompt("s1", "/compact")).empty());
+  CHECK(f.Outbox().GetSessionTurns("s1")->count == 3);
+}
+
+TEST_CASE("the host's turn id is used, and Stop finds the turn by it", "[hooks]") {
+  Fixture f;
+  HookInput prompt = Prompt("s1", "Which port does the staging database use?", Host::kCodex);
+  prompt.host_turn_id = "turn-abc";
+  f.Run(prompt);
+  HookInput stop = Stop("s1", "Port 6543.");
+  stop.host = Host::kCodex;
+  stop.host_turn_id = "turn-abc";
+  f.Run(stop);
+  auto turn = f.Outbox().GetTurn("turn-abc");
+  REQUIRE(turn);
+  REQUIRE(*turn);
+  CHECK((*turn)->state == "committed");
+}
+
+TEST_CASE("stop_hook_active does nothing; a failed turn stores the prompt without an answer",
+          "[hooks]") {
+  Fixture f;
+  f.Run(Prompt("s1", "Summarise the release checklist for version 4"));
+  HookInput again = Stop("s1", "A continuation answer");
+  again.stop_hook_active = true;
+  f.Run(again);
+  CHECK(f.Records() == 0);
+  HookInput failure;
+  failure.event = Event::kStopFailure;
+  failure.session_id = "s1";
+  failure.error = "overloaded";
+  f.Run(failure);
+  CHECK(f.Records() == 1);
+  // The Stop that may follow finds the turn committed and writes nothing more.
+  f.Run(Stop("s1", "late"));
+  CHECK(f.Records() == 1);
+}
+
+TEST_CASE("a subagent's final message is stored as its agent's, never its prompt as the user's",
+          "[hooks]") {
+  Fixture f;
+  HookInput in;
+  in.event = Event::kSubagentStop;
+  in.session_id = "s1";
+  in.agent_id = "a1";
+  in.agent_type = "Explore";
+  in.last_assistant_message = "The parser lives in src/mcp/jsonrpc.cc.";
+  f.Run(in);
+  f.Run(in);  // idempotent
+  CHECK(f.Records() == 1);
+  auto recall = f.memory->Recall("proj-0123456789", {{"query", "parser jsonrpc"}}, {});
+  REQUIRE(recall);
+  const std::string text = (*recall)["prompt_evidence"]["content"];
+  CHECK(text.find("actor=assistant") != std::string::npos);
+  CHECK(text.find("actor=user") == std::string::npos);
+  CHECK(text.find("s1:subagent:a1") != std::string::npos);
+}
+
+TEST_CASE("PreCompact stores the transcript's turns not stored yet, once", "[hooks]") {
+  Fixture f;
+  f.Run(Prompt("s1", "What does the outbox guarantee after a crash?"));
+  f.Run(Stop("s1", "Nothing acknowledged is lost."));
+  f.Run(Prompt("s1", "And what about duplicates after a retry?"));  // Stop never came
+  const std::string path = f.dir.File("t.jsonl");
+  {
+    std::ofstream out(path);
+    const auto line = [&out](const char* type, const std::string& text) {
+      out << json{{"type", type},
+                  {"message", {{"role", type}, {"content", json::array({{{"type", "text"}, {"text", text}}})}}}}
+                 .dump()
+          << "\n";
+    };
+    line("user", "A turn from before the hooks were installed, about backups");
+    line("assistant", "Backups run nightly.");
+    line("user", "What does the outbox guarantee after a crash?");
+    line("assistant", "Nothing acknowledged is lost.");
+    line("user", "And what about duplicates after a retry?");
+    line("assistant", "Keys make retries replays.");
+    out << "not json\n";
+  }
+  HookInput in;
+  in.event = Event::kPreCompact;
+  in.session_id = "s1";
+  in.transcript_path = path;
+  f.Run(in);
+  CHECK(f.Records() == 6);
+  f.Run(in);
+  CHECK(f.Records() == 6);
+}
+
+TEST_CASE("the envelope keeps to its byte cap and says what it left out", "[hooks]") {
+  Fixture f;
+  for (int i = 0; i < 6; ++i) {
+    f.Run(Prompt("s1", "Fact " + std::to_string(i) + ": the widget service depends on " +
+                           std::string(300, static_cast<char>('a' + i))));
+    f.Run(Stop("s1", "Noted fact " + std::to_string(i) + " about the widget service."));
+  }
+  f.deps.options.context_bytes = 1500;
+  const std::string context = Context(f.Run(Prompt("s2", "What does the widget service depend on?")));
+  REQUIRE_FALSE(context.empty());
+  CHECK(context.size() <= 1500);
+  CHECK(context.find("left out to stay within 1500 bytes") != std::string::npos);
+}
+
+TEST_CASE("hook input is read for each host and refused clearly when malformed", "[hooks]") {
+  using tmcra::hooks::ParseHookInput;
+  auto codex = ParseHookInput(Host::kCodex, Event::kStop,
+                              R"({"session_id":"s","turn_id":"t1","hook_event_name":"Stop",)"
+                              R"("last_assistant_message":null,"stop_hook_active":false,"model":"m"})");
+  REQUIRE(codex);
+  CHECK(codex->host_turn_id == "t1");
+  CHECK_FALSE(codex->last_assistant_message);
+  auto claude = ParseHookInput(Host::kClaudeCode, Event::kUserPromptSubmit,
+                               R"({"session_id":"s","prompt_id":"p1","prompt":"hi"})");
+  REQUIRE(claude);
+  CHECK(claude->host_turn_id == "p1");
+  CHECK(ParseHookInput(Host::kCodex, Event::kStop, "").error().message.find("not a JSON") !=
+        std::string::npos);
+  CHECK(ParseHookInput(Host::kCodex, Event::kStop, "[1]").error().message ==
+        "hook input: must be a JSON object");
+  CHECK(ParseHookInput(Host::kCodex, Event::kUserPromptSubmit, R"({"session_id":"s","prompt":7})")
+            .error().message == "hook input.prompt: must be a string");
+  CHECK(ParseHookInput(Host::kCodex, Event::kStop, R"({"prompt":"x"})").error().message ==
+        "hook input.session_id: missing");
+  CHECK(ParseHookInput(Host::kCodex, Event::kStop, R"({"session_id":"s","hook_event_name":"Nope"})")
+            .error().message.find("not Stop") != std::string::npos);
+  CHECK_FALSE(ParseHookInput(Host::kCodex, Event::kStop, "{\"session_id\":\"\xff\"}"));
+  CHECK_FALSE(tmcra::hooks::ParseEventName("Unknown"));
+}
