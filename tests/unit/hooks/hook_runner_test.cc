@@ -87,7 +87,7 @@ std::string Context(const std::string& output) {
 
 }  // namespace
 
-TEST_CASE("a prompt and its Stop store the exact turn once; the next session is given it",
+TEST_CASE("a prompt and its Stop store the exact turn once, and the next session is given it",
           "[hooks]") {
   Fixture f;
   CHECK(f.Run(Prompt("s1", "My build cache server is at cache-7.internal:9040")).empty());
@@ -145,7 +145,7 @@ TEST_CASE("the host's turn id is used, and Stop finds the turn by it", "[hooks]"
   CHECK((*turn)->state == "committed");
 }
 
-TEST_CASE("stop_hook_active does nothing; a failed turn stores the prompt without an answer",
+TEST_CASE("stop_hook_active does nothing, and a failed turn stores the prompt without an answer",
           "[hooks]") {
   Fixture f;
   f.Run(Prompt("s1", "Summarise the release checklist for version 4"));
