@@ -1,5 +1,5 @@
-// The MCP hosts tmcra-mcp-setup knows, and where each keeps its servers
-// (../shared/reference/mcp-protocol.md §2; docs/setup.md lists them for users).
+// The MCP hosts tmcra-mcp-setup knows, and where each keeps its servers and hooks
+// (docs/setup.md lists them for users).
 //
 //   host            user scope                                      --project DIR
 //   claude-desktop  ~/.config/Claude/claude_desktop_config.json     (none)
