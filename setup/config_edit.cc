@@ -1,13 +1,15 @@
 #include "setup/config_edit.h"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-#include <toml++/toml.h>
+#include "setup/json_text.h"
 
 namespace tmcra::setup {
 namespace {
@@ -20,136 +22,11 @@ bool IsBareKeyChar(char c) {
          c == '-';
 }
 
-bool IsBlank(std::string_view text) {
-  return std::all_of(text.begin(), text.end(),
-                     [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; });
-}
-
-// "line L, column C" of a byte offset (1-based, columns in bytes).
-std::string Where(std::string_view text, size_t offset) {
-  offset = std::min(offset, text.size());
-  size_t line = 1;
-  size_t line_start = 0;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  return "line " + std::to_string(line) + ", column " + std::to_string(offset - line_start + 1);
-}
-
 // ---------------------------------------------------------------------------------------------
 // JSON
 
 const char* ContainerKey(ConfigFormat format) {
   return format == ConfigFormat::kJsonServers ? "servers" : "mcpServers";
-}
-
-// What writing the parsed document back would lose, found before it is written: a key given
-// twice (the parser keeps one of them) and an integer too large for 64 bits (it becomes a
-// floating-point number). Such a file is refused rather than changed beyond our entry.
-class LossCheck : public nlohmann::json_sax<nlohmann::json> {
- public:
-  std::string problem;
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t& text) override {
-    if (text.find_first_of(".eE") == string_t::npos && problem.empty()) {
-      problem = "has an integer too large to be written back exactly";
-    }
-    return true;
-  }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override {
-    keys_.emplace_back();
-    return true;
-  }
-  bool key(string_t& k) override {
-    if (!keys_.empty() && !keys_.back().insert(k).second && problem.empty()) {
-      problem = "has a key given twice in one object";
-    }
-    return true;
-  }
-  bool end_object() override {
-    keys_.pop_back();
-    return true;
-  }
-  bool start_array(std::size_t) override {
-    keys_.emplace_back();  // arrays have no keys; keeps the stack in step
-    return true;
-  }
-  bool end_array() override {
-    keys_.pop_back();
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    return false;
-  }
-
- private:
-  std::vector<std::set<std::string>> keys_;
-};
-
-Result<ordered_json> ParseJsonConfig(std::string_view text) {
-  if (IsBlank(text)) return ordered_json::object();
-  ordered_json doc;
-  try {
-    doc = ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // The exception's own message quotes the text it read: only its position is used.
-    const bool with_comments =
-        !ordered_json::parse(text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true)
-             .is_discarded();
-    if (with_comments) {
-      return Error::Invalid("has comments, which rewriting it would drop");
-    }
-    return Error::Invalid("is not valid JSON (at " + Where(text, e.byte > 0 ? e.byte - 1 : 0) +
-                          ")");
-  }
-  if (!doc.is_object()) return Error::Invalid("is not a JSON object at the top level");
-  LossCheck check;
-  nlohmann::json::sax_parse(text, &check);
-  if (!check.problem.empty()) return Error::Invalid(check.problem);
-  return doc;
-}
-
-// The indent of the first indented line (a tab, or that many spaces); 2 when there is none.
-std::pair<int, char> DetectIndent(std::string_view text) {
-  for (size_t i = text.find('\n'); i != std::string_view::npos; i = text.find('\n', i + 1)) {
-    size_t j = i + 1;
-    if (j < text.size() && text[j] == '\t') return {1, '\t'};
-    while (j < text.size() && text[j] == ' ') ++j;
-    if (j > i + 1 && j < text.size() && text[j] != '\n' && text[j] != '\r') {
-      return {static_cast<int>(std::min<size_t>(j - i - 1, 8)), ' '};
-    }
-  }
-  return {2, ' '};
-}
-
-Result<std::string> DumpJsonConfig(const ordered_json& doc, std::string_view original) {
-  const auto [width, ch] = DetectIndent(original);
-  std::string out;
-  try {
-    out = doc.dump(width, ch, /*ensure_ascii=*/false, nlohmann::json::error_handler_t::strict);
-  } catch (const std::exception&) {
-    return Error::Invalid("could not be written back as JSON");
-  }
-  out += '\n';
-  if (original.find("\r\n") != std::string_view::npos) {  // a CRLF file stays CRLF
-    std::string crlf;
-    crlf.reserve(out.size() + out.size() / 16);
-    for (char c : out) {
-      if (c == '\n') crlf += '\r';
-      crlf += c;
-    }
-    out = std::move(crlf);
-  }
-  return out;
 }
 
 Result<Edited> AddJson(std::string_view text, ConfigFormat format, const ServerEntry& entry) {
@@ -172,6 +49,15 @@ Result<Edited> AddJson(std::string_view text, ConfigFormat format, const ServerE
   if (entry.typed) server["type"] = "stdio";
   server["command"] = entry.command;
   server["args"] = ordered_json::array();
+  if (!entry.env.empty()) {
+    ordered_json& env = server["env"];
+    if (env.is_null()) env = ordered_json::object();
+    if (!env.is_object()) {
+      return Error::Invalid(std::string("has a \"") + key + "\".\"" + entry.name +
+                            "\".\"env\" that is not an object");
+    }
+    for (const auto& [name, value] : entry.env) env[name] = value;
+  }
   if (*doc == before) return Edited{std::string(text), EditOutcome::kUnchanged};
   auto out = DumpJsonConfig(*doc, text);
   if (!out) return out.error();
@@ -195,7 +81,7 @@ Result<Edited> RemoveJson(std::string_view text, ConfigFormat format, std::strin
 Result<Registration> FindJson(std::string_view text, ConfigFormat format, std::string_view name) {
   // Reading only: comments (JSONC) are fine here.
   ordered_json parsed = ordered_json::object();
-  if (!IsBlank(text)) {
+  if (!IsBlankText(text)) {
     parsed = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false,
                                  /*ignore_comments=*/true);
     if (parsed.is_discarded()) return ParseJsonConfig(text).error();
@@ -220,6 +106,7 @@ std::string JsonSnippet(ConfigFormat format, const ServerEntry& entry) {
   if (entry.typed) server["type"] = "stdio";
   server["command"] = entry.command;
   server["args"] = ordered_json::array();
+  for (const auto& [name, value] : entry.env) server["env"][name] = value;
   ordered_json doc = {{ContainerKey(format), {{entry.name, server}}}};
   return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
@@ -265,6 +152,23 @@ std::string TomlString(std::string_view s) {
     }
   }
   return out + "\"";
+}
+
+// A key as TOML writes it: bare when it can be, else a basic string.
+std::string TomlKey(std::string_view key) {
+  if (!key.empty() && std::all_of(key.begin(), key.end(), IsBareKeyChar)) return std::string(key);
+  return TomlString(key);
+}
+
+using StringPairs = std::vector<std::pair<std::string, std::string>>;
+
+// `{ A = "x", B = "y" }`.
+std::string TomlInlineTable(const StringPairs& pairs) {
+  std::string out = "{ ";
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    out += (i > 0 ? ", " : "") + TomlKey(pairs[i].first) + " = " + TomlString(pairs[i].second);
+  }
+  return out + " }";
 }
 
 // One item a line, as a person would keep a long list.
@@ -351,6 +255,83 @@ Status CheckTomlEdit(const std::string& edited, const toml::table& expected) {
   return Ok();
 }
 
+// The splice replacing a value where the parser found it.
+Result<Splice> ReplaceValue(std::string_view text, const std::vector<size_t>& starts,
+                            const toml::node& node, std::string with) {
+  const auto from = Offset(text, starts, node.source().begin);
+  const auto to = Offset(text, starts, node.source().end);
+  if (!from || !to || *to < *from) return Error::Invalid("could not be edited (positions)");
+  return Splice{*from, *to, std::move(with)};
+}
+
+// The start of the line after a table's own header line (its `[...]`).
+Result<size_t> AfterHeader(std::string_view text, const std::vector<size_t>& starts,
+                           const toml::table& table) {
+  const auto header = Offset(text, starts, table.source().begin);
+  if (table.is_inline() || !header || *header >= text.size() || text[*header] != '[') {
+    return Error::Invalid("has a table without its own header line (dotted keys)");
+  }
+  const size_t line = table.source().begin.line;
+  return line < starts.size() ? starts[line] : text.size();
+}
+
+// Sets `env`'s variables in an existing server table: a new `env = {...}` line (into
+// `inserted`), the inline table written again, or lines under `[mcp_servers.<name>.env]`.
+Status EditTomlEnv(std::string_view text, const std::vector<size_t>& starts,
+                   const toml::table& server, const StringPairs& env, const char* nl,
+                   toml::table& expected_server, std::string& inserted,
+                   std::vector<Splice>& splices) {
+  if (env.empty()) return Ok();
+  const toml::node* node = server.get("env");
+  if (node != nullptr && !node->is_table()) return Error::Invalid("has an env that is not a table");
+  toml::table expected = node != nullptr ? *node->as_table() : toml::table{};
+  for (const auto& [name, value] : env) expected.insert_or_assign(name, value);
+  if (node == nullptr) {
+    inserted += "env = " + TomlInlineTable(env) + nl;
+  } else if (expected != *node->as_table()) {
+    const toml::table& current = *node->as_table();
+    if (current.is_inline()) {
+      StringPairs all;
+      for (const auto& [name, value] : current) {
+        auto text_value = value.value<std::string>();
+        if (!text_value) return Error::Invalid("has an env value that is not a string");
+        all.emplace_back(std::string(name.str()), *text_value);
+      }
+      for (const auto& pair : env) {
+        auto same = std::find_if(all.begin(), all.end(),
+                                 [&](const auto& p) { return p.first == pair.first; });
+        if (same != all.end()) {
+          same->second = pair.second;
+        } else {
+          all.push_back(pair);
+        }
+      }
+      auto splice = ReplaceValue(text, starts, *node, TomlInlineTable(all));
+      if (!splice) return splice.error();
+      splices.push_back(std::move(*splice));
+    } else {
+      auto after = AfterHeader(text, starts, current);
+      if (!after) return after.error();
+      std::string lines;
+      for (const auto& [name, value] : env) {
+        if (const toml::node* old = current.get(name)) {
+          auto splice = ReplaceValue(text, starts, *old, TomlString(value));
+          if (!splice) return splice.error();
+          splices.push_back(std::move(*splice));
+        } else {
+          lines += TomlKey(name) + " = " + TomlString(value) + nl;
+        }
+      }
+      if (!lines.empty()) {
+        if (*after == text.size() && !text.empty() && text.back() != '\n') lines = nl + lines;
+        splices.push_back({*after, *after, lines});
+      }
+    }
+  }
+  expected_server.insert_or_assign("env", std::move(expected));
+  return Ok();
+}
+
 Result<Edited> AddToml(std::string_view text, const ServerEntry& entry) {
   auto doc = ParseToml(text);
   if (!doc) return doc.error();
@@ -380,8 +361,14 @@ Result<Edited> AddToml(std::string_view text, const ServerEntry& entry) {
       exp.insert_or_assign("tool_timeout_sec", static_cast<int64_t>(entry.tool_timeout_sec));
       block += "tool_timeout_sec = " + std::to_string(entry.tool_timeout_sec) + nl;
     }
+    if (!entry.env.empty()) {
+      toml::table env;
+      for (const auto& [name, value] : entry.env) env.insert_or_assign(name, value);
+      exp.insert_or_assign("env", std::move(env));
+      block += "env = " + TomlInlineTable(entry.env) + nl;
+    }
     edited = std::string(text);
-    if (!IsBlank(edited)) {
+    if (!IsBlankText(edited)) {
       if (edited.back() != '\n') edited += nl;
       edited += nl;
     } else {
@@ -428,6 +415,9 @@ Result<Edited> AddToml(std::string_view text, const ServerEntry& entry) {
     if (!table.contains("tool_timeout_sec") && entry.tool_timeout_sec > 0) {
       inserted += "tool_timeout_sec = " + std::to_string(entry.tool_timeout_sec) + nl;
       exp.insert_or_assign("tool_timeout_sec", static_cast<int64_t>(entry.tool_timeout_sec));
+    }
+    if (auto s = EditTomlEnv(text, starts, table, entry.env, nl, exp, inserted, splices); !s) {
+      return s.error();
     }
     if (!inserted.empty()) {
       // Right after the header line.
@@ -482,20 +472,13 @@ std::optional<std::vector<std::string>> HeaderKey(std::string_view line) {
   }
 }
 
-Result<Edited> RemoveToml(std::string_view text, std::string_view name) {
-  auto doc = ParseToml(text);
-  if (!doc) return doc.error();
-  auto server = CodexServer(*doc, name);
-  if (!server) return server.error();
-  if (*server == nullptr) return Edited{std::string(text), EditOutcome::kAbsent};
-  toml::table expected = *doc;
-  expected["mcp_servers"].as_table()->erase(name);
-
-  // Our table is every line from a header of ours (`[mcp_servers.<name>]` or one of its
-  // sub-tables) to its last key or header before the next header that is not ours; comments and
-  // blank lines after that belong to what follows and stay. Where it was cut out, one blank
-  // line is dropped if two would meet (at the end of the file: the one before it, which install
-  // put there). No other line changes.
+// The text without the tables whose header key `ours` picks. A table is every line from its
+// header to its last key or header before the next header that is not ours; comments and blank
+// lines after that belong to what follows and stay. Where a table was cut out, one blank line is
+// dropped if two would meet (at the end of the file: the one before it, which adding the table
+// put there). No other line changes.
+template <class Ours>
+std::string DropTables(std::string_view text, Ours ours_key) {
   std::vector<std::string_view> lines;
   for (size_t pos = 0; pos < text.size();) {
     size_t end = text.find('\n', pos);
@@ -505,7 +488,7 @@ Result<Edited> RemoveToml(std::string_view text, std::string_view name) {
   }
   auto ours = [&](size_t l) {
     auto key = HeaderKey(lines[l]);
-    return key && key->size() >= 2 && (*key)[0] == "mcp_servers" && (*key)[1] == name;
+    return key && ours_key(*key);
   };
   auto blank_or_comment = [](std::string_view line) {
     const size_t at = line.find_first_not_of(" \t\r\n");
@@ -530,10 +513,10 @@ Result<Edited> RemoveToml(std::string_view text, std::string_view name) {
     }
     for (size_t i = l; i <= last; ++i) drop[i] = true;
     const size_t after = last + 1;
-    const bool blank_before = l > 0 && !drop[l - 1] && IsBlank(lines[l - 1]);
+    const bool blank_before = l > 0 && !drop[l - 1] && IsBlankText(lines[l - 1]);
     if (after == n) {
       if (blank_before) drop[l - 1] = true;
-    } else if (IsBlank(lines[after]) && (blank_before || l == 0)) {
+    } else if (IsBlankText(lines[after]) && (blank_before || l == 0)) {
       drop[after] = true;
     }
     l = k;
@@ -542,13 +525,143 @@ Result<Edited> RemoveToml(std::string_view text, std::string_view name) {
   for (size_t i = 0; i < n; ++i) {
     if (!drop[i]) tidy += lines[i];
   }
-  // `[mcp_servers.<name>]` made `mcp_servers` itself: without our header (and no other server)
-  // it is gone, not empty.
-  if (expected["mcp_servers"].as_table()->empty()) {
-    auto parsed = ParseToml(tidy);
-    if (parsed && !parsed->contains("mcp_servers")) expected.erase("mcp_servers");
+  return tidy;
+}
+
+// A table that only our header made (`[mcp_servers.x]` makes `mcp_servers`) is gone with the
+// header, not empty: the expected document drops `path` when it is empty there and absent from
+// the edited text.
+void PruneImplicit(toml::table& expected, const std::string& tidy,
+                   const std::vector<std::string>& path) {
+  auto parsed = ParseToml(tidy);
+  if (!parsed) return;
+  for (size_t depth = path.size(); depth-- > 0;) {
+    toml::table* parent = &expected;
+    const toml::table* edited = &*parsed;
+    for (size_t i = 0; i < depth && parent != nullptr; ++i) {
+      parent = parent->get_as<toml::table>(path[i]);
+      edited = edited != nullptr ? edited->get_as<toml::table>(path[i]) : nullptr;
+    }
+    if (parent == nullptr) continue;
+    const toml::table* table = parent->get_as<toml::table>(path[depth]);
+    const bool in_edited = edited != nullptr && edited->contains(path[depth]);
+    if (table != nullptr && table->empty() && !in_edited) parent->erase(path[depth]);
   }
+}
+
+Result<Edited> RemoveToml(std::string_view text, std::string_view name) {
+  auto doc = ParseToml(text);
+  if (!doc) return doc.error();
+  auto server = CodexServer(*doc, name);
+  if (!server) return server.error();
+  if (*server == nullptr) return Edited{std::string(text), EditOutcome::kAbsent};
+  toml::table expected = *doc;
+  expected["mcp_servers"].as_table()->erase(name);
+  std::string tidy = DropTables(text, [&](const std::vector<std::string>& key) {
+    return key.size() >= 2 && key[0] == "mcp_servers" && key[1] == name;
+  });
+  PruneImplicit(expected, tidy, {"mcp_servers"});
   if (auto s = CheckTomlEdit(tidy, expected); !s) return s.error();
+  return Edited{std::move(tidy), EditOutcome::kRemoved};
+}
+
+// `hooks.state` of a parsed config.toml: nullptr when absent; an error when not tables.
+Result<const toml::table*> HookStates(const toml::table& doc) {
+  const toml::node* hooks = doc.get("hooks");
+  if (hooks == nullptr) return static_cast<const toml::table*>(nullptr);
+  if (!hooks->is_table()) return Error::Invalid("has a \"hooks\" that is not a table");
+  const toml::node* state = hooks->as_table()->get("state");
+  if (state == nullptr) return static_cast<const toml::table*>(nullptr);
+  if (!state->is_table()) return Error::Invalid("has a \"hooks.state\" that is not a table");
+  return state->as_table();
+}
+
+Status CheckTrustEdit(const std::string& edited, const toml::table& expected) {
+  auto parsed = ParseToml(edited);
+  if (!parsed || *parsed != expected) {
+    return Error::Invalid(
+        "defines hooks.state in a way this tool does not edit (an inline table "
+        "or dotted keys)");
+  }
+  return Ok();
+}
+
+Result<Edited> SetTrust(std::string_view text, const std::vector<HookTrust>& trusts) {
+  auto doc = ParseToml(text);
+  if (!doc) return doc.error();
+  auto states = HookStates(*doc);
+  if (!states) return states.error();
+  const char* nl = LineEnding(text);
+  const std::vector<size_t> starts = LineStarts(text);
+  toml::table expected = *doc;
+  if (!expected.contains("hooks")) expected.insert("hooks", toml::table{});
+  toml::table& exp_hooks = *expected["hooks"].as_table();
+  if (!exp_hooks.contains("state")) exp_hooks.insert("state", toml::table{});
+  toml::table& exp_states = *exp_hooks["state"].as_table();
+  std::vector<Splice> splices;
+  std::string appended;
+  for (const HookTrust& trust : trusts) {
+    const toml::node* node = *states != nullptr ? (*states)->get(trust.key) : nullptr;
+    if (node != nullptr && !node->is_table()) {
+      return Error::Invalid("has a hooks.state entry that is not a table");
+    }
+    toml::table exp = node != nullptr ? *node->as_table() : toml::table{};
+    exp.insert_or_assign("trusted_hash", trust.hash);
+    exp_states.insert_or_assign(trust.key, std::move(exp));
+    if (node == nullptr) {
+      appended += std::string(nl) + "[hooks.state." + TomlString(trust.key) + "]" + nl +
+                  "trusted_hash = " + TomlString(trust.hash) + nl;
+      continue;
+    }
+    const toml::table& table = *node->as_table();
+    if (const toml::node* hash = table.get("trusted_hash")) {
+      if (hash->value<std::string>() == trust.hash) continue;
+      auto splice = ReplaceValue(text, starts, *hash, TomlString(trust.hash));
+      if (!splice) return splice.error();
+      splices.push_back(std::move(*splice));
+    } else {
+      auto after = AfterHeader(text, starts, table);
+      if (!after) return after.error();
+      std::string line = "trusted_hash = " + TomlString(trust.hash) + nl;
+      if (*after == text.size() && !text.empty() && text.back() != '\n') line = nl + line;
+      splices.push_back({*after, *after, line});
+    }
+  }
+  if (splices.empty() && appended.empty())
+    return Edited{std::string(text), EditOutcome::kUnchanged};
+  std::string edited = Apply(text, std::move(splices));
+  if (!appended.empty()) {
+    if (IsBlankText(edited)) {
+      edited = appended.substr(std::string_view(nl).size());
+    } else {
+      if (edited.back() != '\n') edited += nl;
+      edited += appended;
+    }
+  }
+  if (auto s = CheckTrustEdit(edited, expected); !s) return s.error();
+  return Edited{std::move(edited),
+                *states != nullptr ? EditOutcome::kUpdated : EditOutcome::kAdded};
+}
+
+Result<Edited> RemoveTrust(std::string_view text, const std::vector<std::string>& keys) {
+  auto doc = ParseToml(text);
+  if (!doc) return doc.error();
+  auto states = HookStates(*doc);
+  if (!states) return states.error();
+  toml::table expected = *doc;
+  bool any = false;
+  for (const std::string& key : keys) {
+    if (*states == nullptr || !(*states)->contains(key)) continue;
+    expected["hooks"]["state"].as_table()->erase(key);
+    any = true;
+  }
+  if (!any) return Edited{std::string(text), EditOutcome::kAbsent};
+  std::string tidy = DropTables(text, [&](const std::vector<std::string>& key) {
+    return key.size() == 3 && key[0] == "hooks" && key[1] == "state" &&
+           std::find(keys.begin(), keys.end(), key[2]) != keys.end();
+  });
+  PruneImplicit(expected, tidy, {"hooks", "state"});
+  if (auto s = CheckTrustEdit(tidy, expected); !s) return s.error();
   return Edited{std::move(tidy), EditOutcome::kRemoved};
 }
 
@@ -571,6 +684,7 @@ std::string TomlSnippet(const ServerEntry& entry) {
   if (entry.tool_timeout_sec > 0) {
     out += "tool_timeout_sec = " + std::to_string(entry.tool_timeout_sec) + "\n";
   }
+  if (!entry.env.empty()) out += "env = " + TomlInlineTable(entry.env) + "\n";
   return out;
 }
 
@@ -596,6 +710,23 @@ Result<Edited> RemoveServer(std::string_view text, ConfigFormat format, std::str
 Result<Registration> FindServer(std::string_view text, ConfigFormat format, std::string_view name) {
   if (format == ConfigFormat::kCodexToml) return FindToml(text, name);
   return FindJson(text, format, name);
+}
+
+Result<Edited> SetHookTrust(std::string_view text, const std::vector<HookTrust>& trusts) {
+  return SetTrust(text, trusts);
+}
+
+Result<Edited> RemoveHookTrust(std::string_view text, const std::vector<std::string>& keys) {
+  return RemoveTrust(text, keys);
+}
+
+Result<bool> CodexHooksDisabled(std::string_view text) {
+  auto doc = ParseToml(text);
+  if (!doc) return doc.error();
+  for (const char* flag : {"hooks", "codex_hooks"}) {
+    if (doc->at_path(std::string("features.") + flag).value<bool>() == false) return true;
+  }
+  return false;
 }
 
 std::string EntrySnippet(ConfigFormat format, const ServerEntry& entry) {

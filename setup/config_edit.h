@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "src/common/result.h"
@@ -43,6 +44,9 @@ struct ServerEntry {
   std::vector<std::string> env_vars;
   // Codex: tool_timeout_sec (its default of 60 s is shorter than tmcra_wait_job's).
   int tool_timeout_sec = 0;
+  // Variables set in the entry's "env" (JSON) or `env` table (Codex), other variables there
+  // kept: the TMCRA_HOOKS marker when setup installs hooks for the host.
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 enum class EditOutcome { kAdded, kUpdated, kUnchanged, kRemoved, kAbsent };
@@ -52,9 +56,11 @@ struct Edited {
   EditOutcome outcome = EditOutcome::kUnchanged;
 };
 
-// Adds the entry, or makes an existing one start our command (JSON: "command", "args": [] and
-// "type"; other keys such as "env" are kept. Codex: command, and args when it has any; env_vars
-// and tool_timeout_sec only where the table has none, so a user's own choice stays).
+// Adds the entry, or makes an existing one start our command (JSON: "command", "args": [],
+// "type" and the variables of `env`; other keys and variables are kept. Codex: command, args
+// when it has any, and `env`'s variables (an inline `env = {...}` is written again with the
+// same keys and values, an `[mcp_servers.<name>.env]` table gets lines); env_vars and
+// tool_timeout_sec only where the table has none, so a user's own choice stays).
 Result<Edited> AddServer(std::string_view text, ConfigFormat format, const ServerEntry& entry);
 
 // Removes the entry (Codex: its table and sub-tables, e.g. per-tool approval settings).
@@ -67,6 +73,24 @@ struct Registration {
 
 // Whether the text registers `name`, and with which command.
 Result<Registration> FindServer(std::string_view text, ConfigFormat format, std::string_view name);
+
+// Codex's trust of one hook: `[hooks.state."<key>"]` with `trusted_hash = "<hash>"` in
+// config.toml (the key and hash as `codex app-server`'s hooks/list gives them).
+struct HookTrust {
+  std::string key;
+  std::string hash;
+};
+
+// Records each trust: a missing table goes at the end, an existing one gets the hash.
+Result<Edited> SetHookTrust(std::string_view text, const std::vector<HookTrust>& trusts);
+
+// Removes the `[hooks.state."<key>"]` tables of `keys` (as RemoveServer removes a table; a
+// `hooks` table left empty by that goes too).
+Result<Edited> RemoveHookTrust(std::string_view text, const std::vector<std::string>& keys);
+
+// Whether config.toml turns Codex's hooks off (`[features] hooks = false`, or its older name
+// `codex_hooks`).
+Result<bool> CodexHooksDisabled(std::string_view text);
 
 // The entry as a person would add it by hand (printed when an edit is refused).
 std::string EntrySnippet(ConfigFormat format, const ServerEntry& entry);

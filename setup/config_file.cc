@@ -142,34 +142,73 @@ Status CheckReplaceable(const ConfigFile& file) {
   return Ok();
 }
 
+namespace {
+
+// Whether the file is no longer what `before` read (the host rewrote it meanwhile).
+bool ChangedSince(const ConfigFile& before) {
+  struct stat st;
+  const bool exists_now = stat(before.real_path.c_str(), &st) == 0;
+  return before.exists ? !exists_now || st.st_ino != before.inode || st.st_size != before.size ||
+                             MTime(st) != before.mtime
+                       : exists_now;
+}
+
+Error Conflict(const ConfigFile& before) {
+  return Error::Conflict(before.path +
+                         " changed while it was being edited; nothing was "
+                         "replaced, run the command again");
+}
+
+// Copies the bytes `before` read to a new backup file beside it; returns its path.
+Result<std::string> Backup(const ConfigFile& before, std::chrono::system_clock::time_point now) {
+  std::string backup = BackupName(before.real_path, now);
+  for (int n = 2; access(backup.c_str(), F_OK) == 0; ++n) {
+    backup = BackupName(before.real_path, now) + "-" + std::to_string(n);
+  }
+  if (auto s = WriteNewFile(backup, before.text, 0600); !s) return s.error();
+  return backup;
+}
+
+}  // namespace
+
+Result<WriteResult> DeleteConfigFile(const ConfigFile& before,
+                                     std::chrono::system_clock::time_point now) {
+  if (!before.exists) return WriteResult{};
+  if (before.real_path != before.path) {
+    return Error::Invalid(before.path + " is a symbolic link; it is not removed");
+  }
+  if (auto s = CheckReplaceable(before); !s) return s.error();
+  if (ChangedSince(before)) return Conflict(before);
+  auto backup = Backup(before, now);
+  if (!backup) return backup.error();
+  if (ChangedSince(before)) {
+    unlink(backup->c_str());
+    return Conflict(before);
+  }
+  if (unlink(before.real_path.c_str()) != 0) {
+    const int err = errno;
+    unlink(backup->c_str());
+    return SystemError("cannot remove", before.real_path, err);
+  }
+  return WriteResult{*backup};
+}
+
 Result<WriteResult> WriteConfigFile(const ConfigFile& before, const std::string& text,
                                     std::chrono::system_clock::time_point now) {
   if (auto s = CheckReplaceable(before); !s) return s.error();
   const std::string& path = before.real_path;
   const std::string dir = DirName(path);
   // The host may have rewritten the file since we read it: then ours would undo its change.
-  auto changed = [&]() {
-    struct stat st;
-    const bool exists_now = stat(path.c_str(), &st) == 0;
-    return before.exists ? !exists_now || st.st_ino != before.inode ||
-                               st.st_size != before.size || MTime(st) != before.mtime
-                         : exists_now;
-  };
-  const auto conflict = [&]() {
-    return Error::Conflict(before.path + " changed while it was being edited; nothing was "
-                           "replaced, run the command again");
-  };
+  auto changed = [&]() { return ChangedSince(before); };
+  const auto conflict = [&]() { return Conflict(before); };
   if (changed()) return conflict();
   if (auto s = MakePrivateDirs(dir); !s) return s.error();
 
   WriteResult result;
   if (before.exists) {
-    std::string backup = BackupName(path, now);
-    for (int n = 2; access(backup.c_str(), F_OK) == 0; ++n) {
-      backup = BackupName(path, now) + "-" + std::to_string(n);
-    }
-    if (auto s = WriteNewFile(backup, before.text, 0600); !s) return s.error();
-    result.backup_path = backup;
+    auto backup = Backup(before, now);
+    if (!backup) return backup.error();
+    result.backup_path = *backup;
   }
 
   const std::string temp = dir + "/." + path.substr(dir.size() + (dir == "/" ? 0 : 1)) +

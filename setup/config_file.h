@@ -60,4 +60,9 @@ struct WriteResult {
 Result<WriteResult> WriteConfigFile(const ConfigFile& before, const std::string& text,
                                     std::chrono::system_clock::time_point now);
 
+// Removes `before` with the same checks as WriteConfigFile, after copying it to a backup the
+// same way. A symbolic link is refused (removing its target would leave it dangling).
+Result<WriteResult> DeleteConfigFile(const ConfigFile& before,
+                                     std::chrono::system_clock::time_point now);
+
 }  // namespace tmcra::setup

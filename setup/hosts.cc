@@ -1,6 +1,7 @@
 #include "setup/hosts.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace tmcra::setup {
 namespace {
@@ -22,7 +23,57 @@ std::string AppSupport(const HostEnvironment& env) {
   return env.macos ? env.home + "/Library/Application Support" : ConfigHome(env);
 }
 
+std::string CodexHome(const HostEnvironment& env) {
+  return env.codex_home && !env.codex_home->empty() ? *env.codex_home : env.home + "/.codex";
+}
+
+// The program of each host that has one on PATH.
+const char* HostProgram(std::string_view host) {
+  if (host == "claude-code") return "claude";
+  if (host == "codex") return "codex";
+  if (host == "cursor") return "cursor";
+  if (host == "vscode") return "code";
+  return nullptr;
+}
+
 }  // namespace
+
+std::optional<std::string> FindOnPath(std::string_view name, std::string_view path_var) {
+  if (name.empty() || name.find('/') != std::string_view::npos) return std::nullopt;
+  size_t pos = 0;
+  while (pos <= path_var.size()) {
+    size_t end = path_var.find(':', pos);
+    if (end == std::string_view::npos) end = path_var.size();
+    const std::string_view dir = path_var.substr(pos, end - pos);
+    if (!dir.empty() && dir.front() == '/') {
+      const std::string candidate = std::string(dir) + "/" + std::string(name);
+      struct stat st;
+      if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+          access(candidate.c_str(), X_OK) == 0) {
+        return candidate;
+      }
+    }
+    pos = end + 1;
+  }
+  return std::nullopt;
+}
+
+Result<HooksTarget> ResolveHooks(std::string_view host, const HostEnvironment& env,
+                                 const std::optional<std::string>& project_dir) {
+  HooksTarget t;
+  t.host = std::string(host);
+  const std::string scope = project_dir ? " (project " + *project_dir + ")" : " (user)";
+  if (host == "claude-code") {
+    t.label = "Claude Code" + scope + " hooks";
+    t.path = (project_dir ? *project_dir : env.home) + "/.claude/settings.json";
+  } else if (host == "codex") {
+    t.label = "Codex" + scope + " hooks";
+    t.path = (project_dir ? *project_dir + "/.codex" : CodexHome(env)) + "/hooks.json";
+  } else {
+    return Error::Invalid(std::string(host) + " has no hooks");
+  }
+  return t;
+}
 
 const std::vector<std::string>& HostNames() {
   static const std::vector<std::string> names = {"claude-code", "claude-desktop", "codex", "cursor",
@@ -59,8 +110,7 @@ Result<HostTarget> ResolveHost(std::string_view host, const HostEnvironment& env
       t.path = *project_dir + "/.codex/config.toml";
       t.present = true;
     } else {
-      const std::string dir =
-          env.codex_home && !env.codex_home->empty() ? *env.codex_home : env.home + "/.codex";
+      const std::string dir = CodexHome(env);
       t.path = dir + "/config.toml";
       t.present = Exists(dir);
     }
@@ -84,6 +134,9 @@ Result<HostTarget> ResolveHost(std::string_view host, const HostEnvironment& env
   } else {
     return Error::Invalid("unknown host '" + std::string(host) +
                           "' (known: claude-code, claude-desktop, codex, cursor, vscode)");
+  }
+  if (const char* program = HostProgram(host); program != nullptr && !project) {
+    t.present = t.present || FindOnPath(program, env.path).has_value();
   }
   return t;
 }

@@ -1,5 +1,5 @@
-// The MCP hosts tmcra-mcp-setup knows, and where each keeps its servers
-// (../shared/reference/mcp-protocol.md §2; docs/setup.md lists them for users).
+// The MCP hosts tmcra-mcp-setup knows, and where each keeps its servers and hooks
+// (docs/setup.md lists them for users).
 //
 //   host            user scope                                      --project DIR
 //   claude-desktop  ~/.config/Claude/claude_desktop_config.json     (none)
@@ -11,7 +11,12 @@
 //                   macOS: ~/Library/Application Support/Code/User/mcp.json
 //
 // A host counts as present on the machine when its own directory exists (~/.config/Claude,
-// ~/.claude.json or ~/.claude, the Codex home, ~/.cursor, ~/.config/Code/User).
+// ~/.claude.json or ~/.claude, the Codex home, ~/.cursor, ~/.config/Code/User), or when its
+// program is on PATH (`claude`, `codex`, `cursor`, `code`: installed but never run).
+//
+// Hooks (claude-code and codex only):
+//   claude-code     ~/.claude/settings.json, key "hooks"            DIR/.claude/settings.json
+//   codex           $CODEX_HOME/hooks.json, else ~/.codex/...        DIR/.codex/hooks.json
 #pragma once
 
 #include <optional>
@@ -29,6 +34,7 @@ struct HostEnvironment {
   std::string home;
   std::optional<std::string> xdg_config_home;
   std::optional<std::string> codex_home;
+  std::string path;  // $PATH
   bool macos = false;
 };
 
@@ -38,7 +44,14 @@ struct HostTarget {
   std::string path;   // the config file
   ConfigFormat format = ConfigFormat::kJsonMcpServers;
   bool typed = false;    // its entries carry "type": "stdio"
-  bool present = false;  // the host's directory exists
+  bool present = false;  // the host's directory exists, or its program is on PATH
+};
+
+// Where a host with hooks keeps them.
+struct HooksTarget {
+  std::string host;   // "codex"
+  std::string label;  // "Codex (user) hooks"
+  std::string path;   // settings.json or hooks.json
 };
 
 // The host names, in the order they are listed and installed.
@@ -48,5 +61,14 @@ const std::vector<std::string>& HostNames();
 // Errors: an unknown host, a host without project scope.
 Result<HostTarget> ResolveHost(std::string_view host, const HostEnvironment& env,
                                const std::optional<std::string>& project_dir);
+
+// Where `host` keeps its hooks. Errors: a host without hooks (only claude-code and codex have
+// them).
+Result<HooksTarget> ResolveHooks(std::string_view host, const HostEnvironment& env,
+                                 const std::optional<std::string>& project_dir);
+
+// The absolute path of the executable file `name` in the directories of `path_var` ($PATH;
+// empty entries and relative directories are skipped).
+std::optional<std::string> FindOnPath(std::string_view name, std::string_view path_var);
 
 }  // namespace tmcra::setup

@@ -2,11 +2,13 @@
 // setup_hosts.mjs — tmcra-mcp-setup on a machine with every host, checked by the hosts' own
 // config readers where we have them: Claude Code 2.1.328 (`claude mcp list` starts the
 // registered server and runs the handshake), Codex 0.171.0 (`codex mcp list --json` parses
-// config.toml, which refuses unknown keys), and for Claude Desktop, Cursor and VS Code the SDK
-// client starting the command the file names. Backups, the other servers and TOML comments
-// are checked byte for byte; files that cannot be edited safely stay untouched.
+// config.toml, which refuses unknown keys; `codex app-server`'s hooks/list reports our hooks
+// and their trust), and for Claude Desktop, Cursor and VS Code the SDK client starting the
+// command the file names. Backups, the other servers and TOML comments are checked byte for
+// byte; files that cannot be edited safely stay untouched.
 //
 //   node setup_hosts.mjs <tmcra-mcp> <tmcra-mcp-testserver>
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
@@ -67,6 +69,57 @@ const withoutEntry = (doc, key) => {
   return copy;
 };
 const containerKey = (host) => (host === 'vscode' ? 'servers' : 'mcpServers');
+
+const hookFiles = {
+  'claude-code': path.join(home, '.claude', 'settings.json'),
+  codex: path.join(home, '.codex', 'hooks.json'),
+};
+const CLAUDE_EVENTS = ['SessionStart', 'UserPromptSubmit', 'Stop', 'StopFailure', 'SubagentStop', 'PreCompact', 'SessionEnd'];
+const CODEX_EVENTS = ['SessionStart', 'UserPromptSubmit', 'Stop', 'SubagentStop', 'PreCompact', 'SessionEnd', 'Interrupt'];
+const SHORT = new Set(['SessionEnd', 'Interrupt']);
+// With the hosts' programs on PATH, as after installing them (setup asks `codex app-server`).
+const pathEnv = { ...env, PATH: `${BIN_DIR}:${env.PATH}` };
+const setupOnPath = (args) => run(SETUP, args, { env: pathEnv, cwd: project, timeoutMs: 40_000 });
+const hookStatus = async (host) => {
+  const res = await setupOnPath(['status', '--host', host, '--json']);
+  assert.equal(res.code, 0, show(res));
+  return Object.fromEntries(JSON.parse(res.stdout)[0].hooks.events.map((e) => [e.event, e]));
+};
+
+// `codex app-server` as setup uses it: initialize, initialized, hooks/list; our hooks by event.
+async function codexHooks() {
+  const child = spawn(path.join(BIN_DIR, 'codex'), ['app-server'], { env, cwd: project, stdio: ['pipe', 'pipe', 'ignore'] });
+  const lines = [];
+  let buffer = '';
+  const answer = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no hooks/list answer:\n${lines.join('\n')}`)), 20_000);
+    child.stdout.on('data', (chunk) => {
+      buffer += chunk;
+      for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
+        const line = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + 1);
+        lines.push(line);
+        let msg;
+        try { msg = JSON.parse(line); } catch { continue; }
+        if (msg.id === 2) { clearTimeout(timer); resolve(msg); }
+      }
+    });
+  });
+  child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { clientInfo: { name: 'setup-test', version: '1' } } })}\n`);
+  child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'initialized' })}\n`);
+  child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'hooks/list', params: { cwds: [project] } })}\n`);
+  try {
+    const msg = await answer;
+    assert.ok(msg.result, JSON.stringify(msg));
+    const hooks = msg.result.data.flatMap((d) => d.hooks).filter((h) => h.sourcePath === hookFiles.codex && /tmcra-mcp' hook /.test(h.command));
+    return Object.fromEntries(hooks.map((h) => [h.eventName[0].toUpperCase() + h.eventName.slice(1), h]));
+  } finally {
+    child.stdin.end();
+    child.kill();
+  }
+}
+
+const PASSED = ['HTTPS_PROXY', 'NO_PROXY', 'SSL_CERT_DIR', 'SSL_CERT_FILE', 'TMCRA_DATA_DIR'].filter((n) => env[n] !== undefined);
 
 const CLAUDE = claudeCommand();
 const claude = (args) => run(CLAUDE.cmd, [...CLAUDE.pre, ...args], { env, cwd: project, timeoutMs: 45_000 });
@@ -151,8 +204,10 @@ await r.test('Codex: codex mcp list --json reads the table (its parser refuses u
   assert.equal(ours.transport.type, 'stdio');
   assert.equal(ours.transport.command, bins.server);
   assert.deepEqual(ours.transport.args, []);
-  assert.ok(ours.transport.env_vars.includes('TMCRA_API_KEY'), JSON.stringify(ours));
-  assert.ok(ours.transport.env_vars.includes('TMCRA_DATA_DIR'), JSON.stringify(ours));
+  // Only the TMCRA_* set when installing (here TMCRA_DATA_DIR) and the TLS/proxy variables
+  // that are set, and the hooks marker.
+  assert.deepEqual(ours.transport.env_vars, PASSED, JSON.stringify(ours));
+  assert.deepEqual(ours.transport.env, { TMCRA_HOOKS: 'codex' }, JSON.stringify(ours));
   assert.equal(ours.tool_timeout_sec, 180);
   assert.ok(servers.some((s) => s.name === 'other'), 'the other server is still there');
 });
@@ -185,6 +240,79 @@ await r.test('status: registered with this tmcra-mcp everywhere', async () => {
   assert.match(text.stdout, /Codex \(user\): registered as tmcra → /, show(text));
 });
 
+await r.test('hooks: the contract\'s events and timeouts beside the entries, the marker in both', async () => {
+  const settings = JSON.parse(fs.readFileSync(hookFiles['claude-code'], 'utf8'));
+  assert.deepEqual(Object.keys(settings.hooks), CLAUDE_EVENTS);
+  for (const event of CLAUDE_EVENTS) {
+    assert.deepEqual(settings.hooks[event], [{ hooks: [{ type: 'command', command: `'${bins.server}' hook ${event} --host claude-code`, timeout: SHORT.has(event) ? 2 : 10 }] }], event);
+  }
+  const codexHooksFile = JSON.parse(fs.readFileSync(hookFiles.codex, 'utf8'));
+  assert.deepEqual(Object.keys(codexHooksFile.hooks), CODEX_EVENTS);
+  assert.deepEqual(JSON.parse(fs.readFileSync(files['claude-code'], 'utf8')).mcpServers.tmcra.env, { TMCRA_HOOKS: 'claude-code' });
+  assert.ok(fs.readFileSync(files.codex, 'utf8').includes('env = { TMCRA_HOOKS = "codex" }'));
+  for (const host of ['claude-desktop', 'cursor', 'vscode']) {
+    assert.equal(JSON.parse(fs.readFileSync(files[host], 'utf8'))[containerKey(host)].tmcra.env, undefined, host);
+  }
+  const claudeStatus = await hookStatus('claude-code');
+  for (const event of CLAUDE_EVENTS) {
+    assert.equal(claudeStatus[event].installed, true, event);
+    assert.equal(claudeStatus[event].host_runs_it, 'yes', event);
+  }
+});
+
+await r.test('Codex: hooks/list reports our hooks untrusted; install says how to trust them, status agrees', async () => {
+  const hooks = await codexHooks();
+  assert.deepEqual(Object.keys(hooks).sort(), [...CODEX_EVENTS].sort());
+  for (const [event, h] of Object.entries(hooks)) {
+    assert.equal(h.trustStatus, 'untrusted', event);
+    assert.equal(h.timeoutSec, SHORT.has(event) ? 2 : 10, event);
+  }
+  const status = await hookStatus('codex');
+  for (const event of CODEX_EVENTS) {
+    assert.equal(status[event].codex_trust, 'untrusted', event);
+    assert.equal(status[event].host_runs_it, 'no', event);
+    assert.match(status[event].todo, /\/hooks in Codex/, event);
+  }
+  const again = await setupOnPath(['install', '--host', 'codex']);
+  assert.equal(again.code, 0, show(again));
+  assert.match(again.stdout, /memory is NOT automatic in\n {4}Codex until you trust them\. Start codex, type \/hooks/, show(again));
+  assert.doesNotMatch(again.stdout, /memory is automatic in new Codex/, show(again));
+});
+
+await r.test('Codex: --trust-codex-hooks records the hashes; hooks/list says trusted; a changed timeout is noticed', async () => {
+  const before = fs.readFileSync(files.codex, 'utf8');
+  const res = await setupOnPath(['install', '--host', 'codex', '--trust-codex-hooks']);
+  assert.equal(res.code, 0, show(res));
+  assert.match(res.stdout, /Codex's trust in 7 tmcra-mcp hooks recorded in /, show(res));
+  const toml = fs.readFileSync(files.codex, 'utf8');
+  assert.ok(toml.startsWith(before), 'config.toml only gained lines at its end');
+  const hooks = await codexHooks();
+  for (const [event, h] of Object.entries(hooks)) {
+    assert.equal(h.trustStatus, 'trusted', event);
+    assert.ok(toml.includes(`[hooks.state."${h.key}"]\ntrusted_hash = "${h.currentHash}"`), event);
+  }
+  const status = await hookStatus('codex');
+  for (const event of CODEX_EVENTS) assert.equal(status[event].host_runs_it, 'yes', event);
+  // Trusting again changes nothing.
+  const again = await setupOnPath(['install', '--host', 'codex', '--trust-codex-hooks']);
+  assert.match(again.stdout, /already recorded in /, show(again));
+  assert.equal(fs.readFileSync(files.codex, 'utf8'), toml);
+
+  const original = fs.readFileSync(hookFiles.codex, 'utf8');
+  const edited = JSON.parse(original);
+  edited.hooks.Stop[0].hooks[0].timeout = 11;
+  fs.writeFileSync(hookFiles.codex, `${JSON.stringify(edited, null, 2)}\n`);
+  assert.equal((await codexHooks()).Stop.trustStatus, 'modified');
+  const changed = await hookStatus('codex');
+  assert.equal(changed.Stop.codex_trust, 'modified');
+  assert.equal(changed.Stop.host_runs_it, 'no');
+  assert.match(changed.Stop.todo, /\/hooks in Codex/);
+  assert.equal(changed.SessionStart.codex_trust, 'trusted');
+  const text = await setupOnPath(['status', '--host', 'codex']);
+  assert.match(text.stdout, /Stop: installed, Codex: modified, runs: no/, show(text));
+  fs.writeFileSync(hookFiles.codex, original);
+});
+
 await r.test('a file with comments or an inline TOML table is refused untouched, the entry printed', async () => {
   const jsonc = '{\n  // my servers\n  "servers": {}\n}\n';
   const inline = 'mcp_servers = { other = { command = "/bin/true" } }\n';
@@ -205,13 +333,16 @@ await r.test('a file with comments or an inline TOML table is refused untouched,
 });
 
 await r.test('remove: tmcra gone from all five, the rest as it was; the hosts agree', async () => {
+  const backupsBefore = Object.fromEntries(Object.entries(files).map(([h, f]) => [h, backupsOf(f).length]));
   const res = await setup(['remove']);
   assert.equal(res.code, 0, show(res));
   assert.equal((res.stdout.match(/tmcra removed from /g) ?? []).length, 5, show(res));
+  assert.equal((res.stdout.match(/tmcra-mcp hooks removed from .*\(the file is removed: nothing else was in it\)/g) ?? []).length, 2, show(res));
+  for (const file of Object.values(hookFiles)) assert.ok(!fs.existsSync(file), `${file} is still there`);
   for (const [host, file] of Object.entries(files)) {
-    assert.equal(backupsOf(file).length, 2, `${host}: a second backup before the removal`);
+    assert.equal(backupsOf(file).length, backupsBefore[host] + 1, `${host}: a backup before the removal`);
     if (host === 'codex') {
-      assert.equal(fs.readFileSync(file, 'utf8'), CODEX_TOML, 'config.toml is back to the original');
+      assert.equal(fs.readFileSync(file, 'utf8'), CODEX_TOML, 'config.toml (trust entries too) is back to the original');
       continue;
     }
     const doc = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -281,10 +412,43 @@ await r.test('usage: --help, --version, and bad arguments exit 2 naming the argu
   // No host on the machine: install says so and how to name one.
   const empty = path.join(root, 'empty-home');
   fs.mkdirSync(empty);
-  const none = await run(SETUP, ['install'], { env: hostCliEnv(empty), timeoutMs: 20_000 });
+  const none = await run(SETUP, ['install'], { env: { ...hostCliEnv(empty), PATH: '/usr/bin:/bin' }, timeoutMs: 20_000 });
   assert.equal(none.code, 1, show(none));
   assert.match(none.stderr, /no MCP host found in .*; name one with --host/);
   assert.deepEqual(fs.readdirSync(empty), [], 'nothing written');
+});
+
+await r.test('a host installed but never run is found through its program on PATH', async () => {
+  const fresh = path.join(root, 'fresh-home');
+  fs.mkdirSync(fresh);
+  const res = await run(SETUP, ['install', '--dry-run', '--no-hooks'], { env: { ...hostCliEnv(fresh), PATH: `${BIN_DIR}:/usr/bin:/bin` }, timeoutMs: 20_000 });
+  assert.equal(res.code, 0, show(res));
+  assert.match(res.stdout, /Claude Code \(user\): tmcra would be registered/, show(res));
+  assert.match(res.stdout, /Codex \(user\): tmcra would be registered/, show(res));
+  assert.ok(res.stdout.includes(`variables Codex passes on: ${PASSED.join(', ')}\n`), show(res));
+  // The binary under test is in a build tree: the warning says so.
+  assert.match(res.stderr, /warning: .*tmcra-mcp is in a build tree; the hosts will keep starting it from there/, show(res));
+  assert.doesNotMatch(res.stdout, /hooks/, show(res));
+  assert.deepEqual(fs.readdirSync(fresh), [], 'nothing written');
+});
+
+await r.test('Claude Code --statusline: set when none, the user\'s own kept, removed only when ours', async () => {
+  const sl = path.join(root, 'statusline-home');
+  const settings = path.join(sl, '.claude', 'settings.json');
+  fs.mkdirSync(path.dirname(settings), { recursive: true });
+  const slEnv = { ...hostCliEnv(sl), PATH: '/usr/bin:/bin' };
+  const ours = await run(SETUP, ['install', '--host', 'claude-code', '--statusline'], { env: slEnv, timeoutMs: 20_000 });
+  assert.equal(ours.code, 0, show(ours));
+  assert.deepEqual(JSON.parse(fs.readFileSync(settings, 'utf8')).statusLine, { type: 'command', command: `'${bins.server}' statusline` });
+  await run(SETUP, ['remove', '--host', 'claude-code'], { env: slEnv, timeoutMs: 20_000 });
+  assert.ok(!fs.existsSync(settings), 'settings.json held only ours: removed');
+  const users = `${JSON.stringify({ statusLine: { type: 'command', command: '~/bin/line.sh' } }, null, 2)}\n`;
+  fs.writeFileSync(settings, users);
+  const kept = await run(SETUP, ['install', '--host', 'claude-code', '--statusline'], { env: slEnv, timeoutMs: 20_000 });
+  assert.match(kept.stdout, /statusLine of its own, which stays/, show(kept));
+  assert.equal(JSON.parse(fs.readFileSync(settings, 'utf8')).statusLine.command, '~/bin/line.sh');
+  await run(SETUP, ['remove', '--host', 'claude-code'], { env: slEnv, timeoutMs: 20_000 });
+  assert.equal(fs.readFileSync(settings, 'utf8'), users, 'byte for byte');
 });
 
 await r.finish();

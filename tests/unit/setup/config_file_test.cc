@@ -234,10 +234,9 @@ TEST_CASE("install, inspect and remove one host on real files", "[setup][hosts]"
   auto status = tmcra::setup::Inspect(*target, "tmcra", command);
   CHECK(status.state == "no config file");
 
-  const auto entry = tmcra::setup::EntryFor(*target, "tmcra", command);
+  const auto entry = tmcra::setup::EntryFor(*target, "tmcra", command, {"TMCRA_API_KEY"}, false);
   CHECK(entry.tool_timeout_sec == 180);
-  CHECK(std::find(entry.env_vars.begin(), entry.env_vars.end(), "TMCRA_API_KEY") !=
-        entry.env_vars.end());
+  CHECK(entry.env_vars == std::vector<std::string>{"TMCRA_API_KEY"});
   auto dry = tmcra::setup::Install(*target, entry, /*dry_run=*/true, kNoon);
   CHECK(dry.ok);
   CHECK(dry.changed);
