@@ -135,7 +135,10 @@ Result<hooks::HookOptions> Options(const hooks::HookInput& input, Clock::time_po
     options.min_prompt_chars = static_cast<size_t>(*chars);
   }
   options.session_brief = EnvFlag("TMCRA_HOOK_SESSION_BRIEF");
-  options.observe_tools = EnvFlag("TMCRA_HOOK_OBSERVE_TOOLS");
+  // Installing the PostToolUse hook (setup's --observe-tools) is the opt-in; the variable can
+  // turn an installed one off.
+  const char* observe = std::getenv("TMCRA_HOOK_OBSERVE_TOOLS");
+  options.observe_tools = observe == nullptr || std::string_view(observe) != "0";
   options.deadline = deadline;
   return options;
 }

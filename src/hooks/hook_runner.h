@@ -27,7 +27,7 @@ struct HookOptions {
   size_t context_bytes = 4096;   // cap of the injected envelope (TMCRA_HOOK_CONTEXT_BYTES)
   size_t min_prompt_chars = 12;  // shorter prompts recall nothing (TMCRA_HOOK_MIN_PROMPT_CHARS)
   bool session_brief = false;    // SessionStart injects recent project memory
-  bool observe_tools = false;    // PostToolUse stores an observation
+  bool observe_tools = false;    // PostToolUse stores an observation (TMCRA_HOOK_OBSERVE_TOOLS)
   // Where turns are stored (the project's scope, or the configured default), and the scopes a
   // prompt recalls from (that one first, then the personal scope).
   std::string store_scope;

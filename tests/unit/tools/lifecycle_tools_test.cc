@@ -27,7 +27,7 @@ struct Fixture {
   std::unique_ptr<PipeSession> session;
   int next_id = 1;
 
-  Fixture() {
+  explicit Fixture(const std::string& hooks_host = "") {
     tmcra::memory::EngineOptions options;
     options.path = dir.File("memory.db");
     memory = std::make_unique<tmcra::api::EmbeddedMemoryApi>(options);
@@ -43,6 +43,7 @@ struct Fixture {
     deps.version = "0.1.0";
     deps.delivery = delivery.get();
     deps.commit_wait = std::chrono::seconds(10);
+    deps.hooks_host = hooks_host;
     tmcra::tools::RegisterMemoryTools(*server, deps);
     tmcra::tools::RegisterLifecycleTools(*server, deps);
     session = std::make_unique<PipeSession>(std::move(server));
@@ -136,4 +137,26 @@ TEST_CASE("tmcra_ingest refuses a reused idempotency key with another body", "[t
                          "a different ingest");
   const auto counts = f.Outbox().GetCounts();
   CHECK(counts->pending + counts->submitted + counts->succeeded == 1);
+}
+
+TEST_CASE("with the host's hooks running the lifecycle, the turn tools write nothing and say so",
+          "[tools][lifecycle]") {
+  Fixture f("codex");
+  const json prepared = f.Call("tmcra_turn_prepare", {{"turn_id", "turn-1"}, {"session_id", "s"},
+                                                      {"user_message_id", "u1"},
+                                                      {"user_content", "hello there"}});
+  CHECK_FALSE(prepared.value("isError", false));
+  CHECK(prepared["structuredContent"]["status"] == "handled_by_hooks");
+  CHECK(prepared["structuredContent"]["host"] == "codex");
+  const json committed = f.Call("tmcra_turn_commit", CommitArgs("a1", "an answer"));
+  CHECK(committed["structuredContent"]["handled_by_hooks"] == true);
+  CHECK(committed["structuredContent"]["submitted"] == false);
+  CHECK_FALSE(*f.Outbox().GetTurn("turn-1"));
+  CHECK(f.Figures()["records"] == 0);
+  // The other tools work as before.
+  const json ingested = f.Call("tmcra_ingest", {{"session_id", "s"}, {"consistency", "read_your_writes"},
+                                                {"messages", {{{"message_id", "m1"}, {"role", "user"},
+                                                               {"content", "kept"}}}}});
+  CHECK_FALSE(ingested.value("isError", false));
+  CHECK(f.Figures()["records"] == 1);
 }
