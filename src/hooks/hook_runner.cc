@@ -314,12 +314,14 @@ Result<std::string> OnPrompt(const HookInput& in, HookDeps& deps) {
   return InjectBlocks(in.event, blocks, session, deps);
 }
 
-// The prepared turn a Stop (or a failure) ends: the host's id for it, else the session's newest.
+// The prepared turn a Stop (or a failure) ends: the one of the host's id for it (none when the
+// hooks never bound that id: another turn's answer must not be taken for it), else the
+// session's newest. Nothing when that turn is committed already.
 Result<std::optional<queue::PreparedTurn>> OpenTurn(const HookInput& in, HookDeps& deps) {
   auto outbox = deps.tools.delivery->outbox();
   if (!outbox) return outbox.error();
   std::string turn_id = in.host_turn_id;
-  if (turn_id.empty() || !(*outbox)->GetTurn(turn_id).value_or(std::nullopt)) {
+  if (turn_id.empty()) {
     auto turns = (*outbox)->GetSessionTurns(MemorySession(in));
     if (!turns) return turns.error();
     if (!turns->latest_turn_id) return std::optional<queue::PreparedTurn>();
@@ -342,6 +344,21 @@ std::optional<std::string> FinalAnswer(const HookInput& in, const std::string& t
   return turns->back().assistant;
 }
 
+Status StoreUnstoredTurns(const HookInput& in, const std::vector<TranscriptTurn>& turns,
+                          HookDeps& deps);
+
+// A Stop with no open turn: its prompt's hook may have died before binding it. The transcript
+// says; its last turn is stored with this Stop's answer when the session has no turn for it.
+Status StoreMissedTurn(const HookInput& in, HookDeps& deps) {
+  if (in.transcript_path.empty()) return Ok();
+  auto turns = ReadTranscript(in.host, in.transcript_path);
+  if (!turns || turns->empty()) return Ok();
+  if (in.last_assistant_message && !Trim(*in.last_assistant_message).empty()) {
+    turns->back().assistant = *in.last_assistant_message;
+  }
+  return StoreUnstoredTurns(in, *turns, deps);
+}
+
 Result<std::string> OnStop(const HookInput& in, HookDeps& deps) {
   if (in.stop_hook_active) return std::string();  // a Stop hook's own continuation
   auto turn = OpenTurn(in, deps);
@@ -350,6 +367,8 @@ Result<std::string> OnStop(const HookInput& in, HookDeps& deps) {
     if (auto s = CommitPrepared((*turn)->turn_id, FinalAnswer(in, in.transcript_path), deps); !s) {
       return s.error();
     }
+  } else if (auto s = StoreMissedTurn(in, deps); !s) {
+    return s.error();
   }
   DeliverPending(deps);
   return std::string();
@@ -388,14 +407,13 @@ Result<std::string> OnSubagentStop(const HookInput& in, HookDeps& deps) {
   return std::string();
 }
 
-// The transcript's turns not stored yet, stored before the host compacts them away. The k-th
-// turn of a prompt text is the session's k-th prepared turn of that (filtered) text; a turn
-// already committed is left alone, one still prepared is committed with the transcript's answer,
-// and one the hooks never saw is bound and committed under an id derived from its place.
-Result<std::string> OnPreCompact(const HookInput& in, HookDeps& deps) {
-  if (in.transcript_path.empty()) return std::string();
-  auto turns = ReadTranscript(in.host, in.transcript_path);
-  if (!turns) return turns.error();
+// The transcript's turns not stored yet are stored. The k-th turn of a prompt text is the
+// session's k-th prepared turn of that (filtered) text; a turn already committed is left alone,
+// one still prepared is committed with the transcript's answer, and one the hooks never saw is
+// bound and committed under an id derived from its place. A turn without an answer yet is left
+// to its own Stop.
+Status StoreUnstoredTurns(const HookInput& in, const std::vector<TranscriptTurn>& turns,
+                          HookDeps& deps) {
   auto outbox = deps.tools.delivery->outbox();
   if (!outbox) return outbox.error();
   const std::string session = MemorySession(in);
@@ -404,16 +422,16 @@ Result<std::string> OnPreCompact(const HookInput& in, HookDeps& deps) {
   std::map<std::string, std::vector<const queue::PreparedTurn*>> by_text;
   for (const auto& t : *prepared) by_text[t.user_content].push_back(&t);
   std::map<std::string, size_t> seen;
-  const size_t last = turns->size();
-  for (size_t i = 0; i < last && Clock::now() < deps.options.deadline; ++i) {
-    const TranscriptTurn& turn = (*turns)[i];
+  for (size_t i = 0; i < turns.size() && Clock::now() < deps.options.deadline; ++i) {
+    const TranscriptTurn& turn = turns[i];
     const std::string prompt = Trim(turn.user);
-    // The last turn may still be running: its own Stop stores it.
-    if (prompt.empty() || prompt.front() == '/' || turn.assistant.empty()) continue;
-    if (CodePointLength(prompt) > kMaxMessageChars) continue;
+    if (prompt.empty() || prompt.front() == '/' || CodePointLength(prompt) > kMaxMessageChars) {
+      continue;
+    }
     tools::Filtering ignored;
     const std::string filtered = tools::FilterText(deps.tools.filter, prompt, ignored);
     const size_t occurrence = seen[filtered]++;
+    if (turn.assistant.empty()) continue;
     const auto& same = by_text[filtered];
     std::string turn_id;
     if (occurrence < same.size()) {
@@ -427,8 +445,17 @@ Result<std::string> OnPreCompact(const HookInput& in, HookDeps& deps) {
       auto bound = Structured(tools::PrepareTurn(args, deps.tools, /*recall=*/false));
       if (!bound) return bound.error();
     }
-    if (auto s = CommitPrepared(turn_id, turn.assistant, deps); !s) return s.error();
+    if (auto s = CommitPrepared(turn_id, turn.assistant, deps); !s) return s;
   }
+  return Ok();
+}
+
+// Before the host compacts the transcript away, its unstored turns are stored.
+Result<std::string> OnPreCompact(const HookInput& in, HookDeps& deps) {
+  if (in.transcript_path.empty()) return std::string();
+  auto turns = ReadTranscript(in.host, in.transcript_path);
+  if (!turns) return turns.error();
+  if (auto s = StoreUnstoredTurns(in, *turns, deps); !s) return s.error();
   DeliverPending(deps);
   return std::string();
 }

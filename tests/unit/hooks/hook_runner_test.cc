@@ -255,3 +255,31 @@ TEST_CASE("hook input is read for each host and refused clearly when malformed",
   CHECK_FALSE(ParseHookInput(Host::kCodex, Event::kStop, "{\"session_id\":\"\xff\"}"));
   CHECK_FALSE(tmcra::hooks::ParseEventName("Unknown"));
 }
+
+TEST_CASE("a Stop whose prompt was never bound stores the turn from the transcript, once",
+          "[hooks]") {
+  Fixture f;
+  HookInput first = Prompt("s1", "Which region hosts the primary database?", Host::kCodex);
+  first.host_turn_id = "t1";
+  f.Run(first);  // bound, but its Stop never came
+  const std::string path = f.dir.File("rollout.jsonl");
+  {
+    std::ofstream out(path);
+    const auto event = [&out](const char* type, const std::string& text) {
+      out << json{{"type", "event_msg"}, {"payload", {{"type", type}, {"message", text}}}}.dump()
+          << "\n";
+    };
+    event("user_message", "Which region hosts the primary database?");
+    event("user_message", "What is the on-call rotation length?");  // its hook died before binding
+    event("agent_message", "One week.");
+  }
+  HookInput stop = Stop("s1", "One week.");
+  stop.host = Host::kCodex;
+  stop.host_turn_id = "t2";  // unknown: t1 must not be given t2's answer
+  stop.transcript_path = path;
+  f.Run(stop);
+  CHECK(f.Records() == 2);
+  CHECK((*f.Outbox().GetTurn("t1"))->state == "prepared");
+  f.Run(stop);
+  CHECK(f.Records() == 2);
+}
