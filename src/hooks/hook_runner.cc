@@ -171,6 +171,28 @@ std::string ContextOutput(Event event, const std::string& context) {
       .dump();
 }
 
+// The memory blocks a recall of `query` from `scope` gives, under that scope's memory controls
+// (as tmcra_recall: none when they turn reading off). A failure is logged and gives none.
+std::vector<std::string> RecallBlocks(const HookDeps& deps, const std::string& scope,
+                                      const std::string& session, const std::string& query) {
+  tools::RecallRequest request;
+  request.scope = scope;
+  request.session_id = session;
+  request.query = query;
+  request.evidence_unused = true;
+  if (deps.tools.controls != nullptr) {
+    auto controls = deps.tools.controls->ForRecall(deps.tools.control_key(scope), session, query);
+    if (!controls || !controls->policy.read) return {};
+    request.read_controls = std::move(*controls);
+  }
+  auto receipt = tools::RecallForTool(deps.tools, request);
+  if (!receipt) {
+    spdlog::warn("hook: recall from scope {} failed: {}", scope, receipt.error().message);
+    return {};
+  }
+  return MemoryBlocks(*receipt);
+}
+
 // Recalls `query` from each of the other recall scopes (the store scope's recall came with the
 // prepared turn).
 std::vector<std::string> RecallOtherScopes(const HookDeps& deps, const std::string& session,
@@ -178,17 +200,7 @@ std::vector<std::string> RecallOtherScopes(const HookDeps& deps, const std::stri
   std::vector<std::string> blocks;
   for (const std::string& scope : deps.options.recall_scopes) {
     if (scope == deps.options.store_scope) continue;
-    tools::RecallRequest request;
-    request.scope = scope;
-    request.session_id = session;
-    request.query = query;
-    request.evidence_unused = true;
-    auto receipt = tools::RecallForTool(deps.tools, request);
-    if (!receipt) {
-      spdlog::warn("hook: recall from scope {} failed: {}", scope, receipt.error().message);
-      continue;
-    }
-    for (auto& block : MemoryBlocks(*receipt)) blocks.push_back(std::move(block));
+    for (auto& block : RecallBlocks(deps, scope, session, query)) blocks.push_back(std::move(block));
   }
   return blocks;
 }
@@ -266,14 +278,9 @@ Result<std::string> OnSessionStart(const HookInput& in, HookDeps& deps) {
   }
   std::string output;
   if (deps.options.session_brief) {
-    tools::RecallRequest request;
-    request.scope = deps.options.store_scope;
-    request.session_id = MemorySession(in);
-    request.query = "recent work, decisions and open tasks in this project";
-    request.evidence_unused = true;
-    if (auto receipt = tools::RecallForTool(deps.tools, request)) {
-      output = InjectBlocks(in.event, MemoryBlocks(*receipt), MemorySession(in), deps);
-    }
+    const auto blocks = RecallBlocks(deps, deps.options.store_scope, MemorySession(in),
+                                     "recent work, decisions and open tasks in this project");
+    output = InjectBlocks(in.event, blocks, MemorySession(in), deps);
   }
   DeliverPending(deps);
   return output;
@@ -444,6 +451,8 @@ Status StoreUnstoredTurns(const HookInput& in, const std::vector<TranscriptTurn>
                       {"scope", deps.options.store_scope}};
       auto bound = Structured(tools::PrepareTurn(args, deps.tools, /*recall=*/false));
       if (!bound) return bound.error();
+      // The memory controls say no memory for this session (nothing was bound).
+      if (bound->value("status", "") == "disabled") return Ok();
     }
     if (auto s = CommitPrepared(turn_id, turn.assistant, deps); !s) return s;
   }
