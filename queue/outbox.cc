@@ -322,6 +322,31 @@ Result<std::vector<PreparedTurn>> Outbox::ListSessionTurns(const std::string& se
   return out;
 }
 
+Result<std::vector<PreparedTurn>> Outbox::RecentTurns(const std::string& scope_name, int limit) {
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare(
+      "SELECT turn_id, session_id, user_content, user_timestamp FROM prepared_turns "
+      "WHERE scope_name = ? AND state = 'committed' AND user_content != '' "
+      "ORDER BY rowid DESC LIMIT ?");
+  if (!st) return st.error();
+  st->Bind(1, scope_name).Bind(2, limit);
+  std::vector<PreparedTurn> out;
+  for (;;) {
+    auto row = st->Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    PreparedTurn t;
+    t.turn_id = st->Text(0);
+    t.scope_name = scope_name;
+    t.session_id = st->Text(1);
+    t.user_content = st->Text(2);
+    t.user_timestamp = st->Text(3);
+    t.state = "committed";
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 Result<std::set<std::string>> Outbox::InjectedBlocks(const std::string& session_id) {
   std::lock_guard lock(mu_);
   auto st = db_->Prepare("SELECT block_sha256 FROM session_injected WHERE session_id = ?");

@@ -146,6 +146,10 @@ class Outbox {
   // all of them in the order they were prepared (turn_id, user_content and state only).
   [[nodiscard]] Result<SessionTurns> GetSessionTurns(const std::string& session_id);
   [[nodiscard]] Result<std::vector<PreparedTurn>> ListSessionTurns(const std::string& session_id);
+  // The newest `limit` committed turns of a scope, newest first (turn_id, session_id,
+  // user_content, user_timestamp): what this machine's hooks stored there lately.
+  [[nodiscard]] Result<std::vector<PreparedTurn>> RecentTurns(const std::string& scope_name,
+                                                              int limit);
   // The recalled memory blocks already given to a host session's model, by sha256 of the block
   // (never the text), so a later prompt of the session is not given them again. Forgotten when
   // the session's context is compacted away.

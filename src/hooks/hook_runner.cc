@@ -267,6 +267,24 @@ Status CommitPrepared(const std::string& turn_id, const std::optional<std::strin
   return Ok();
 }
 
+// A brief of the project's recent work: the newest prompts this machine's hooks stored in its
+// scope (each clipped), one block, in the evidence format so the envelope takes it as memory.
+std::vector<std::string> BriefBlocks(queue::Outbox& outbox, const HookDeps& deps) {
+  auto recent = outbox.RecentTurns(deps.options.store_scope, 8);
+  if (!recent || recent->empty()) return {};
+  std::string block = "[Recent requests in this project | newest first | actor=user]";
+  for (const auto& turn : *recent) {
+    std::string text = turn.user_content.size() > 200
+                           ? SanitizeUtf8(turn.user_content.substr(0, 200)) + " ..."
+                           : turn.user_content;
+    for (char& c : text) {
+      if (c == '\n') c = ' ';
+    }
+    block += "\n- " + turn.user_timestamp.substr(0, 10) + ": " + text;
+  }
+  return {block};
+}
+
 // ---- the events ---------------------------------------------------------------------------
 
 Result<std::string> OnSessionStart(const HookInput& in, HookDeps& deps) {
@@ -278,9 +296,7 @@ Result<std::string> OnSessionStart(const HookInput& in, HookDeps& deps) {
   }
   std::string output;
   if (deps.options.session_brief) {
-    const auto blocks = RecallBlocks(deps, deps.options.store_scope, MemorySession(in),
-                                     "recent work, decisions and open tasks in this project");
-    output = InjectBlocks(in.event, blocks, MemorySession(in), deps);
+    output = InjectBlocks(in.event, BriefBlocks(**outbox, deps), MemorySession(in), deps);
   }
   DeliverPending(deps);
   return output;

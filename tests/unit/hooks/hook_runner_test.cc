@@ -293,3 +293,30 @@ TEST_CASE("a Stop whose prompt was never bound stores the turn from the transcri
   f.Run(stop);
   CHECK(f.Records() == 2);
 }
+
+TEST_CASE("SessionStart gives a brief only when asked, and PostToolUse stores a clipped observation",
+          "[hooks]") {
+  Fixture f;
+  f.Run(Prompt("s1", "The release train leaves every second Thursday"));
+  f.Run(Stop("s1", "Noted: the release train leaves every second Thursday."));
+  HookInput start;
+  start.event = Event::kSessionStart;
+  start.session_id = "s2";
+  start.source = "startup";
+  CHECK(f.Run(start).empty());
+  f.deps.options.session_brief = true;
+  CHECK(Context(f.Run(start)).find("release train") != std::string::npos);
+
+  HookInput tool;
+  tool.event = Event::kPostToolUse;
+  tool.session_id = "s1";
+  tool.tool_name = "Bash";
+  tool.tool_input = {{"command", "ls " + std::string(2000, 'x')}};
+  tool.tool_response = "ok";
+  f.Run(tool);
+  CHECK(f.Records() == 2);  // off by default
+  f.deps.options.observe_tools = true;
+  f.Run(tool);
+  f.Run(tool);  // the same call again: stored once
+  CHECK(f.Records() == 3);
+}
