@@ -68,10 +68,11 @@ CREATE TABLE IF NOT EXISTS delivery_lease (
 )sql",
     R"sql(
 CREATE INDEX IF NOT EXISTS prepared_turns_by_session ON prepared_turns(session_id);
+CREATE INDEX IF NOT EXISTS prepared_turns_by_scope ON prepared_turns(scope_name);
 CREATE TABLE IF NOT EXISTS session_injected (
   session_id TEXT NOT NULL,
-  block_sha256 TEXT NOT NULL,
-  PRIMARY KEY(session_id, block_sha256)) WITHOUT ROWID;
+  given_key TEXT NOT NULL,
+  PRIMARY KEY(session_id, given_key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS notes (
   name TEXT PRIMARY KEY,
   value_json TEXT NOT NULL) WITHOUT ROWID;
@@ -349,7 +350,7 @@ Result<std::vector<PreparedTurn>> Outbox::RecentTurns(const std::string& scope_n
 
 Result<std::set<std::string>> Outbox::InjectedBlocks(const std::string& session_id) {
   std::lock_guard lock(mu_);
-  auto st = db_->Prepare("SELECT block_sha256 FROM session_injected WHERE session_id = ?");
+  auto st = db_->Prepare("SELECT given_key FROM session_injected WHERE session_id = ?");
   if (!st) return st.error();
   st->Bind(1, session_id);
   std::set<std::string> out;
@@ -369,7 +370,7 @@ Status Outbox::AddInjectedBlocks(const std::string& session_id,
   auto tx = db::Transaction::Immediate(*db_);
   if (!tx) return tx.error();
   auto insert = db_->Prepare(
-      "INSERT OR IGNORE INTO session_injected(session_id, block_sha256) VALUES(?, ?)");
+      "INSERT OR IGNORE INTO session_injected(session_id, given_key) VALUES(?, ?)");
   if (!insert) return insert.error();
   for (const auto& hash : hashes) {
     insert->Reset();
@@ -382,7 +383,10 @@ Status Outbox::AddInjectedBlocks(const std::string& session_id,
 Status Outbox::ForgetInjectedBlocks(const std::string& session_id) {
   std::lock_guard lock(mu_);
   db::RelaxedDurability relaxed(*db_);
-  auto st = db_->Prepare("DELETE FROM session_injected WHERE session_id = ?");
+  // The marks of prompts deliberately not stored ("skip:...") stay: they are about the
+  // transcript, not the model's context.
+  auto st = db_->Prepare(
+      "DELETE FROM session_injected WHERE session_id = ? AND given_key NOT LIKE 'skip:%'");
   if (!st) return st.error();
   st->Bind(1, session_id);
   return st->Run();

@@ -150,9 +150,10 @@ class Outbox {
   // user_content, user_timestamp): what this machine's hooks stored there lately.
   [[nodiscard]] Result<std::vector<PreparedTurn>> RecentTurns(const std::string& scope_name,
                                                               int limit);
-  // The recalled memory blocks already given to a host session's model, by sha256 of the block
-  // (never the text), so a later prompt of the session is not given them again. Forgotten when
-  // the session's context is compacted away.
+  // The recalled memory already given to a host session's model, by key (a memory id or a
+  // SHA-256, never the text), so a later prompt of the session is not given it again; and marks
+  // ("skip:<sha256>") of prompts deliberately not stored. ForgetInjectedBlocks forgets the
+  // given memory (the session's context was compacted away) and keeps the marks.
   [[nodiscard]] Result<std::set<std::string>> InjectedBlocks(const std::string& session_id);
   [[nodiscard]] Status AddInjectedBlocks(const std::string& session_id,
                                          const std::vector<std::string>& hashes);

@@ -26,6 +26,9 @@ using std::chrono::milliseconds;
 // The most stdin a hook reads: a prompt of 200,000 characters is at most 800 kB, and payloads
 // with tool results are larger, but nothing a hook stores comes near this.
 constexpr size_t kMaxInputBytes = 16u << 20;
+// The most context a hook gives: Claude Code shows a hook's context whole up to about 10,000
+// characters and only a short preview of a longer one.
+constexpr long long kMaxContextBytes = 9000;
 // Work stops this long before the hard deadline, so that the answer is written in time.
 constexpr milliseconds kMargin{150};
 
@@ -63,6 +66,8 @@ bool EnvFlag(const char* name) {
 
 extern "C" void ExitAtDeadline(int) { _exit(0); }
 
+void SetTimer(milliseconds after);
+
 // The hard deadline: SIGALRM ends the process silently, whatever it is doing. The stores are
 // crash-safe (SQLite with a write-ahead log), so this is no worse than SIGKILL.
 void ArmDeadline(milliseconds deadline) {
@@ -70,25 +75,31 @@ void ArmDeadline(milliseconds deadline) {
   action.sa_handler = ExitAtDeadline;
   sigemptyset(&action.sa_mask);
   sigaction(SIGALRM, &action, nullptr);
+  SetTimer(deadline);
+}
+
+void SetTimer(milliseconds after) {
   itimerval timer{};
-  timer.it_value.tv_sec = static_cast<time_t>(deadline.count() / 1000);
-  timer.it_value.tv_usec = static_cast<suseconds_t>((deadline.count() % 1000) * 1000);
+  timer.it_value.tv_sec = static_cast<time_t>(after.count() / 1000);
+  timer.it_value.tv_usec = static_cast<suseconds_t>((after.count() % 1000) * 1000);
   setitimer(ITIMER_REAL, &timer, nullptr);
 }
 
-// Writes the whole answer with the deadline held off, so the host never reads half of it.
-void WriteAnswer(const std::string& text) {
+// Writes the whole answer with the deadline stopped (a signal mask would hold it off for this
+// thread only), so the host never reads half of it; then the deadline runs again for what is
+// left of the budget (at least 100 ms, to finish and close the stores).
+void WriteAnswer(const std::string& text, Clock::time_point hard_deadline) {
   if (text.empty()) return;
-  sigset_t alarm_set;
-  sigemptyset(&alarm_set);
-  sigaddset(&alarm_set, SIGALRM);
-  sigprocmask(SIG_BLOCK, &alarm_set, nullptr);
+  SetTimer(milliseconds(0));
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = write(1, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
+  const auto left = std::chrono::duration_cast<milliseconds>(hard_deadline - Clock::now());
+  SetTimer(std::max(left, milliseconds(100)));
 }
 
 std::optional<std::string> ReadStdin() {
@@ -130,7 +141,9 @@ Result<hooks::HookOptions> Options(const hooks::HookInput& input, Clock::time_po
   options.recall_scopes = {scope.scope};
   // Memory stored before the project scope existed stays in reach.
   if (scope.project && !settings->remote()) options.recall_scopes.push_back("personal");
-  if (auto bytes = EnvNumber("TMCRA_HOOK_CONTEXT_BYTES", 0, 1 << 20)) options.context_bytes = static_cast<size_t>(*bytes);
+  if (auto bytes = EnvNumber("TMCRA_HOOK_CONTEXT_BYTES", 0, kMaxContextBytes)) {
+    options.context_bytes = static_cast<size_t>(*bytes);
+  }
   if (auto chars = EnvNumber("TMCRA_HOOK_MIN_PROMPT_CHARS", 0, 100000)) {
     options.min_prompt_chars = static_cast<size_t>(*chars);
   }
@@ -165,41 +178,45 @@ std::optional<Invocation> ParseArgs(const std::vector<std::string_view>& args) {
   return out;
 }
 
-// The event's work, with every failure a logged line.
-std::string RunEvent(const Invocation& call, Clock::time_point start, milliseconds budget) {
-  const Clock::time_point deadline = start + budget - kMargin;
+// The event's work, with every failure a logged line. The answer is written as soon as it is
+// known, before the stores are closed.
+void RunEvent(const Invocation& call, Clock::time_point start, milliseconds budget) {
+  const Clock::time_point hard_deadline = start + budget;
+  const Clock::time_point deadline = hard_deadline - kMargin;
+  const char* event = hooks::EventName(call.event);
   auto text = ReadStdin();
   if (!text) {
-    spdlog::warn("hook {}: stdin could not be read or is over {} bytes; nothing done",
-                 hooks::EventName(call.event), kMaxInputBytes);
-    return "";
+    spdlog::warn("hook {}: stdin could not be read or is over {} bytes; nothing done", event,
+                 kMaxInputBytes);
+    return;
   }
   TMCRA_FAILPOINT_STALL("hook.stall");
   auto input = hooks::ParseHookInput(call.host, call.event, *text);
   if (!input) {
-    spdlog::warn("hook {}: {}; nothing done", hooks::EventName(call.event), input.error().message);
-    return "";
+    spdlog::warn("hook {}: {}; nothing done", event, input.error().message);
+    return;
   }
   auto options = Options(*input, deadline);
   if (!options) {
-    spdlog::warn("hook {}: {}; nothing done", hooks::EventName(call.event), options.error().message);
-    return "";
+    spdlog::warn("hook {}: {}; nothing done", event, options.error().message);
+    return;
   }
   AppOptions app_options;
   app_options.background_delivery = false;
   app_options.request_timeout = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
   auto app = BuildApp(app_options);
   if (!app) {
-    spdlog::warn("hook {}: {}; nothing done", hooks::EventName(call.event), app.error().message);
-    return "";
+    spdlog::warn("hook {}: {}; nothing done", event, app.error().message);
+    return;
   }
   hooks::HookDeps deps{app->tool_deps, *options};
-  auto output = hooks::RunHook(*input, deps);
-  if (!output) {
-    spdlog::warn("hook {}: {}", hooks::EventName(call.event), output.error().message);
-    return "";
+  auto answer = hooks::RunHook(*input, deps);
+  if (!answer) {
+    spdlog::warn("hook {}: {}", event, answer.error().message);
+    return;
   }
-  return *output;
+  WriteAnswer(answer->output, hard_deadline);
+  hooks::RecordGiven(*answer, deps);
 }
 
 }  // namespace
@@ -217,14 +234,11 @@ int RunHookCommand(const std::vector<std::string_view>& args) {
   milliseconds budget = DefaultDeadline(call->event);
   if (auto ms = EnvNumber("TMCRA_HOOK_DEADLINE_MS", 200, 60000)) budget = milliseconds(*ms);
   ArmDeadline(budget);
-  std::string output;
   try {
-    output = RunEvent(*call, start, budget);
+    RunEvent(*call, start, budget);
   } catch (const std::exception& e) {
     spdlog::error("hook {}: {}", hooks::EventName(call->event), e.what());
-    output.clear();
   }
-  WriteAnswer(output);
   return 0;
 }
 
@@ -238,7 +252,8 @@ int RunStatusline() {
     app_options.request_timeout = milliseconds(1000);
     auto app = BuildApp(app_options);
     if (!app) {
-      WriteAnswer("tmcra: configuration problem (see tmcra-mcp-setup status)\n");
+      WriteAnswer("tmcra: configuration problem (see tmcra-mcp-setup status)\n",
+                  Clock::now() + milliseconds(500));
       return 0;
     }
     const bool ready = static_cast<bool>(app->memory->Ready());
@@ -257,7 +272,7 @@ int RunStatusline() {
   } catch (const std::exception& e) {
     line += "error";
   }
-  WriteAnswer(line + "\n");
+  WriteAnswer(line + "\n", Clock::now() + milliseconds(500));
   return 0;
 }
 

@@ -66,6 +66,7 @@ Status ReadFields(const json& object, HookInput& in) {
       {"trigger", &in.trigger},
       {"reason", &in.reason},
       {"tool_name", &in.tool_name},
+      {"tool_use_id", &in.tool_use_id},
       {in.host == Host::kCodex ? "turn_id" : "prompt_id", &in.host_turn_id},
   };
   for (const auto& [key, out] : strings) {
@@ -83,6 +84,12 @@ Status ReadFields(const json& object, HookInput& in) {
   if (auto it = object.find("tool_response"); it != object.end()) in.tool_response = *it;
   in.error = ErrorText(object);
   return Ok();
+}
+
+std::string ReadProblem(const JsonReadResult& read) {
+  if (read.duplicate_key) return "hook input: a key is given twice";
+  if (read.too_deep) return "hook input: nested too deeply";
+  return "hook input: not a JSON document in UTF-8";
 }
 
 }  // namespace
@@ -112,7 +119,7 @@ const char* EventName(Event event) {
 Result<HookInput> ParseHookInput(Host host, Event event, std::string_view text) {
   json object;
   if (const JsonReadResult read = ReadJsonStrict(text, object, /*max_depth=*/64); !read.ok) {
-    return Error::Invalid(read.duplicate_key ? "hook input: a key is given twice" : read.too_deep ? "hook input: nested too deeply" : "hook input: not a JSON document in UTF-8");
+    return Error::Invalid(ReadProblem(read));
   }
   if (!object.is_object()) return Error::Invalid("hook input: must be a JSON object");
   HookInput in;

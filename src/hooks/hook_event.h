@@ -55,6 +55,7 @@ struct HookInput {
   std::string trigger;                 // PreCompact: manual, auto
   std::string reason;                  // SessionEnd
   std::string tool_name;               // PostToolUse
+  std::string tool_use_id;             // PostToolUse
   nlohmann::json tool_input;           // PostToolUse
   nlohmann::json tool_response;        // PostToolUse
   std::string error;                   // StopFailure: what the host says went wrong

@@ -7,7 +7,7 @@
 //   delivered by a later hook or by the MCP server; every write has a key derived from the
 //   turn, so a repeated event or a PreCompact of stored turns writes nothing new.
 // - What reaches the model is the recalled memory inside an untrusted envelope, within a byte
-//   cap, without the blocks this host session was already given.
+//   cap, without the memory this host session was already given or its own turns.
 // - The output is what the host takes on stdout for the event, or empty; an error is returned,
 //   never thrown, and the caller prints nothing for it (fail-open).
 #pragma once
@@ -40,8 +40,20 @@ struct HookDeps {
   HookOptions options;
 };
 
-// Runs `input`'s event. Returns what to print on stdout (possibly empty).
-[[nodiscard]] Result<std::string> RunHook(const HookInput& input, HookDeps& deps);
+// What an event answers: the text to print on stdout (possibly empty) and the memory it gives
+// the session's model.
+struct HookAnswer {
+  std::string output;
+  std::string session;             // the memory session `given` is for
+  std::vector<std::string> given;  // keys of the memory blocks the output gives
+};
+
+// Runs `input`'s event.
+[[nodiscard]] Result<HookAnswer> RunHook(const HookInput& input, HookDeps& deps);
+
+// Records, once the answer is printed, that the session's model has its memory: a later prompt
+// of the session is not given it again (until a compaction). Failures are logged.
+void RecordGiven(const HookAnswer& answer, HookDeps& deps);
 
 // The turn id the hooks give a turn the host names no id for: from the session, the prompt and
 // the turn's ordinal in the session (so a repeated "yes" is a new turn, not a replay).

@@ -14,12 +14,24 @@ namespace {
 
 using json = nlohmann::json;
 
-enum class Role { kNone, kUser, kAssistant };
+enum class Role { kNone, kUser, kCommand, kAssistant };
 
 struct Message {
   Role role = Role::kNone;
   std::string text;
 };
+
+// A string member, or "" when it is missing or not a string (a host's odd line is skipped,
+// never an exception).
+std::string StringField(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+bool BoolField(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_boolean() && it->get<bool>();
+}
 
 // The text parts of a message's content: a string, or blocks {"type": "text"|"input_text"|
 // "output_text", "text"}. A content holding a tool result is not something a person wrote.
@@ -29,59 +41,72 @@ std::string TextOf(const json& content, bool* tool_result) {
   if (!content.is_array()) return text;
   for (const auto& block : content) {
     if (!block.is_object()) continue;
-    const std::string type = block.value("type", "");
+    const std::string type = StringField(block, "type");
     if (type == "tool_result" || type == "function_call_output") *tool_result = true;
-    if ((type == "text" || type == "input_text" || type == "output_text") &&
-        block.contains("text") && block["text"].is_string()) {
+    const std::string part = StringField(block, "text");
+    if ((type == "text" || type == "input_text" || type == "output_text") && !part.empty()) {
       if (!text.empty()) text += "\n";
-      text += block["text"].get<std::string>();
+      text += part;
     }
   }
   return text;
 }
 
-// Claude Code: {"type": "user"|"assistant", "message": {"role", "content"}}; meta lines
-// (isMeta), sidechains (a subagent's own turns) and tool results are not turns.
-Message ClaudeMessage(const json& line) {
-  const std::string type = line.value("type", "");
-  if ((type != "user" && type != "assistant") || !line.contains("message") ||
-      !line["message"].is_object()) {
+// What the host writes in the user's place: command echoes, notes and notifications.
+bool IsCommandEcho(const std::string& text) {
+  return text.rfind("<command-name>", 0) == 0 || text.rfind("<command-message>", 0) == 0;
+}
+bool IsHostNote(const std::string& text) {
+  for (const char* prefix : {"<local-command", "Caveat: The messages below", "[Request interrupted",
+                             "<task-notification>", "<system-reminder>", "<bash-input>",
+                             "<bash-stdout>", "<bash-stderr>"}) {
+    if (text.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+// Claude Code: {"type": "user"|"assistant", "message": {"role", "content"}}. Meta lines, the
+// compaction summary, lines shown only in the transcript, side chains (a subagent's turns, in
+// the parent's file), tool results and host notes are not turns.
+Message ClaudeMessage(const json& line, bool subagent) {
+  const std::string type = StringField(line, "type");
+  auto message = line.find("message");
+  if ((type != "user" && type != "assistant") || message == line.end() || !message->is_object()) {
     return {};
   }
-  if (line.value("isMeta", false) || line.value("isSidechain", false)) return {};
+  if (BoolField(line, "isMeta") || BoolField(line, "isCompactSummary") ||
+      BoolField(line, "isVisibleInTranscriptOnly") || (!subagent && BoolField(line, "isSidechain"))) {
+    return {};
+  }
   bool tool_result = false;
-  std::string text = TextOf(line["message"].value("content", json()), &tool_result);
+  auto content = message->find("content");
+  std::string text = content == message->end() ? std::string() : TextOf(*content, &tool_result);
   if (tool_result || text.empty()) return {};
-  return {type == "user" ? Role::kUser : Role::kAssistant, std::move(text)};
+  if (type == "assistant") return {Role::kAssistant, std::move(text)};
+  if (IsCommandEcho(text)) return {Role::kCommand, ""};
+  if (IsHostNote(text)) return {};
+  return {Role::kUser, std::move(text)};
 }
 
 // Codex: {"type": "event_msg", "payload": {"type": "user_message"|"agent_message",
 // "message"}}; its response_item lines repeat these along with instructions and context.
 Message CodexMessage(const json& line) {
-  if (line.value("type", "") != "event_msg" || !line.contains("payload") ||
-      !line["payload"].is_object()) {
+  auto payload = line.find("payload");
+  if (StringField(line, "type") != "event_msg" || payload == line.end() || !payload->is_object()) {
     return {};
   }
-  const json& payload = line["payload"];
-  const std::string type = payload.value("type", "");
-  if (!payload.contains("message") || !payload["message"].is_string()) return {};
-  std::string text = payload["message"].get<std::string>();
+  const std::string type = StringField(*payload, "type");
+  std::string text = StringField(*payload, "message");
   if (text.empty()) return {};
   if (type == "user_message") return {Role::kUser, std::move(text)};
   if (type == "agent_message") return {Role::kAssistant, std::move(text)};
   return {};
 }
 
-// Slash commands and the host's own notes in the user's place are not prompts.
-bool IsCommandEcho(const std::string& text) {
-  return text.rfind("<command-name>", 0) == 0 || text.rfind("<local-command", 0) == 0 ||
-         text.rfind("Caveat: The messages below", 0) == 0;
-}
-
 }  // namespace
 
 Result<std::vector<TranscriptTurn>> ReadTranscript(Host host, const std::string& path,
-                                                   size_t max_bytes) {
+                                                   bool subagent, size_t max_bytes) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return Error::NotFound("transcript: no such file");
@@ -96,10 +121,11 @@ Result<std::vector<TranscriptTurn>> ReadTranscript(Host host, const std::string&
   while (std::getline(in, line)) {
     json value;
     if (!ReadJsonStrict(line, value, /*max_depth=*/64).ok || !value.is_object()) continue;
-    const Message m = host == Host::kCodex ? CodexMessage(value) : ClaudeMessage(value);
-    if (m.role == Role::kUser && !IsCommandEcho(m.text)) {
+    const Message m = host == Host::kCodex ? CodexMessage(value) : ClaudeMessage(value, subagent);
+    if (m.role == Role::kUser || m.role == Role::kCommand) {
       turns.push_back({m.text, ""});
-    } else if (m.role == Role::kAssistant && !turns.empty()) {
+    } else if (m.role == Role::kAssistant) {
+      if (turns.empty()) turns.push_back({"", ""});
       turns.back().assistant = m.text;  // the last answer text of the turn wins
     }
   }

@@ -18,8 +18,12 @@ struct TranscriptTurn {
   std::string assistant;  // the turn's last answer text; empty when it has none (yet)
 };
 
-// The transcript's turns in order. Errors: the file cannot be opened or is over `max_bytes`.
+// The transcript's turns in order. A slash command starts a turn of its own with an empty
+// prompt (so its answer is never taken for the turn before it). `subagent`: the file is a
+// subagent's own transcript (Claude Code marks all of it as a side chain). Errors: the file
+// cannot be opened or is over `max_bytes`.
 [[nodiscard]] Result<std::vector<TranscriptTurn>> ReadTranscript(Host host, const std::string& path,
+                                                               bool subagent = false,
                                                                size_t max_bytes = 64u << 20);
 
 }  // namespace tmcra::hooks

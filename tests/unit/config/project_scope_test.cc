@@ -1,6 +1,7 @@
 // The project scope rule on real directories: a repository's subdirectories and linked
 // worktrees share one scope, named after the repository and its origin.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -51,7 +52,14 @@ TEST_CASE("subdirectories and linked worktrees of a repository share its scope",
   CHECK(deep->scope == top->scope);
   CHECK(linked->scope == top->scope);
   // Named after the origin: another clone of it shares the scope.
-  CHECK(top->scope == tmcra::config::ProjectScopeName(repo, "git@example.com:acme/widgets.git"));
+  // Named after the origin, however it is spelled: another clone of it shares the scope.
+  CHECK(top->scope == tmcra::config::ProjectScopeName(repo, "example.com/acme/widgets"));
+  Write(repo + "/.git/config", "[remote \"origin\"]\n\turl = https://Example.com/acme/widgets/\n");
+  CHECK(FindProject(repo, "/nonexistent-home")->scope == top->scope);
+  // A FIFO where a file should be does not stall the search.
+  unlink((repo + "/.git/worktrees/wt/commondir").c_str());
+  mkfifo((repo + "/.git/worktrees/wt/commondir").c_str(), 0600);
+  CHECK(FindProject(wt, "/nonexistent-home"));
 }
 
 TEST_CASE("outside a repository the directory is the project, but home and / are none",
@@ -67,4 +75,16 @@ TEST_CASE("outside a repository the directory is the project, but home and / are
   CHECK_FALSE(FindProject("/", dir.path()));
   CHECK_FALSE(FindProject(dir.File("missing"), dir.path()));
   CHECK(tmcra::config::ProjectScopeName("/x/..-", "id").rfind("project-", 0) == 0);
+}
+
+TEST_CASE("a home directory that is a repository is no project", "[config][scope]") {
+  TempDir dir;
+  mkdir(dir.File(".git").c_str(), 0700);
+  const std::string notes = dir.File("notes");
+  mkdir(notes.c_str(), 0700);
+  CHECK_FALSE(FindProject(dir.path(), dir.path()));
+  auto project = FindProject(notes, dir.path());
+  REQUIRE(project);
+  CHECK_FALSE(project->git);
+  CHECK(project->scope.rfind("notes-", 0) == 0);
 }

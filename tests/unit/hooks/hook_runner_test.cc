@@ -54,7 +54,8 @@ struct Fixture {
     deps.options.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     auto out = tmcra::hooks::RunHook(in, deps);
     REQUIRE(out);
-    return *out;
+    tmcra::hooks::RecordGiven(*out, deps);
+    return out->output;
   }
   tmcra::queue::Outbox& Outbox() { return **delivery->outbox(); }
   // What the memory holds once every queued write is delivered (a hook delivers within its
@@ -221,9 +222,35 @@ TEST_CASE("PreCompact stores the transcript's turns not stored yet, once", "[hoo
   in.session_id = "s1";
   in.transcript_path = path;
   f.Run(in);
-  CHECK(f.Records() == 6);
+  // The last turn may still be running (an automatic compaction mid-turn): its Stop stores it.
+  CHECK(f.Records() == 4);
   f.Run(in);
+  CHECK(f.Records() == 4);
+  HookInput stop = Stop("s1", "Keys make retries replays.");
+  stop.transcript_path = path;
+  f.Run(stop);
   CHECK(f.Records() == 6);
+}
+
+TEST_CASE("a slash command's answer is never taken for the turn before it", "[hooks]") {
+  Fixture f;
+  f.Run(Prompt("s1", "Refactor the parser into smaller functions please"));  // interrupted: no Stop
+  CHECK(f.Run(Prompt("s1", "/review")).empty());
+  const std::string path = f.dir.File("claude.jsonl");
+  {
+    std::ofstream out(path);
+    out << json{{"type", "user"}, {"message", {{"role", "user"}, {"content", "Refactor the parser into smaller functions please"}}}}.dump() << "\n";
+    out << json{{"type", "user"}, {"message", {{"role", "user"}, {"content", "<command-name>/review</command-name>"}}}}.dump() << "\n";
+    out << json{{"type", "user"}, {"isMeta", true}, {"message", {{"role", "user"}, {"content", "Review the diff"}}}}.dump() << "\n";
+    out << json{{"type", "assistant"}, {"message", {{"role", "assistant"}, {"content", json::array({{{"type", "text"}, {"text", "The review found nothing."}}})}}}}.dump() << "\n";
+  }
+  HookInput stop = Stop("s1", "The review found nothing.");
+  stop.transcript_path = path;
+  f.Run(stop);
+  CHECK(f.Records() == 0);
+  auto turns = f.Outbox().GetSessionTurns("s1");
+  REQUIRE(turns);
+  CHECK((*f.Outbox().GetTurn(*turns->latest_turn_id))->state == "prepared");
 }
 
 TEST_CASE("the envelope keeps to its byte cap and says what it left out", "[hooks]") {
