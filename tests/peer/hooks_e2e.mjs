@@ -44,6 +44,13 @@ const STUB = process.env.HOOKS_E2E_STUB === '1';
 const BUILD = path.dirname(bins.server);
 const SETUP = path.join(BUILD, 'tmcra-mcp-setup');
 const STORE_CHECK = process.env.TMCRA_STORE_CHECK || path.join(BUILD, '..', '..', 'tests', 'support', 'tmcra-store-check');
+if (!process.env.TMCRA_MEMD) {
+  const memd = path.join(BUILD, '..', '..', 'memory', 'server', 'tmcra-memd');
+  if (fs.existsSync(memd)) process.env.TMCRA_MEMD = memd;
+}
+// HOOKS_E2E_ONLY=<regex>: only the parts whose title matches (for working on this file).
+const ONLY = process.env.HOOKS_E2E_ONLY ? new RegExp(process.env.HOOKS_E2E_ONLY) : null;
+const wanted = (title) => !ONLY || ONLY.test(title);
 const ROOT = tmpDir('tmcra-hooks-e2e-');
 const r = new Runner(NAME, { budgetMs: 270_000 });
 const fake = await startFakeModel();
@@ -287,7 +294,7 @@ await r.test('the build has tmcra-mcp-setup, tmcra-store-check and `tmcra-mcp ho
 const HOSTS = ['claude-code', 'codex'];
 const worlds = {};
 for (const host of HOSTS) {
-  if (!haveHook) break;
+  if (!haveHook || !wanted(`${host}: remember and recall`)) break;
   let w;
   await r.test(`${host}: install (tmcra-mcp-setup${STUB ? ', stub hooks' : ''}) in a scratch HOME with a git repo, a subdirectory and a worktree`, async () => {
     w = await makeWorld(host);
@@ -549,9 +556,9 @@ async function badStdinCases() {
 }
 
 // ---------------------------------------------------------------------------------------------
-for (const [, fn] of faults) for (const host of HOSTS) await fn(host);
-if (haveHook) await killCases();
-if (haveHook) await badStdinCases();
+for (const [label, fn] of faults) for (const host of HOSTS) if (wanted(`${host}: ${label}`)) await fn(host);
+if (haveHook && wanted('kill')) await killCases();
+if (haveHook && wanted('bad stdin')) await badStdinCases();
 if (!IS_ROOT) notes.push('not root: the read-only and full-disk cases (a private mount namespace) did not run');
 for (const n of notes) console.log(`note: ${n}`);
 await r.finish();
