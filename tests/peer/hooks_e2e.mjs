@@ -41,6 +41,14 @@ const NAME = 'hooks_e2e.mjs';
 requireNodeModules(NAME, ['@anthropic-ai/claude-code', '@openai/codex', '@modelcontextprotocol/sdk']);
 const bins = parseBins(NAME);
 const STUB = process.env.HOOKS_E2E_STUB === '1';
+// HOOKS_E2E_SELF_INSTALL=1: the harness writes the hooks of the contract itself (the real
+// `tmcra-mcp hook`, Codex run with --dangerously-bypass-hook-trust) instead of tmcra-mcp-setup.
+const SELF_INSTALL = STUB || process.env.HOOKS_E2E_SELF_INSTALL === '1';
+// The hooks tmcra-mcp-setup installs (hooks-contract.md): event -> timeout in seconds.
+const CONTRACT_HOOKS = {
+  'claude-code': { SessionStart: 10, UserPromptSubmit: 10, Stop: 10, StopFailure: 10, SubagentStop: 10, PreCompact: 10, SessionEnd: 2 },
+  codex: { SessionStart: 10, UserPromptSubmit: 10, Stop: 10, SubagentStop: 10, PreCompact: 10, SessionEnd: 2, Interrupt: 2 },
+};
 const BUILD = path.dirname(bins.server);
 const SETUP = path.join(BUILD, 'tmcra-mcp-setup');
 const STORE_CHECK = process.env.TMCRA_STORE_CHECK || path.join(BUILD, '..', '..', 'tests', 'support', 'tmcra-store-check');
@@ -151,6 +159,7 @@ async function makeWorld(host, { tmcraCommand = bins.server, label = 'main' } = 
   const w = { host, home, repo, sub, wt, origin, env, dataDir: env.TMCRA_DATA_DIR, label, tmcraCommand,
     scope: `acmeproj-${sha(origin).slice(0, 10)}`, turns: [], secrets: [] };
   if (STUB) installStub(w);
+  else if (SELF_INSTALL) installHooks(w, (e) => `'${tmcraCommand}' hook ${e} --host ${host}`);
   else {
     const args = ['install', '--host', host, '--command', tmcraCommand];
     if (host === 'codex') args.push('--trust-codex-hooks');
@@ -210,9 +219,13 @@ try {
 process.exit(0);
 `, { mode: 0o755 });
   }
-  const cmd = (e) => `'${process.execPath}' '${stub}' '${w.tmcraCommand}' ${e}`;
-  const events = ['UserPromptSubmit', 'Stop'];
-  const hooks = { hooks: Object.fromEntries(events.map((e) => [e, [{ hooks: [{ type: 'command', command: cmd(e), timeout: 10 }] }]])) };
+  installHooks(w, (e) => `'${process.execPath}' '${stub}' '${w.tmcraCommand}' ${e}`);
+}
+
+// Writes the contract's hooks for w.host, each running commandFor(event).
+function installHooks(w, commandFor) {
+  const hooks = { hooks: Object.fromEntries(Object.entries(CONTRACT_HOOKS[w.host]).map(([e, timeout]) =>
+    [e, [{ hooks: [{ type: 'command', command: commandFor(e), timeout }] }]])) };
   if (w.host === 'claude-code') {
     fs.mkdirSync(path.join(w.home, '.claude'), { recursive: true });
     fs.writeFileSync(path.join(w.home, '.claude', 'settings.json'), JSON.stringify(hooks, null, 2));
@@ -236,7 +249,7 @@ async function turn(w, cwd, prompt, { answer = `Noted (${crypto.randomBytes(3).t
     if (resume) args.push('--resume', w.lastSession);
   } else {
     cmd = CODEX;
-    const trust = STUB ? ['--dangerously-bypass-hook-trust'] : [];
+    const trust = SELF_INSTALL ? ['--dangerously-bypass-hook-trust'] : [];
     args = resume ? ['exec', 'resume', '--last', '--skip-git-repo-check', ...trust, prompt]
       : ['exec', '--skip-git-repo-check', ...trust, prompt];
   }
@@ -274,7 +287,7 @@ function assertRecalled(t, what) {
   assert.ok(withFact.length >= 1, `${what}: the fact is not inside the untrusted envelope:\n${env.join('\n---\n').slice(0, 4000)}`);
 }
 
-const hookLines = (res) => res.stderr.split('\n').filter((l) => /tmcra|hook/i.test(l)).slice(0, 10).join(' | ');
+const hookLines = (res) => res.stderr.split('\n').filter((l) => /tmcra|hook/i.test(l) && !/dangerously-bypass|PATH aliases/.test(l)).slice(0, 10).join(' | ');
 
 // ---------------------------------------------------------------------------------------------
 // Precondition: the binaries
@@ -298,16 +311,26 @@ for (const host of HOSTS) {
   let w;
   await r.test(`${host}: install (tmcra-mcp-setup${STUB ? ', stub hooks' : ''}) in a scratch HOME with a git repo, a subdirectory and a worktree`, async () => {
     w = await makeWorld(host);
-    if (!STUB) {
+    if (!SELF_INSTALL) {
+      // What setup wrote: the contract's events and timeouts, our command, the MCP entry's marker.
+      const file = host === 'claude-code' ? path.join(w.home, '.claude', 'settings.json') : path.join(w.home, '.codex', 'hooks.json');
+      assert.ok(fs.existsSync(file), `tmcra-mcp-setup wrote no ${file}:\n${w.setupOut}`);
+      const doc = JSON.parse(fs.readFileSync(file, 'utf8'));
+      const got = Object.fromEntries(Object.entries(doc.hooks ?? {}).map(([e, gs]) => {
+        const hs = gs.flatMap((g) => g.hooks);
+        assert.equal(hs.length, 1, `${e}: ${JSON.stringify(gs)}`);
+        assert.equal(hs[0].type, 'command');
+        assert.match(hs[0].command, new RegExp(`tmcra-mcp'? hook ${e} --host ${host}$`), `${e}: ${hs[0].command}`);
+        return [e, hs[0].timeout];
+      }));
+      assert.deepEqual(got, CONTRACT_HOOKS[host], `${file}: events and timeouts`);
       if (host === 'claude-code') {
-        const settings = JSON.parse(fs.readFileSync(path.join(w.home, '.claude', 'settings.json'), 'utf8'));
-        const cmds = Object.entries(settings.hooks ?? {}).flatMap(([e, gs]) => gs.flatMap((g) => g.hooks.map((h) => [e, h.command, h.timeout])));
-        assert.ok(cmds.some(([e, c]) => e === 'UserPromptSubmit' && c.includes(' hook UserPromptSubmit --host claude-code')), JSON.stringify(cmds));
-        notes.push(`claude-code hooks installed: ${cmds.map(([e, , t]) => `${e}(${t})`).join(' ')}`);
+        const entry = JSON.parse(fs.readFileSync(path.join(w.home, '.claude.json'), 'utf8')).mcpServers?.tmcra;
+        assert.equal(entry?.env?.TMCRA_HOOKS, 'claude-code', `the MCP entry's marker: ${JSON.stringify(entry)}`);
       } else {
-        const hooks = JSON.parse(fs.readFileSync(path.join(w.home, '.codex', 'hooks.json'), 'utf8'));
-        notes.push(`codex hooks installed: ${Object.keys(hooks.hooks).join(' ')}`);
-        assert.match(fs.readFileSync(path.join(w.home, '.codex', 'config.toml'), 'utf8'), /trusted_hash/);
+        const toml = fs.readFileSync(path.join(w.home, '.codex', 'config.toml'), 'utf8');
+        assert.match(toml, /trusted_hash/, toml);
+        assert.match(toml, /TMCRA_HOOKS\s*=\s*"codex"/, toml);
       }
     }
     worlds[host] = w;
@@ -375,7 +398,10 @@ async function mountNamespace(script) {
   return ns;
 }
 
-async function faultCase(host, label, { setup, during = {}, restore, after = {}, note, linkBinary = false }) {
+// mayLose: the fault keeps the hook from queueing anything (it cannot run, write, or it stalls
+// before reading its input), so the turn during the fault is stored once or not at all (said in
+// a note); every other turn exactly once, none twice.
+async function faultCase(host, label, { setup, during = {}, restore, after = {}, note, linkBinary = false, mayLose = false }) {
   await r.test(`${host}: fail-open, ${label}: the turn completes; the next run delivers it, 0 lost, 0 duplicated`, async () => {
     const slug = label.replace(/\W+/g, '-');
     let tmcraCommand = bins.server;
@@ -396,8 +422,21 @@ async function faultCase(host, label, { setup, during = {}, restore, after = {},
     await restore?.(w, ctx);
     const t2 = await turn(w, w.repo, `After the fault (${label}): thanks, that is all.`, { resume: true, ...after, ...ctx.after });
     assertTurnCompleted(t2, 'the turn after the fault');
-    const check = ctx.check ?? ((turns) => assertStoredOnce(w.dataDir, turns, `after ${label}`));
-    check(w.turns);
+    const check = ctx.check ?? ((turns, opts) => assertStoredOnce(w.dataDir, turns, `after ${label}`, opts));
+    if (mayLose) {
+      const faultTurn = w.turns[1];
+      check(w.turns.filter((x) => x !== faultTurn));
+      const recs = ctx.records ? ctx.records() : storeRecords(w.dataDir);
+      const n = recs.filter((x) => x.role === 'user' && x.content === faultTurn.user).length;
+      assert.ok(n <= 1, `the turn during the fault is stored ${n} times`);
+      notes.push(`${host} ${label}: the turn during the fault is ${n ? 'stored once' : 'not stored (nothing could queue it)'}`);
+    } else {
+      check(w.turns);
+    }
+    if (!ctx.records) {
+      const sum = storeSummary(w.dataDir);
+      assert.equal(sum.outbox_not_succeeded, 0, `the outbox still holds unfinished writes: ${JSON.stringify(sum.outbox_errors)}`);
+    }
     if (note) notes.push(note(w));
   }, { timeoutMs: 120_000 });
 }
@@ -432,6 +471,7 @@ if (haveHook) {
     faults.push(['data directory read-only (read-only bind mount)', async (host) => {
       let ns;
       await faultCase(host, 'data directory read-only', {
+        mayLose: true,
         setup: async (w) => {
           ns = await mountNamespace(`mount --bind '${w.dataDir}' '${w.dataDir}' && mount -o remount,bind,ro '${w.dataDir}'`);
           const probe = ns.sh(`touch '${w.dataDir}/probe'`);
@@ -444,6 +484,7 @@ if (haveHook) {
     faults.push(['disk full (a 64k tmpfs, filled)', async (host) => {
       let ns;
       await faultCase(host, 'disk full', {
+        mayLose: true,
         setup: async (w) => {
           // The data directory on a tmpfs for good: copied there, the tmpfs grown just enough, then filled.
           const real = `${w.dataDir}.real`;
@@ -453,7 +494,8 @@ if (haveHook) {
           const df = ns.sh(`df -k '${w.dataDir}' | tail -1`);
           notes.push(`${host} disk full: ${df.stdout.trim().replace(/\s+/g, ' ')}`);
           return { during: { prefix: ns.prefix }, after: { prefix: ns.prefix },
-            check: (turns) => assertStoredOnce(w.dataDir, turns, 'after disk full', { prefix: ns.prefix }) };
+            check: (turns) => assertStoredOnce(w.dataDir, turns, 'after disk full', { prefix: ns.prefix }),
+            records: () => storeRecords(w.dataDir, ns.prefix) };
         },
         restore: async (w) => {
           const res = ns.sh(`rm -f '${w.dataDir}/filler' && mount -o remount,size=64m '${w.dataDir}'`);
@@ -465,6 +507,7 @@ if (haveHook) {
   faults.push(['the hook binary missing', async (host) => {
     let link;
     await faultCase(host, 'hook binary missing', {
+        mayLose: true,
       linkBinary: true,
       setup: async (w) => {
         link = w.tmcraCommand;
@@ -474,6 +517,7 @@ if (haveHook) {
     });
   }]);
   faults.push(['a hook stalled past its deadline (TMCRA_FAILPOINTS=hook.stall)', async (host) => faultCase(host, 'hook stalled', {
+    mayLose: true,
     during: { env: { TMCRA_FAILPOINTS: 'hook.stall' } },
   })]);
 }
