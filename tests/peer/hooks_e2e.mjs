@@ -155,6 +155,8 @@ async function makeWorld(host, { tmcraCommand = bins.server, label = 'main' } = 
   git(repo, 'commit', '-q', '-m', 'one');
   git(repo, 'worktree', 'add', '-q', '-b', 'feature', wt);
   let env = hostCliEnv(home);
+  // The pinned hosts on PATH: tmcra-mcp-setup --trust-codex-hooks runs `codex app-server`.
+  env.PATH = `${BIN_DIR}${path.delimiter}${env.PATH ?? ''}`;
   env = host === 'claude-code' ? claudeEnv(env, fake) : codexSetup(env, fake);
   const w = { host, home, repo, sub, wt, origin, env, dataDir: env.TMCRA_DATA_DIR, label, tmcraCommand,
     scope: `acmeproj-${sha(origin).slice(0, 10)}`, turns: [], secrets: [] };
