@@ -528,7 +528,7 @@ if (haveHook) {
 // 3. SIGKILL failpoints of the hook process (names read from src/hooks)
 // ---------------------------------------------------------------------------------------------
 function hookFailpoints() {
-  const dir = path.join(HERE, '..', '..', 'src', 'hooks');
+  const dir = process.env.HOOKS_E2E_SRC_DIR ? path.join(process.env.HOOKS_E2E_SRC_DIR, 'src', 'hooks') : path.join(HERE, '..', '..', 'src', 'hooks');
   const names = new Set();
   if (!fs.existsSync(dir)) return [];
   for (const f of fs.readdirSync(dir).filter((n) => /\.(cc|h)$/.test(n))) {
