@@ -263,6 +263,7 @@ async function turn(w, cwd, prompt, { answer = `Noted (${crypto.randomBytes(3).t
   if (w.host === 'claude-code' && res.code === 0) {
     try { w.lastSession = JSON.parse(res.stdout).session_id; } catch { /* asserted by the caller */ }
   }
+  if (res.code === 0) w.lastCwd = cwd;
   if (record) w.turns.push({ user: prompt, assistant: answer, secret: planted });
   if (planted) w.secrets.push(planted);
   return { res, requests, answer };
@@ -311,7 +312,7 @@ const worlds = {};
 for (const host of HOSTS) {
   if (!haveHook || !wanted(`${host}: remember and recall`)) break;
   let w;
-  await r.test(`${host}: install (tmcra-mcp-setup${STUB ? ', stub hooks' : ''}) in a scratch HOME with a git repo, a subdirectory and a worktree`, async () => {
+  await r.test(`${host}: install (${STUB ? 'stand-in hooks' : SELF_INSTALL ? 'the hooks written by the harness' : 'tmcra-mcp-setup'}) in a scratch HOME with a git repo, a subdirectory and a worktree`, async () => {
     w = await makeWorld(host);
     if (!SELF_INSTALL) {
       // What setup wrote: the contract's events and timeouts, our command, the MCP entry's marker.
@@ -365,6 +366,20 @@ for (const host of HOSTS) {
       assert.deepEqual([...new Set(recs.map((x) => x.scope_name))], [w.scope]);
     }, { timeoutMs: 70_000 });
   }
+  await r.test(`${host}: a resumed session is not given a memory it was given before (once per session)`, async () => {
+    const t1 = await turn(w, w.lastCwd, 'Which port does the build cache server listen on?', { answer: 'Port 9040.', resume: true });
+    assertTurnCompleted(t1, 'the resumed turn');
+    const t2 = await turn(w, w.lastCwd, 'And which host name does the build cache server have?', { answer: 'cache-7.internal.', resume: true });
+    assertTurnCompleted(t2, 'the second resumed turn');
+    // The last request holds the session's envelopes in order: the new one last.
+    const segments = stringsOf(t2.requests.at(-1).body).flatMap((x) => x.split(MARKER).slice(1));
+    assert.ok(segments.length >= 2, `envelopes in the resumed session: ${segments.length}`);
+    const ids = (seg) => [...seg.matchAll(/memory_id=(rec_[0-9a-f]+)/g)].map((m) => m[1]);
+    const before = new Set(segments.slice(0, -1).flatMap(ids));
+    const again = ids(segments.at(-1)).filter((id) => before.has(id));
+    assert.deepEqual(again, [], `memories given again in the same session:\n${segments.at(-1).slice(0, 3000)}`);
+    assertStoredOnce(w.dataDir, w.turns, 'after the resumed turns', { secrets: w.secrets });
+  }, { timeoutMs: 70_000 });
   await r.test(`${host}: tmcra_recall (tmcra-mcp over MCP) finds the fact in the project scope`, async () => {
     const s = await connectV1({ bin: bins.server, label: `recall-${host}`, env: w.env });
     try {
