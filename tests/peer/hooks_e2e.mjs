@@ -264,6 +264,7 @@ async function turn(w, cwd, prompt, { answer = `Noted (${crypto.randomBytes(3).t
     try { w.lastSession = JSON.parse(res.stdout).session_id; } catch { /* asserted by the caller */ }
   }
   if (res.code === 0) w.lastCwd = cwd;
+  if (requests.length) w.lastRequest = requests.at(-1);
   if (record) w.turns.push({ user: prompt, assistant: answer, secret: planted });
   if (planted) w.secrets.push(planted);
   return { res, requests, answer };
@@ -423,18 +424,24 @@ async function faultCase(host, label, { setup, during = {}, restore, after = {},
     const slug = label.replace(/\W+/g, '-');
     let tmcraCommand = bins.server;
     if (linkBinary) {
-      // Installed as a symbolic link named tmcra-mcp, which the fault takes away.
+      // Installed as a hard link (else a copy) named tmcra-mcp, which the fault takes away
+      // (setup resolves symbolic links, so a symbolic link would install the build's binary).
       tmcraCommand = path.join(ROOT, `${host}-${slug}-bin`, 'tmcra-mcp');
       fs.mkdirSync(path.dirname(tmcraCommand), { recursive: true });
-      fs.symlinkSync(bins.server, tmcraCommand);
+      try { fs.linkSync(bins.server, tmcraCommand); } catch { fs.copyFileSync(bins.server, tmcraCommand); fs.chmodSync(tmcraCommand, 0o755); }
     }
     const w = await makeWorld(host, { label: slug, tmcraCommand });
+    if (linkBinary) {
+      const file = host === 'claude-code' ? path.join(w.home, '.claude', 'settings.json') : path.join(w.home, '.codex', 'hooks.json');
+      assert.ok(fs.readFileSync(file, 'utf8').includes(`'${tmcraCommand}' hook `), `the hooks do not run ${tmcraCommand}`);
+    }
     // A first turn, so there is a session to resume and a store to break.
     const t0 = await turn(w, w.repo, `Before the fault (${label}): my build cache server is at ${FACT}.`);
     assertTurnCompleted(t0, 'the turn before the fault');
     const ctx = (await setup?.(w)) ?? {};
     const t1 = await turn(w, w.sub, `During the fault (${label}): which port does the cache use?`, { resume: true, ...during, ...ctx.during });
     assertTurnCompleted(t1, `the turn during the fault (${label})`);
+    if (linkBinary && host === 'codex') assert.match(t1.res.stderr, /hook: UserPromptSubmit Failed/, 'the hook ran all the same');
     notes.push(`${host} ${label}: the turn during the fault took ${t1.res.ms} ms (before: ${t0.res.ms} ms); hook log: ${hookLines(t1.res) || '(none on the host\'s stderr)'}`);
     await restore?.(w, ctx);
     const t2 = await turn(w, w.repo, `After the fault (${label}): thanks, that is all.`, { resume: true, ...after, ...ctx.after });
@@ -570,8 +577,18 @@ async function killCases() {
         assertTurnCompleted(await turn(ws[host], ws[host].repo, `A first turn before the kills: my cache is at ${FACT}.`), 'first turn');
       }
       const w = ws[host];
+      const prevRequest = w.lastRequest;
       const t1 = await turn(w, w.repo, `Killed at ${fp}: what is the cache port?`, { resume: true, env: { TMCRA_FAILPOINTS: fp } });
       assertTurnCompleted(t1, `the turn with ${fp}`);
+      // The kill happened: the hook's event failed (Codex says so); killed after binding the
+      // prompt, it gave no envelope. (An embedded commit is in the store before the kill.)
+      const event = fp.startsWith('hook.prepare.') ? 'UserPromptSubmit' : 'Stop';
+      if (host === 'codex') assert.match(t1.res.stderr, new RegExp(`hook: ${event} Failed`), `no failed ${event} hook: ${showRun(t1.res)}`);
+      if (event === 'UserPromptSubmit') {
+        // The resumed request carries the session's earlier envelopes; a new one would be one more.
+        const count = (q) => (q ? stringsOf(q.body).join('\n').split(MARKER).length - 1 : 0);
+        assert.equal(count(t1.requests.at(-1)), count(prevRequest), 'an envelope was given after the kill');
+      }
       const t2 = await turn(w, w.sub, `The run after ${fp}: thanks.`, { resume: true });
       assertTurnCompleted(t2, `the run after ${fp}`);
       assertStoredOnce(w.dataDir, w.turns, `after ${fp}`);
