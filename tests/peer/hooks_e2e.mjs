@@ -453,7 +453,18 @@ async function faultCase(host, label, { setup, during = {}, restore, after = {},
       const recs = ctx.records ? ctx.records() : storeRecords(w.dataDir);
       const n = recs.filter((x) => x.role === 'user' && x.content === faultTurn.user).length;
       assert.ok(n <= 1, `the turn during the fault is stored ${n} times`);
-      notes.push(`${host} ${label}: the turn during the fault is ${n ? 'stored once' : 'not stored (nothing could queue it)'}`);
+      let how = n ? 'stored once' : 'not stored (nothing could queue it)';
+      if (!n && host === 'claude-code') {
+        // Claude Code's /compact runs PreCompact, which stores the transcript's unstored turns.
+        const c = await turn(w, w.lastCwd, '/compact', { resume: true, record: false, answer: 'Summary: a cache server conversation.', ...(ctx.after ?? {}) });
+        assert.equal(c.res.code, 0, showRun(c.res));
+        check(w.turns.filter((x) => x !== faultTurn));
+        const m = (ctx.records ? ctx.records() : storeRecords(w.dataDir)).filter((x) => x.role === 'user' && x.content === faultTurn.user).length;
+        assert.ok(m <= 1, `after /compact the turn during the fault is stored ${m} times`);
+        if (m) check(w.turns);  // its answer too, once
+        how += m ? '; stored once after /compact (PreCompact)' : '; still not stored after /compact';
+      }
+      notes.push(`${host} ${label}: the turn during the fault is ${how}`);
     } else {
       check(w.turns);
     }
