@@ -2,6 +2,8 @@
 // as one JSON object, for crash tests written in other languages:
 //   {"memory_integrity", "outbox_integrity", "records", "message_counts": {message_id: n},
 //    "jobs", "jobs_not_succeeded", "outbox_items", "outbox_not_succeeded"}
+// tmcra-store-check --records DATA_DIR: every record of the memory store, oldest first, as one
+// JSON array of {scope_name, session_id, message_id, role, content}.
 // tmcra-store-check --hold-write-lock DB_FILE: takes SQLite's write lock of DB_FILE (BEGIN
 // IMMEDIATE), prints "held", and keeps it until its stdin ends; then rolls back. For tests that
 // need a writer of the store to wait (a real lock held by a real process).
@@ -44,10 +46,34 @@ int HoldWriteLock(const std::string& file) {
   return 0;
 }
 
+int Records(const std::string& dir) {
+  auto memory = tmcra::db::Database::Open({dir + "/memory.db"});
+  if (!memory) {
+    std::cerr << "cannot open the memory store in " << dir << "\n";
+    return 1;
+  }
+  json out = json::array();
+  auto st = (*memory)->Prepare(
+      "SELECT scope_name, session_id, message_id, role, content FROM records ORDER BY event_seq");
+  if (!st) {
+    std::cerr << st.error().message << "\n";
+    return 1;
+  }
+  for (;;) {
+    auto row = st->Step();
+    if (!row || !*row) break;
+    out.push_back({{"scope_name", st->Text(0)}, {"session_id", st->Text(1)},
+                   {"message_id", st->Text(2)}, {"role", st->Text(3)}, {"content", st->Text(4)}});
+  }
+  std::cout << out.dump() << std::endl;  // stdout-ok: a test tool
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--hold-write-lock") return HoldWriteLock(argv[2]);
+  if (argc == 3 && std::string(argv[1]) == "--records") return Records(argv[2]);
   if (argc != 2) {
-    std::cerr << "usage: tmcra-store-check DATA_DIR | --hold-write-lock DB_FILE\n";
+    std::cerr << "usage: tmcra-store-check DATA_DIR | --records DATA_DIR | --hold-write-lock DB_FILE\n";
     return 2;
   }
   const std::string dir = argv[1];
