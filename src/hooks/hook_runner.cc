@@ -143,13 +143,18 @@ std::vector<MemoryBlock> RecallAllScopes(const HookDeps& deps, const std::string
 
 // The answer that gives `blocks` to the session's model, minus what it has. Recorded as given
 // only once printed (RecordGiven).
-HookAnswer GiveBlocks(Event event, const std::vector<MemoryBlock>& blocks,
+// What the model has: the memory given to the session (recorded by the hooks) and the memory
+// its transcript holds since the last compaction (a resumed or forked conversation carries
+// what it was given under another session id).
+HookAnswer GiveBlocks(const HookInput& in, const std::vector<MemoryBlock>& blocks,
                       const std::string& session, HookDeps& deps) {
+  const Event event = in.event;
   HookAnswer answer;
   auto outbox = deps.tools.delivery->outbox();
   if (!outbox) return answer;
   auto given = (*outbox)->InjectedBlocks(session);
   if (!given) return answer;
+  if (!in.transcript_path.empty()) given->merge(GivenMemoryIds(in.transcript_path));
   Envelope envelope = BuildEnvelope(blocks, *given, session, deps.options.context_bytes);
   if (event == Event::kUserPromptSubmit) {
     // For the status line: what the newest prompt was given.
@@ -238,13 +243,16 @@ Result<HookAnswer> OnSessionStart(const HookInput& in, HookDeps& deps) {
   auto outbox = deps.tools.delivery->outbox();
   if (!outbox) return outbox.error();
   const std::string session = MemorySession(in);
-  // After a compaction or a clear, the memory given before is no longer in the model's context.
-  if (in.source == "compact" || in.source == "clear") {
+  // After a compaction or a clear, the memory given before is no longer in the model's context;
+  // nor after Codex resumes a session (it does not carry hook context into the resumed
+  // conversation; Claude Code does, under a new session id, and its transcript says so).
+  if (in.source == "compact" || in.source == "clear" ||
+      (in.host == Host::kCodex && in.source == "resume")) {
     if (auto s = (*outbox)->ForgetInjectedBlocks(session); !s) return s.error();
   }
   HookAnswer answer;
   if (deps.options.session_brief && MayRead(deps, deps.options.store_scope, session)) {
-    answer = GiveBlocks(in.event, BriefBlocks(**outbox, deps), session, deps);
+    answer = GiveBlocks(in, BriefBlocks(**outbox, deps), session, deps);
   }
   DeliverPending(deps);
   return answer;
@@ -280,7 +288,7 @@ Result<HookAnswer> OnPrompt(const HookInput& in, HookDeps& deps) {
   }
   TMCRA_FAILPOINT("hook.prepare.after_bind");
   if (query.empty() || IsTrivialPrompt(query, deps.options.min_prompt_chars)) return HookAnswer{};
-  return GiveBlocks(in.event, RecallAllScopes(deps, session, query), session, deps);
+  return GiveBlocks(in, RecallAllScopes(deps, session, query), session, deps);
 }
 
 // The transcript's last prompt, filtered; nullopt when there is no transcript to ask.

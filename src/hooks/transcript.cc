@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -130,6 +132,32 @@ Result<std::vector<TranscriptTurn>> ReadTranscript(Host host, const std::string&
     }
   }
   return turns;
+}
+
+std::set<std::string> GivenMemoryIds(const std::string& path, size_t max_bytes) {
+  std::set<std::string> ids;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return ids;
+  const std::streamoff size = in.tellg();
+  const std::streamoff start = size > static_cast<std::streamoff>(max_bytes)
+                                   ? size - static_cast<std::streamoff>(max_bytes) : 0;
+  std::string text(static_cast<size_t>(size - start), '\0');
+  in.seekg(start);
+  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) return ids;
+  // What came before the last compaction is no longer in the model's context.
+  size_t from = 0;
+  for (const char* marker : {"\"isCompactSummary\":true", "\"compact_boundary\"", "\"type\":\"compacted\""}) {
+    if (const size_t at = text.rfind(marker); at != std::string::npos) from = std::max(from, at);
+  }
+  constexpr std::string_view kField = "memory_id=";
+  for (size_t at = text.find(kField, from); at != std::string::npos; at = text.find(kField, at + 1)) {
+    size_t end = at + kField.size();
+    while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) {
+      ++end;
+    }
+    if (end > at + kField.size()) ids.insert("memory:" + text.substr(at + kField.size(), end - at - kField.size()));
+  }
+  return ids;
 }
 
 }  // namespace tmcra::hooks

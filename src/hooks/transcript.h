@@ -5,6 +5,7 @@
 // are skipped; what the host injected (hook context, instructions, tool results) is not a turn.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,10 @@ struct TranscriptTurn {
 [[nodiscard]] Result<std::vector<TranscriptTurn>> ReadTranscript(Host host, const std::string& path,
                                                                bool subagent = false,
                                                                size_t max_bytes = 64u << 20);
+
+// The memory ids ("memory:<id>", as MemoryBlock keys them) the transcript shows the model was
+// given since its last compaction: what the host keeps of hook context in the conversation.
+// Reads at most the last `max_bytes` of the file; empty when it cannot be read.
+std::set<std::string> GivenMemoryIds(const std::string& path, size_t max_bytes = 32u << 20);
 
 }  // namespace tmcra::hooks

@@ -74,6 +74,13 @@ r.onCleanup(() => { for (const h of holders) { try { process.kill(h.pid, 'SIGKIL
 const MARKER = '[[tmcra:recalled-memory]]';
 const FACT = 'cache-7.internal:9040';
 const sha = (s) => crypto.createHash('sha256').update(s).digest('hex');
+// The origin as docs/hooks.md names a project by it: no scheme or user, no trailing "/" or
+// ".git", the host in lower case.
+const normOrigin = (url) => {
+  let u = url.replace(/^[a-z+]+:\/\//i, '').replace(/^[^@/]*@/, '').replace(/\/+$/, '').replace(/\.git$/, '');
+  const slash = u.indexOf('/');
+  return slash < 0 ? u.toLowerCase() : u.slice(0, slash).toLowerCase() + u.slice(slash);
+};
 const secret = () => `AKIA${crypto.randomBytes(8).toString('hex').toUpperCase().replace(/[^A-Z2-7]/g, 'Q').slice(0, 16)}`;
 
 // ---------------------------------------------------------------------------------------------
@@ -159,7 +166,7 @@ async function makeWorld(host, { tmcraCommand = bins.server, label = 'main' } = 
   env.PATH = `${BIN_DIR}${path.delimiter}${env.PATH ?? ''}`;
   env = host === 'claude-code' ? claudeEnv(env, fake) : codexSetup(env, fake);
   const w = { host, home, repo, sub, wt, origin, env, dataDir: env.TMCRA_DATA_DIR, label, tmcraCommand,
-    scope: `acmeproj-${sha(origin).slice(0, 10)}`, turns: [], secrets: [] };
+    scope: `acmeproj-${sha(normOrigin(origin)).slice(0, 10)}`, turns: [], secrets: [] };
   if (STUB) installStub(w);
   else if (SELF_INSTALL) installHooks(w, (e) => `'${tmcraCommand}' hook ${e} --host ${host}`);
   else {
@@ -374,10 +381,12 @@ for (const host of HOSTS) {
     assertTurnCompleted(t2, 'the second resumed turn');
     // The last request holds the session's envelopes in order: the new one last.
     const segments = stringsOf(t2.requests.at(-1).body).flatMap((x) => x.split(MARKER).slice(1));
-    assert.ok(segments.length >= 2, `envelopes in the resumed session: ${segments.length}`);
+    assert.ok(segments.length >= 1, `envelopes in the resumed session: ${segments.length}`);
+    // Every memory the conversation holds was given once: no id in two envelopes (a later
+    // envelope may well give nothing new: the session already has all there is).
     const ids = (seg) => [...seg.matchAll(/memory_id=(rec_[0-9a-f]+)/g)].map((m) => m[1]);
-    const before = new Set(segments.slice(0, -1).flatMap(ids));
-    const again = ids(segments.at(-1)).filter((id) => before.has(id));
+    const all = segments.flatMap(ids);
+    const again = all.filter((id, i) => all.indexOf(id) !== i);
     assert.deepEqual(again, [], `memories given again in the same session:\n${segments.at(-1).slice(0, 3000)}`);
     assertStoredOnce(w.dataDir, w.turns, 'after the resumed turns', { secrets: w.secrets });
   }, { timeoutMs: 70_000 });
@@ -596,9 +605,10 @@ async function killCases() {
       const event = fp.startsWith('hook.prepare.') ? 'UserPromptSubmit' : 'Stop';
       if (host === 'codex') assert.match(t1.res.stderr, new RegExp(`hook: ${event} Failed`), `no failed ${event} hook: ${showRun(t1.res)}`);
       if (event === 'UserPromptSubmit') {
-        // The resumed request carries the session's earlier envelopes; a new one would be one more.
+        // A resumed request carries at most the session's earlier envelopes (Claude Code keeps
+        // them, Codex does not); a new one would be one more.
         const count = (q) => (q ? stringsOf(q.body).join('\n').split(MARKER).length - 1 : 0);
-        assert.equal(count(t1.requests.at(-1)), count(prevRequest), 'an envelope was given after the kill');
+        assert.ok(count(t1.requests.at(-1)) <= count(prevRequest), 'an envelope was given after the kill');
       }
       const t2 = await turn(w, w.sub, `The run after ${fp}: thanks.`, { resume: true });
       assertTurnCompleted(t2, `the run after ${fp}`);
