@@ -348,6 +348,19 @@ Result<std::vector<PreparedTurn>> Outbox::RecentTurns(const std::string& scope_n
   return out;
 }
 
+Result<bool> Outbox::HasCommittedPrompt(const std::string& scope_name,
+                                        const std::string& user_content) {
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare(
+      "SELECT 1 FROM prepared_turns WHERE scope_name = ? AND user_content = ? "
+      "AND state = 'committed' LIMIT 1");
+  if (!st) return st.error();
+  st->Bind(1, scope_name).Bind(2, user_content);
+  auto row = st->Step();
+  if (!row) return row.error();
+  return *row;
+}
+
 Result<std::set<std::string>> Outbox::InjectedBlocks(const std::string& session_id) {
   std::lock_guard lock(mu_);
   auto st = db_->Prepare("SELECT given_key FROM session_injected WHERE session_id = ?");

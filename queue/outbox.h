@@ -150,6 +150,9 @@ class Outbox {
   // user_content, user_timestamp): what this machine's hooks stored there lately.
   [[nodiscard]] Result<std::vector<PreparedTurn>> RecentTurns(const std::string& scope_name,
                                                               int limit);
+  // Whether a committed turn of `scope_name` has this (filtered) prompt, in any session.
+  [[nodiscard]] Result<bool> HasCommittedPrompt(const std::string& scope_name,
+                                                const std::string& user_content);
   // The recalled memory already given to a host session's model, by key (a memory id or a
   // SHA-256, never the text), so a later prompt of the session is not given it again; and marks
   // ("skip:<sha256>") of prompts deliberately not stored. ForgetInjectedBlocks forgets the

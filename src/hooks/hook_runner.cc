@@ -341,13 +341,15 @@ std::optional<std::string> FinalAnswer(const HookInput& in, const std::string& t
   return turns->back().assistant;
 }
 
-// Binds a transcript turn the hooks never saw, under an id from its prompt and answer alone (so
-// a forked or resumed copy of the session maps to the same turn). Returns the id, or empty when
-// nothing is to be stored (stored already, or memory off for the session).
+// Binds a transcript turn the hooks never saw in this session, under an id from its prompt and
+// answer alone. Returns the id, or empty when nothing is to be stored: memory was off for it, or
+// a committed turn of the scope has its prompt (a resumed or forked conversation carries the
+// turns of the session it continues, under a new session id).
 Result<std::string> BindTranscriptTurn(const std::string& prompt, const std::string& answer,
                                        const std::set<std::string>& marks, HookDeps& deps,
                                        const std::string& session) {
-  if (marks.count(SkipMark(Filtered(deps, prompt))) != 0) return std::string();
+  const std::string filtered = Filtered(deps, prompt);
+  if (marks.count(SkipMark(filtered)) != 0) return std::string();
   const std::string turn_id =
       "auto-" + Sha256Hex("transcript" + std::string(1, '\0') + prompt + '\0' + answer).substr(0, 32);
   auto outbox = deps.tools.delivery->outbox();
@@ -355,6 +357,9 @@ Result<std::string> BindTranscriptTurn(const std::string& prompt, const std::str
   auto existing = (*outbox)->GetTurn(turn_id);
   if (!existing) return existing.error();
   if (*existing) return (*existing)->state == "committed" ? std::string() : turn_id;
+  auto stored = (*outbox)->HasCommittedPrompt(deps.options.store_scope, filtered);
+  if (!stored) return stored.error();
+  if (*stored) return std::string();
   const json args{{"turn_id", turn_id},        {"session_id", session},
                   {"user_message_id", turn_id + ":user"}, {"user_content", prompt},
                   {"scope", deps.options.store_scope}};

@@ -347,3 +347,28 @@ TEST_CASE("SessionStart gives a brief only when asked, and PostToolUse stores a 
   f.Run(tool);  // the same call again: stored once
   CHECK(f.Records() == 3);
 }
+
+TEST_CASE("a resumed conversation under a new session id does not store its earlier turns again",
+          "[hooks]") {
+  Fixture f;
+  f.Run(Prompt("old", "How long are the retention windows for audit logs?"));
+  f.Run(Stop("old", "Ninety days."));
+  const std::string path = f.dir.File("resumed.jsonl");
+  {
+    std::ofstream out(path);
+    const auto line = [&out](const char* type, const std::string& text) {
+      out << json{{"type", type}, {"message", {{"role", type}, {"content", text}}}}.dump() << "\n";
+    };
+    line("user", "How long are the retention windows for audit logs?");
+    line("assistant", "Ninety days.");
+    line("user", "And for access logs?");
+    line("assistant", "Thirty days.");
+    line("user", "Thanks, anything else?");
+  }
+  HookInput compact;
+  compact.event = Event::kPreCompact;
+  compact.session_id = "new";
+  compact.transcript_path = path;
+  f.Run(compact);
+  CHECK(f.Records() == 4);  // the access-log turn only
+}
