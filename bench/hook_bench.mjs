@@ -3,6 +3,7 @@
 //
 //   node bench/hook_bench.mjs --build-dir build/bench --stores 10000:DIR,100000:DIR [--runs N]
 //                             [--claude-mem DIR] [--mode auto|hook|standin] [--out DIR]
+//                             [--also NAME=PATH]...   (another tmcra-mcp build beside it)
 //
 // bench/run_hooks.sh builds everything and calls this. For each store size and each of
 // Claude Code's events SessionStart, UserPromptSubmit, Stop and SessionEnd (Claude Code's payload
@@ -21,6 +22,10 @@
 //                  payloads, when --claude-mem is given, under Bun (--bun-dir, default the
 //                  pinned @oven/bun-linux-x64 beside it) against its worker service, started
 //                  before the timed runs (startClaudeMem says why its store is empty).
+// Two phases per store size: the floor and tmcra-mcp (with any --also build) interleaved round
+// by round; then claude-mem, its worker started for that phase only, interleaved with the floor
+// again ("floor (claude-mem phase)"): the worker's background work would otherwise be on the
+// other processes' clocks.
 // Each run is one process started by bench/hook_spawn.c (fork, payload on a pipe, wait4): wall
 // time from fork to wait4 without Node.js on the clock, and the process's peak RSS
 // (ru_maxrss, what /usr/bin/time -f %M prints). Reported: p50/p95 wall time, median peak RSS,
@@ -53,6 +58,10 @@ function parseArgs(argv) {
     else if (a === '--bin') o.bin = next();
     else if (a === '--claude-mem') o.claudeMem = next();
     else if (a === '--bun-dir') o.bunDir = next();
+    else if (a === '--also') {  // NAME=PATH: another tmcra-mcp build, same env and stores (before/after)
+      const [name, bin] = next().split('=');
+      (o.also ??= []).push({ name, bin });
+    }
     else if (a === '--timeout-ms') o.timeoutMs = Number(next());
     else if (a === '--stores') {
       o.stores = next().split(',').map((s) => {
@@ -206,45 +215,65 @@ function main() {
       log(`${store.messages} messages: tmcra-mcp as ${mode === 'hook' ? '`tmcra-mcp hook EVENT`' : 'the MCP stand-in'}`);
       const systems = [
         { name: 'floor', cmd: o.floor, args: () => [], env: { PATH: process.env.PATH }, stdin: (e, s) => JSON.stringify(hookPayload(e, s)) },
-        { name: 'tmcra-mcp', cmd: o.bin, env: tmcraEnv,
+        { name: 'tmcra-mcp', tmcra: true, cmd: o.bin, env: tmcraEnv,
           args: (e) => (mode === 'hook' ? ['hook', e, '--host', 'claude-code'] : []),
           stdin: (e, s) => (mode === 'hook' ? JSON.stringify(hookPayload(e, s)) : standinSession(e, s)) },
       ];
+      for (const other of o.also ?? []) {
+        systems.push({ name: other.name, tmcra: true, cmd: other.bin, env: tmcraEnv,
+          args: (e) => ['hook', e, '--host', 'claude-code'], stdin: (e, s) => JSON.stringify(hookPayload(e, s)) });
+      }
+      const samples = {};
+      const newSamples = (name) => {
+        samples[name] = {};
+        for (const e of EVENTS) samples[name][e] = { ms: [], rss: [], cpu: [], statuses: {}, injected: [], stderr: '' };
+      };
+      for (const sys of systems) newSamples(sys.name);
+      // One untimed round of everything (page cache, the store's first open), then `runs` rounds,
+      // the systems' order rotated each round.
+      const rounds = (phase, list) => {
+        for (let round = -1; round < o.runs; round += 1) {
+          const q = questions[(round + 1) % questions.length];
+          const sid = `bench-${store.messages}-${phase}-${round + 1}-${process.pid}`;
+          const s = { sessionId: sid, cwd, prompt: q.question, turnId: `turn-${sid}`,
+            answer: `Noted. ${q.question} I checked the runbook: the answer is in the notes of that session.`,
+            transcript: path.join(work, `${sid}.jsonl`) };
+          fs.writeFileSync(s.transcript, transcriptLines(sid, cwd, s.prompt, s.answer));
+          const order = list.map((_, i) => list[(i + Math.max(0, round)) % list.length]);
+          for (const e of EVENTS) {
+            for (const sys of order) {
+              const r = runOnce(o, work, sys.cmd, sys.args(e), sys.env, sys.stdin(e, s));
+              if (round < 0) continue;
+              const x = samples[sys.label ?? sys.name][e];
+              x.ms.push(r.ms);
+              x.rss.push(r.rssKib / 1024);
+              x.cpu.push(r.cpuMs);
+              x.statuses[r.status] = (x.statuses[r.status] ?? 0) + 1;
+              if (!x.stderr && r.stderr.trim()) x.stderr = r.stderr.trim().split('\n').slice(0, 3).join(' | ').slice(0, 300);
+              if (e === 'UserPromptSubmit' && sys.tmcra) {
+                x.injected.push(injectedBytes(r.stdout, sys.name === 'tmcra-mcp' ? mode : 'hook'));
+              }
+            }
+          }
+          if (round >= 0 && (round + 1) % 10 === 0) log(`${store.messages} ${phase}: ${round + 1}/${o.runs} rounds`);
+        }
+      };
+      // Phase 1: the floor and tmcra-mcp (and --also builds), interleaved.
+      rounds('tmcra', systems);
+      // Phase 2: claude-mem, interleaved with the floor again. Its worker (a Bun daemon) runs only
+      // in this phase: what it does in the background between hooks would otherwise be on the
+      // other processes' clocks (2 vCPUs).
       let claudeMem = null;
       if (o.claudeMem) {
         claudeMem = startClaudeMem(o, work);
-        if (claudeMem.system) systems.push(claudeMem.system);
-        else results.claude_mem_unavailable = claudeMem.reason;
-      }
-      const samples = {};
-      for (const sys of systems) {
-        samples[sys.name] = {};
-        for (const e of EVENTS) samples[sys.name][e] = { ms: [], rss: [], cpu: [], statuses: {}, injected: [], stderr: '' };
-      }
-      // One untimed round of everything (page cache, the store's first open), then `runs` rounds,
-      // the systems' order rotated each round.
-      for (let round = -1; round < o.runs; round += 1) {
-        const q = questions[(round + 1) % questions.length];
-        const sid = `bench-${store.messages}-${round + 1}-${process.pid}`;
-        const s = { sessionId: sid, cwd, prompt: q.question, turnId: `turn-${sid}`,
-          answer: `Noted. ${q.question} I checked the runbook: the answer is in the notes of that session.`,
-          transcript: path.join(work, `${sid}.jsonl`) };
-        fs.writeFileSync(s.transcript, transcriptLines(sid, cwd, s.prompt, s.answer));
-        const order = systems.map((_, i) => systems[(i + Math.max(0, round)) % systems.length]);
-        for (const e of EVENTS) {
-          for (const sys of order) {
-            const r = runOnce(o, work, sys.cmd, sys.args(e), sys.env, sys.stdin(e, s));
-            if (round < 0) continue;
-            const x = samples[sys.name][e];
-            x.ms.push(r.ms);
-            x.rss.push(r.rssKib / 1024);
-            x.cpu.push(r.cpuMs);
-            x.statuses[r.status] = (x.statuses[r.status] ?? 0) + 1;
-            if (!x.stderr && r.stderr.trim()) x.stderr = r.stderr.trim().split('\n').slice(0, 3).join(' | ').slice(0, 300);
-            if (e === 'UserPromptSubmit' && sys.name === 'tmcra-mcp') x.injected.push(injectedBytes(r.stdout, mode));
-          }
+        if (claudeMem.system) {
+          newSamples('claude-mem');
+          newSamples('floor (claude-mem phase)');
+          const floor = { ...systems[0], label: 'floor (claude-mem phase)' };
+          rounds('claude-mem', [floor, claudeMem.system]);
+        } else {
+          results.claude_mem_unavailable = claudeMem.reason;
         }
-        if (round >= 0 && (round + 1) % 10 === 0) log(`${store.messages}: ${round + 1}/${o.runs} rounds`);
       }
       const summary = {};
       for (const [name, byEvent] of Object.entries(samples)) {
@@ -278,13 +307,14 @@ function report(results, file) {
   for (const size of results.sizes) {
     out.push('', `### ${size.messages} stored messages (tmcra-mcp ${size.mode === 'hook' ? '`hook EVENT`' : 'MCP stand-in'}; ${results.params.runs} processes per cell)`, '');
     const names = Object.keys(size.summary);
-    out.push(`| event | ${names.map((n) => `${n} p50 / p95, ms`).join(' | ')} | ${names.map((n) => `${n} peak RSS, MiB`).join(' | ')} | tmcra-mcp p95 ÷ floor p95 |${names.includes('claude-mem') ? ' claude-mem p95 ÷ tmcra-mcp p95 |' : ''}`);
+    out.push(`| event | ${names.map((n) => `${n} p50 / p95, ms`).join(' | ')} | ${names.map((n) => `${n} peak RSS, MiB`).join(' | ')} | tmcra-mcp ÷ floor, p50 / p95 |${names.includes('claude-mem') ? ' claude-mem ÷ tmcra-mcp, p50 / p95 |' : ''}`);
     out.push(`|---|${names.map(() => '---:').join('|')}|${names.map(() => '---:').join('|')}|---:|${names.includes('claude-mem') ? '---:|' : ''}`);
     for (const e of EVENTS) {
       const cell = (n) => size.summary[n][e];
-      const ratio = cell('tmcra-mcp').p95 / cell('floor').p95;
-      const cm = names.includes('claude-mem') ? ` ${f(cell('claude-mem').p95 / cell('tmcra-mcp').p95, 1)}× |` : '';
-      out.push(`| ${e} | ${names.map((n) => `${f(cell(n).p50)} / ${f(cell(n).p95)}`).join(' | ')} | ${names.map((n) => f(cell(n).rss_mib, 1)).join(' | ')} | ${f(ratio, 1)}× |${cm}`);
+      const ratio = `${f(cell('tmcra-mcp').p50 / cell('floor').p50, 1)}× / ${f(cell('tmcra-mcp').p95 / cell('floor').p95, 1)}×`;
+      const cm = names.includes('claude-mem')
+        ? ` ${f(cell('claude-mem').p50 / cell('tmcra-mcp').p50, 1)}× / ${f(cell('claude-mem').p95 / cell('tmcra-mcp').p95, 1)}× |` : '';
+      out.push(`| ${e} | ${names.map((n) => `${f(cell(n).p50)} / ${f(cell(n).p95)}`).join(' | ')} | ${names.map((n) => f(cell(n).rss_mib, 1)).join(' | ')} | ${ratio} |${cm}`);
     }
     const inj = size.summary['tmcra-mcp'].UserPromptSubmit.injected;
     if (inj) out.push('', `UserPromptSubmit injected bytes per prompt: median ${inj.p50}, min ${inj.min}, max ${inj.max}.`);
