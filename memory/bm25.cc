@@ -313,39 +313,41 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
 
 }  // namespace
 
-RowFacts::RowFacts()
-    : chunks_(new std::atomic<Facts*>[kChunks]),
-      sessions_(new std::atomic<uint32_t*>[kChunks]),
-      occurred_(new std::atomic<double*>[kChunks]),
-      cjk_lengths_(new std::atomic<std::atomic<uint32_t>*>[kChunks]) {
-  for (size_t i = 0; i < kChunks; ++i) {
-    chunks_[i].store(nullptr, std::memory_order_relaxed);
-    sessions_[i].store(nullptr, std::memory_order_relaxed);
-    occurred_[i].store(nullptr, std::memory_order_relaxed);
-    cjk_lengths_[i].store(nullptr, std::memory_order_relaxed);
-  }
-}
+struct RowFacts::Tables {
+  std::atomic<Facts*> chunks[kChunks];
+  std::atomic<uint32_t*> sessions[kChunks];  // per chunk of chunks, set before it
+  std::atomic<double*> occurred[kChunks];    // the same, for occurred_at
+  // Per chunk of chunks, made (zeroed) when a row of it first has CJK text; a row of a chunk
+  // without one has none. Atomic: a row's length goes from 0 to its length when the CJK
+  // index's back-fill reaches a row read before (Engine::RepairCjkIndex), while readers read.
+  std::atomic<std::atomic<uint32_t>*> cjk_lengths[kChunks];
+};
+
+RowFacts::RowFacts() = default;
 
 RowFacts::~RowFacts() {
+  Tables* t = tables_.load(std::memory_order_relaxed);
+  if (t == nullptr) return;
   for (size_t i = 0; i < kChunks; ++i) {
-    delete[] chunks_[i].load(std::memory_order_relaxed);
-    delete[] sessions_[i].load(std::memory_order_relaxed);
-    delete[] occurred_[i].load(std::memory_order_relaxed);
-    delete[] cjk_lengths_[i].load(std::memory_order_relaxed);
+    delete[] t->chunks[i].load(std::memory_order_relaxed);
+    delete[] t->sessions[i].load(std::memory_order_relaxed);
+    delete[] t->occurred[i].load(std::memory_order_relaxed);
+    delete[] t->cjk_lengths[i].load(std::memory_order_relaxed);
   }
 }
 
 std::optional<uint32_t> RowFacts::CjkLength(int64_t rowid) const {
   if (!Get(rowid)) return std::nullopt;  // checks the range and that the row is held
+  const Tables* t = tables_.load(std::memory_order_acquire);  // not null: Get found the row
   const std::atomic<uint32_t>* chunk =
-      cjk_lengths_[static_cast<size_t>(rowid >> kChunkBits)].load(std::memory_order_acquire);
+      t->cjk_lengths[static_cast<size_t>(rowid >> kChunkBits)].load(std::memory_order_acquire);
   if (chunk == nullptr) return 0u;
   return chunk[static_cast<size_t>(rowid & (kChunkSize - 1))].load(std::memory_order_relaxed);
 }
 
 void RowFacts::SetCjkLength(int64_t rowid, uint32_t length) {
   if (rowid <= 0 || static_cast<uint64_t>(rowid >> kChunkBits) >= kChunks) return;
-  auto& slot = cjk_lengths_[static_cast<size_t>(rowid >> kChunkBits)];
+  auto& slot = owned_tables_->cjk_lengths[static_cast<size_t>(rowid >> kChunkBits)];
   std::atomic<uint32_t>* lengths = slot.load(std::memory_order_relaxed);
   if (lengths == nullptr) {
     lengths = new std::atomic<uint32_t>[kChunkSize]();  // zeroed before it is published
@@ -365,7 +367,8 @@ uint32_t RowFacts::HashSession(std::string_view session_id) {
 
 std::optional<uint32_t> RowFacts::SessionHash(int64_t rowid) const {
   if (!Get(rowid)) return std::nullopt;  // checks the range and that the row is held
-  const uint32_t* chunk = sessions_[static_cast<size_t>(rowid >> kChunkBits)].load(
+  const Tables* t = tables_.load(std::memory_order_acquire);  // not null: Get found the row
+  const uint32_t* chunk = t->sessions[static_cast<size_t>(rowid >> kChunkBits)].load(
       std::memory_order_acquire);
   if (chunk == nullptr) return std::nullopt;
   return chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
@@ -373,7 +376,8 @@ std::optional<uint32_t> RowFacts::SessionHash(int64_t rowid) const {
 
 std::optional<double> RowFacts::OccurredAt(int64_t rowid) const {
   if (!Get(rowid)) return std::nullopt;  // checks the range and that the row is held
-  const double* chunk = occurred_[static_cast<size_t>(rowid >> kChunkBits)].load(
+  const Tables* t = tables_.load(std::memory_order_acquire);  // not null: Get found the row
+  const double* chunk = t->occurred[static_cast<size_t>(rowid >> kChunkBits)].load(
       std::memory_order_acquire);
   if (chunk == nullptr) return std::nullopt;
   return chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
@@ -381,14 +385,18 @@ std::optional<double> RowFacts::OccurredAt(int64_t rowid) const {
 
 void RowFacts::Prefetch(int64_t rowid) const {
   if (rowid <= 0 || rowid > highest()) return;
-  const Facts* chunk = chunks_[static_cast<size_t>(rowid >> kChunkBits)].load(
+  const Tables* t = tables_.load(std::memory_order_acquire);
+  if (t == nullptr) return;
+  const Facts* chunk = t->chunks[static_cast<size_t>(rowid >> kChunkBits)].load(
       std::memory_order_acquire);
   if (chunk != nullptr) __builtin_prefetch(chunk + static_cast<size_t>(rowid & (kChunkSize - 1)));
 }
 
 std::optional<RowFacts::Facts> RowFacts::Get(int64_t rowid) const {
   if (rowid <= 0 || rowid > highest()) return std::nullopt;
-  const Facts* chunk = chunks_[static_cast<size_t>(rowid >> kChunkBits)].load(
+  const Tables* t = tables_.load(std::memory_order_acquire);
+  if (t == nullptr) return std::nullopt;
+  const Facts* chunk = t->chunks[static_cast<size_t>(rowid >> kChunkBits)].load(
       std::memory_order_acquire);
   if (chunk == nullptr) return std::nullopt;
   const Facts f = chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
@@ -405,6 +413,11 @@ std::optional<uint32_t> RowFacts::ScopeId(std::string_view scope) const {
 
 Status RowFacts::CatchUp(db::Database& db) {
   std::lock_guard lock(write_mu_);
+  if (!owned_tables_) {
+    owned_tables_ = std::make_unique<Tables>();  // every slot null
+    tables_.store(owned_tables_.get(), std::memory_order_release);
+  }
+  Tables& tables = *owned_tables_;
   const int64_t from = highest_.load(std::memory_order_relaxed);
   auto st = db.Prepare(
       "SELECT r.event_seq, r.scope_name, d.sz, r.session_id, c.sz, r.occurred_at FROM records r "
@@ -437,9 +450,9 @@ Status RowFacts::CatchUp(db::Database& db) {
       last_scope_id = it->second;
       have_scope = true;
     }
-    auto& slot = chunks_[static_cast<size_t>(id >> kChunkBits)];
-    auto& session_slot = sessions_[static_cast<size_t>(id >> kChunkBits)];
-    auto& occurred_slot = occurred_[static_cast<size_t>(id >> kChunkBits)];
+    auto& slot = tables.chunks[static_cast<size_t>(id >> kChunkBits)];
+    auto& session_slot = tables.sessions[static_cast<size_t>(id >> kChunkBits)];
+    auto& occurred_slot = tables.occurred[static_cast<size_t>(id >> kChunkBits)];
     Facts* chunk = slot.load(std::memory_order_relaxed);
     if (chunk == nullptr) {
       session_slot.store(new uint32_t[kChunkSize](), std::memory_order_release);

@@ -104,13 +104,11 @@ class RowFacts {
  private:
   static constexpr uint32_t kMissing = UINT32_MAX;  // in Facts::length: no such row
   std::mutex write_mu_;
-  std::unique_ptr<std::atomic<Facts*>[]> chunks_;
-  std::unique_ptr<std::atomic<uint32_t*>[]> sessions_;  // per chunk of chunks_, set before it
-  std::unique_ptr<std::atomic<double*>[]> occurred_;    // the same, for occurred_at
-  // Per chunk of chunks_, made (zeroed) when a row of it first has CJK text; a row of a chunk
-  // without one has none. Atomic: a row's length goes from 0 to its length when the CJK
-  // index's back-fill reaches a row read before (Engine::RepairCjkIndex), while readers read.
-  std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> cjk_lengths_;
+  // The chunk tables (1 MiB of pointers), made by the first CatchUp: a process that never
+  // fills the copy (a hook recalls once, in SQL) neither allocates nor zeroes them.
+  struct Tables;
+  std::atomic<Tables*> tables_{nullptr};
+  std::unique_ptr<Tables> owned_tables_;  // guarded by write_mu_; published in tables_
   int64_t cjk_through_ = 0;  // the CJK index's watermark when last read; guarded by write_mu_
   void SetCjkLength(int64_t rowid, uint32_t length);  // with write_mu_ held
   std::atomic<int64_t> highest_{0};

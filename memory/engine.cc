@@ -232,17 +232,20 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   engine->options_.read_connections = std::max(1, engine->options_.read_connections);
   engine->reader_permits_ =
       std::make_unique<Permits>(static_cast<unsigned>(engine->options_.read_connections));
-  auto api_db = db::Database::Open({engine->options_.path});
-  if (!api_db) return api_db.error();
-  if (auto s = Migrate(**api_db); !s) return s.error();
+  // One connection, which migrates the store and then serves whichever comes first, a write
+  // (ApiDb) or a read (BorrowReader); the other opens its own when it is needed, and the
+  // worker opens its own in its thread. A new process that only recalls opens the file once.
+  auto first_db = db::Database::Open({engine->options_.path});
+  if (!first_db) return first_db.error();
+  if (auto s = Migrate(**first_db); !s) return s.error();
   engine->row_facts_ = std::make_unique<RowFacts>();
   engine->word_counts_ = std::make_unique<WordCounts>();
   engine->cjk_counts_ = std::make_unique<WordCounts>("records_cjk");
   if (engine->options_.postings_cache_bytes > 0) {
     engine->postings_ = std::make_unique<PostingsCache>(engine->options_.postings_cache_bytes);
   }
-  if (auto s = RegisterBm25(**api_db, engine->row_facts_.get()); !s) return s.error();
-  engine->api_db_ = std::move(*api_db);
+  if (auto s = RegisterBm25(**first_db, engine->row_facts_.get()); !s) return s.error();
+  engine->spare_db_ = std::move(*first_db);
   if (engine->options_.warm_recall) {
     auto reader = engine->BorrowReader();
     if (!reader) return reader.error();
@@ -252,32 +255,64 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
     if (auto s = tx->Commit(); !s) return s.error();
   }
   if (engine->options_.start_worker) {
-    auto worker_db = db::Database::Open({engine->options_.path});
-    if (!worker_db) return worker_db.error();
-    engine->worker_db_ = std::move(*worker_db);
     engine->worker_ = std::thread([e = engine.get()] { e->WorkerLoop(); });
   }
   return engine;
 }
 
-Result<std::unique_ptr<db::Database>> Engine::OpenReader() {
+bool Engine::CatchUpFactsNow(int64_t highest) {
+  if (highest - row_facts_->highest() <= options_.row_facts_lazy_rows) return true;
+  // The first such recall of this engine ranks in SQL; the worker reads the facts when the
+  // process is idle; a later one that still finds them missing reads them itself.
+  if (facts_deferred_.exchange(true)) return true;
+  facts_wanted_.store(true);
+  return false;
+}
+
+std::unique_ptr<db::Database> Engine::TakeSpare() {
+  std::lock_guard lock(spare_mu_);
+  return std::move(spare_db_);
+}
+
+Result<db::Database*> Engine::ApiDb() {
+  if (!api_db_) {
+    std::unique_ptr<db::Database> db = TakeSpare();
+    if (!db) {
+      auto opened = db::Database::Open({options_.path});
+      if (!opened) return opened.error();
+      if (auto s = RegisterBm25(**opened, row_facts_.get()); !s) return s.error();
+      db = std::move(*opened);
+    }
+    api_db_ = std::move(db);
+  }
+  return api_db_.get();
+}
+
+Status Engine::PrepareReader(db::Database& db) {
   // Recall reads many index pages: a 16 MiB page cache keeps the hot ones out of read(2).
-  db::Database::Options reader_options;
-  reader_options.path = options_.path;
-  reader_options.cache_kib = 16 * 1024;
-  reader_options.mmap_bytes = options_.reader_mmap_bytes;
-  auto db = db::Database::Open(reader_options);
-  if (!db) return db.error();
-  if (auto s = RegisterBm25(**db, row_facts_.get()); !s) return s.error();
+  std::string pragmas = "PRAGMA cache_size=-" + std::to_string(16 * 1024) + ";";
+  if (options_.reader_mmap_bytes > 0) {
+    pragmas += " PRAGMA mmap_size=" + std::to_string(options_.reader_mmap_bytes) + ";";
+  }
   // Recall reads the word and CJK indexes' vocabularies (document counts per term) through
   // these tables.
-  if (auto s = (*db)->Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab USING "
-                           "fts5vocab(main, records_fts, 'row');"
-                           "CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_cjk_vocab USING "
-                           "fts5vocab(main, records_cjk, 'row')");
-      !s) {
-    return s.error();
+  pragmas +=
+      "CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab USING "
+      "fts5vocab(main, records_fts, 'row');"
+      "CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_cjk_vocab USING "
+      "fts5vocab(main, records_cjk, 'row')";
+  return db.Exec(pragmas);
+}
+
+Result<std::unique_ptr<db::Database>> Engine::OpenReader() {
+  if (std::unique_ptr<db::Database> spare = TakeSpare()) {
+    if (auto s = PrepareReader(*spare); !s) return s.error();
+    return spare;
   }
+  auto db = db::Database::Open({options_.path});
+  if (!db) return db.error();
+  if (auto s = RegisterBm25(**db, row_facts_.get()); !s) return s.error();
+  if (auto s = PrepareReader(**db); !s) return s.error();
   return std::move(*db);
 }
 
@@ -474,7 +509,9 @@ Result<json> Engine::IngestNow(std::string_view scope, const json& body,
   if (!prepared) return prepared.error();
 
   std::lock_guard lock(api_mu_);
-  db::Database& db = *api_db_;
+  auto api_db = ApiDb();
+  if (!api_db) return api_db.error();
+  db::Database& db = **api_db;
   auto tx = db::Transaction::Immediate(db);
   if (!tx) return tx.error();
   bool created = false;
@@ -535,7 +572,9 @@ Result<json> Engine::IngestBatchNow(std::string_view scope, const json& body,
     return ValidationError("items", "a batch may hold at most 5000 messages in total");
   }
   std::lock_guard lock(api_mu_);
-  db::Database& db = *api_db_;
+  auto api_db = ApiDb();
+  if (!api_db) return api_db.error();
+  db::Database& db = **api_db;
   auto tx = db::Transaction::Immediate(db);
   if (!tx) return tx.error();
   json jobs = json::array();
@@ -593,7 +632,9 @@ Result<json> Engine::GetJob(std::string_view job_id) {
 
 Result<std::optional<std::string>> Engine::ClaimJobForTest(double lease_seconds) {
   std::lock_guard lock(api_mu_);
-  db::Database& db = *api_db_;
+  auto api_db = ApiDb();
+  if (!api_db) return api_db.error();
+  db::Database& db = **api_db;
   auto tx = db::Transaction::Immediate(db);
   if (!tx) return tx.error();
   const double now = NowSeconds();
@@ -914,15 +955,17 @@ Result<bool> Engine::RepairCjkIndex(db::Database& db) {
 
 Result<int> Engine::RunPendingJobs() {
   std::lock_guard lock(api_mu_);
+  auto api_db = ApiDb();
+  if (!api_db) return api_db.error();
   int ran = 0;
   for (;;) {
-    auto r = RunJobs(*api_db_, kJobsPerTransaction);
+    auto r = RunJobs(**api_db, kJobsPerTransaction);
     if (!r) return r.error();
     if (*r == 0) break;
     ran += *r;
   }
   for (;;) {  // and the CJK index's back-fill, as the worker does when idle
-    auto more = RepairCjkIndex(*api_db_);
+    auto more = RepairCjkIndex(**api_db);
     if (!more) return more.error();
     if (!*more) return ran;
   }
@@ -960,7 +1003,9 @@ Result<int> Engine::CompactIndexes() {
   std::lock_guard lock(api_mu_);
   int steps = 0;
   for (;;) {
-    auto r = CompactOnce(*api_db_, /*force=*/true);  // asked for: look whatever the count says
+    auto api_db = ApiDb();
+    if (!api_db) return api_db.error();
+    auto r = CompactOnce(**api_db, /*force=*/true);  // asked for: look whatever the count says
     if (!r) return r.error();
     if (!*r) return steps;
     ++steps;
@@ -1014,10 +1059,34 @@ void Engine::WorkerLoop() {
   std::optional<Clock::time_point> wal_next;  // when BoundWal looks next
   std::chrono::seconds wal_backoff{1};
   Clock::time_point repair_next = Clock::time_point::min();  // when RepairCjkIndex looks next
+  // The first look waits for this process's first job or the first poll: a new process's
+  // first call does not share the CPU and the file's locks with it, and a process that never
+  // writes and lives less than a poll (a hook) never opens the worker's connection.
+  {
+    std::unique_lock lock(worker_mu_);
+    worker_cv_.wait_for(lock, std::chrono::milliseconds(options_.idle_poll_ms),
+                        [this] { return work_signalled_ || stopping_.load(); });
+    work_signalled_ = false;
+  }
   while (!stopping_.load()) {
     bool more = false;
     auto wait = std::chrono::milliseconds(options_.idle_poll_ms);
     try {
+      if (!worker_db_) {
+        auto opened = db::Database::Open({options_.path});
+        if (!opened) {
+          spdlog::warn("memory job worker: {}", opened.error().ToString());
+        } else if (auto s = RegisterBm25(**opened, row_facts_.get()); !s) {
+          spdlog::warn("memory job worker: {}", s.error().ToString());
+        } else {
+          worker_db_ = std::move(*opened);
+        }
+      }
+      if (!worker_db_) {
+        std::unique_lock lock(worker_mu_);
+        worker_cv_.wait_for(lock, wait, [this] { return stopping_.load(); });
+        continue;
+      }
       if (const auto now = Clock::now(); !wal_next || now >= *wal_next) {
         wal_backoff = BoundWal(*worker_db_)
                           ? std::min(wal_backoff * 2, std::chrono::seconds(60))
@@ -1054,7 +1123,18 @@ void Engine::WorkerLoop() {
       // With no job to run, compact a step at a time, looking for jobs between steps.
       if (r && !more) {
         const auto idle = last_job ? Clock::now() - *last_job : Clock::duration::max();
-        if (idle < quiet) {
+        if (idle >= quiet && facts_wanted_.exchange(false)) {
+          // A recall ranked in SQL rather than read every record's facts (CatchUpFactsNow):
+          // read them now, so the next recalls rank from them.
+          if (auto tx = db::Transaction::Deferred(*worker_db_); !tx) {
+            spdlog::warn("memory row facts: {}", tx.error().ToString());
+          } else if (auto read = row_facts_->CatchUp(*worker_db_); !read) {
+            spdlog::warn("memory row facts: {}", read.error().ToString());
+          } else if (auto done = tx->Commit(); !done) {
+            spdlog::warn("memory row facts: {}", done.error().ToString());
+          }
+          more = true;
+        } else if (idle < quiet) {
           wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(quiet - idle));
         } else if (const auto now = Clock::now(); now < retry_at) {
           wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(retry_at - now));
@@ -1080,7 +1160,9 @@ Result<EngineStats> Engine::Stats() {
   EngineStats stats;
   {
     std::lock_guard lock(api_mu_);
-    auto st = api_db_->Prepare(
+    auto api_db = ApiDb();
+    if (!api_db) return api_db.error();
+    auto st = (*api_db)->Prepare(
         "SELECT (SELECT COALESCE(SUM(record_count), 0) FROM scopes), (SELECT COUNT(*) FROM scopes), "
         "(SELECT COUNT(*) FROM jobs WHERE status IN ('pending', 'running')), "
         "(SELECT COUNT(*) FROM jobs WHERE status = 'failed'), "

@@ -68,6 +68,13 @@ struct EngineOptions {
   // Read every record's length and scope for recall ranking (memory/bm25.h) while opening,
   // instead of in the first recall: about 25 ms per 100k records. tmcra-memd does.
   bool warm_recall = false;
+  // Without warm_recall, a recall whose copy of the row facts lacks more records than this
+  // (a new process on a large store: all of them) does not read them first: it ranks in SQL
+  // (the same answers; about 2 ms slower on 100k records, against 25 ms for reading them), and
+  // the worker reads them once the process has been idle for compaction_quiet_ms; a later
+  // recall that finds them still unread reads them itself. A hook is a process per event
+  // that recalls once: it never pays for the copy.
+  int64_t row_facts_lazy_rows = 4096;
   // The worker truncates the write-ahead log once its file passes this many bytes (Engine::
   // BoundWal): readers that always overlap keep SQLite's own checkpoints from ever resetting it.
   int64_t wal_limit_bytes = 32 << 20;
@@ -214,7 +221,20 @@ class Engine {
   filter::ContentFilter filter_;
 
   std::mutex api_mu_;
-  std::unique_ptr<db::Database> api_db_;  // guarded by api_mu_
+  std::unique_ptr<db::Database> api_db_;  // guarded by api_mu_; opened by the first write
+  // The write connection, opened (with api_mu_ held) on first use: the spare, or a new one.
+  [[nodiscard]] Result<db::Database*> ApiDb();
+  // The connection Open migrated the store with, until the first write (ApiDb) or the first
+  // read (BorrowReader) takes it: a process that only recalls, or only writes, opens the file
+  // once.
+  std::mutex spare_mu_;
+  std::unique_ptr<db::Database> spare_db_;  // guarded by spare_mu_
+  [[nodiscard]] std::unique_ptr<db::Database> TakeSpare();
+  // Whether this recall, of a snapshot whose newest record is `highest`, reads the records the
+  // row facts lack first (EngineOptions::row_facts_lazy_rows).
+  bool CatchUpFactsNow(int64_t highest);
+  std::atomic<bool> facts_wanted_{false};    // a recall ranked in SQL: the worker reads them
+  std::atomic<bool> facts_deferred_{false};  // CatchUpFactsNow has said no once
 
   // A read connection borrowed from the pool, given back when destroyed.
   class ReadLease {
@@ -234,6 +254,8 @@ class Engine {
   };
   [[nodiscard]] Result<ReadLease> BorrowReader();
   Result<std::unique_ptr<db::Database>> OpenReader();
+  // What a connection needs to serve recalls (OpenReader's settings, on an open connection).
+  [[nodiscard]] Status PrepareReader(db::Database& db);
   // One permit per read connection (open or not yet opened). A semaphore rather than a
   // condition variable: with many request threads waiting, glibc's condvar signal blocked the
   // returning thread on the condvar's own lock, a context switch per recall. POSIX's, not

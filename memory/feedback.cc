@@ -324,7 +324,9 @@ Result<json> Engine::Evidence(std::string_view scope, std::string_view memory_id
                           .dump());
   }
   std::lock_guard lock(api_mu_);
-  db::Database& db = *api_db_;
+  auto api_db = ApiDb();
+  if (!api_db) return api_db.error();
+  db::Database& db = **api_db;
   auto tx = db::Transaction::Deferred(db);
   if (!tx) return tx.error();
   auto record = db.Prepare(std::string("SELECT ") + kSourceColumns +
@@ -408,7 +410,9 @@ Result<json> Engine::FeedbackNow(std::string_view scope, const json& body,
   const std::string payload_text = CanonicalJson(request->ToJson());
 
   std::lock_guard lock(api_mu_);
-  db::Database& db = *api_db_;
+  auto api_db = ApiDb();
+  if (!api_db) return api_db.error();
+  db::Database& db = **api_db;
   auto tx = db::Transaction::Immediate(db);
   if (!tx) return tx.error();
 

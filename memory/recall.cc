@@ -518,7 +518,9 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   if (auto s = ChooseCjkTerms(db, *cjk_counts_, *highest, terms); !s) return s.error();
   std::vector<std::pair<int64_t, double>> word_hits;
   std::vector<std::pair<int64_t, double>> trigram_hits;
-  if (auto s = row_facts_->CatchUp(db); !s) return s.error();
+  if (CatchUpFactsNow(*highest)) {
+    if (auto s = row_facts_->CatchUp(db); !s) return s.error();
+  }
   const std::string word_documents = DocumentCounts(terms);
   const RankPostings postings{postings_.get(), &terms.words, *highest};
   if (postings_ && !word_documents.empty()) {

@@ -16,6 +16,7 @@
 #include "src/api/retry_policy.h"
 #include "src/common/version.h"
 #include "src/config/identifiers.h"
+#include "src/config/libcurl.h"
 #include "src/config/url.h"
 
 #if LIBCURL_VERSION_NUM < 0x075500
@@ -168,14 +169,58 @@ int OnProgress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t)
 }
 
 // ---------------------------------------------------------------------------------------------
+// The libcurl functions this file calls. libcurl is loaded at run time, by Create (src/config/
+// libcurl.h): a tmcra-mcp with embedded memory never loads it. Every call below goes through
+// Curl(), which Create has filled before any handle exists.
+
+struct CurlFunctions {
+  decltype(&::curl_global_init) global_init = nullptr;
+  decltype(&::curl_version_info) version_info = nullptr;
+  decltype(&::curl_easy_init) easy_init = nullptr;
+  decltype(&::curl_easy_setopt) easy_setopt = nullptr;
+  decltype(&::curl_easy_perform) easy_perform = nullptr;
+  decltype(&::curl_easy_getinfo) easy_getinfo = nullptr;
+  decltype(&::curl_easy_reset) easy_reset = nullptr;
+  decltype(&::curl_easy_cleanup) easy_cleanup = nullptr;
+  decltype(&::curl_easy_strerror) easy_strerror = nullptr;
+  decltype(&::curl_slist_append) slist_append = nullptr;
+  decltype(&::curl_slist_free_all) slist_free_all = nullptr;
+};
+
+Result<CurlFunctions> ResolveCurlFunctions() {
+  CurlFunctions f;
+  for (Status s : {config::ResolveLibcurl(f.global_init, "curl_global_init"),
+                   config::ResolveLibcurl(f.version_info, "curl_version_info"),
+                   config::ResolveLibcurl(f.easy_init, "curl_easy_init"),
+                   config::ResolveLibcurl(f.easy_setopt, "curl_easy_setopt"),
+                   config::ResolveLibcurl(f.easy_perform, "curl_easy_perform"),
+                   config::ResolveLibcurl(f.easy_getinfo, "curl_easy_getinfo"),
+                   config::ResolveLibcurl(f.easy_reset, "curl_easy_reset"),
+                   config::ResolveLibcurl(f.easy_cleanup, "curl_easy_cleanup"),
+                   config::ResolveLibcurl(f.easy_strerror, "curl_easy_strerror"),
+                   config::ResolveLibcurl(f.slist_append, "curl_slist_append"),
+                   config::ResolveLibcurl(f.slist_free_all, "curl_slist_free_all")}) {
+    if (!s) return s.error();
+  }
+  return f;
+}
+
+// Resolved once per process; an error (libcurl missing or too old) is kept and returned again.
+const Result<CurlFunctions>& LoadedCurl() {
+  static const Result<CurlFunctions> loaded = ResolveCurlFunctions();
+  return loaded;
+}
+
+// Only after Create has succeeded (it checks LoadedCurl()).
+const CurlFunctions& Curl() { return *LoadedCurl(); }
 
 struct SlistDeleter {
-  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+  void operator()(curl_slist* list) const { Curl().slist_free_all(list); }
 };
 using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
 
 struct EasyDeleter {
-  void operator()(CURL* h) const { curl_easy_cleanup(h); }
+  void operator()(CURL* h) const { Curl().easy_cleanup(h); }
 };
 using Easy = std::unique_ptr<CURL, EasyDeleter>;
 
@@ -185,7 +230,7 @@ class Setter {
   explicit Setter(CURL* h) : h_(h) {}
   template <class T>
   Setter& operator()(CURLoption option, T value) {
-    if (rc_ == CURLE_OK) rc_ = curl_easy_setopt(h_, option, value);
+    if (rc_ == CURLE_OK) rc_ = Curl().easy_setopt(h_, option, value);
     return *this;
   }
   CURLcode rc() const { return rc_; }
@@ -328,7 +373,7 @@ struct HttpMemoryApi::Impl {
   MissingEndpoint jobs_batch;    // POST /v1/jobs/batch (tmcra-memd's)
 
   ~Impl() {
-    for (CURL* h : idle) curl_easy_cleanup(h);
+    for (CURL* h : idle) Curl().easy_cleanup(h);
   }
 
   Easy Acquire() {
@@ -340,14 +385,14 @@ struct HttpMemoryApi::Impl {
         return Easy(h);
       }
     }
-    return Easy(curl_easy_init());
+    return Easy(Curl().easy_init());
   }
 
   void Release(Easy handle) {
     if (!handle) return;
     // Drop every pointer into the finished request (callback data, headers, body, error
     // buffer); the connections, DNS cache and TLS state stay with the handle.
-    curl_easy_reset(handle.get());
+    Curl().easy_reset(handle.get());
     std::lock_guard lock(pool_mu);
     if (idle.size() < kMaxIdleHandles) idle.push_back(handle.release());
   }
@@ -399,7 +444,7 @@ struct HttpMemoryApi::Impl {
         stalled ? "the answer slowed below " + std::to_string(options.low_speed_limit) +
                       " bytes/s for " + std::to_string(options.low_speed_time.count()) + " s"
         : errbuf != nullptr && errbuf[0] != '\0' ? std::string(errbuf)
-                                                 : std::string(curl_easy_strerror(code));
+                                                 : std::string(Curl().easy_strerror(code));
     detail = wire::SafeText(Scrub(std::move(detail)), 500);
     detail += " [curl " + std::to_string(static_cast<int>(code)) + "]";
     if (connected) {
@@ -443,7 +488,7 @@ struct HttpMemoryApi::Impl {
 
     Slist headers;
     const auto add = [&](const std::string& line) {
-      curl_slist* next = curl_slist_append(headers.get(), line.c_str());
+      curl_slist* next = Curl().slist_append(headers.get(), line.c_str());
       if (next != nullptr) {
         (void)headers.release();
         headers.reset(next);
@@ -487,16 +532,16 @@ struct HttpMemoryApi::Impl {
     if (rc != CURLE_OK || !headers_ok) {
       result.outcome.kind = AttemptKind::kFatal;
       Error error = Error::Internal(std::string("the HTTP client could not be configured: ") +
-                                    (headers_ok ? curl_easy_strerror(rc) : "out of memory"));
+                                    (headers_ok ? Curl().easy_strerror(rc) : "out of memory"));
       error.api_code = std::string(kClientSetupError);
       result.error = std::move(error);
       Release(std::move(h));
       return result;
     }
 
-    const CURLcode code = curl_easy_perform(h.get());
+    const CURLcode code = Curl().easy_perform(h.get());
     long status = 0;
-    curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &status);
+    Curl().easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &status);
     Release(std::move(h));  // before `headers`, `ex` and `errbuf` go away
 
     // Redacted before it is cut (a cut key would no longer be recognised).
@@ -711,9 +756,10 @@ Result<std::unique_ptr<HttpMemoryApi>> HttpMemoryApi::Create(HttpOptions options
     return Error::Invalid("low_speed_limit, low_speed_time: must not be negative");
   }
 
-  std::call_once(g_curl_once, [] { g_curl_init = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (const auto& curl = LoadedCurl(); !curl) return curl.error();
+  std::call_once(g_curl_once, [] { g_curl_init = Curl().global_init(CURL_GLOBAL_DEFAULT); });
   if (g_curl_init != CURLE_OK) return Error::Internal("libcurl could not be initialised");
-  const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
+  const curl_version_info_data* info = Curl().version_info(CURLVERSION_NOW);
   if (info == nullptr || info->version_num < 0x075500) {
     return Error::Internal("libcurl 7.85 or newer is required");
   }
@@ -884,7 +930,7 @@ Result<json> HttpMemoryApi::Stats() {
     if (!guard) return impl_->Blocked(guard.error(), /*earlier_reached=*/false);
   }
   // A handle of its own: a connect-only connection cannot serve requests afterwards.
-  Easy h(curl_easy_init());
+  Easy h(Curl().easy_init());
   if (!h) return Error::Internal("the HTTP client could not create a handle");
   Exchange ex;
   ex.body_limit = 0;
@@ -897,15 +943,15 @@ Result<json> HttpMemoryApi::Stats() {
   if (rc == CURLE_OK) rc = set.rc();
   if (rc != CURLE_OK) {
     Error error = Error::Internal(std::string("the HTTP client could not be configured: ") +
-                                  curl_easy_strerror(rc));
+                                  Curl().easy_strerror(rc));
     error.api_code = std::string(kClientSetupError);
     return error;
   }
-  const CURLcode code = curl_easy_perform(h.get());
+  const CURLcode code = Curl().easy_perform(h.get());
   if (code != CURLE_OK) return impl_->Scrubbed(impl_->TransportError(code, errbuf, false));
   curl_off_t micros = 0;
   const bool tls = impl_->protocols == "https";
-  curl_easy_getinfo(h.get(), tls ? CURLINFO_APPCONNECT_TIME_T : CURLINFO_CONNECT_TIME_T, &micros);
+  Curl().easy_getinfo(h.get(), tls ? CURLINFO_APPCONNECT_TIME_T : CURLINFO_CONNECT_TIME_T, &micros);
   return json{{"endpoint", impl_->base},
               {"checked", tls ? "tls_handshake" : "tcp_connect"},
               {"connect_ms", static_cast<int64_t>(micros / 1000)}};

@@ -52,9 +52,13 @@ constexpr const char* kHelp =
 // that double as they grow) then faulted its pages in anew on every call, a tenth of the
 // process's CPU per tmcra_recall. Up to 1 MiB comes from the heap, and up to 8 MiB of free heap
 // is kept (fixed values also stop glibc from moving the thresholds as it goes).
+// One arena for all threads: each thread that allocates (a tool call's pooled thread, the
+// delivery thread, the engine's worker) otherwise gets an arena of its own, whose freed pages
+// the others never reuse; the tool calls of one host rarely overlap, so they hardly contend.
 void TuneAllocator() {
   mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
   mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
+  mallopt(M_ARENA_MAX, 1);
 }
 
 int main(int argc, char** argv) {

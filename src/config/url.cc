@@ -1,8 +1,11 @@
 // libcurl is used here only for its URL parser (curl_url), so that what we accept is exactly
-// what the transfer will connect to. No transfer happens in this file.
+// what the transfer will connect to. No transfer happens in this file. libcurl is loaded at run
+// time (src/config/libcurl.h), only when a base URL is checked, i.e. for a remote memory.
 #include "src/config/url.h"
 
 #include <curl/curl.h>
+
+#include "src/config/libcurl.h"
 
 #include <memory>
 #include <optional>
@@ -142,17 +145,43 @@ std::string PathProblem(std::string_view path) {
   return {};
 }
 
-struct CurlUrlDeleter {
-  void operator()(CURLU* handle) const { curl_url_cleanup(handle); }
+// The libcurl functions this file calls, resolved once (libcurl.h).
+struct UrlFunctions {
+  decltype(&::curl_url) url = nullptr;
+  decltype(&::curl_url_set) url_set = nullptr;
+  decltype(&::curl_url_get) url_get = nullptr;
+  decltype(&::curl_url_cleanup) url_cleanup = nullptr;
+  decltype(&::curl_free) free = nullptr;
 };
 
-std::optional<std::string> CurlPart(CURLU* handle, CURLUPart part, unsigned int flags = 0) {
+Result<const UrlFunctions*> Curl() {
+  static const Result<UrlFunctions> loaded = []() -> Result<UrlFunctions> {
+    UrlFunctions f;
+    for (Status s : {ResolveLibcurl(f.url, "curl_url"), ResolveLibcurl(f.url_set, "curl_url_set"),
+                     ResolveLibcurl(f.url_get, "curl_url_get"),
+                     ResolveLibcurl(f.url_cleanup, "curl_url_cleanup"),
+                     ResolveLibcurl(f.free, "curl_free")}) {
+      if (!s) return s.error();
+    }
+    return f;
+  }();
+  if (!loaded) return loaded.error();
+  return &*loaded;
+}
+
+struct CurlUrlDeleter {
+  const UrlFunctions* curl;
+  void operator()(CURLU* handle) const { curl->url_cleanup(handle); }
+};
+
+std::optional<std::string> CurlPart(const UrlFunctions& curl, CURLU* handle, CURLUPart part,
+                                    unsigned int flags = 0) {
   char* value = nullptr;
-  if (curl_url_get(handle, part, &value, flags) != CURLUE_OK || value == nullptr) {
+  if (curl.url_get(handle, part, &value, flags) != CURLUE_OK || value == nullptr) {
     return std::nullopt;
   }
   std::string out(value);
-  curl_free(value);
+  curl.free(value);
   return out;
 }
 
@@ -253,22 +282,24 @@ Result<BaseUrl> ValidateBaseUrl(std::string_view url, bool local_mode, std::stri
 
   // The same URL through libcurl's parser must give the same scheme, host, port and path, with
   // no user, query, fragment or zone id: no parser differential between check and transfer.
-  std::unique_ptr<CURLU, CurlUrlDeleter> handle(curl_url());
+  auto curl = Curl();
+  if (!curl) return curl.error();
+  std::unique_ptr<CURLU, CurlUrlDeleter> handle((*curl)->url(), CurlUrlDeleter{*curl});
   if (!handle) return Error::Internal("out of memory parsing a URL");
-  if (curl_url_set(handle.get(), CURLUPART_URL, out.url.c_str(), CURLU_DISALLOW_USER) !=
+  if ((*curl)->url_set(handle.get(), CURLUPART_URL, out.url.c_str(), CURLU_DISALLOW_USER) !=
       CURLUE_OK) {
     return fail("libcurl cannot parse it");
   }
-  const auto curl_scheme = CurlPart(handle.get(), CURLUPART_SCHEME);
-  const auto curl_host = CurlPart(handle.get(), CURLUPART_HOST);
-  const auto curl_port = CurlPart(handle.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT);
-  const auto curl_path = CurlPart(handle.get(), CURLUPART_PATH);
-  const bool extra = CurlPart(handle.get(), CURLUPART_USER) ||
-                     CurlPart(handle.get(), CURLUPART_PASSWORD) ||
-                     CurlPart(handle.get(), CURLUPART_OPTIONS) ||
-                     CurlPart(handle.get(), CURLUPART_QUERY) ||
-                     CurlPart(handle.get(), CURLUPART_FRAGMENT) ||
-                     CurlPart(handle.get(), CURLUPART_ZONEID);
+  const auto curl_scheme = CurlPart(**curl, handle.get(), CURLUPART_SCHEME);
+  const auto curl_host = CurlPart(**curl, handle.get(), CURLUPART_HOST);
+  const auto curl_port = CurlPart(**curl, handle.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT);
+  const auto curl_path = CurlPart(**curl, handle.get(), CURLUPART_PATH);
+  const bool extra = CurlPart(**curl, handle.get(), CURLUPART_USER) ||
+                     CurlPart(**curl, handle.get(), CURLUPART_PASSWORD) ||
+                     CurlPart(**curl, handle.get(), CURLUPART_OPTIONS) ||
+                     CurlPart(**curl, handle.get(), CURLUPART_QUERY) ||
+                     CurlPart(**curl, handle.get(), CURLUPART_FRAGMENT) ||
+                     CurlPart(**curl, handle.get(), CURLUPART_ZONEID);
   if (!extra && curl_host && out.host.front() == '[' && Lower(*curl_host) != out.host) {
     // libcurl shortens an IPv6 address (RFC 5952); the URL must already be what it sends.
     return fail("write the IPv6 address in its shortest form, " + Lower(*curl_host));

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -93,6 +94,51 @@ TEST_CASE("end of input ends the process with 0 within a second", "[process][lif
   CHECK(ExitedZero(status));
   CHECK(std::chrono::steady_clock::now() - start < 1s);
 }
+
+TEST_CASE("embedded memory never loads libcurl, even after a tool call", "[process][startup]") {
+  // libcurl and the ~30 libraries it pulls in are loaded at run time, for a remote memory only
+  // (src/config/libcurl.h): a hook is a new process per event and pays for every library.
+  tmcra::testing::TempDir home;
+  Subprocess p({TMCRA_MCP_BIN}, IsolatedEnv(home));
+  p.WriteLine(kInit);
+  REQUIRE(p.ReadLine());
+  p.WriteLine(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"tmcra_status",)"
+              R"("arguments":{}}})");
+  REQUIRE(p.ReadLine());
+  std::string maps;
+  {
+    FILE* file = std::fopen(("/proc/" + std::to_string(p.pid()) + "/maps").c_str(), "r");
+    REQUIRE(file != nullptr);
+    char buffer[4096];
+    size_t got = 0;
+    while ((got = std::fread(buffer, 1, sizeof buffer, file)) > 0) maps.append(buffer, got);
+    std::fclose(file);
+  }
+  CHECK(maps.find("libcurl") == std::string::npos);
+  CHECK(maps.find("libgnutls") == std::string::npos);
+  CHECK(maps.find("libssl") == std::string::npos);
+  p.CloseStdin();
+  CHECK(ExitedZero(p.Wait(5s)));
+}
+
+#ifdef TMCRA_ENABLE_FAILPOINTS
+TEST_CASE("remote memory without libcurl is a configuration error naming it", "[process][startup]") {
+  // Test builds let the loader look for a library that does not exist.
+  tmcra::testing::TempDir home;
+  auto env = IsolatedEnv(home);
+  env["TMCRA_API_KEY"] = "tmcra_test_key_0123456789abcdef";
+  env["TMCRA_TEST_LIBCURL_SONAME"] = "libtmcra-no-such-curl.so.4";
+  Subprocess p({TMCRA_MCP_BIN}, env);
+  auto status = p.Wait(5s);
+  REQUIRE(status);
+  CHECK(WIFEXITED(*status));  // an exit, not a crash
+  CHECK(WEXITSTATUS(*status) == 1);
+  const std::string err = p.Stderr();
+  INFO(err);
+  CHECK(err.find("remote memory needs libcurl") != std::string::npos);
+  CHECK(err.find("libtmcra-no-such-curl.so.4") != std::string::npos);
+}
+#endif
 
 TEST_CASE("SIGTERM during a long call exits 0 within a second", "[process][lifecycle]") {
   tmcra::testing::TempDir home;

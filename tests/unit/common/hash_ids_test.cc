@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+
 #include <regex>
 #include <set>
 #include <string>
@@ -19,6 +21,30 @@ TEST_CASE("SHA-256 hex matches known digests", "[common][sha256]") {
         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   CHECK(tmcra::Sha256Hex("abc") ==
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_CASE("SHA-256: the SHA-extension and portable code agree at every tail length",
+          "[common][sha256]") {
+  // Lengths around every padding case (one or two final blocks), and a long input; whichever
+  // code this CPU runs (the SHA extensions where it has them) against the portable one.
+  uint32_t seed = 12345;
+  const auto next = [&] {
+    seed = seed * 1103515245u + 12345u;
+    return static_cast<char>(seed >> 16);
+  };
+  for (size_t length = 0; length < 300; ++length) {
+    std::string bytes(length, '\0');
+    for (char& c : bytes) c = next();
+    INFO("length " << length);
+    CHECK(tmcra::Sha256Hex(bytes) == tmcra::Sha256HexPortable(bytes));
+  }
+  std::string large(100003, '\0');
+  for (char& c : large) c = next();
+  CHECK(tmcra::Sha256Hex(large) == tmcra::Sha256HexPortable(large));
+  CHECK(tmcra::Sha256HexPortable("abc") ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(tmcra::Sha256Hex(std::string(1000000, 'a')) ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 TEST_CASE("SHA-256 gives the same digests on many threads at once", "[common][sha256]") {
