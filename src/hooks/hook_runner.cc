@@ -144,8 +144,8 @@ std::vector<MemoryBlock> RecallAllScopes(const HookDeps& deps, const std::string
 // The answer that gives `blocks` to the session's model, minus what it has. Recorded as given
 // only once printed (RecordGiven).
 // What the model has: the memory given to the session (recorded by the hooks) and the memory
-// its transcript holds since the last compaction (a resumed or forked conversation carries
-// what it was given under another session id).
+// its transcript holds since the last compaction (a forked conversation carries what it was
+// given under another session id).
 HookAnswer GiveBlocks(const HookInput& in, const std::vector<MemoryBlock>& blocks,
                       const std::string& session, HookDeps& deps) {
   const Event event = in.event;
@@ -243,9 +243,9 @@ Result<HookAnswer> OnSessionStart(const HookInput& in, HookDeps& deps) {
   auto outbox = deps.tools.delivery->outbox();
   if (!outbox) return outbox.error();
   const std::string session = MemorySession(in);
-  // After a compaction or a clear, the memory given before is no longer in the model's context;
-  // nor after Codex resumes a session (it does not carry hook context into the resumed
-  // conversation; Claude Code does, under a new session id, and its transcript says so).
+  // After a compaction or a clear, the memory given before is no longer in the model's context.
+  // A resumed Codex request was seen without the hook context given before: the transcript
+  // alone then says what the model has.
   if (in.source == "compact" || in.source == "clear" ||
       (in.host == Host::kCodex && in.source == "resume")) {
     if (auto s = (*outbox)->ForgetInjectedBlocks(session); !s) return s.error();
