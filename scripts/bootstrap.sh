@@ -130,7 +130,7 @@ ctest --preset ci
 # Every process of the tsan run (tests and the servers they start) writes its reports to
 # build/tsan/tsan-report.<pid> (CMakePresets.json), so a race in a child process whose exit
 # code a test does not look at still fails the run.
-log "unit, integration and peer tests again under ThreadSanitizer (not the stress tests: they drive the release binary)"
+log "unit, integration and peer tests again under ThreadSanitizer (not the stress tests, which drive the release binary, nor the real-host end-to-end tests, label e2e)"
 rm -f build/tsan/tsan-report.*
 tsan_rc=0
 ctest --preset tsan || tsan_rc=$?
