@@ -128,11 +128,10 @@ std::string CurrentDir() {
 }
 
 // The hook's options: scopes from the settings and the payload's cwd, caps from the environment.
-Result<hooks::HookOptions> Options(const hooks::HookInput& input, Clock::time_point deadline) {
-  auto settings = config::LoadSettings(config::ProcessEnv(), std::chrono::system_clock::now());
-  if (!settings) return settings.error();
+Result<hooks::HookOptions> Options(const hooks::HookInput& input, const config::Settings& settings,
+                                   Clock::time_point deadline) {
   const std::string cwd = input.cwd.empty() ? CurrentDir() : input.cwd;
-  const ScopeChoice scope = ChooseScope(*settings, cwd, HomeDir(), /*use_project=*/true);
+  const ScopeChoice scope = ChooseScope(settings, cwd, HomeDir(), /*use_project=*/true);
   if (scope.scope.empty()) {
     return Error::Invalid("no scope: set TMCRA_DEFAULT_SCOPE for a remote memory outside a project");
   }
@@ -140,7 +139,7 @@ Result<hooks::HookOptions> Options(const hooks::HookInput& input, Clock::time_po
   options.store_scope = scope.scope;
   options.recall_scopes = {scope.scope};
   // Memory stored before the project scope existed stays in reach.
-  if (scope.project && !settings->remote()) options.recall_scopes.push_back("personal");
+  if (scope.project && !settings.remote()) options.recall_scopes.push_back("personal");
   if (auto bytes = EnvNumber("TMCRA_HOOK_CONTEXT_BYTES", 0, kMaxContextBytes)) {
     options.context_bytes = static_cast<size_t>(*bytes);
   }
@@ -196,17 +195,17 @@ void RunEvent(const Invocation& call, Clock::time_point start, milliseconds budg
     spdlog::warn("hook {}: {}; nothing done", event, input.error().message);
     return;
   }
-  auto options = Options(*input, deadline);
-  if (!options) {
-    spdlog::warn("hook {}: {}; nothing done", event, options.error().message);
-    return;
-  }
   AppOptions app_options;
   app_options.background_delivery = false;
   app_options.request_timeout = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
   auto app = BuildApp(app_options);
   if (!app) {
     spdlog::warn("hook {}: {}; nothing done", event, app.error().message);
+    return;
+  }
+  auto options = Options(*input, app->settings, deadline);
+  if (!options) {
+    spdlog::warn("hook {}: {}; nothing done", event, options.error().message);
     return;
   }
   hooks::HookDeps deps{app->tool_deps, *options};

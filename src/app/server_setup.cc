@@ -217,6 +217,7 @@ Result<App> BuildApp(const AppOptions& app_options) {
                                                            app.delivery.get(),
                                                            app.filter_tally.get()});
   app.tool_deps = deps;
+  app.settings = settings;
   return app;
 }
 

@@ -36,6 +36,7 @@ struct App {
   // (config/project_scope.h) rather than configured or personal.
   std::string default_scope;
   bool project_scope = false;
+  config::Settings settings;  // as loaded from the environment and config files
 };
 
 // What a caller other than main() may change: the fuzzer runs the tools on its own thread.

@@ -146,15 +146,24 @@ std::vector<MemoryBlock> RecallAllScopes(const HookDeps& deps, const std::string
 // What the model has: the memory given to the session (recorded by the hooks) and the memory
 // its transcript holds since the last compaction (a forked conversation carries what it was
 // given under another session id).
+// The transcript is read once per session and context (until a compaction or clear forgets the
+// recorded keys, kTranscriptRead with them): what it holds is recorded with the answer, so later
+// prompts find it in the outbox instead of reading the file again.
 HookAnswer GiveBlocks(const HookInput& in, const std::vector<MemoryBlock>& blocks,
                       const std::string& session, HookDeps& deps) {
+  constexpr std::string_view kTranscriptRead = "transcript:read";
   const Event event = in.event;
   HookAnswer answer;
   auto outbox = deps.tools.delivery->outbox();
   if (!outbox) return answer;
   auto given = (*outbox)->InjectedBlocks(session);
   if (!given) return answer;
-  if (!in.transcript_path.empty()) given->merge(GivenMemoryIds(in.transcript_path));
+  std::set<std::string> held;
+  if (!in.transcript_path.empty() && given->count(std::string(kTranscriptRead)) == 0) {
+    held = GivenMemoryIds(in.transcript_path);
+    held.emplace(kTranscriptRead);
+    given->insert(held.begin(), held.end());
+  }
   Envelope envelope = BuildEnvelope(blocks, *given, session, deps.options.context_bytes);
   if (event == Event::kUserPromptSubmit) {
     // For the status line: what the newest prompt was given.
@@ -167,6 +176,7 @@ HookAnswer GiveBlocks(const HookInput& in, const std::vector<MemoryBlock>& block
   answer.output = ContextOutput(event, envelope.text);
   answer.session = session;
   answer.given = std::move(envelope.keys);
+  answer.given.insert(answer.given.end(), held.begin(), held.end());
   return answer;
 }
 
@@ -392,9 +402,10 @@ Status StoreUnstoredTurns(const HookInput& in, const std::vector<TranscriptTurn>
     if (prompt.empty() || prompt.front() == '/' || CodePointLength(prompt) > kMaxMessageChars) {
       continue;
     }
-    const size_t occurrence = seen[Filtered(deps, prompt)]++;
+    const std::string filtered = Filtered(deps, prompt);
+    const size_t occurrence = seen[filtered]++;
     if (turns[i].assistant.empty()) continue;
-    const auto& same = by_text[Filtered(deps, prompt)];
+    const auto& same = by_text[filtered];
     Result<std::string> turn_id = std::string();
     if (occurrence < same.size()) {
       if (same[occurrence]->state == "committed") continue;
