@@ -29,8 +29,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_stats.h"
-#include "src/common/json_reader.h"
-#include "src/common/sha256.h"
+#include "base/json_reader.h"
+#include "base/sha256.h"
 #include "src/controls/memory_controls.h"
 
 namespace {

@@ -6,18 +6,18 @@
 //                            [--remote URL --key-file F --ca CA [--verify-store MEMORY_DB]]
 //
 // floor: the physical floor of a durable write on this disk. A fresh SQLite file opened through
-//   src/db (WAL, synchronous=FULL, as memory.db and outbox.sqlite3 are), then N times
+//   base (WAL, synchronous=FULL, as memory.db and outbox.sqlite3 are), then N times
 //   BEGIN IMMEDIATE; INSERT one row of BYTES; COMMIT, each timed (about one fdatasync of the WAL).
 //
 // delivery: background delivery throughput. Fills DIR/outbox.sqlite3 with N pending turn items
 //   (one bulk transaction: setup, not timed) next to an empty embedded store DIR/memory.db, then
 //   wires queue::DeliveryService + tools::MemoryApiSender + api::EmbeddedMemoryApi exactly as
-//   src/app/server_setup.cc does, starts background delivery and times it until every item is
+//   src/app/app_wiring.cc does, starts background delivery and times it until every item is
 //   succeeded (or dead-lettered). Checks afterwards that the store holds every message once.
 //   --recall-bytes stores a prepared recall of about B bytes with each item, as a turn committed
 //   after tmcra_turn_prepare has (the default 0 is an item as tmcra_ingest enqueues it).
 //   --remote: the memory is a tmcra-memd (or any Memory API) over HTTPS instead: an
-//   api::HttpMemoryApi with the options src/app/server_setup.cc gives it in remote mode (service
+//   api::HttpMemoryApi with the options src/app/app_wiring.cc gives it in remote mode (service
 //   mode, the default timeout and attempts, CA = --ca, the key read from --key-file, which must
 //   not be readable by group or others; never from argv; no connection guard, which checks
 //   settings this driver does not have). DIR then holds only the outbox. The store check reads
@@ -47,9 +47,9 @@
 #include "queue/outbox.h"
 #include "src/api/embedded_memory_api.h"
 #include "src/api/http_memory_api.h"
-#include "src/common/canonical_json.h"
-#include "src/common/process_owner.h"
-#include "src/db/sqlite_db.h"
+#include "base/canonical_json.h"
+#include "base/process_owner.h"
+#include "base/sqlite_db.h"
 #include "src/tools/outbox_sender.h"
 
 using json = nlohmann::json;
@@ -226,7 +226,7 @@ int Delivery(const std::map<std::string, std::string>& args) {
   }
   const double fill_ms = Ms(Clock::now() - fill_start);
 
-  // As src/app/server_setup.cc wires them: embedded, or remote (HttpMemoryApi).
+  // As src/app/app_wiring.cc wires them: embedded, or remote (HttpMemoryApi).
   const std::string remote = Get(args, "--remote", "");
   std::unique_ptr<tmcra::api::MemoryApi> memory_owner;
   if (remote.empty()) {
@@ -252,9 +252,9 @@ int Delivery(const std::map<std::string, std::string>& args) {
   tmcra::queue::DeliveryOptions options;
   options.path = outbox_path;
   options.owner = tmcra::NewProcessOwnerId();
-  options.poll_parallelism = remote.empty() ? 1 : 4;  // as server_setup.cc
+  options.poll_parallelism = remote.empty() ? 1 : 4;  // as app_wiring.cc
   options.jobs_per_poll = remote.empty() ? 1 : tmcra::queue::kMaxJobsPerPoll;
-  // server_setup's gate allows every item without a captured memory-control policy; these
+  // app_wiring's gate allows every item without a captured memory-control policy; these
   // items have none.
   tmcra::queue::DeliveryService service(options, sender,
                                         [](const tmcra::queue::Item&) { return true; });

@@ -2,7 +2,7 @@
 // memd_slow_clients.mjs — tmcra-memd's recall latency for a well-behaved client while 0, 50
 // and 200 slow clients hold connections, in one run.
 //
-//   node bench/memd_slow_clients.mjs --memd build/bench/memory/server/tmcra-memd
+//   node bench/memd_slow_clients.mjs --memd build/bench/memd/tmcra-memd
 //                                    [--baseline OTHER-MEMD] [--calls 300] [--warmup 50] [--out DIR]
 //
 // With --baseline, the same run against another tmcra-memd binary first (e.g. a build of an
@@ -29,7 +29,7 @@ const args = Object.fromEntries(process.argv.slice(2).reduce((out, a, i, all) =>
   if (a.startsWith('--')) out.push([a.slice(2), all[i + 1]]);
   return out;
 }, []));
-const MEMD = path.resolve(args.memd || 'build/bench/memory/server/tmcra-memd');
+const MEMD = path.resolve(args.memd || 'build/bench/memd/tmcra-memd');
 const CALLS = Number(args.calls || 300);
 const WARMUP = Number(args.warmup || 50);
 const OUT = path.resolve(args.out || path.join(path.dirname(new URL(import.meta.url).pathname), 'results'));

@@ -85,7 +85,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_stats.h"
-#include "src/common/version.h"
+#include "base/version.h"
 
 using json = nlohmann::json;
 using tmcra::bench::Clock;

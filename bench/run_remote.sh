@@ -64,7 +64,7 @@ mkdir -m 700 "$pki"
 bin="$root/build/bench"
 build_store "$bin" "$messages" "$work"
 
-node "$here/remote_latency.mjs" --bin "$bin/src/app/tmcra-mcp" --memd "$bin/memory/server/tmcra-memd" \
+node "$here/remote_latency.mjs" --bin "$bin/src/app/tmcra-mcp" --memd "$bin/memd/tmcra-memd" \
   --remote-driver "$bin/bench/remote_bench" --lifecycle-driver "$bin/bench/lifecycle_bench" \
   --work "$work/run" --certs "$pki" --store "$work/store" --questions "$work/questions.jsonl" \
   --store-report "$work/store-report.json" "$@"

@@ -17,4 +17,4 @@ log() { printf '[slow-clients] %s\n' "$*" >&2; }
 ensure_node_modules
 cmake --preset bench >/dev/null
 cmake --build --preset bench -j "${JOBS:-$(nproc)}" --target tmcra-memd >&2
-exec node "$here/memd_slow_clients.mjs" --memd "$root/build/bench/memory/server/tmcra-memd" "$@"
+exec node "$here/memd_slow_clients.mjs" --memd "$root/build/bench/memd/tmcra-memd" "$@"

@@ -56,8 +56,8 @@
 #include <string_view>
 #include <vector>
 
-#include "src/common/result.h"
-#include "src/db/sqlite_db.h"
+#include "base/result.h"
+#include "base/sqlite_db.h"
 
 namespace tmcra::memory {
 

@@ -1,6 +1,6 @@
 #include "memory/cjk.h"
 
-#include "src/common/utf8.h"
+#include "base/utf8.h"
 
 namespace tmcra::memory {
 

@@ -30,8 +30,8 @@
 #include <string>
 #include <string_view>
 
-#include "src/common/result.h"
-#include "src/db/sqlite_db.h"
+#include "base/result.h"
+#include "base/sqlite_db.h"
 
 namespace tmcra::memory {
 

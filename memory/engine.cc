@@ -18,14 +18,14 @@
 #include "memory/cjk.h"
 #include "memory/compaction.h"
 #include "memory/ingest_validation.h"
-#include "src/common/canonical_json.h"
-#include "src/common/clock.h"
-#include "src/common/failpoint.h"
-#include "src/common/ids.h"
-#include "src/common/json_reader.h"
-#include "src/common/process_owner.h"
-#include "src/common/sha256.h"
-#include "src/common/utf8.h"
+#include "base/canonical_json.h"
+#include "base/clock.h"
+#include "base/failpoint.h"
+#include "base/ids.h"
+#include "base/json_reader.h"
+#include "base/process_owner.h"
+#include "base/sha256.h"
+#include "base/utf8.h"
 
 namespace tmcra::memory {
 

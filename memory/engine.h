@@ -37,8 +37,8 @@
 #include "filter/content_filter.h"
 #include "memory/bm25.h"
 #include "memory/compaction.h"
-#include "src/common/result.h"
-#include "src/db/sqlite_db.h"
+#include "base/result.h"
+#include "base/sqlite_db.h"
 
 namespace tmcra::memory {
 

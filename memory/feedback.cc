@@ -9,11 +9,11 @@
 
 #include "memory/engine.h"
 #include "memory/ingest_validation.h"
-#include "src/common/canonical_json.h"
-#include "src/common/clock.h"
-#include "src/common/ids.h"
-#include "src/common/sha256.h"
-#include "src/common/utf8.h"
+#include "base/canonical_json.h"
+#include "base/clock.h"
+#include "base/ids.h"
+#include "base/sha256.h"
+#include "base/utf8.h"
 
 namespace tmcra::memory {
 

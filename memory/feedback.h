@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "src/common/result.h"
-#include "src/db/sqlite_db.h"
+#include "base/result.h"
+#include "base/sqlite_db.h"
 
 namespace tmcra::memory {
 

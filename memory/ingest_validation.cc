@@ -2,9 +2,9 @@
 
 #include <set>
 
-#include "src/common/canonical_json.h"
-#include "src/common/clock.h"
-#include "src/common/utf8.h"
+#include "base/canonical_json.h"
+#include "base/clock.h"
+#include "base/utf8.h"
 
 namespace tmcra::memory {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::memory {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "memory/cjk.h"
-#include "src/common/utf8.h"
+#include "base/utf8.h"
 
 namespace tmcra::memory {
 

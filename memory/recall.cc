@@ -11,12 +11,12 @@
 #include "memory/ingest_validation.h"
 #include "memory/query.h"
 #include "memory/render.h"
-#include "src/common/canonical_json.h"
-#include "src/common/clock.h"
-#include "src/common/ids.h"
-#include "src/common/json_reader.h"
-#include "src/common/sha256.h"
-#include "src/common/utf8.h"
+#include "base/canonical_json.h"
+#include "base/clock.h"
+#include "base/ids.h"
+#include "base/json_reader.h"
+#include "base/sha256.h"
+#include "base/utf8.h"
 
 namespace tmcra::memory {
 

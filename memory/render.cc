@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "src/common/utf8.h"
+#include "base/utf8.h"
 
 namespace tmcra::memory {
 

@@ -14,8 +14,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "src/common/clock.h"
-#include "src/common/failpoint.h"
+#include "base/clock.h"
+#include "base/failpoint.h"
 
 namespace tmcra::queue {
 

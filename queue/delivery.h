@@ -72,7 +72,7 @@ class Sender {
 };
 
 // What a failed submit or job poll does to the item. Errors come from the Sender with a code
-// and a retryable flag (src/common/error.h); the queue knows nothing of HTTP.
+// and a retryable flag (base/error.h); the queue knows nothing of HTTP.
 enum class FailureAction {
   kRetry,       // retryable: pending (or submitted) again after backoff with jitter
   kHold,        // the content is fine but the connection is not (credentials, a redirect, TLS,

@@ -10,12 +10,12 @@
 #include <cmath>
 #include <cstdio>
 
-#include "src/common/canonical_json.h"
-#include "src/common/clock.h"
-#include "src/common/failpoint.h"
-#include "src/common/ids.h"
-#include "src/common/json_reader.h"
-#include "src/common/process_owner.h"
+#include "base/canonical_json.h"
+#include "base/clock.h"
+#include "base/failpoint.h"
+#include "base/ids.h"
+#include "base/json_reader.h"
+#include "base/process_owner.h"
 
 namespace tmcra::queue {
 

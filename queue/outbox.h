@@ -26,8 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/common/result.h"
-#include "src/db/sqlite_db.h"
+#include "base/result.h"
+#include "base/sqlite_db.h"
 
 namespace tmcra::queue {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <string_view>
 
-#include "src/common/error.h"
-#include "src/common/result.h"
+#include "base/error.h"
+#include "base/result.h"
 
 namespace tmcra::receipts::internal {
 

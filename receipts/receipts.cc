@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "receipts/fields.h"
-#include "src/common/sha256.h"
-#include "src/common/utf8.h"
+#include "base/sha256.h"
+#include "base/utf8.h"
 
 namespace tmcra::receipts {
 

@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "src/common/json_reader.h"
-#include "src/common/result.h"
+#include "base/json_reader.h"
+#include "base/result.h"
 
 namespace tmcra::receipts {
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::setup {
 

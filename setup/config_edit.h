@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::setup {
 

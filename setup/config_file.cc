@@ -11,7 +11,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "src/common/private_dirs.h"
+#include "base/private_dirs.h"
 
 namespace tmcra::setup {
 namespace {

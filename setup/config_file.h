@@ -22,7 +22,7 @@
 #include <optional>
 #include <string>
 
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::setup {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "setup/config_edit.h"
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::setup {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "setup/config_edit.h"
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::setup {
 

@@ -14,7 +14,7 @@
 
 #include "src/api/http_wire.h"
 #include "src/api/retry_policy.h"
-#include "src/common/version.h"
+#include "base/version.h"
 #include "src/config/identifiers.h"
 #include "src/config/libcurl.h"
 #include "src/config/url.h"

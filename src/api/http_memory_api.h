@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "src/api/memory_api.h"
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::api {
 

@@ -2,8 +2,8 @@
 
 #include <utility>
 
-#include "src/common/json_reader.h"
-#include "src/common/utf8.h"
+#include "base/json_reader.h"
+#include "base/utf8.h"
 
 namespace tmcra::api::wire {
 

@@ -18,8 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/common/json_reader.h"
-#include "src/common/result.h"
+#include "base/json_reader.h"
+#include "base/result.h"
 
 namespace tmcra::api {
 

@@ -11,8 +11,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "src/app/server_setup.h"
-#include "src/common/failpoint.h"
+#include "src/app/app_wiring.h"
+#include "base/failpoint.h"
 #include "src/hooks/hook_event.h"
 #include "src/hooks/hook_runner.h"
 

@@ -10,9 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include "src/app/hook_command.h"
-#include "src/app/server_setup.h"
-#include "src/common/log.h"
-#include "src/common/version.h"
+#include "src/app/app_wiring.h"
+#include "base/log.h"
+#include "base/version.h"
 
 namespace {
 

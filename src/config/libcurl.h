@@ -8,7 +8,7 @@
 // find_package(CURL) at build time. No curl type appears here: each adapter .cc resolves the
 // few functions it calls into a table of its own with ResolveLibcurl.
 
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::config {
 

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "src/common/private_dirs.h"
+#include "base/private_dirs.h"
 
 namespace tmcra::config {
 

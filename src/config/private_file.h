@@ -10,14 +10,14 @@
 //     fine);
 //   * the directory holding the file must be owned by this uid or root and not be writable by
 //     group or others unless it is sticky (/tmp): DirOpenToOthers with StickyDirs::kAccepted
-//     (src/common/private_dirs.h), since these files are only read, never created here.
+//     (base/private_dirs.h), since these files are only read, never created here.
 // Errors name the path and, for permissions, the octal mode; they never contain file content.
 #pragma once
 
 #include <optional>
 #include <string>
 
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::config {
 

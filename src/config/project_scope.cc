@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "src/common/sha256.h"
+#include "base/sha256.h"
 
 namespace tmcra::config {
 

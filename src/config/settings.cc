@@ -11,8 +11,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "src/common/clock.h"
-#include "src/common/utf8.h"
+#include "base/clock.h"
+#include "base/utf8.h"
 #include "src/config/identifiers.h"
 #include "src/config/private_file.h"
 #include "src/config/url.h"

@@ -29,7 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "filter/content_filter.h"
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::config {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::config {
 

@@ -2,8 +2,8 @@
 
 #include <unordered_set>
 
-#include "src/common/sha256.h"
-#include "src/common/utf8.h"
+#include "base/sha256.h"
+#include "base/utf8.h"
 
 namespace tmcra::controls {
 

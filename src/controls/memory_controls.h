@@ -40,7 +40,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::controls {
 

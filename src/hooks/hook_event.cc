@@ -3,7 +3,7 @@
 #include <array>
 #include <utility>
 
-#include "src/common/json_reader.h"
+#include "base/json_reader.h"
 
 namespace tmcra::hooks {
 

@@ -8,10 +8,10 @@
 #include <spdlog/spdlog.h>
 
 #include "filter/content_filter.h"
-#include "src/common/clock.h"
-#include "src/common/failpoint.h"
-#include "src/common/sha256.h"
-#include "src/common/utf8.h"
+#include "base/clock.h"
+#include "base/failpoint.h"
+#include "base/sha256.h"
+#include "base/utf8.h"
 #include "src/config/identifiers.h"
 #include "src/hooks/memory_envelope.h"
 #include "src/hooks/transcript.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "queue/delivery.h"
-#include "src/common/result.h"
+#include "base/result.h"
 #include "src/hooks/hook_event.h"
 #include "src/tools/memory_tools.h"
 

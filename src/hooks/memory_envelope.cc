@@ -1,7 +1,7 @@
 #include "src/hooks/memory_envelope.h"
 
 #include "filter/content_filter.h"
-#include "src/common/sha256.h"
+#include "base/sha256.h"
 #include "src/controls/evidence_budget.h"
 
 namespace tmcra::hooks {

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/common/json_reader.h"
+#include "base/json_reader.h"
 
 namespace tmcra::hooks {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "src/common/result.h"
+#include "base/result.h"
 #include "src/hooks/hook_event.h"
 
 namespace tmcra::hooks {

@@ -1,7 +1,7 @@
 #include "src/mcp/jsonrpc.h"
 
-#include "src/common/json_reader.h"
-#include "src/common/json_writer.h"
+#include "base/json_reader.h"
+#include "base/json_writer.h"
 
 #include <string>
 

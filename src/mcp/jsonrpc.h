@@ -4,7 +4,7 @@
 // Knows nothing of tools or memory.
 #pragma once
 
-#include "src/common/json_depth.h"
+#include "base/json_depth.h"
 
 #include <cstddef>
 #include <string>

@@ -4,7 +4,7 @@
 #include <functional>
 #include <regex>
 
-#include "src/common/utf8.h"
+#include "base/utf8.h"
 
 namespace tmcra::mcp {
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "receipts/receipts.h"
-#include "src/common/canonical_json.h"
-#include "src/common/utf8.h"
+#include "base/canonical_json.h"
+#include "base/utf8.h"
 #include "src/tools/tool_support.h"
 
 namespace tmcra::tools {

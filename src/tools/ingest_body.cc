@@ -2,10 +2,10 @@
 
 #include <regex>
 
-#include "src/common/canonical_json.h"
-#include "src/common/clock.h"
-#include "src/common/sha256.h"
-#include "src/common/utf8.h"
+#include "base/canonical_json.h"
+#include "base/clock.h"
+#include "base/sha256.h"
+#include "base/utf8.h"
 
 namespace tmcra::tools {
 

@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "receipts/receipts.h"
-#include "src/common/clock.h"
-#include "src/common/failpoint.h"
-#include "src/common/utf8.h"
+#include "base/clock.h"
+#include "base/failpoint.h"
+#include "base/utf8.h"
 #include "src/tools/ingest_body.h"
 #include "src/tools/memory_tools.h"
 #include "src/tools/tool_support.h"

@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "src/common/version.h"
+#include "base/version.h"
 
 namespace tmcra::tools {
 

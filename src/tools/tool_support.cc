@@ -1,5 +1,5 @@
 #include "src/tools/tool_support.h"
-#include "src/common/utf8.h"
+#include "base/utf8.h"
 
 #include "receipts/receipts.h"
 #include "src/tools/ingest_body.h"

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/common/result.h"
-#include "src/common/utf8.h"
+#include "base/result.h"
+#include "base/utf8.h"
 #include "src/mcp/server.h"
 
 namespace tmcra::tools {

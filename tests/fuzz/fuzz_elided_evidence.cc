@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "receipts/receipts.h"
-#include "src/common/json_reader.h"
+#include "base/json_reader.h"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include <string>
 #include <string_view>
 
-#include "src/app/server_setup.h"
+#include "src/app/app_wiring.h"
 #include "src/mcp/line_reader.h"
 
 namespace {

@@ -28,7 +28,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "src/common/version.h"
+#include "base/version.h"
 #include "src/config/url.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "queue/outbox.h"
-#include "src/db/sqlite_db.h"
+#include "base/sqlite_db.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 

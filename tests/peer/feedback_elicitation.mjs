@@ -310,7 +310,7 @@ if (sa && memoryId) {
       outcome.res.structuredContent?.status === 'cancel') {
     r.log(`note: SKIPPED [5 timeout]: the server ignores ${TIMEOUT_ENV}=${CONFIRMATION_TIMEOUT_MS}: no result after ` +
       `${GIVE_UP_MS} ms (production timeout 120 s), so the client answered "cancel" itself. ` +
-      `Wire ${TIMEOUT_ENV} into FeedbackToolDeps::confirmation_timeout (src/app/server_setup.cc) to enable this test.`);
+      `Wire ${TIMEOUT_ENV} into FeedbackToolDeps::confirmation_timeout (src/app/app_wiring.cc) to enable this test.`);
   } else {
     await r.test(`[5 timeout] no answer within ${TIMEOUT_ENV}=${CONFIRMATION_TIMEOUT_MS} -> status "confirmation_expired", request withdrawn, record stays`, async () => {
       if (outcome.error) throw outcome.error;

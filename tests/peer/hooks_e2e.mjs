@@ -4,7 +4,8 @@
 // loopback fake model API (fake_model.mjs) in a scratch HOME, with the hooks installed by the
 // real `tmcra-mcp-setup install --host claude-code` / `--host codex --trust-codex-hooks`.
 //
-//   node hooks_e2e.mjs <tmcra-mcp> <tmcra-mcp-testserver>      (TMCRA_STORE_CHECK, TMCRA_MEMD set)
+//   node hooks_e2e.mjs <tmcra-mcp> <tmcra-mcp-testserver>      (TMCRA_STORE_CHECK, TMCRA_MEMD,
+//   TMCRA_SETUP set)
 //
 // For each host, in a git repository (origin set, one commit) with a subdirectory and a linked
 // worktree:
@@ -50,10 +51,10 @@ const CONTRACT_HOOKS = {
   codex: { SessionStart: 10, UserPromptSubmit: 10, Stop: 10, SubagentStop: 10, PreCompact: 10, SessionEnd: 2, Interrupt: 2 },
 };
 const BUILD = path.dirname(bins.server);
-const SETUP = path.join(BUILD, 'tmcra-mcp-setup');
+const SETUP = process.env.TMCRA_SETUP || path.join(BUILD, '..', '..', 'setup', 'tmcra-mcp-setup');
 const STORE_CHECK = process.env.TMCRA_STORE_CHECK || path.join(BUILD, '..', '..', 'tests', 'support', 'tmcra-store-check');
 if (!process.env.TMCRA_MEMD) {
-  const memd = path.join(BUILD, '..', '..', 'memory', 'server', 'tmcra-memd');
+  const memd = path.join(BUILD, '..', '..', 'memd', 'tmcra-memd');
   if (fs.existsSync(memd)) process.env.TMCRA_MEMD = memd;
 }
 // HOOKS_E2E_ONLY=<regex>: only the parts whose title matches (for working on this file).

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/db/sqlite_db.h"
+#include "base/sqlite_db.h"
 
 using json = nlohmann::json;
 

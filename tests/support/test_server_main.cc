@@ -3,8 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "src/app/server_setup.h"
-#include "src/common/log.h"
+#include "src/app/app_wiring.h"
+#include "base/log.h"
 #include "tests/support/test_tools.h"
 
 int main() {

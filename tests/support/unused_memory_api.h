@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/api/memory_api.h"
-#include "src/common/result.h"
+#include "base/result.h"
 
 namespace tmcra::testing {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "src/common/error.h"
+#include "base/error.h"
 
 using namespace std::chrono_literals;
 using tmcra::api::AttemptKind;

@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "src/common/sha256.h"
+#include "base/sha256.h"
 
 using tmcra::controls::SelectEvidence;
 using tmcra::controls::SplitEvidenceBlocks;

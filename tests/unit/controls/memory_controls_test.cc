@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/common/sha256.h"
+#include "base/sha256.h"
 #include "tests/support/temp_dir.h"
 
 using json = nlohmann::json;

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "memory/render.h"
-#include "src/common/sha256.h"
-#include "src/common/utf8.h"
+#include "base/sha256.h"
+#include "base/utf8.h"
 #include "src/controls/evidence_budget.h"
 #include "tests/support/temp_dir.h"
 

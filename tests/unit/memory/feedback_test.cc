@@ -6,9 +6,9 @@
 #include <set>
 
 #include "memory/engine.h"
-#include "src/common/sha256.h"
-#include "src/common/utf8.h"
-#include "src/db/sqlite_db.h"
+#include "base/sha256.h"
+#include "base/utf8.h"
+#include "base/sqlite_db.h"
 #include "tests/support/temp_dir.h"
 
 using json = nlohmann::json;

@@ -1,6 +1,6 @@
 // Delivery through a scripted Sender (a misbehaving memory cannot be made real here).
 #include "queue/delivery.h"
-#include "src/common/clock.h"
+#include "base/clock.h"
 
 #include <catch2/catch.hpp>
 

@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "src/db/sqlite_db.h"
+#include "base/sqlite_db.h"
 #include "tests/support/temp_dir.h"
 
 using json = nlohmann::json;

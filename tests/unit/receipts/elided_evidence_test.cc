@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "receipts/receipts.h"
-#include "src/common/json_reader.h"
+#include "base/json_reader.h"
 
 using json = nlohmann::json;
 using tmcra::ElidedMember;

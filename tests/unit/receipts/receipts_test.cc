@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "src/common/sha256.h"
-#include "src/common/utf8.h"
+#include "base/sha256.h"
+#include "base/utf8.h"
 
 using tmcra::Errc;
 using tmcra::Result;

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/common/sha256.h"
+#include "base/sha256.h"
 #include "tests/support/pipe_session.h"
 #include "tests/support/temp_dir.h"
 

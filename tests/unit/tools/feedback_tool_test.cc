@@ -3,7 +3,7 @@
 // elicitation/create. Every outcome but an accepted, confirmed, unchanged context writes nothing.
 #include "src/tools/feedback_tool.h"
 
-#include "src/common/canonical_json.h"
+#include "base/canonical_json.h"
 
 #include <catch2/catch.hpp>
 
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "src/api/embedded_memory_api.h"
-#include "src/db/sqlite_db.h"
+#include "base/sqlite_db.h"
 #include "tests/support/pipe_session.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/unused_memory_api.h"

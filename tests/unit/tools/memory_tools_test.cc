@@ -9,7 +9,7 @@
 
 #include "src/api/embedded_memory_api.h"
 #include "src/api/http_wire.h"
-#include "src/common/sha256.h"
+#include "base/sha256.h"
 #include "tests/support/pipe_session.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/unused_memory_api.h"

@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "src/common/version.h"
+#include "base/version.h"
 #include "tests/support/pipe_session.h"
 
 using json = nlohmann::json;

@@ -1,0 +1,280 @@
+#include "memd/key_store.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <iterator>
+
+#include "memory/engine.h"
+#include "base/clock.h"
+#include "base/sha256.h"
+
+namespace tmcra::memd {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kKeyIdHex = 24;
+constexpr size_t kSecretHex = 64;
+constexpr size_t kMaxLabel = 200;
+
+constexpr const char* kMigrations[] = {
+    "CREATE TABLE api_keys("
+    "  key_id TEXT PRIMARY KEY,"
+    "  secret_sha256 TEXT NOT NULL,"
+    "  permissions TEXT NOT NULL,"        // JSON array of strings
+    "  scope_names TEXT NOT NULL,"        // JSON array of strings
+    "  scope_prefixes TEXT NOT NULL,"     // JSON array of strings
+    "  label TEXT NOT NULL DEFAULT '',"
+    "  created_at REAL NOT NULL,"
+    "  revoked_at REAL)",
+};
+
+std::string RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = getrandom(raw.data() + done, bytes - done, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::abort();  // no entropy source: nothing safe to hand out
+    }
+    done += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes * 2);
+  for (char c : raw) {
+    const auto b = static_cast<unsigned char>(c);
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 0x0f]);
+  }
+  return out;
+}
+
+bool IsLowerHex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+Status Migrate(db::Database& db) { return db::Migrate(db, kMigrations, "the key store"); }
+
+std::vector<std::string> StringList(const std::string& text) {
+  std::vector<std::string> out;
+  json parsed = json::parse(text, nullptr, false);
+  if (!parsed.is_array()) return out;
+  for (const auto& v : parsed) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+constexpr const char* kColumns =
+    "key_id, secret_sha256, permissions, scope_names, scope_prefixes, label, created_at, "
+    "revoked_at";
+
+ApiKey KeyFromRow(const db::Statement& st) {
+  ApiKey key;
+  key.key_id = st.Text(0);
+  key.permissions = StringList(st.Text(2));
+  key.scope_names = StringList(st.Text(3));
+  key.scope_prefixes = StringList(st.Text(4));
+  key.label = st.Text(5);
+  key.created_at = st.Double(6);
+  if (!st.IsNull(7)) key.revoked_at = st.Double(7);
+  return key;
+}
+
+// A scope prefix: what a scope name may start with (the name grammar without its length floor).
+bool IsValidScopePrefix(std::string_view prefix) {
+  if (prefix.empty()) return false;
+  // Every non-empty prefix of a valid name is itself a valid name.
+  return memory::IsValidScopeName(prefix);
+}
+
+}  // namespace
+
+const std::vector<std::string>& KnownPermissions() {
+  static const std::vector<std::string> kKnown{kPermRead, kPermWrite, kPermFeedback};
+  return kKnown;
+}
+
+bool ApiKey::Has(std::string_view permission) const {
+  return std::find(permissions.begin(), permissions.end(), permission) != permissions.end();
+}
+
+bool ApiKey::AllowsScope(std::string_view scope) const {
+  if (scope_names.empty() && scope_prefixes.empty()) return true;
+  for (const auto& name : scope_names) {
+    if (scope == name) return true;
+  }
+  for (const auto& prefix : scope_prefixes) {
+    if (scope.substr(0, prefix.size()) == prefix) return true;
+  }
+  return false;
+}
+
+json ApiKey::ToJson() const {
+  return json{{"key_id", key_id},
+              {"permissions", permissions},
+              {"scope_names", scope_names},
+              {"scope_prefixes", scope_prefixes},
+              {"label", label},
+              {"created_at", FormatIsoUtc(created_at)},
+              {"revoked_at", revoked_at ? json(FormatIsoUtc(*revoked_at)) : json(nullptr)}};
+}
+
+std::optional<ParsedToken> ParseToken(std::string_view token) {
+  constexpr std::string_view kPrefix = "tmcra_";
+  if (token.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  token.remove_prefix(kPrefix.size());
+  const size_t dot = token.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  const std::string_view id = token.substr(0, dot);
+  const std::string_view secret = token.substr(dot + 1);
+  if (id.size() != kKeyIdHex || !IsLowerHex(id)) return std::nullopt;
+  if (secret.size() != kSecretHex || !IsLowerHex(secret)) return std::nullopt;
+  return ParsedToken{std::string(id), std::string(secret)};
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = static_cast<unsigned char>(diff | (static_cast<unsigned char>(a[i]) ^
+                                              static_cast<unsigned char>(b[i])));
+  }
+  // Read through a volatile so the loop cannot be cut short by the optimiser.
+  volatile unsigned char result = diff;
+  return result == 0;
+}
+
+Result<std::unique_ptr<KeyStore>> KeyStore::Open(const std::string& data_dir) {
+  auto db = db::Database::Open({data_dir + "/keys.db"});
+  if (!db) return db.error();
+  if (auto s = Migrate(**db); !s) return s.error();
+  return std::unique_ptr<KeyStore>(new KeyStore(std::move(*db)));
+}
+
+Result<CreatedKey> KeyStore::Create(const NewKeyRequest& request) {
+  if (request.permissions && request.permissions->empty()) {
+    return Error::Invalid("the permission list is empty: name at least one of memory:read, "
+                          "memory:write, memory:feedback (leave --permissions out for all three)");
+  }
+  std::vector<std::string> permissions = request.permissions.value_or(KnownPermissions());
+  for (const auto& p : permissions) {
+    if (std::find(KnownPermissions().begin(), KnownPermissions().end(), p) ==
+        KnownPermissions().end()) {
+      return Error::Invalid("unknown permission '" + p +
+                            "' (known: memory:read, memory:write, memory:feedback)");
+    }
+  }
+  std::sort(permissions.begin(), permissions.end());
+  permissions.erase(std::unique(permissions.begin(), permissions.end()), permissions.end());
+  for (const auto& name : request.scope_names) {
+    if (!memory::IsValidScopeName(name)) {
+      return Error::Invalid("invalid scope name '" + name +
+                            "' (must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$)");
+    }
+  }
+  for (const auto& prefix : request.scope_prefixes) {
+    if (!IsValidScopePrefix(prefix)) {
+      return Error::Invalid("invalid scope prefix '" + prefix +
+                            "' (must be the start of a valid scope name)");
+    }
+  }
+  if (request.label.size() > kMaxLabel) return Error::Invalid("the label is over 200 bytes");
+
+  CreatedKey created;
+  created.key.key_id = RandomHex(kKeyIdHex / 2);
+  created.key.permissions = permissions;
+  created.key.scope_names = request.scope_names;
+  created.key.scope_prefixes = request.scope_prefixes;
+  created.key.label = request.label;
+  created.key.created_at = NowSeconds();
+  const std::string secret = RandomHex(kSecretHex / 2);
+  created.token = "tmcra_" + created.key.key_id + "." + secret;
+
+  std::lock_guard lock(mu_);
+  auto tx = db::Transaction::Immediate(*db_);
+  if (!tx) return tx.error();
+  auto insert = db_->Prepare(
+      "INSERT INTO api_keys(key_id, secret_sha256, permissions, scope_names, scope_prefixes, "
+      "label, created_at) VALUES(?, ?, ?, ?, ?, ?, ?)");
+  if (!insert) return insert.error();
+  insert->Bind(1, created.key.key_id)
+      .Bind(2, Sha256Hex(secret))
+      .Bind(3, json(created.key.permissions).dump())
+      .Bind(4, json(created.key.scope_names).dump())
+      .Bind(5, json(created.key.scope_prefixes).dump())
+      .Bind(6, created.key.label)
+      .Bind(7, created.key.created_at);
+  if (auto s = insert->Run(); !s) return s.error();
+  if (auto s = tx->Commit(); !s) return s.error();
+  return created;
+}
+
+Result<std::vector<ApiKey>> KeyStore::List() {
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare(std::string("SELECT ") + kColumns +
+                         " FROM api_keys ORDER BY created_at, key_id");
+  if (!st) return st.error();
+  std::vector<ApiKey> out;
+  for (;;) {
+    auto row = st->Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back(KeyFromRow(*st));
+  }
+  return out;
+}
+
+Result<bool> KeyStore::Revoke(std::string_view key_id) {
+  std::lock_guard lock(mu_);
+  auto tx = db::Transaction::Immediate(*db_);
+  if (!tx) return tx.error();
+  auto st = db_->Prepare(
+      "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE key_id = ?");
+  if (!st) return st.error();
+  st->Bind(1, NowSeconds()).Bind(2, key_id);
+  if (auto s = st->Run(); !s) return s.error();
+  const bool found = db_->Changes() > 0;
+  if (auto s = tx->Commit(); !s) return s.error();
+  return found;
+}
+
+Result<std::optional<ApiKey>> KeyStore::Find(std::string_view key_id) {
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare(std::string("SELECT ") + kColumns + " FROM api_keys WHERE key_id = ?");
+  if (!st) return st.error();
+  st->Bind(1, key_id);
+  auto row = st->Step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<ApiKey>();
+  return std::optional<ApiKey>(KeyFromRow(*st));
+}
+
+Result<KeyStore::AuthOutcome> KeyStore::Authenticate(std::string_view token) {
+  auto parsed = ParseToken(token);
+  if (!parsed) return AuthOutcome{std::nullopt, "malformed token"};
+  // Hash first, whatever the lookup finds, so a miss costs the same as a wrong secret.
+  const std::string presented = Sha256Hex(parsed->secret);
+  std::lock_guard lock(mu_);
+  auto st = db_->Prepare(std::string("SELECT ") + kColumns + " FROM api_keys WHERE key_id = ?");
+  if (!st) return st.error();
+  st->Bind(1, parsed->key_id);
+  auto row = st->Step();
+  if (!row) return row.error();
+  if (!*row) return AuthOutcome{std::nullopt, "unknown key " + parsed->key_id};
+  const bool secret_ok = ConstantTimeEquals(presented, st->Text(1));
+  ApiKey key = KeyFromRow(*st);
+  if (!secret_ok) return AuthOutcome{std::nullopt, "wrong secret for key " + key.key_id};
+  if (key.revoked_at) return AuthOutcome{std::nullopt, "revoked key " + key.key_id};
+  return AuthOutcome{std::move(key), ""};
+}
+
+}  // namespace tmcra::memd

@@ -1,0 +1,103 @@
+// API keys of tmcra-memd: `tmcra_<key_id>.<secret>`, stored hashed in a SQLite file of the data
+// directory (`keys.db`, 0600 in a 0700 directory, like every store of ours).
+//
+// A key is 24 lower-case hex digits of id and 64 of secret, both from getrandom(2). Only the
+// SHA-256 of the secret is stored, and it is compared in constant time; the secret is shown once,
+// by `tmcra-memd keys create`, and never logged. A key carries permissions (memory:read,
+// memory:write, memory:feedback) and may be limited to exact scope names and scope prefixes.
+// Revocation is a mark, so a revoked id is never reused and `keys list` still shows it.
+//
+// Every Authenticate reads the file, so `keys revoke` run by another process takes effect on the
+// next request of a running server. Thread-safe.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+#include "base/sqlite_db.h"
+
+namespace tmcra::memd {
+
+inline constexpr const char* kPermRead = "memory:read";
+inline constexpr const char* kPermWrite = "memory:write";
+inline constexpr const char* kPermFeedback = "memory:feedback";
+
+// The permissions a key may hold, and the default set of a new key (all three).
+const std::vector<std::string>& KnownPermissions();
+
+struct ApiKey {
+  std::string key_id;
+  std::vector<std::string> permissions;
+  std::vector<std::string> scope_names;     // exact names; empty with no prefixes: any scope
+  std::vector<std::string> scope_prefixes;
+  std::string label;
+  double created_at = 0;
+  std::optional<double> revoked_at;
+
+  bool Has(std::string_view permission) const;
+  // True when the key may act on `scope` (no restriction, an exact name or a prefix matches).
+  bool AllowsScope(std::string_view scope) const;
+  // For `keys list`: everything but the secret (which is not even stored).
+  nlohmann::json ToJson() const;
+};
+
+struct NewKeyRequest {
+  // std::nullopt: the default set (all three); an empty list is an error, never "all".
+  std::optional<std::vector<std::string>> permissions;
+  std::vector<std::string> scope_names;
+  std::vector<std::string> scope_prefixes;
+  std::string label;
+};
+
+struct CreatedKey {
+  ApiKey key;
+  std::string token;  // tmcra_<key_id>.<secret>: shown once, never stored
+};
+
+// The parts of a bearer token, or std::nullopt when it is not shaped like one of our keys.
+struct ParsedToken {
+  std::string key_id;
+  std::string secret;
+};
+std::optional<ParsedToken> ParseToken(std::string_view token);
+
+// Equality of two strings in time that depends only on their lengths.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+class KeyStore {
+ public:
+  // Opens (creating) `<data_dir>/keys.db`.
+  [[nodiscard]] static Result<std::unique_ptr<KeyStore>> Open(const std::string& data_dir);
+
+  // Validates the request (known permissions, valid scope names and prefixes) and stores a new
+  // key. Errors are kInvalidArgument with a message for the person at the command line.
+  [[nodiscard]] Result<CreatedKey> Create(const NewKeyRequest& request);
+  [[nodiscard]] Result<std::vector<ApiKey>> List();
+  // false: no such key. Revoking a revoked key keeps its first revocation time.
+  [[nodiscard]] Result<bool> Revoke(std::string_view key_id);
+  // The key a bearer token names when the token is well-formed, the key exists, is not revoked
+  // and its secret matches; otherwise no key and, for the log only, why (the client is told
+  // 401 without saying which). An Error only when the store cannot be read.
+  struct AuthOutcome {
+    std::optional<ApiKey> key;
+    std::string reason;  // "malformed token", "unknown key <id>", "revoked key <id>", ...
+  };
+  [[nodiscard]] Result<AuthOutcome> Authenticate(std::string_view token);
+  // The key with this id (revoked or not), for the --local identity check.
+  [[nodiscard]] Result<std::optional<ApiKey>> Find(std::string_view key_id);
+
+ private:
+  explicit KeyStore(std::unique_ptr<db::Database> db) : db_(std::move(db)) {}
+
+  std::mutex mu_;
+  std::unique_ptr<db::Database> db_;  // guarded by mu_
+};
+
+}  // namespace tmcra::memd

@@ -1,0 +1,588 @@
+// tmcra-memd: the memory engine served over HTTPS for a team (or plain HTTP on loopback with
+// --local), wire-compatible with TMCRA's hosted Memory API. docs/memd.md has the manual.
+//
+// stdout carries only what a script reads: the readiness line of `serve`, the key printed once
+// by `keys create`, the JSON lines of `keys list`. Logs go to stderr.
+
+#include <malloc.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "memory/engine.h"
+#include "memd/key_store.h"
+#include "memd/local_identity.h"
+#include "memd/memd_server.h"
+#include "src/api/embedded_memory_api.h"
+#include "base/log.h"
+#include "base/private_dirs.h"
+#include "base/version.h"
+
+namespace {
+
+using tmcra::memd::ApiKey;
+using tmcra::memd::KeyStore;
+
+constexpr const char* kUsage =
+    "Usage:\n"
+    "  tmcra-memd serve --data-dir DIR --tls-cert PEM --tls-key PEM [options]\n"
+    "  tmcra-memd serve --data-dir DIR --local [options]\n"
+    "  tmcra-memd keys create --data-dir DIR [--permissions P,...] [--scope NAME]...\n"
+    "                         [--scope-prefix PREFIX]... [--label TEXT]\n"
+    "  tmcra-memd keys list --data-dir DIR\n"
+    "  tmcra-memd keys revoke --data-dir DIR KEY_ID\n"
+    "  tmcra-memd --version | --help\n"
+    "\n"
+    "Serves the tmcra memory engine with TMCRA's Memory API (recall, ingest, ingest/batch, jobs,\n"
+    "evidence, feedback, healthz, readyz), and jobs/batch for tmcra-mcp's delivery. Clients\n"
+    "authenticate with `Authorization: Bearer tmcra_<id>.<secret>`, a key made by\n"
+    "`keys create`.\n"
+    "\n"
+    "serve options:\n"
+    "  --data-dir DIR         memory.db and keys.db live here (created 0700)\n"
+    "  --tls-cert PEM         certificate chain (required unless --local)\n"
+    "  --tls-key PEM          private key of the certificate\n"
+    "  --local                plain HTTP on 127.0.0.1 and write the local binding and identity\n"
+    "                         files, so tmcra-mcp uses this server (docs/memd.md)\n"
+    "  --listen HOST:PORT     default 127.0.0.1:0 (port 0: a free port; --local reuses the port\n"
+    "                         of its previous identity when it is free)\n"
+    "  --public-url URL       origin used in job status_url (default: the listening origin)\n"
+    "  --threads N            worker threads answering requests (default 16)\n"
+    "  --max-connections N    connections held at once (default 512); past it a new one takes\n"
+    "                         the place of the one that has waited longest for its request\n"
+    "  --max-connections-per-address N\n"
+    "                         the same cap per client address (default 64; 0: none, e.g.\n"
+    "                         behind a reverse proxy)\n"
+    "  --head-timeout S       seconds a connection may take for its TLS handshake and a\n"
+    "                         request head before it is closed (default 10)\n"
+    "  --max-concurrency N    requests in progress at once; more are answered 429 (default 8)\n"
+    "  --max-body-bytes N     request body limit; larger bodies are answered 413 (default 2 MiB)\n"
+    "  --request-timeout S    seconds a connection may take to send a request's body (plus 1 s\n"
+    "                         per 16 KiB) before it is closed (default 30)\n"
+    "  --gzip MODE            gzip answers of 1 KiB or more for clients that accept it: auto\n"
+    "                         (default; not to a loopback peer, where it only costs CPU,\n"
+    "                         unless it is a proxy that sends X-Forwarded-For or Forwarded),\n"
+    "                         always (for a tunnel or a proxy that does not) or never\n"
+    "  --redact-secrets on|off  secrets in stored text become [REDACTED:<kind>] (default on;\n"
+    "                         private spans and recalled memory are always dropped)\n"
+    "  --redact-extra-prefix P  tokens starting with P are secrets too (repeatable)\n"
+    "  --redact-allow S       the exact string S is never redacted (repeatable)\n"
+    "  --postings-cache-mib N postings of searched words kept in memory, so a word's doclist\n"
+    "                         is walked once, not on every recall (default 64; 0: none)\n"
+    "  --no-job-worker        store ingests but run no jobs (they run at the next start)\n"
+    "\n"
+    "Once accepting, `serve` prints one line {\"listening\":\"https://HOST:PORT\"} on stdout.\n"
+    "SIGTERM or SIGINT: stop accepting, finish the requests in progress, exit 0.\n"
+    "\n"
+    "keys create prints the new key once on stdout; only its SHA-256 is stored. Permissions:\n"
+    "memory:read (recall, evidence, jobs), memory:write (ingest), memory:feedback (feedback);\n"
+    "default (without --permissions) all three; an empty list is an error. --scope and\n"
+    "--scope-prefix limit the key to those scopes.\n"
+    "\n"
+    "Environment: TMCRA_LOG_LEVEL (default info), TMCRA_LOCAL_BINDING_FILE (--local).\n";
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "tmcra-memd: %s (try --help)\n", message.c_str());
+  return 2;
+}
+
+// A parsed command line: options with values, flags, and positional words.
+struct Args {
+  std::vector<std::pair<std::string, std::string>> values;
+  std::vector<std::string> flags;
+  std::vector<std::string> positional;
+
+  std::optional<std::string> Get(std::string_view name) const {
+    std::optional<std::string> out;
+    for (const auto& [k, v] : values) {
+      if (k == name) out = v;
+    }
+    return out;
+  }
+  std::vector<std::string> All(std::string_view name) const {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : values) {
+      if (k == name) out.push_back(v);
+    }
+    return out;
+  }
+  bool Flag(std::string_view name) const {
+    for (const auto& f : flags) {
+      if (f == name) return true;
+    }
+    return false;
+  }
+};
+
+std::optional<Args> ParseArgs(int argc, char** argv, int first,
+                              const std::vector<std::string>& value_options,
+                              const std::vector<std::string>& flag_options, std::string* error) {
+  Args args;
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) {
+      args.positional.push_back(arg);
+      continue;
+    }
+    std::optional<std::string> inline_value;
+    if (const size_t eq = arg.find('='); eq != std::string::npos) {
+      inline_value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    const std::string name = arg.substr(2);
+    bool is_value = false;
+    for (const auto& v : value_options) is_value = is_value || v == name;
+    bool is_flag = false;
+    for (const auto& f : flag_options) is_flag = is_flag || f == name;
+    if (is_value) {
+      if (inline_value) {
+        args.values.emplace_back(name, *inline_value);
+      } else if (i + 1 < argc) {
+        args.values.emplace_back(name, argv[++i]);
+      } else {
+        *error = "--" + name + " needs a value";
+        return std::nullopt;
+      }
+    } else if (is_flag && !inline_value) {
+      args.flags.push_back(name);
+    } else {
+      *error = "unknown option '" + arg + "'";
+      return std::nullopt;
+    }
+  }
+  return args;
+}
+
+// A decimal number in min..max (digits only), or nullopt.
+std::optional<int> BoundedInt(const std::string& text, long long min, long long max) {
+  if (text.empty() || text.size() > 12 || text.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  const long long v = std::atoll(text.c_str());
+  if (v < min || v > max) return std::nullopt;
+  return static_cast<int>(v);
+}
+
+std::optional<int> PositiveInt(const std::string& text, long long max) {
+  return BoundedInt(text, 1, max);
+}
+
+std::string AbsoluteDir(const std::string& dir) {
+  return std::filesystem::absolute(dir).lexically_normal().string();
+}
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
+                                                                    : comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::unique_ptr<KeyStore> OpenKeys(const std::string& data_dir) {
+  auto keys = KeyStore::Open(data_dir);
+  if (!keys) {
+    spdlog::critical("cannot open the key store in {}: {}", data_dir, keys.error().ToString());
+    return nullptr;
+  }
+  return std::move(*keys);
+}
+
+int KeysCommand(int argc, char** argv) {
+  if (argc < 3) return UsageError("keys needs create, list or revoke");
+  const std::string sub = argv[2];
+  std::string error;
+  auto args = ParseArgs(argc, argv, 3,
+                        {"data-dir", "permissions", "scope", "scope-prefix", "label"}, {}, &error);
+  if (!args) return UsageError(error);
+  const auto data_dir = args->Get("data-dir");
+  if (!data_dir || data_dir->empty()) return UsageError("--data-dir is required");
+  if (sub == "create") {
+    if (!args->positional.empty()) return UsageError("keys create takes no positional argument");
+    tmcra::memd::NewKeyRequest request;
+    // Given, the list must name a permission ("", " " and "," name none); absent, all three.
+    if (auto p = args->Get("permissions")) request.permissions = SplitCommas(*p);
+    request.scope_names = args->All("scope");
+    request.scope_prefixes = args->All("scope-prefix");
+    request.label = args->Get("label").value_or("");
+    if (auto s = tmcra::MakePrivateDirs(AbsoluteDir(*data_dir)); !s) {
+      spdlog::critical("cannot create {}: {}", *data_dir, s.error().ToString());
+      return 1;
+    }
+    auto keys = OpenKeys(AbsoluteDir(*data_dir));
+    if (!keys) return 1;
+    auto created = keys->Create(request);
+    if (!created) {
+      if (created.error().code == tmcra::Errc::kInvalidArgument) {
+        return UsageError(created.error().message);
+      }
+      spdlog::critical("cannot create a key: {}", created.error().ToString());
+      return 1;
+    }
+    std::fprintf(stdout, "%s\n", created->token.c_str());  // stdout-ok: shown this once
+    std::fflush(stdout);
+    spdlog::info("created key {} ({}); the key above is shown only once", created->key.key_id,
+                 created->key.ToJson()["permissions"].dump());
+    return 0;
+  }
+  if (sub == "list") {
+    if (!args->positional.empty()) return UsageError("keys list takes no positional argument");
+    auto keys = OpenKeys(AbsoluteDir(*data_dir));
+    if (!keys) return 1;
+    auto list = keys->List();
+    if (!list) {
+      spdlog::critical("cannot list keys: {}", list.error().ToString());
+      return 1;
+    }
+    for (const ApiKey& key : *list) {
+      std::fprintf(stdout, "%s\n", key.ToJson().dump().c_str());  // stdout-ok: the listing
+    }
+    return 0;
+  }
+  if (sub == "revoke") {
+    if (args->positional.size() != 1) return UsageError("keys revoke needs one KEY_ID");
+    std::string id = args->positional[0];
+    // Never a whole key: other users can read argv, so a secret must not travel there.
+    if (id.find('.') != std::string::npos) {
+      return UsageError("keys revoke takes the key id (the part between tmcra_ and the dot, "
+                        "as `keys list` shows it), never the whole key: command lines are "
+                        "visible to other users");
+    }
+    if (id.rfind("tmcra_", 0) == 0) id = id.substr(6);
+    auto keys = OpenKeys(AbsoluteDir(*data_dir));
+    if (!keys) return 1;
+    auto revoked = keys->Revoke(id);
+    if (!revoked) {
+      spdlog::critical("cannot revoke: {}", revoked.error().ToString());
+      return 1;
+    }
+    if (!*revoked) {
+      std::fprintf(stderr, "tmcra-memd: no key %s\n", id.c_str());
+      return 1;
+    }
+    spdlog::info("revoked key {}", id);
+    return 0;
+  }
+  return UsageError("unknown keys command '" + sub + "'");
+}
+
+// The key the local identity should carry: the previous one when it still authenticates with
+// every permission and no scope limit (so running MCP hosts keep working), else a new one.
+tmcra::Result<std::string> LocalKey(KeyStore& keys,
+                                    const std::optional<tmcra::memd::PreviousIdentity>& previous) {
+  if (previous) {
+    auto outcome = keys.Authenticate(previous->api_key);
+    if (!outcome) return outcome.error();
+    if (outcome->key) {
+      const ApiKey& key = *outcome->key;
+      bool full = key.scope_names.empty() && key.scope_prefixes.empty();
+      for (const auto& p : tmcra::memd::KnownPermissions()) full = full && key.Has(p);
+      if (full) {
+        spdlog::info("--local: keeping the key {} of the existing identity", key.key_id);
+        return previous->api_key;
+      }
+    }
+  }
+  tmcra::memd::NewKeyRequest request;
+  request.label = "local identity";
+  auto created = keys.Create(request);
+  if (!created) return created.error();
+  spdlog::info("--local: created key {} for the local identity", created->key.key_id);
+  return created->token;
+}
+
+std::atomic<tmcra::memd::Server*> g_server{nullptr};
+// The thread running Server::Stop() (which waits for the requests in progress), so the signal
+// thread keeps listening for a second signal meanwhile; ServeCommand joins it.
+std::mutex g_stop_mu;
+std::thread g_stopper;  // guarded by g_stop_mu
+
+// Waits for SIGTERM/SIGINT (blocked in every thread) and stops the server; a second one ends
+// the process at once (every write we make is transactional).
+void SignalLoop(sigset_t set) {
+  bool stopping = false;
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (stopping) {
+      spdlog::warn("second signal {}: exiting now", sig);
+      std::_Exit(1);
+    }
+    stopping = true;
+    spdlog::info("signal {}: no new connections; finishing the requests in progress", sig);
+    std::lock_guard lock(g_stop_mu);
+    if (auto* server = g_server.load()) g_stopper = std::thread([server] { server->Stop(); });
+  }
+}
+
+// glibc returns the free top of each thread's heap to the kernel once it exceeds 128 KiB
+// (madvise), and every request then faults the pages back in; with many request threads
+// that was a few percent of a busy server's CPU, and the unmapping interrupts the other cores
+// (TLB shoot-downs). A server keeps its working set: trim only above 64 MiB, and serve
+// allocations up to 8 MiB from the heap instead of a fresh mmap each (these fixed values also
+// stop glibc from moving the thresholds as it goes).
+void TuneAllocatorForServing() {
+  mallopt(M_MMAP_THRESHOLD, 8 * 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
+}
+
+int ServeCommand(int argc, char** argv, const sigset_t& signals) {
+  TuneAllocatorForServing();
+  std::string error;
+  auto args = ParseArgs(argc, argv, 2,
+                        {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads",
+                         "max-connections", "max-connections-per-address", "head-timeout",
+                         "max-concurrency", "max-body-bytes", "gzip", "request-timeout",
+                         "postings-cache-mib", "redact-secrets", "redact-extra-prefix",
+                         "redact-allow"},
+                        {"local", "no-job-worker"}, &error);
+  if (!args) return UsageError(error);
+  if (!args->positional.empty()) return UsageError("serve takes no positional argument");
+  const auto data_dir_arg = args->Get("data-dir");
+  if (!data_dir_arg || data_dir_arg->empty()) return UsageError("--data-dir is required");
+  const bool local = args->Flag("local");
+
+  tmcra::memd::ServerOptions options;
+  options.tls_cert_file = args->Get("tls-cert").value_or("");
+  options.tls_key_file = args->Get("tls-key").value_or("");
+  const bool listen_given = args->Get("listen").has_value();
+  if (listen_given) {
+    auto listen = tmcra::memd::ParseListen(*args->Get("listen"));
+    if (!listen) return UsageError(listen.error().message);
+    options.listen = *listen;
+  }
+  if (local) {
+    if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+      return UsageError("--local serves plain HTTP on loopback; it takes no --tls-cert/--tls-key");
+    }
+    if (options.listen.host != "127.0.0.1") {
+      return UsageError("--local listens on 127.0.0.1 only (numeric loopback)");
+    }
+  } else if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
+    return UsageError(
+        "--tls-cert and --tls-key are required (or --local for plain HTTP on 127.0.0.1)");
+  }
+  if (auto v = args->Get("threads")) {
+    auto n = PositiveInt(*v, 1024);
+    if (!n) return UsageError("--threads must be 1..1024");
+    options.threads = *n;
+  }
+  if (auto v = args->Get("max-connections")) {
+    auto n = PositiveInt(*v, 65536);
+    if (!n) return UsageError("--max-connections must be 1..65536");
+    options.max_connections = static_cast<int>(*n);
+  }
+  if (auto v = args->Get("max-connections-per-address")) {
+    auto n = BoundedInt(*v, 0, 65536);
+    if (!n) return UsageError("--max-connections-per-address must be 0..65536");
+    options.max_connections_per_address = static_cast<int>(*n);
+  }
+  if (auto v = args->Get("head-timeout")) {
+    auto n = PositiveInt(*v, 3600);
+    if (!n) return UsageError("--head-timeout must be 1..3600 seconds");
+    options.head_timeout_seconds = static_cast<int>(*n);
+  }
+  if (auto v = args->Get("max-concurrency")) {
+    auto n = PositiveInt(*v, 100000);
+    if (!n) return UsageError("--max-concurrency must be a positive number");
+    options.max_concurrency = *n;
+  }
+  if (auto v = args->Get("max-body-bytes")) {
+    auto n = PositiveInt(*v, 1LL << 30);
+    if (!n) return UsageError("--max-body-bytes must be 1..1073741824");
+    options.max_body_bytes = static_cast<size_t>(*n);
+  }
+  size_t postings_cache_mib = 64;
+  if (auto v = args->Get("postings-cache-mib")) {
+    auto n = BoundedInt(*v, 0, 65536);
+    if (!n) return UsageError("--postings-cache-mib must be 0..65536");
+    postings_cache_mib = static_cast<size_t>(*n);
+  }
+  static_assert(sizeof(size_t) >= 8, "--postings-cache-mib << 20 must fit");
+  if (auto v = args->Get("request-timeout")) {
+    auto n = PositiveInt(*v, 86400);
+    if (!n) return UsageError("--request-timeout must be 1..86400 seconds");
+    options.request_timeout_seconds = static_cast<int>(*n);
+  }
+  if (auto v = args->Get("gzip")) {
+    if (*v == "auto") {
+      options.gzip = tmcra::memd::GzipPolicy::kAuto;
+    } else if (*v == "always") {
+      options.gzip = tmcra::memd::GzipPolicy::kAlways;
+    } else if (*v == "never") {
+      options.gzip = tmcra::memd::GzipPolicy::kNever;
+    } else {
+      return UsageError("--gzip must be auto, always or never");
+    }
+  }
+  tmcra::filter::FilterRules filter_rules;
+  if (auto v = args->Get("redact-secrets")) {
+    if (*v != "on" && *v != "off") return UsageError("--redact-secrets must be on or off");
+    filter_rules.redact_secrets = *v == "on";
+  }
+  filter_rules.extra_prefixes = args->All("redact-extra-prefix");
+  for (const std::string& prefix : filter_rules.extra_prefixes) {
+    if (prefix.size() < 3) return UsageError("--redact-extra-prefix must be 3 characters or more");
+  }
+  filter_rules.allow = args->All("redact-allow");
+  if (options.threads < options.max_concurrency) {
+    spdlog::warn("--threads {} is below --max-concurrency {}: requests wait for a worker "
+                 "instead of being answered 429", options.threads, options.max_concurrency);
+  }
+
+  const std::string data_dir = AbsoluteDir(*data_dir_arg);
+  if (auto s = tmcra::MakePrivateDirs(data_dir); !s) {
+    spdlog::critical("cannot create {}: {}", data_dir, s.error().ToString());
+    return 1;
+  }
+  auto keys = OpenKeys(data_dir);
+  if (!keys) return 1;
+
+  std::optional<tmcra::memd::PreviousIdentity> previous;
+  if (local) previous = tmcra::memd::ReadLocalIdentity(tmcra::memd::LocalIdentityPath(data_dir));
+
+  // Bind. --local without --listen first tries the port of the previous identity, so the
+  // baseUrl that running MCP hosts hold stays valid.
+  std::unique_ptr<tmcra::memd::Server> server;
+  int port = -1;
+  if (local && !listen_given && previous && previous->port) {
+    auto first = options;
+    first.listen.port = *previous->port;
+    server = std::make_unique<tmcra::memd::Server>(first, *keys);
+    auto bound = server->Bind();
+    if (bound) {
+      port = *bound;
+    } else {
+      spdlog::info("--local: the previous port {} is taken ({}); picking a free one",
+                   *previous->port, bound.error().message);
+    }
+  }
+  if (port < 0) {
+    server = std::make_unique<tmcra::memd::Server>(options, *keys);
+    auto bound = server->Bind();
+    if (!bound) {
+      spdlog::critical("{}", bound.error().message);
+      return 1;
+    }
+    port = *bound;
+  }
+  const std::string origin = options.listen.Origin(local ? "http" : "https", port);
+
+  tmcra::memory::EngineOptions engine;
+  engine.path = data_dir + "/memory.db";
+  engine.public_base_url = args->Get("public-url").value_or(origin);
+  while (!engine.public_base_url.empty() && engine.public_base_url.back() == '/') {
+    engine.public_base_url.pop_back();
+  }
+  engine.start_worker = !args->Flag("no-job-worker");
+  engine.warm_recall = true;  // before the readiness line, not in the first client's recall
+  // Recall's connections share the kernel's copy of the file's pages instead of each reading
+  // its own (docs/memd.md, "Memory").
+  engine.reader_mmap_bytes = int64_t{1} << 30;
+  engine.postings_cache_bytes = postings_cache_mib << 20;
+  engine.filter_rules = std::move(filter_rules);
+  tmcra::api::EmbeddedMemoryApi memory(engine);
+  // Open the store now: a broken store fails the start, and jobs accepted before a stop run
+  // at once (the worker starts with them).
+  auto stats = memory.Stats();
+  if (!stats) {
+    spdlog::critical("cannot open the memory store {}: {}", engine.path,
+                     stats.error().ToString());
+    return 1;
+  }
+  spdlog::info("memory store {}: {}", engine.path, stats->dump());
+  if (!engine.start_worker) spdlog::warn("--no-job-worker: ingest jobs are stored, not run");
+
+  nlohmann::json ready{{"listening", origin}};
+  if (local) {
+    auto key = LocalKey(*keys, previous);
+    if (!key) {
+      spdlog::critical("--local: cannot make a key: {}", key.error().ToString());
+      return 1;
+    }
+    const std::string binding = tmcra::memd::LocalBindingPath();
+    if (auto s = tmcra::memd::WriteLocalFiles(data_dir, port, *key, binding); !s) {
+      spdlog::critical("--local: {}", s.error().ToString());
+      return 1;
+    }
+    ready["identity"] = tmcra::memd::LocalIdentityPath(data_dir);
+    ready["binding"] = binding;
+    spdlog::info("--local: wrote {} and {}", tmcra::memd::LocalIdentityPath(data_dir), binding);
+  }
+
+  g_server.store(server.get());
+  std::thread(SignalLoop, signals).detach();
+
+  spdlog::info("tmcra-memd {} listening on {} ({} threads, {} concurrent requests, {} byte "
+               "bodies)", tmcra::kVersion, origin, options.threads, options.max_concurrency,
+               options.max_body_bytes);
+  std::fprintf(stdout, "%s\n", ready.dump().c_str());  // stdout-ok: the readiness line
+  std::fflush(stdout);
+
+  auto served = server->Serve(memory);
+  {
+    std::lock_guard lock(g_stop_mu);
+    g_server.store(nullptr);
+    if (g_stopper.joinable()) g_stopper.join();
+  }
+  if (!served) {
+    spdlog::critical("{}", served.error().ToString());
+    return 1;
+  }
+  spdlog::info("stopped: every request in progress was answered");
+  if (auto last = memory.Stats()) spdlog::info("memory store {}: {}", engine.path, last->dump());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block the stop signals before any thread exists, so only the signal thread receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (argc < 2) return UsageError("a command is required");
+  const std::string_view command = argv[1];
+  if (command == "--version" || command == "-V") {
+    std::fprintf(stdout, "tmcra-memd %s\n", tmcra::kVersion);  // stdout-ok
+    return 0;
+  }
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::fputs(kUsage, stdout);  // stdout-ok
+    return 0;
+  }
+  try {
+    tmcra::InitLogging();
+    if (command == "serve") return ServeCommand(argc, argv, signals);
+    if (command == "keys") return KeysCommand(argc, argv);
+  } catch (const std::exception& e) {
+    spdlog::critical("fatal: {}", e.what());
+    return 1;
+  }
+  return UsageError("unknown command '" + std::string(command) + "'");
+}

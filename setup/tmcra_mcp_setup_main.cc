@@ -1,0 +1,524 @@
+// tmcra-mcp-setup: registers tmcra-mcp with the MCP hosts on this machine (docs/setup.md).
+// It edits host config files only, backing each up first; it never takes or writes a key.
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "setup/config_file.h"
+#include "setup/hosts.h"
+#include "setup/setup.h"
+#include "base/version.h"
+
+namespace {
+
+namespace setup = tmcra::setup;
+
+constexpr const char* kHelp =
+    "Usage: tmcra-mcp-setup install [--host HOST]... [--project DIR] [--name NAME]\n"
+    "                               [--command PATH] [--no-hooks] [--observe-tools]\n"
+    "                               [--trust-codex-hooks] [--statusline] [--dry-run]\n"
+    "       tmcra-mcp-setup remove  [--host HOST]... [--project DIR] [--name NAME] [--dry-run]\n"
+    "       tmcra-mcp-setup status  [--host HOST]... [--project DIR] [--name NAME] [--json]\n"
+    "       tmcra-mcp-setup --version | --help\n"
+    "\n"
+    "Registers tmcra-mcp with MCP hosts by editing their config files, and for Claude Code and\n"
+    "Codex installs its hooks beside the entry (memory recalled and kept every turn without\n"
+    "the model asking). Every file it changes is first copied to <file>.tmcra-backup-<time>; a\n"
+    "file it cannot edit safely (comments in JSON, an inline TOML table) is left alone and the\n"
+    "entry to add by hand is printed.\n"
+    "\n"
+    "Hosts: claude-code, claude-desktop, codex, cursor, vscode. Without --host, install and\n"
+    "remove act on the hosts found on this machine (their directory, or their program on\n"
+    "PATH), status lists them all.\n"
+    "\n"
+    "Options:\n"
+    "  --host HOST          a host to act on (repeatable)\n"
+    "  --project DIR        the project's config (.mcp.json, .claude/, .codex/, .cursor/,\n"
+    "                       .vscode/) instead of the user's; needs --host\n"
+    "  --name NAME          the server's name in the host (default tmcra)\n"
+    "  --command PATH       the tmcra-mcp to register (default: the one beside this program)\n"
+    "  --no-hooks           register the server only, no hooks\n"
+    "  --observe-tools      also the PostToolUse hook (tool results kept as observations)\n"
+    "  --trust-codex-hooks  ask Codex (codex app-server) for our hooks' hashes and record\n"
+    "                       them as trusted in its config.toml; without it Codex skips them\n"
+    "                       until you trust them with /hooks in Codex\n"
+    "  --statusline         Claude Code's status line shows tmcra-mcp (unless you have one)\n"
+    "  --dry-run            say what would change, change nothing\n"
+    "  --json               status as JSON\n"
+    "\n"
+    "Restart or reload a host after installing. Credentials are not set here: see\n"
+    "docs/configuration.md (TMCRA_API_KEY or the device config file).\n";
+
+constexpr auto kStatusCodexTimeout = std::chrono::seconds(5);
+constexpr auto kTrustCodexTimeout = std::chrono::seconds(20);
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "tmcra-mcp-setup: %s (try --help)\n", message.c_str());
+  return 2;
+}
+
+struct Options {
+  std::string command_name;
+  std::vector<std::string> hosts;
+  std::optional<std::string> project;
+  std::string name = "tmcra";
+  std::optional<std::string> command;
+  bool dry_run = false;
+  bool json = false;
+  bool no_hooks = false;
+  bool observe_tools = false;
+  bool trust_codex_hooks = false;
+  bool statusline = false;
+};
+
+std::optional<std::string> Env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+std::optional<std::string> Absolute(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) return std::nullopt;
+  return std::string(resolved);
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The tmcra-mcp next to this program (both are installed, and built, in one directory).
+std::optional<std::string> SiblingServer() {
+  auto self = Absolute("/proc/self/exe");
+  if (!self) return std::nullopt;
+  const std::string candidate = self->substr(0, self->rfind('/') + 1) + "tmcra-mcp";
+  if (!setup::IsExecutableFile(candidate)) return std::nullopt;
+  return candidate;
+}
+
+void Print(const std::string& label, const setup::HostReport& r) {
+  std::printf("%s: %s\n", label.c_str(), r.message.c_str());
+  if (!r.backup_path.empty()) std::printf("    backup: %s\n", r.backup_path.c_str());
+  if (!r.snippet.empty()) std::printf("    add this by hand:\n%s", r.snippet.c_str());
+}
+
+// The names of the variables set in this process's environment.
+std::vector<std::string> SetVariableNames() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry = *e;
+    const size_t eq = entry.find('=');
+    if (eq != std::string_view::npos && eq > 0) names.emplace_back(entry.substr(0, eq));
+  }
+  return names;
+}
+
+// The directory whose hooks Codex is asked about: the project, else the current one.
+std::string CodexCwd(const Options& opt, const setup::HostEnvironment& env) {
+  if (opt.project) return *opt.project;
+  auto cwd = Absolute(".");
+  return cwd.value_or(env.home);
+}
+
+struct Tally {
+  int failed = 0;
+  bool changed = false;
+  void Add(const setup::HostReport& r) {
+    if (!r.ok) ++failed;
+    changed = changed || r.changed;
+  }
+};
+
+// Codex: asks codex app-server for our hooks' hashes and records them in config.toml.
+void TrustCodex(const Options& opt, const setup::HostTarget& t, const setup::HooksTarget& hooks,
+                const setup::HostEnvironment& env, Tally& tally) {
+  const std::string label = t.label + " trust";
+  if (opt.dry_run) {
+    std::printf("%s: Codex would be asked for the hooks' hashes, to record them in %s\n",
+                label.c_str(), t.path.c_str());
+    return;
+  }
+  setup::HostReport report;
+  const auto codex = setup::FindOnPath("codex", env.path);
+  if (!codex) {
+    report.message =
+        "codex is not on PATH, so the hooks could not be trusted; trust them with "
+        "/hooks in Codex";
+  } else {
+    auto listed =
+        setup::ListCodexHooks(*codex, CodexCwd(opt, env), kTrustCodexTimeout, tmcra::kVersion);
+    if (!listed) {
+      report.message = "could not ask Codex (" + listed.error().message +
+                       "); trust the hooks with /hooks in Codex";
+    } else {
+      report =
+          setup::TrustCodexHooks(t, hooks, *listed, opt.dry_run, std::chrono::system_clock::now());
+    }
+  }
+  Print(label, report);
+  tally.Add(report);
+  if (report.ok) {
+    std::printf("    Codex runs the tmcra-mcp hooks: memory is automatic in new Codex sessions.\n");
+  }
+}
+
+// Registers tmcra-mcp with one host, and installs its hooks there when it has them.
+void InstallOne(const Options& opt, const setup::HostTarget& t, const std::string& command,
+                const std::vector<std::string>& env_vars, const setup::HostEnvironment& env,
+                Tally& tally) {
+  const auto now = std::chrono::system_clock::now();
+  const bool hooks = setup::HostHasHooks(t.host) && !opt.no_hooks;
+  const auto entry = setup::EntryFor(t, opt.name, command, env_vars, hooks);
+  const setup::HostReport r = setup::Install(t, entry, opt.dry_run, now);
+  Print(t.label, r);
+  tally.Add(r);
+  if (t.format == setup::ConfigFormat::kCodexToml) {
+    std::string names;
+    for (const auto& n : entry.env_vars) names += (names.empty() ? "" : ", ") + n;
+    std::printf("    variables Codex passes on: %s\n",
+                names.empty() ? "none (no TMCRA_* set when installing)" : names.c_str());
+  }
+  if (!hooks || !r.ok) return;
+  auto target = setup::ResolveHooks(t.host, env, opt.project);
+  if (!target) return;
+  const std::optional<std::string> statusline =
+      opt.statusline && t.host == "claude-code"
+          ? std::optional<std::string>(setup::StatusLineCommand(command))
+          : std::nullopt;
+  const setup::HostReport h = setup::InstallHooks(
+      *target, setup::OurHooks(t.host, command, opt.observe_tools), statusline, opt.dry_run, now);
+  Print(target->label, h);
+  tally.Add(h);
+  if (!h.ok) return;
+  if (t.host == "claude-code") {
+    std::printf("    Claude Code runs them from its next session: memory is automatic there.\n");
+  } else if (opt.trust_codex_hooks) {
+    TrustCodex(opt, t, *target, env, tally);
+  } else {
+    std::printf(
+        "    Codex skips hooks it has not trusted, without a word: memory is NOT automatic in\n"
+        "    Codex until you trust them. Start codex, type /hooks and trust the tmcra-mcp\n"
+        "    hooks (or run this install again with --trust-codex-hooks).\n");
+  }
+}
+
+int Install(const Options& opt, const std::vector<setup::HostTarget>& targets,
+            const std::string& command, const setup::HostEnvironment& env) {
+  const auto env_vars = setup::VariablesToPass(SetVariableNames());
+  Tally tally;
+  for (const auto& t : targets) InstallOne(opt, t, command, env_vars, env, tally);
+  if (opt.statusline && std::none_of(targets.begin(), targets.end(),
+                                     [](const auto& t) { return t.host == "claude-code"; })) {
+    std::printf("--statusline: Claude Code is not among the hosts; no status line set.\n");
+  }
+  if (tally.changed && !opt.dry_run) {
+    std::printf("Restart or reload the host for the change to take effect.\n");
+  }
+  return tally.failed == 0 ? 0 : 1;
+}
+
+int Remove(const Options& opt, const std::vector<setup::HostTarget>& targets,
+           const setup::HostEnvironment& env) {
+  const auto now = std::chrono::system_clock::now();
+  Tally tally;
+  for (const auto& t : targets) {
+    std::optional<setup::HooksTarget> hooks;
+    std::vector<std::string> trust_keys;
+    if (setup::HostHasHooks(t.host)) {
+      if (auto h = setup::ResolveHooks(t.host, env, opt.project)) hooks = *h;
+    }
+    if (hooks && t.host == "codex") {
+      auto keys = setup::OurTrustKeys(*hooks);
+      if (keys) trust_keys = std::move(*keys);
+    }
+    const setup::HostReport r = setup::Remove(t, opt.name, opt.dry_run, now, trust_keys);
+    Print(t.label, r);
+    tally.Add(r);
+    if (!hooks) continue;
+    const setup::HostReport h = setup::RemoveHooks(*hooks, opt.dry_run, now);
+    Print(hooks->label, h);
+    tally.Add(h);
+  }
+  if (tally.changed && !opt.dry_run) {
+    std::printf("Restart or reload the host for the change to take effect.\n");
+  }
+  return tally.failed == 0 ? 0 : 1;
+}
+
+// Our hooks in a host, with Codex's trust when codex is on PATH.
+setup::HooksStatus HooksOf(const Options& opt, const setup::HostTarget& t,
+                           const setup::HooksTarget& hooks, const std::string& command,
+                           const setup::HostEnvironment& env) {
+  setup::HooksStatus status =
+      setup::InspectHooks(hooks, setup::OurHooks(t.host, command, /*observe_tools=*/false));
+  if (t.host != "codex") return status;
+  const bool any = std::any_of(status.events.begin(), status.events.end(),
+                               [](const auto& e) { return e.installed; });
+  if (!any) return status;
+  bool disabled = false;
+  if (auto config = setup::ReadConfigFile(t.path); config && config->exists) {
+    disabled = setup::CodexHooksDisabled(config->text).value_or(false);
+  }
+  const auto codex = setup::FindOnPath("codex", env.path);
+  tmcra::Result<std::vector<setup::CodexHook>> listed =
+      tmcra::Error::NotFound("codex is not on PATH");
+  if (codex && !disabled) {
+    listed =
+        setup::ListCodexHooks(*codex, CodexCwd(opt, env), kStatusCodexTimeout, tmcra::kVersion);
+  }
+  setup::AddCodexTrust(status, hooks, listed, disabled);
+  return status;
+}
+
+nlohmann::ordered_json HooksJson(const setup::HooksTarget& target, const setup::HooksStatus& s) {
+  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  for (const auto& e : s.events) {
+    nlohmann::ordered_json row = {{"event", e.event},
+                                  {"installed", e.installed},
+                                  {"current", e.current},
+                                  {"host_runs_it", e.runs}};
+    if (!e.trust.empty()) row["codex_trust"] = e.trust;
+    if (!e.todo.empty()) row["todo"] = e.todo;
+    events.push_back(row);
+  }
+  nlohmann::ordered_json out = {{"path", target.path}, {"state", s.state}, {"events", events}};
+  if (!s.detail.empty()) out["detail"] = s.detail;
+  if (target.host == "claude-code") {
+    out["statusline"] = !s.statusline.present ? "none" : s.statusline.ours ? "ours" : "not ours";
+  }
+  return out;
+}
+
+void PrintHooks(const setup::HooksTarget& target, const setup::HooksStatus& s) {
+  if (s.state == "ok") {
+    std::printf("    hooks in %s:\n", target.path.c_str());
+  } else {
+    std::printf("    hooks: %s\n",
+                s.state == "unreadable" ? s.detail.c_str() : (target.path + ": no file").c_str());
+  }
+  for (const auto& e : s.events) {
+    std::string line = "      " + e.event + ": " + (e.installed ? "installed" : "not installed");
+    if (!e.trust.empty()) line += ", Codex: " + e.trust;
+    line += ", runs: " + e.runs;
+    if (!e.todo.empty()) line += " (" + e.todo + ")";
+    std::printf("%s\n", line.c_str());
+  }
+  if (target.host == "claude-code" && s.statusline.present) {
+    std::printf("      statusLine: %s\n", s.statusline.ours ? "tmcra-mcp's" : "the user's own");
+  }
+}
+
+int Status(const Options& opt, const std::vector<setup::HostTarget>& targets,
+           const std::string& command, const setup::HostEnvironment& env) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  if (!opt.json) {
+    std::printf("tmcra-mcp: %s\n", command.empty() ? "(not found)" : command.c_str());
+  }
+  bool unreadable = false;
+  for (const auto& t : targets) {
+    const setup::HostStatus s = setup::Inspect(t, opt.name, command);
+    unreadable = unreadable || s.state == "unreadable";
+    std::optional<setup::HooksTarget> hooks;
+    std::optional<setup::HooksStatus> hook_status;
+    if (setup::HostHasHooks(t.host)) {
+      if (auto h = setup::ResolveHooks(t.host, env, opt.project)) {
+        hooks = *h;
+        hook_status = HooksOf(opt, t, *hooks, command, env);
+        unreadable = unreadable || hook_status->state == "unreadable";
+      }
+    }
+    if (opt.json) {
+      nlohmann::ordered_json row = {{"host", t.host},
+                                    {"label", t.label},
+                                    {"path", t.path},
+                                    {"host_present", t.present},
+                                    {"state", s.state}};
+      if (s.command) {
+        row["command"] = *s.command;
+        row["command_is_this_install"] = s.command_is_ours;
+        row["command_runs"] = s.command_runs;
+      }
+      if (!s.detail.empty()) row["detail"] = s.detail;
+      if (hook_status) row["hooks"] = HooksJson(*hooks, *hook_status);
+      out.push_back(row);
+      continue;
+    }
+    std::string line = t.label + ": " + s.state;
+    if (s.state == "registered") {
+      line += " as " + opt.name + " → " + s.command.value_or("(no command)");
+      if (!s.command_runs) {
+        line += " (not an executable file!)";
+      } else if (!s.command_is_ours && !command.empty()) {
+        line += " (another tmcra-mcp than this one)";
+      }
+    } else if (s.state == "no config file" && !t.present) {
+      line += " (host not found)";
+    }
+    if (!s.detail.empty()) line += ": " + s.detail;
+    std::printf("%s\n    %s\n", line.c_str(), t.path.c_str());
+    if (hook_status) PrintHooks(*hooks, *hook_status);
+  }
+  if (opt.json) {
+    const auto text = out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::printf("%s\n", text.c_str());
+  }
+  return unreadable ? 1 : 0;
+}
+
+int Run(int argc, char** argv) {
+  if (argc < 2) return UsageError("needs a command: install, remove or status");
+  const std::string_view first = argv[1];
+  if (first == "--version" || first == "-V") {
+    std::printf("tmcra-mcp-setup %s\n", tmcra::kVersion);
+    return 0;
+  }
+  for (int i = 1; i < argc; ++i) {  // --help anywhere, e.g. `install --help`
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+  }
+  Options opt;
+  opt.command_name = argv[1];
+  if (opt.command_name != "install" && opt.command_name != "remove" &&
+      opt.command_name != "status") {
+    return UsageError("unknown command '" + opt.command_name + "'");
+  }
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc) return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    const bool install = opt.command_name == "install";
+    if (arg == "--dry-run" && opt.command_name != "status") {
+      opt.dry_run = true;
+    } else if (arg == "--no-hooks" && install) {
+      opt.no_hooks = true;
+    } else if (arg == "--observe-tools" && install) {
+      opt.observe_tools = true;
+    } else if (arg == "--trust-codex-hooks" && install) {
+      opt.trust_codex_hooks = true;
+    } else if (arg == "--statusline" && install) {
+      opt.statusline = true;
+    } else if (arg == "--json" && opt.command_name == "status") {
+      opt.json = true;
+    } else if (arg == "--host" || arg == "--project" || arg == "--name" ||
+               (arg == "--command" && opt.command_name == "install")) {
+      auto v = value();
+      if (!v || v->empty()) return UsageError(arg + " needs a value");
+      if (arg == "--host") opt.hosts.push_back(*v);
+      if (arg == "--project") opt.project = *v;
+      if (arg == "--name") opt.name = *v;
+      if (arg == "--command") opt.command = *v;
+    } else {
+      return UsageError("unknown option '" + arg + "' for " + opt.command_name);
+    }
+  }
+  if (opt.no_hooks && (opt.observe_tools || opt.trust_codex_hooks || opt.statusline)) {
+    return UsageError("--no-hooks excludes --observe-tools, --trust-codex-hooks and --statusline");
+  }
+  auto named = [&](const char* host) {
+    return std::find(opt.hosts.begin(), opt.hosts.end(), host) != opt.hosts.end();
+  };
+  if (opt.statusline && !opt.hosts.empty() && !named("claude-code")) {
+    return UsageError("--statusline is for Claude Code: add --host claude-code");
+  }
+  if (opt.trust_codex_hooks && !opt.hosts.empty() && !named("codex")) {
+    return UsageError("--trust-codex-hooks is for Codex: add --host codex");
+  }
+  if (!setup::IsValidServerName(opt.name)) {
+    return UsageError("--name must be 1-64 letters, digits, '_' or '-'");
+  }
+  if (opt.project) {
+    auto dir = Absolute(*opt.project);
+    if (!dir || !IsDirectory(*dir)) {
+      return UsageError("--project " + *opt.project + " is not a directory");
+    }
+    opt.project = *dir;
+    if (opt.hosts.empty() && opt.command_name != "status") {
+      return UsageError("--project needs --host (which hosts' project files to write)");
+    }
+  }
+
+  std::string command;
+  if (opt.command) {
+    auto abs = Absolute(*opt.command);
+    if (!abs || !setup::IsExecutableFile(*abs)) {
+      return UsageError("--command " + *opt.command + " is not an executable file");
+    }
+    command = *abs;
+  } else if (auto sibling = SiblingServer()) {
+    command = *sibling;
+  } else if (opt.command_name == "install") {
+    return UsageError("no tmcra-mcp beside this program; name it with --command PATH");
+  }
+
+  setup::HostEnvironment env;
+  env.home = Env("HOME").value_or("");
+  if (env.home.empty() || env.home.front() != '/') return UsageError("HOME is not set");
+  env.xdg_config_home = Env("XDG_CONFIG_HOME");
+  env.codex_home = Env("CODEX_HOME");
+  env.path = Env("PATH").value_or("");
+#ifdef __APPLE__
+  env.macos = true;
+#endif
+
+  std::vector<setup::HostTarget> targets;
+  const bool all = opt.hosts.empty();
+  for (const std::string& host : all ? setup::HostNames() : opt.hosts) {
+    if (all && opt.project && host == "claude-desktop") continue;
+    auto target = setup::ResolveHost(host, env, opt.project);
+    if (!target) return UsageError(target.error().message);
+    if (all && opt.command_name != "status" && !target->present) continue;
+    targets.push_back(*target);
+  }
+
+  if (opt.command_name == "status") return Status(opt, targets, command, env);
+  if (targets.empty()) {
+    std::fprintf(stderr,
+                 "tmcra-mcp-setup: no MCP host found in %s or on PATH; name one with --host "
+                 "(claude-code, claude-desktop, codex, cursor, vscode)\n",
+                 env.home.c_str());
+    return 1;
+  }
+  if (opt.command_name == "install") {
+    if (setup::InBuildTree(command)) {
+      std::fprintf(stderr,
+                   "tmcra-mcp-setup: warning: %s is in a build tree; the hosts will keep "
+                   "starting it from there, also after `cmake --install` (register the "
+                   "installed one: run the installed tmcra-mcp-setup, or --command PATH)\n",
+                   command.c_str());
+    }
+    return Install(opt, targets, command, env);
+  }
+  return Remove(opt, targets, env);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tmcra-mcp-setup: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tmcra-mcp-setup: internal error\n");
+  }
+  return 1;
+}

@@ -1,0 +1,149 @@
+// tmcra-memd's key store: key shape, hashed storage, permissions, scope limits, revocation.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "memd/key_store.h"
+#include "base/sha256.h"
+#include "tests/support/temp_dir.h"
+
+using tmcra::memd::ApiKey;
+using tmcra::memd::KeyStore;
+using tmcra::memd::NewKeyRequest;
+using tmcra::memd::ParseToken;
+using tmcra::testing::TempDir;
+
+namespace {
+
+std::unique_ptr<KeyStore> OpenStore(const TempDir& dir) {
+  auto store = KeyStore::Open(dir.path());
+  REQUIRE(store);
+  return std::move(*store);
+}
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+TEST_CASE("a new key is tmcra_<24 hex>.<64 hex> with every permission by default") {
+  TempDir dir;
+  auto store = OpenStore(dir);
+  auto created = store->Create({});
+  REQUIRE(created);
+  const std::string& token = created->token;
+  REQUIRE(token.size() == 6 + 24 + 1 + 64);
+  auto parsed = ParseToken(token);
+  REQUIRE(parsed);
+  CHECK(parsed->key_id == created->key.key_id);
+  CHECK(created->key.permissions ==
+        std::vector<std::string>{"memory:feedback", "memory:read", "memory:write"});
+
+  auto outcome = store->Authenticate(token);
+  REQUIRE(outcome);
+  REQUIRE(outcome->key);
+  CHECK(outcome->key->key_id == created->key.key_id);
+
+  // Only the SHA-256 of the secret is stored.
+  const std::string bytes = FileBytes(dir.File("keys.db")) + FileBytes(dir.File("keys.db-wal"));
+  CHECK(bytes.find(parsed->secret) == std::string::npos);
+  CHECK(bytes.find(tmcra::Sha256Hex(parsed->secret)) != std::string::npos);
+  struct stat st {};
+  REQUIRE(stat(dir.File("keys.db").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+}
+
+TEST_CASE("malformed, unknown, wrong-secret and revoked tokens do not authenticate") {
+  TempDir dir;
+  auto store = OpenStore(dir);
+  auto created = store->Create({});
+  REQUIRE(created);
+  const std::string id = created->key.key_id;
+  const std::string wrong = "tmcra_" + id + "." + std::string(64, 'a');
+  for (const std::string& token :
+       {std::string("tmcra_abc"), std::string("Bearer x"), std::string("tmcra_st_") + id + ".x",
+        "tmcra_" + id + "." + std::string(63, 'a'), "tmcra_" + std::string(24, 'f') + "." +
+        std::string(64, 'b'), wrong, created->token + " "}) {
+    auto outcome = store->Authenticate(token);
+    REQUIRE(outcome);
+    CHECK_FALSE(outcome->key);
+    CHECK_FALSE(outcome->reason.empty());
+  }
+  auto revoked = store->Revoke(id);
+  REQUIRE(revoked);
+  CHECK(*revoked);
+  auto outcome = store->Authenticate(created->token);
+  REQUIRE(outcome);
+  CHECK_FALSE(outcome->key);
+  CHECK(outcome->reason == "revoked key " + id);
+  auto unknown = store->Revoke(std::string(24, '0'));
+  REQUIRE(unknown);
+  CHECK_FALSE(*unknown);
+}
+
+TEST_CASE("a key made without a permission list has all three") {
+  TempDir dir;
+  auto store = OpenStore(dir);
+  auto all = store->Create({});
+  REQUIRE(all);
+  CHECK(all->key.permissions ==
+        std::vector<std::string>{"memory:feedback", "memory:read", "memory:write"});
+}
+
+TEST_CASE("permissions and scope limits are validated and kept") {
+  TempDir dir;
+  auto store = OpenStore(dir);
+  NewKeyRequest bad;
+  bad.permissions = std::vector<std::string>{"memory:read", "tokens:manage"};
+  CHECK_FALSE(store->Create(bad));
+  NewKeyRequest bad_scope;
+  bad_scope.scope_names = {"-x"};
+  CHECK_FALSE(store->Create(bad_scope));
+  // An empty list is an error, never every permission; only an absent one means the default.
+  NewKeyRequest none;
+  none.permissions = std::vector<std::string>{};
+  auto refused = store->Create(none);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == tmcra::Errc::kInvalidArgument);
+
+  NewKeyRequest request;
+  request.permissions = std::vector<std::string>{"memory:read", "memory:read"};
+  request.scope_names = {"alpha"};
+  request.scope_prefixes = {"team-"};
+  request.label = "ci";
+  auto created = store->Create(request);
+  REQUIRE(created);
+  auto outcome = store->Authenticate(created->token);
+  REQUIRE(outcome);
+  REQUIRE(outcome->key);
+  const ApiKey& key = *outcome->key;
+  CHECK(key.permissions == std::vector<std::string>{"memory:read"});
+  CHECK(key.Has("memory:read"));
+  CHECK_FALSE(key.Has("memory:write"));
+  CHECK(key.AllowsScope("alpha"));
+  CHECK(key.AllowsScope("team-x"));
+  CHECK_FALSE(key.AllowsScope("alphabet"));
+  CHECK_FALSE(key.AllowsScope("team"));
+  CHECK(key.label == "ci");
+
+  auto list = store->List();
+  REQUIRE(list);
+  REQUIRE(list->size() == 1);
+  const auto j = (*list)[0].ToJson();
+  CHECK(j["key_id"] == key.key_id);
+  CHECK(j["revoked_at"].is_null());
+  CHECK(j.dump().find(ParseToken(created->token)->secret) == std::string::npos);
+}
+
+TEST_CASE("ConstantTimeEquals compares whole strings") {
+  using tmcra::memd::ConstantTimeEquals;
+  CHECK(ConstantTimeEquals("abc", "abc"));
+  CHECK_FALSE(ConstantTimeEquals("abc", "abd"));
+  CHECK_FALSE(ConstantTimeEquals("abc", "abcd"));
+  CHECK(ConstantTimeEquals("", ""));
+}
