@@ -51,7 +51,7 @@ const CONTRACT_HOOKS = {
   codex: { SessionStart: 10, UserPromptSubmit: 10, Stop: 10, SubagentStop: 10, PreCompact: 10, SessionEnd: 2, Interrupt: 2 },
 };
 const BUILD = path.dirname(bins.server);
-const SETUP = process.env.TMCRA_SETUP || path.join(BUILD, '..', '..', 'setup', 'tmcra-mcp-setup');
+const SETUP = process.env.TMCRA_SETUP || path.join(BUILD, 'tmcra-mcp-setup');
 const STORE_CHECK = process.env.TMCRA_STORE_CHECK || path.join(BUILD, '..', '..', 'tests', 'support', 'tmcra-store-check');
 if (!process.env.TMCRA_MEMD) {
   const memd = path.join(BUILD, '..', '..', 'memd', 'tmcra-memd');

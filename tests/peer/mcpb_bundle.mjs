@@ -39,7 +39,7 @@ await r.test('pack.sh builds a bundle that mcpb validates, and mcpb info reads i
   const info = await run(MCPB, ['info', bundle], { timeoutMs: 60_000 });
   assert.equal(info.code, 0, show(info));
   assert.match(info.stdout + info.stderr, /tmcra-mcp/, show(info));
-});
+}, { timeoutMs: 180_000 });  // pack.sh strips and zips the binary: 40 s on a loaded host
 
 await r.test('the bundle holds the manifest, an executable server/tmcra-mcp, LICENSE and NOTICE', async () => {
   const res = await run(MCPB, ['unpack', bundle, unpacked], { timeoutMs: 60_000 });

@@ -19,8 +19,7 @@ import {
 const NAME = 'setup_hosts.mjs';
 requireNodeModules(NAME, ['@anthropic-ai/claude-code', '@openai/codex', '@modelcontextprotocol/sdk']);
 const bins = parseBins(NAME);
-const SETUP = process.env.TMCRA_SETUP ||
-  path.join(path.dirname(bins.server), '..', '..', 'setup', 'tmcra-mcp-setup');
+const SETUP = process.env.TMCRA_SETUP || path.join(path.dirname(bins.server), 'tmcra-mcp-setup');
 const r = new Runner(NAME);
 
 const root = tmpDir();
