@@ -39,12 +39,10 @@ Error Unreadable(const std::string& path, int error_number) {
 }
 
 // Why openat failed with `error_number` (not ENOENT): a symbolic link is refused as such.
-Error OpenFailure(const std::string& path, int dir_fd, const std::string& base,
-                  int error_number) {
+Error OpenFailure(const std::string& path, int dir_fd, const std::string& base, int error_number) {
   struct stat link {};
   if (error_number == ELOOP ||
-      (fstatat(dir_fd, base.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 &&
-       S_ISLNK(link.st_mode))) {
+      (fstatat(dir_fd, base.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(link.st_mode))) {
     return Refuse(path, "it is a symbolic link; point the setting at the file itself");
   }
   return Unreadable(path, error_number);

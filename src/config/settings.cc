@@ -442,18 +442,17 @@ Status ResolveExpiry(Loading& l, Clock::time_point now) {
                           "); sign in with the TMCRA app again");
   }
   const double last = std::chrono::duration<double>(Clock::duration::max()).count();
-  l.s.expires_at = *epoch >= last
-                       ? Clock::time_point::max()
-                       : Clock::time_point(std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(*epoch)));
+  l.s.expires_at = *epoch >= last ? Clock::time_point::max()
+                                  : Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(*epoch)));
   return Ok();
 }
 
 // The remote modes' queue, base URL, credential and its expiry.
 Status ResolveRemote(Loading& l, Clock::time_point now) {
   const std::string queue = NonBlank(l.env, "TMCRA_MCP_QUEUE_FILE");
-  l.s.queue_path = queue.empty() ? l.home + "/.config/tmcra/mcp-queue.sqlite3"
-                                 : ExpandHome(queue, l.home);
+  l.s.queue_path =
+      queue.empty() ? l.home + "/.config/tmcra/mcp-queue.sqlite3" : ExpandHome(queue, l.home);
   TMCRA_RETURN_IF_ERROR(ResolveBaseUrl(l));
   // 2. The credential.
   if (l.s.api_key.empty()) {
@@ -465,8 +464,8 @@ Status ResolveRemote(Loading& l, Clock::time_point now) {
 
 // 6. The agent id, checked against the service's header grammar (it becomes a header).
 Status ResolveAgentId(Loading& l) {
-  const Sourced agent = FirstOf(l.env, "TMCRA_AGENT_ID", l.config,
-                                {"mcpAgentId", "defaultAgentId"}, l.in_file);
+  const Sourced agent =
+      FirstOf(l.env, "TMCRA_AGENT_ID", l.config, {"mcpAgentId", "defaultAgentId"}, l.in_file);
   if (agent.value.empty()) return Ok();
   if (CodePointLength(agent.value) > 200) {
     return Error::Invalid(agent.source + " must be at most 200 characters");
