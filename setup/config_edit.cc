@@ -332,106 +332,129 @@ Status EditTomlEnv(std::string_view text, const std::vector<size_t>& starts,
   return Ok();
 }
 
+// A new `[mcp_servers.<name>]` table for `entry`, appended to `text` after a blank line; its
+// keys are also set in `exp`, the server's table of the expected document.
+std::string AppendTomlServer(std::string_view text, const ServerEntry& entry, const char* nl,
+                             toml::table& exp) {
+  exp.insert_or_assign("command", entry.command);
+  std::string block = "[mcp_servers." + entry.name + "]" + nl;
+  block += "command = " + TomlString(entry.command) + nl;
+  if (!entry.env_vars.empty()) {
+    toml::array env_vars;
+    for (const auto& v : entry.env_vars) env_vars.push_back(v);
+    exp.insert_or_assign("env_vars", std::move(env_vars));
+    block += "env_vars = " + TomlStringArray(entry.env_vars, nl) + nl;
+  }
+  if (entry.tool_timeout_sec > 0) {
+    exp.insert_or_assign("tool_timeout_sec", static_cast<int64_t>(entry.tool_timeout_sec));
+    block += "tool_timeout_sec = " + std::to_string(entry.tool_timeout_sec) + nl;
+  }
+  if (!entry.env.empty()) {
+    toml::table env;
+    for (const auto& [name, value] : entry.env) env.insert_or_assign(name, value);
+    exp.insert_or_assign("env", std::move(env));
+    block += "env = " + TomlInlineTable(entry.env) + nl;
+  }
+  std::string edited(text);
+  if (!IsBlankText(edited)) {
+    if (edited.back() != '\n') edited += nl;
+    edited += nl;
+  } else {
+    edited.clear();
+  }
+  edited += block;
+  return edited;
+}
+
+// Brings an existing server table's command, args, env_vars and tool_timeout_sec to `entry`:
+// replaced values into `splices`, new lines under its header into `inserted`, and the keys
+// into `exp`, the server's table of the expected document. env_vars and tool_timeout_sec the
+// user already set are kept.
+Status EditTomlKeys(std::string_view text, const std::vector<size_t>& starts,
+                    const toml::table& table, const ServerEntry& entry, const char* nl,
+                    toml::table& exp, std::string& inserted, std::vector<Splice>& splices) {
+  if (const toml::node* command = table.get("command")) {
+    if (command->value<std::string>() != entry.command) {
+      TMCRA_ASSIGN_OR_RETURN(Splice splice,
+                             ReplaceValue(text, starts, *command, TomlString(entry.command)));
+      splices.push_back(std::move(splice));
+    }
+  } else {
+    inserted += "command = " + TomlString(entry.command) + nl;
+  }
+  exp.insert_or_assign("command", entry.command);
+  if (const toml::node* args = table.get("args")) {
+    const toml::array* list = args->as_array();
+    if (list == nullptr || !list->empty()) {
+      TMCRA_ASSIGN_OR_RETURN(Splice splice, ReplaceValue(text, starts, *args, "[]"));
+      splices.push_back(std::move(splice));
+      exp.insert_or_assign("args", toml::array{});
+    }
+  }
+  if (!table.contains("env_vars") && !entry.env_vars.empty()) {
+    inserted += "env_vars = " + TomlStringArray(entry.env_vars, nl) + nl;
+    toml::array env_vars;
+    for (const auto& v : entry.env_vars) env_vars.push_back(v);
+    exp.insert_or_assign("env_vars", std::move(env_vars));
+  }
+  if (!table.contains("tool_timeout_sec") && entry.tool_timeout_sec > 0) {
+    inserted += "tool_timeout_sec = " + std::to_string(entry.tool_timeout_sec) + nl;
+    exp.insert_or_assign("tool_timeout_sec", static_cast<int64_t>(entry.tool_timeout_sec));
+  }
+  return Ok();
+}
+
+// The splices that bring the existing server table `table` to `entry` (none when it already
+// matches); its keys are also set in `exp`, the server's table of the expected document.
+Result<std::vector<Splice>> UpdateTomlServer(std::string_view text, const toml::table& table,
+                                             const ServerEntry& entry, const char* nl,
+                                             toml::table& exp) {
+  const std::vector<size_t> starts = LineStarts(text);
+  // The table must have its own header line, `[mcp_servers.<name>]`.
+  const auto header = Offset(text, starts, table.source().begin);
+  if (table.is_inline() || !header || *header >= text.size() || text[*header] != '[') {
+    return Error::Invalid("defines mcp_servers." + entry.name + " inline or with dotted keys");
+  }
+  std::vector<Splice> splices;
+  std::string inserted;  // new lines under the header
+  TMCRA_RETURN_IF_ERROR(EditTomlKeys(text, starts, table, entry, nl, exp, inserted, splices));
+  TMCRA_RETURN_IF_ERROR(EditTomlEnv(text, starts, table, entry.env, nl, exp, inserted, splices));
+  if (!inserted.empty()) {
+    // Right after the header line.
+    const size_t line = table.source().begin.line;
+    size_t at = line < starts.size() ? starts[line] : text.size();
+    std::string prefix;
+    if (line >= starts.size() && (text.empty() || text.back() != '\n')) prefix = nl;
+    splices.push_back({at, at, prefix + inserted});
+  }
+  return splices;
+}
+
 Result<Edited> AddToml(std::string_view text, const ServerEntry& entry) {
-  auto doc = ParseToml(text);
-  if (!doc) return doc.error();
-  auto server = CodexServer(*doc, entry.name);
-  if (!server) return server.error();
+  TMCRA_ASSIGN_OR_RETURN(const toml::table doc, ParseToml(text));
+  TMCRA_ASSIGN_OR_RETURN(const toml::table* server, CodexServer(doc, entry.name));
   const char* nl = LineEnding(text);
 
-  toml::table expected = *doc;
+  // The document as it must read after the edit.
+  toml::table expected = doc;
   if (!expected.contains("mcp_servers")) expected.insert("mcp_servers", toml::table{});
   toml::table& exp_servers = *expected["mcp_servers"].as_table();
   if (!exp_servers.contains(entry.name)) exp_servers.insert(entry.name, toml::table{});
   toml::table& exp = *exp_servers[entry.name].as_table();
-  toml::array env_vars;
-  for (const auto& v : entry.env_vars) env_vars.push_back(v);
 
   std::string edited;
   EditOutcome outcome;
-  if (*server == nullptr) {
-    exp.insert_or_assign("command", entry.command);
-    std::string block = "[mcp_servers." + entry.name + "]" + nl;
-    block += "command = " + TomlString(entry.command) + nl;
-    if (!entry.env_vars.empty()) {
-      exp.insert_or_assign("env_vars", env_vars);
-      block += "env_vars = " + TomlStringArray(entry.env_vars, nl) + nl;
-    }
-    if (entry.tool_timeout_sec > 0) {
-      exp.insert_or_assign("tool_timeout_sec", static_cast<int64_t>(entry.tool_timeout_sec));
-      block += "tool_timeout_sec = " + std::to_string(entry.tool_timeout_sec) + nl;
-    }
-    if (!entry.env.empty()) {
-      toml::table env;
-      for (const auto& [name, value] : entry.env) env.insert_or_assign(name, value);
-      exp.insert_or_assign("env", std::move(env));
-      block += "env = " + TomlInlineTable(entry.env) + nl;
-    }
-    edited = std::string(text);
-    if (!IsBlankText(edited)) {
-      if (edited.back() != '\n') edited += nl;
-      edited += nl;
-    } else {
-      edited.clear();
-    }
-    edited += block;
+  if (server == nullptr) {
+    edited = AppendTomlServer(text, entry, nl, exp);
     outcome = EditOutcome::kAdded;
   } else {
-    const toml::table& table = **server;
-    const std::vector<size_t> starts = LineStarts(text);
-    // The table must have its own header line, `[mcp_servers.<name>]`.
-    const auto header = Offset(text, starts, table.source().begin);
-    if (table.is_inline() || !header || *header >= text.size() || text[*header] != '[') {
-      return Error::Invalid("defines mcp_servers." + entry.name + " inline or with dotted keys");
-    }
-    std::vector<Splice> splices;
-    std::string inserted;  // new lines under the header
-    auto replace_value = [&](const toml::node& node, std::string with) -> Status {
-      const auto from = Offset(text, starts, node.source().begin);
-      const auto to = Offset(text, starts, node.source().end);
-      if (!from || !to || *to < *from) return Error::Invalid("could not be edited (positions)");
-      splices.push_back({*from, *to, std::move(with)});
-      return Ok();
-    };
-    if (const toml::node* command = table.get("command")) {
-      if (command->value<std::string>() != entry.command) {
-        if (auto s = replace_value(*command, TomlString(entry.command)); !s) return s.error();
-      }
-    } else {
-      inserted += "command = " + TomlString(entry.command) + nl;
-    }
-    exp.insert_or_assign("command", entry.command);
-    if (const toml::node* args = table.get("args")) {
-      const toml::array* list = args->as_array();
-      if (list == nullptr || !list->empty()) {
-        if (auto s = replace_value(*args, "[]"); !s) return s.error();
-        exp.insert_or_assign("args", toml::array{});
-      }
-    }
-    if (!table.contains("env_vars") && !entry.env_vars.empty()) {
-      inserted += "env_vars = " + TomlStringArray(entry.env_vars, nl) + nl;
-      exp.insert_or_assign("env_vars", env_vars);
-    }
-    if (!table.contains("tool_timeout_sec") && entry.tool_timeout_sec > 0) {
-      inserted += "tool_timeout_sec = " + std::to_string(entry.tool_timeout_sec) + nl;
-      exp.insert_or_assign("tool_timeout_sec", static_cast<int64_t>(entry.tool_timeout_sec));
-    }
-    if (auto s = EditTomlEnv(text, starts, table, entry.env, nl, exp, inserted, splices); !s) {
-      return s.error();
-    }
-    if (!inserted.empty()) {
-      // Right after the header line.
-      const size_t line = table.source().begin.line;
-      size_t at = line < starts.size() ? starts[line] : text.size();
-      std::string prefix;
-      if (line >= starts.size() && (text.empty() || text.back() != '\n')) prefix = nl;
-      splices.push_back({at, at, prefix + inserted});
-    }
+    TMCRA_ASSIGN_OR_RETURN(std::vector<Splice> splices,
+                           UpdateTomlServer(text, *server, entry, nl, exp));
     if (splices.empty()) return Edited{std::string(text), EditOutcome::kUnchanged};
     edited = Apply(text, std::move(splices));
     outcome = EditOutcome::kUpdated;
   }
-  if (auto s = CheckTomlEdit(edited, expected); !s) return s.error();
+  TMCRA_RETURN_IF_ERROR(CheckTomlEdit(edited, expected));
   return Edited{std::move(edited), outcome};
 }
 

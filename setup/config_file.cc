@@ -65,15 +65,12 @@ std::string BackupName(const std::string& path, std::chrono::system_clock::time_
   return path + ".tmcra-backup-" + stamp;
 }
 
-}  // namespace
-
-Result<ConfigFile> ReadConfigFile(const std::string& path) {
-  ConfigFile file;
-  file.path = path;
-  file.real_path = path;
+// Sets file.real_path to the file the symbolic link `path` names, when it is one; false when
+// nothing is at `path` (or a directory on the way is missing).
+Result<bool> FollowLink(const std::string& path, ConfigFile& file) {
   struct stat lst;
   if (lstat(path.c_str(), &lst) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return file;
+    if (errno == ENOENT || errno == ENOTDIR) return false;
     return SystemError("cannot look at", path);
   }
   if (S_ISLNK(lst.st_mode)) {
@@ -83,22 +80,15 @@ Result<ConfigFile> ReadConfigFile(const std::string& path) {
     }
     file.real_path = resolved;
   }
-  const int fd = open(file.real_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return SystemError("cannot open", path);
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return SystemError("cannot look at", path, err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return Error::Invalid(path + " is not a regular file");
-  }
-  if (st.st_size > kMaxConfigBytes) {
-    close(fd);
-    return Error::Invalid(path + " is larger than 64 MiB");
-  }
+  return true;
+}
+
+// The bytes of the open file `fd`, which must be a regular file of at most kMaxConfigBytes
+// (checked again while reading: it may grow); fills `st`. The caller closes `fd`.
+Result<std::string> ReadOpenFile(int fd, const std::string& path, struct stat& st) {
+  if (fstat(fd, &st) != 0) return SystemError("cannot look at", path);
+  if (!S_ISREG(st.st_mode)) return Error::Invalid(path + " is not a regular file");
+  if (st.st_size > kMaxConfigBytes) return Error::Invalid(path + " is larger than 64 MiB");
   std::string text(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
   while (true) {
@@ -106,21 +96,34 @@ Result<ConfigFile> ReadConfigFile(const std::string& path) {
     const ssize_t n = read(fd, text.data() + done, text.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      close(fd);
-      return SystemError("cannot read", path, err);
+      return SystemError("cannot read", path);
     }
     if (n == 0) break;
     done += static_cast<size_t>(n);
     if (done > static_cast<size_t>(kMaxConfigBytes)) {
-      close(fd);
       return Error::Invalid(path + " is larger than 64 MiB");
     }
   }
-  close(fd);
   text.resize(done);
+  return text;
+}
+
+}  // namespace
+
+Result<ConfigFile> ReadConfigFile(const std::string& path) {
+  ConfigFile file;
+  file.path = path;
+  file.real_path = path;
+  TMCRA_ASSIGN_OR_RETURN(const bool present, FollowLink(path, file));
+  if (!present) return file;
+  const int fd = open(file.real_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return SystemError("cannot open", path);
+  struct stat st;
+  auto text = ReadOpenFile(fd, path, st);
+  close(fd);
+  if (!text) return text.error();
   file.exists = true;
-  file.text = std::move(text);
+  file.text = std::move(*text);
   file.mode = st.st_mode & 07777;
   file.inode = st.st_ino;
   file.size = st.st_size;

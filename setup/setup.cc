@@ -254,32 +254,41 @@ HostReport TrustCodexHooks(const HostTarget& config, const HooksTarget& hooks,
       [&](const std::string& text) { return SetHookTrust(text, trusts); }, "", describe);
 }
 
-HooksStatus InspectHooks(const HooksTarget& target, const std::vector<HookHandler>& wanted) {
-  HooksStatus status;
+namespace {
+
+// Reads the hooks file into `status` (state, detail, disabled, statusline); returns our hooks
+// in it, none when it is missing or unreadable.
+std::vector<FoundHook> ReadHooksFile(const HooksTarget& target, HooksStatus& status) {
   auto file = ReadConfigFile(target.path);
-  std::vector<FoundHook> found;
   if (!file) {
     status.state = "unreadable";
     status.detail = file.error().message;
-  } else if (!file->exists) {
-    status.state = "no file";
-  } else {
-    auto hooks = FindOurHooks(file->text);
-    auto disabled = AllHooksDisabled(file->text);
-    auto statusline = FindStatusLine(file->text);
-    if (!hooks || !disabled || !statusline) {
-      status.state = "unreadable";
-      status.detail = target.path + " " +
-                      (!hooks      ? hooks.error().message
-                       : !disabled ? disabled.error().message
-                                   : statusline.error().message);
-    } else {
-      status.state = "ok";
-      found = std::move(*hooks);
-      status.disabled = target.host == "claude-code" && *disabled;
-      status.statusline = *statusline;
-    }
+    return {};
   }
+  if (!file->exists) {
+    status.state = "no file";
+    return {};
+  }
+  auto hooks = FindOurHooks(file->text);
+  auto disabled = AllHooksDisabled(file->text);
+  auto statusline = FindStatusLine(file->text);
+  if (!hooks || !disabled || !statusline) {
+    status.state = "unreadable";
+    status.detail = target.path + " " +
+                    (!hooks      ? hooks.error().message
+                     : !disabled ? disabled.error().message
+                                 : statusline.error().message);
+    return {};
+  }
+  status.state = "ok";
+  status.disabled = target.host == "claude-code" && *disabled;
+  status.statusline = *statusline;
+  return std::move(*hooks);
+}
+
+// The events wanted, in their order, then those of other hooks of ours found in the file.
+std::vector<std::string> HookEvents(const std::vector<HookHandler>& wanted,
+                                    const std::vector<FoundHook>& found) {
   std::vector<std::string> events;
   for (const HookHandler& hook : wanted) events.push_back(hook.event);
   for (const FoundHook& hook : found) {
@@ -287,34 +296,50 @@ HooksStatus InspectHooks(const HooksTarget& target, const std::vector<HookHandle
       events.push_back(hook.event);
     }
   }
-  for (const std::string& event : events) {
-    HookState state;
-    state.event = event;
-    auto ours = std::find_if(found.begin(), found.end(),
-                             [&](const FoundHook& h) { return h.event == event; });
-    auto want = std::find_if(wanted.begin(), wanted.end(),
-                             [&](const HookHandler& h) { return h.event == event; });
-    state.installed = ours != found.end();
-    if (state.installed) {
-      state.command = ours->command;
-      state.current = want != wanted.end() && ours->command == want->command &&
-                      ours->timeout_sec == want->timeout_sec;
-    }
-    const bool claude = target.host == "claude-code";
-    if (!state.installed) {
-      state.runs = "no";
-      state.todo = "run tmcra-mcp-setup install --host " + target.host;
-    } else if (claude) {
-      state.runs = status.disabled ? "no" : "yes";
-      if (status.disabled) state.todo = "remove \"disableAllHooks\": true from " + target.path;
-    } else {
-      state.runs = "unknown";
-    }
-    if (state.installed && !state.current && state.todo.empty() && want != wanted.end()) {
-      state.todo = "run tmcra-mcp-setup install --host " + target.host +
-                   " (it runs another tmcra-mcp or timeout)";
-    }
-    status.events.push_back(std::move(state));
+  return events;
+}
+
+// Whether our hook for `event` is installed and current, whether the host runs it, and what to
+// do about it. `disabled`: the host runs no hooks at all.
+HookState EventState(const std::string& event, const HooksTarget& target,
+                     const std::vector<HookHandler>& wanted, const std::vector<FoundHook>& found,
+                     bool disabled) {
+  HookState state;
+  state.event = event;
+  auto ours = std::find_if(found.begin(), found.end(),
+                           [&](const FoundHook& h) { return h.event == event; });
+  auto want = std::find_if(wanted.begin(), wanted.end(),
+                           [&](const HookHandler& h) { return h.event == event; });
+  state.installed = ours != found.end();
+  if (state.installed) {
+    state.command = ours->command;
+    state.current = want != wanted.end() && ours->command == want->command &&
+                    ours->timeout_sec == want->timeout_sec;
+  }
+  const bool claude = target.host == "claude-code";
+  if (!state.installed) {
+    state.runs = "no";
+    state.todo = "run tmcra-mcp-setup install --host " + target.host;
+  } else if (claude) {
+    state.runs = disabled ? "no" : "yes";
+    if (disabled) state.todo = "remove \"disableAllHooks\": true from " + target.path;
+  } else {
+    state.runs = "unknown";
+  }
+  if (state.installed && !state.current && state.todo.empty() && want != wanted.end()) {
+    state.todo = "run tmcra-mcp-setup install --host " + target.host +
+                 " (it runs another tmcra-mcp or timeout)";
+  }
+  return state;
+}
+
+}  // namespace
+
+HooksStatus InspectHooks(const HooksTarget& target, const std::vector<HookHandler>& wanted) {
+  HooksStatus status;
+  const std::vector<FoundHook> found = ReadHooksFile(target, status);
+  for (const std::string& event : HookEvents(wanted, found)) {
+    status.events.push_back(EventState(event, target, wanted, found, status.disabled));
   }
   return status;
 }

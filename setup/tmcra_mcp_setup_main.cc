@@ -379,26 +379,29 @@ int Status(const Options& opt, const std::vector<setup::HostTarget>& targets,
   return unreadable ? 1 : 0;
 }
 
-int Run(int argc, char** argv) {
-  if (argc < 2) return UsageError("needs a command: install, remove or status");
+// A usage error's message when the arguments are wrong, std::nullopt when they are fine.
+using UsageProblem = std::optional<std::string>;
+
+// --version or --help (anywhere, e.g. `install --help`): what they print, and exit 0.
+std::optional<int> VersionOrHelp(int argc, char** argv) {
   const std::string_view first = argv[1];
   if (first == "--version" || first == "-V") {
     std::printf("tmcra-mcp-setup %s\n", tmcra::kVersion);
     return 0;
   }
-  for (int i = 1; i < argc; ++i) {  // --help anywhere, e.g. `install --help`
+  for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::fputs(kHelp, stdout);
       return 0;
     }
   }
-  Options opt;
-  opt.command_name = argv[1];
-  if (opt.command_name != "install" && opt.command_name != "remove" &&
-      opt.command_name != "status") {
-    return UsageError("unknown command '" + opt.command_name + "'");
-  }
+  return std::nullopt;
+}
+
+// The options after the command (argv[2] on) into `opt`, each accepted only by the commands
+// it is for.
+UsageProblem ParseFlags(int argc, char** argv, Options& opt) {
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::optional<std::string> {
@@ -421,73 +424,119 @@ int Run(int argc, char** argv) {
     } else if (arg == "--host" || arg == "--project" || arg == "--name" ||
                (arg == "--command" && opt.command_name == "install")) {
       auto v = value();
-      if (!v || v->empty()) return UsageError(arg + " needs a value");
+      if (!v || v->empty()) return arg + " needs a value";
       if (arg == "--host") opt.hosts.push_back(*v);
       if (arg == "--project") opt.project = *v;
       if (arg == "--name") opt.name = *v;
       if (arg == "--command") opt.command = *v;
     } else {
-      return UsageError("unknown option '" + arg + "' for " + opt.command_name);
+      return "unknown option '" + arg + "' for " + opt.command_name;
     }
   }
+  return std::nullopt;
+}
+
+// Options that do not go together, the server name, and --project, made absolute.
+UsageProblem CheckOptions(Options& opt) {
   if (opt.no_hooks && (opt.observe_tools || opt.trust_codex_hooks || opt.statusline)) {
-    return UsageError("--no-hooks excludes --observe-tools, --trust-codex-hooks and --statusline");
+    return "--no-hooks excludes --observe-tools, --trust-codex-hooks and --statusline";
   }
   auto named = [&](const char* host) {
     return std::find(opt.hosts.begin(), opt.hosts.end(), host) != opt.hosts.end();
   };
   if (opt.statusline && !opt.hosts.empty() && !named("claude-code")) {
-    return UsageError("--statusline is for Claude Code: add --host claude-code");
+    return "--statusline is for Claude Code: add --host claude-code";
   }
   if (opt.trust_codex_hooks && !opt.hosts.empty() && !named("codex")) {
-    return UsageError("--trust-codex-hooks is for Codex: add --host codex");
+    return "--trust-codex-hooks is for Codex: add --host codex";
   }
   if (!setup::IsValidServerName(opt.name)) {
-    return UsageError("--name must be 1-64 letters, digits, '_' or '-'");
+    return "--name must be 1-64 letters, digits, '_' or '-'";
   }
   if (opt.project) {
     auto dir = Absolute(*opt.project);
     if (!dir || !IsDirectory(*dir)) {
-      return UsageError("--project " + *opt.project + " is not a directory");
+      return "--project " + *opt.project + " is not a directory";
     }
     opt.project = *dir;
     if (opt.hosts.empty() && opt.command_name != "status") {
-      return UsageError("--project needs --host (which hosts' project files to write)");
+      return "--project needs --host (which hosts' project files to write)";
     }
   }
+  return std::nullopt;
+}
 
-  std::string command;
+// The tmcra-mcp to register: --command, else the one beside this program; `command` stays
+// empty when there is none and the command is not install.
+UsageProblem ResolveCommand(const Options& opt, std::string& command) {
   if (opt.command) {
     auto abs = Absolute(*opt.command);
     if (!abs || !setup::IsExecutableFile(*abs)) {
-      return UsageError("--command " + *opt.command + " is not an executable file");
+      return "--command " + *opt.command + " is not an executable file";
     }
     command = *abs;
   } else if (auto sibling = SiblingServer()) {
     command = *sibling;
   } else if (opt.command_name == "install") {
-    return UsageError("no tmcra-mcp beside this program; name it with --command PATH");
+    return "no tmcra-mcp beside this program; name it with --command PATH";
   }
+  return std::nullopt;
+}
 
+// The hosts' view of this process's environment; its home is checked by the caller.
+setup::HostEnvironment ProcessHostEnvironment() {
   setup::HostEnvironment env;
   env.home = Env("HOME").value_or("");
-  if (env.home.empty() || env.home.front() != '/') return UsageError("HOME is not set");
   env.xdg_config_home = Env("XDG_CONFIG_HOME");
   env.codex_home = Env("CODEX_HOME");
   env.path = Env("PATH").value_or("");
 #ifdef __APPLE__
   env.macos = true;
 #endif
+  return env;
+}
 
-  std::vector<setup::HostTarget> targets;
+// The hosts to act on: those named, else every host (for install and remove only those found
+// on this machine, and never Claude Desktop for a project).
+UsageProblem ResolveTargets(const Options& opt, const setup::HostEnvironment& env,
+                            std::vector<setup::HostTarget>& targets) {
   const bool all = opt.hosts.empty();
   for (const std::string& host : all ? setup::HostNames() : opt.hosts) {
     if (all && opt.project && host == "claude-desktop") continue;
     auto target = setup::ResolveHost(host, env, opt.project);
-    if (!target) return UsageError(target.error().message);
+    if (!target) return target.error().message;
     if (all && opt.command_name != "status" && !target->present) continue;
     targets.push_back(*target);
   }
+  return std::nullopt;
+}
+
+void WarnIfInBuildTree(const std::string& command) {
+  if (!setup::InBuildTree(command)) return;
+  std::fprintf(stderr,
+               "tmcra-mcp-setup: warning: %s is in a build tree; the hosts will keep "
+               "starting it from there, also after `cmake --install` (register the "
+               "installed one: run the installed tmcra-mcp-setup, or --command PATH)\n",
+               command.c_str());
+}
+
+int Run(int argc, char** argv) {
+  if (argc < 2) return UsageError("needs a command: install, remove or status");
+  if (const auto exit_code = VersionOrHelp(argc, argv)) return *exit_code;
+  Options opt;
+  opt.command_name = argv[1];
+  if (opt.command_name != "install" && opt.command_name != "remove" &&
+      opt.command_name != "status") {
+    return UsageError("unknown command '" + opt.command_name + "'");
+  }
+  if (auto problem = ParseFlags(argc, argv, opt)) return UsageError(*problem);
+  if (auto problem = CheckOptions(opt)) return UsageError(*problem);
+  std::string command;
+  if (auto problem = ResolveCommand(opt, command)) return UsageError(*problem);
+  const setup::HostEnvironment env = ProcessHostEnvironment();
+  if (env.home.empty() || env.home.front() != '/') return UsageError("HOME is not set");
+  std::vector<setup::HostTarget> targets;
+  if (auto problem = ResolveTargets(opt, env, targets)) return UsageError(*problem);
 
   if (opt.command_name == "status") return Status(opt, targets, command, env);
   if (targets.empty()) {
@@ -498,13 +547,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
   if (opt.command_name == "install") {
-    if (setup::InBuildTree(command)) {
-      std::fprintf(stderr,
-                   "tmcra-mcp-setup: warning: %s is in a build tree; the hosts will keep "
-                   "starting it from there, also after `cmake --install` (register the "
-                   "installed one: run the installed tmcra-mcp-setup, or --command PATH)\n",
-                   command.c_str());
-    }
+    WarnIfInBuildTree(command);
     return Install(opt, targets, command, env);
   }
   return Remove(opt, targets, env);

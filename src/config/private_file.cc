@@ -38,6 +38,71 @@ Error Unreadable(const std::string& path, int error_number) {
                         std::strerror(error_number) + ")");
 }
 
+// Why openat failed with `error_number` (not ENOENT): a symbolic link is refused as such.
+Error OpenFailure(const std::string& path, int dir_fd, const std::string& base, int error_number) {
+  struct stat link {};
+  if (error_number == ELOOP ||
+      (fstatat(dir_fd, base.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(link.st_mode))) {
+    return Refuse(path, "it is a symbolic link; point the setting at the file itself");
+  }
+  return Unreadable(path, error_number);
+}
+
+// Fills `st` for the open file `fd` and checks it is a regular file of ours that nobody else
+// could have read (kSecret) or changed.
+Status CheckFile(const std::string& path, int fd, FileSecrecy secrecy, struct stat& st) {
+  const uid_t me = geteuid();
+  if (fstat(fd, &st) != 0) return Unreadable(path, errno);
+  if (!S_ISREG(st.st_mode)) return Refuse(path, "it is not a regular file");
+  if (st.st_uid != me) {
+    return Refuse(path, "it is owned by uid " + std::to_string(st.st_uid) +
+                            ", not by this user (uid " + std::to_string(me) + ")");
+  }
+  if (secrecy == FileSecrecy::kSecret && (st.st_mode & 077) != 0) {
+    return Refuse(path, "permissions " + OctalMode(st.st_mode) +
+                            " are too open: it may hold a credential, so group and others must "
+                            "have no access (run: chmod 600 " + path + ")");
+  }
+  if (secrecy == FileSecrecy::kIntegrity && (st.st_mode & 022) != 0) {
+    return Refuse(path, "permissions " + OctalMode(st.st_mode) +
+                            " let group or others change it (run: chmod go-w " + path + ")");
+  }
+  return Ok();
+}
+
+// Checks that nobody else could swap the file in its directory `dir` (open as `dir_fd`).
+Status CheckDirectory(const std::string& path, const std::string& dir, int dir_fd) {
+  struct stat dir_st {};
+  if (fstat(dir_fd, &dir_st) != 0) return Unreadable(path, errno);
+  if (std::string why = DirOpenToOthers(dir, dir_st, StickyDirs::kAccepted); !why.empty()) {
+    return Refuse(path, "its directory " + why);
+  }
+  return Ok();
+}
+
+// The bytes of the open file `fd` of `size` bytes (by fstat), refused over 1 MiB (checked again
+// while reading, the file may grow).
+Result<std::string> ReadAll(const std::string& path, int fd, off_t size) {
+  if (size > kMaxFileBytes) {
+    return Error::Invalid("TMCRA config is unreadable: " + path + " (larger than 1 MiB)");
+  }
+  std::string text;
+  char buffer[8192];
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Unreadable(path, errno);
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > static_cast<size_t>(kMaxFileBytes)) {
+      return Error::Invalid("TMCRA config is unreadable: " + path + " (larger than 1 MiB)");
+    }
+  }
+  return text;
+}
+
 }  // namespace
 
 Result<std::optional<std::string>> ReadPrivateFile(const std::string& path,
@@ -59,56 +124,13 @@ Result<std::optional<std::string>> ReadPrivateFile(const std::string& path,
   if (fd.get() < 0) {
     const int error_number = errno;
     if (error_number == ENOENT) return std::optional<std::string>();
-    struct stat link {};
-    if (error_number == ELOOP ||
-        (fstatat(dir_fd.get(), base.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 &&
-         S_ISLNK(link.st_mode))) {
-      return Refuse(path, "it is a symbolic link; point the setting at the file itself");
-    }
-    return Unreadable(path, error_number);
+    return OpenFailure(path, dir_fd.get(), base, error_number);
   }
 
-  const uid_t me = geteuid();
   struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return Unreadable(path, errno);
-  if (!S_ISREG(st.st_mode)) return Refuse(path, "it is not a regular file");
-  if (st.st_uid != me) {
-    return Refuse(path, "it is owned by uid " + std::to_string(st.st_uid) +
-                            ", not by this user (uid " + std::to_string(me) + ")");
-  }
-  if (secrecy == FileSecrecy::kSecret && (st.st_mode & 077) != 0) {
-    return Refuse(path, "permissions " + OctalMode(st.st_mode) +
-                            " are too open: it may hold a credential, so group and others must "
-                            "have no access (run: chmod 600 " + path + ")");
-  }
-  if (secrecy == FileSecrecy::kIntegrity && (st.st_mode & 022) != 0) {
-    return Refuse(path, "permissions " + OctalMode(st.st_mode) +
-                            " let group or others change it (run: chmod go-w " + path + ")");
-  }
-
-  struct stat dir_st {};
-  if (fstat(dir_fd.get(), &dir_st) != 0) return Unreadable(path, errno);
-  if (std::string why = DirOpenToOthers(dir, dir_st, StickyDirs::kAccepted); !why.empty()) {
-    return Refuse(path, "its directory " + why);
-  }
-
-  if (st.st_size > kMaxFileBytes) {
-    return Error::Invalid("TMCRA config is unreadable: " + path + " (larger than 1 MiB)");
-  }
-  std::string text;
-  char buffer[8192];
-  while (true) {
-    const ssize_t n = read(fd.get(), buffer, sizeof buffer);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Unreadable(path, errno);
-    }
-    if (n == 0) break;
-    text.append(buffer, static_cast<size_t>(n));
-    if (text.size() > static_cast<size_t>(kMaxFileBytes)) {
-      return Error::Invalid("TMCRA config is unreadable: " + path + " (larger than 1 MiB)");
-    }
-  }
+  TMCRA_RETURN_IF_ERROR(CheckFile(path, fd.get(), secrecy, st));
+  TMCRA_RETURN_IF_ERROR(CheckDirectory(path, dir, dir_fd.get()));
+  TMCRA_ASSIGN_OR_RETURN(std::string text, ReadAll(path, fd.get(), st.st_size));
   return std::optional<std::string>(std::move(text));
 }
 

@@ -328,55 +328,57 @@ std::string Join(const std::vector<std::string>& parts) {
   return out;
 }
 
-}  // namespace
-
-EnvLookup ProcessEnv() {
-  return [](const char* name) -> std::optional<std::string> {
-    const char* value = std::getenv(name);
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  };
-}
-
-Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
-  auto discovered = Discover(env);
-  if (!discovered) return discovered.error();
-  const Discovery& d = *discovered;
-  const json& config = d.config;
-  const std::string in_file = "in " + d.config_path;
-  std::vector<std::string> problems;
-
+// What the steps of LoadSettings share: what discovery selected, the environment, and the
+// settings and problems resolved so far.
+struct Loading {
+  const EnvLookup& env;
+  const Discovery& d;
+  const json& config;         // d.config
+  const std::string in_file;  // "in <config path>", naming the file in messages
+  const bool local;           // the file selects the local memory
+  std::string home;
   Settings s;
+  std::vector<std::string> problems;
+};
+
+// The settings that only report what discovery selected.
+void TakeDiscovery(const Discovery& d, Settings& s) {
   s.config_path = d.config_path;
   s.config_file_present = d.config_present;
   s.config_file_explicit = d.config_explicit;
   s.binding_path = d.binding_path;
   s.binding_file_present = d.binding_present;
+}
 
-  const std::string home = Home(env);
-  const std::string data_dir = NonBlank(env, "TMCRA_DATA_DIR");
-  s.data_dir = data_dir.empty() ? home + "/.local/share/tmcra" : ExpandHome(data_dir, home);
-  s.database_path = s.data_dir + "/memory.db";
+// The embedded data directory and database; returns TMCRA_DATA_DIR as set, for the message
+// that refuses a relative one.
+std::string ResolveDataDir(Loading& l) {
+  std::string data_dir = NonBlank(l.env, "TMCRA_DATA_DIR");
+  l.s.data_dir = data_dir.empty() ? l.home + "/.local/share/tmcra" : ExpandHome(data_dir, l.home);
+  l.s.database_path = l.s.data_dir + "/memory.db";
+  return data_dir;
+}
 
-  // The memory mode and the credential (§5.3: in local mode only the identity file counts).
-  const bool local = IsLocal(config);
-  if (local) {
+// The memory mode and the credential (§5.3: in local mode only the identity file counts).
+Status ResolveMode(Loading& l, const std::string& data_dir) {
+  Settings& s = l.s;
+  if (l.local) {
     s.mode = kModeLocal;
-    s.api_key = StringField(config, "apiKey");
+    s.api_key = StringField(l.config, "apiKey");
     s.credential_source = "config:apiKey";
-    if (!NonBlank(env, "TMCRA_BASE_URL").empty() || !NonBlank(env, "TMCRA_API_KEY").empty()) {
-      problems.push_back("TMCRA_BASE_URL and TMCRA_API_KEY are ignored: the local memory "
-                         "identity " + d.config_path + " is used");
+    if (!NonBlank(l.env, "TMCRA_BASE_URL").empty() || !NonBlank(l.env, "TMCRA_API_KEY").empty()) {
+      l.problems.push_back("TMCRA_BASE_URL and TMCRA_API_KEY are ignored: the local memory "
+                           "identity " + l.d.config_path + " is used");
     }
-  } else if (std::string key = NonBlank(env, "TMCRA_API_KEY"); !key.empty()) {
+  } else if (std::string key = NonBlank(l.env, "TMCRA_API_KEY"); !key.empty()) {
     s.mode = kModeService;
     s.api_key = std::move(key);
     s.credential_source = "TMCRA_API_KEY";
-  } else if (std::string token = StringField(config, "accessToken"); !token.empty()) {
+  } else if (std::string token = StringField(l.config, "accessToken"); !token.empty()) {
     s.mode = kModeService;
     s.api_key = std::move(token);
     s.credential_source = "config:accessToken";
-  } else if (std::string api_key = StringField(config, "apiKey"); !api_key.empty()) {
+  } else if (std::string api_key = StringField(l.config, "apiKey"); !api_key.empty()) {
     s.mode = kModeService;
     s.api_key = std::move(api_key);
     s.credential_source = "config:apiKey";
@@ -389,163 +391,197 @@ Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
       return Error::Invalid("TMCRA_DATA_DIR must be an absolute path (or start with ~/): " +
                             data_dir);
     }
-    if (!NonBlank(env, "TMCRA_BASE_URL").empty()) {
-      problems.push_back("TMCRA_BASE_URL is set but no credential is configured (TMCRA_API_KEY, "
-                         "or accessToken/apiKey " + in_file + "): it is ignored and the "
-                         "embedded memory is used");
+    if (!NonBlank(l.env, "TMCRA_BASE_URL").empty()) {
+      l.problems.push_back("TMCRA_BASE_URL is set but no credential is configured (TMCRA_API_KEY, "
+                           "or accessToken/apiKey " + l.in_file + "): it is ignored and the "
+                           "embedded memory is used");
     }
   }
+  return Ok();
+}
 
-  if (s.remote()) {
-    const std::string queue = NonBlank(env, "TMCRA_MCP_QUEUE_FILE");
-    s.queue_path = queue.empty() ? home + "/.config/tmcra/mcp-queue.sqlite3"
-                                 : ExpandHome(queue, home);
-
-    // 1. The base URL (§5.4). A baseUrl of another type is an error, not a fall-back to the
-    // default host: the key would go to a service the user did not name.
-    if (const auto it = config.find("baseUrl");
-        it != config.end() && !it->is_null() && !it->is_string() &&
-        (local || NonBlank(env, "TMCRA_BASE_URL").empty())) {
-      return Error::Invalid("baseUrl " + in_file + " must be a string");
-    }
-    Sourced url;
-    if (local) {
-      url = {StringField(config, "baseUrl"), "baseUrl " + in_file};
-    } else {
-      url = FirstOf(env, "TMCRA_BASE_URL", config, {"baseUrl"}, in_file);
-      if (url.value.empty()) url = {std::string(kDefaultBaseUrl), "the default base URL"};
-    }
-    auto base = ValidateBaseUrl(url.value, local, url.source);
-    if (!base) return base.error();
-    s.base_url = base->url;
-
-    // 2. The credential.
-    if (s.api_key.empty()) {
-      return Error::Invalid("TMCRA credential is missing: the local memory identity " +
-                            d.config_path + " has no apiKey; cloud fallback is disabled");
-    }
-
-    // 3. Its expiry, when it came from the config file (expiresAt describes that credential).
-    if (s.credential_source.rfind("config:", 0) == 0) {
-      const auto it = config.find("expiresAt");
-      if (it != config.end() && Truthy(*it)) {
-        std::optional<double> epoch;
-        if (it->is_string()) {
-          epoch = ParseIsoTimestamp(Trim(it->get<std::string>()));
-        }
-        if (!epoch) {
-          return Error::Invalid("TMCRA credential expiry is invalid (expiresAt " + in_file +
-                                "); sign in with the TMCRA app again");
-        }
-        // Compared in seconds: a far expiry (9999-12-31) does not fit the clock's nanoseconds
-        // (they end in 2262), and converting it would overflow.
-        const double now_seconds =
-            std::chrono::duration<double>(now.time_since_epoch()).count();
-        if (*epoch <= now_seconds) {
-          return Error::Invalid("TMCRA credential expired (expiresAt " + in_file +
-                                "); sign in with the TMCRA app again");
-        }
-        const double last = std::chrono::duration<double>(Clock::duration::max()).count();
-        s.expires_at = *epoch >= last
-                           ? Clock::time_point::max()
-                           : Clock::time_point(std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(*epoch)));
-      }
-    }
+// 1. The base URL (§5.4). A baseUrl of another type is an error, not a fall-back to the
+// default host: the key would go to a service the user did not name.
+Status ResolveBaseUrl(Loading& l) {
+  if (const auto it = l.config.find("baseUrl");
+      it != l.config.end() && !it->is_null() && !it->is_string() &&
+      (l.local || NonBlank(l.env, "TMCRA_BASE_URL").empty())) {
+    return Error::Invalid("baseUrl " + l.in_file + " must be a string");
+  }
+  Sourced url;
+  if (l.local) {
+    url = {StringField(l.config, "baseUrl"), "baseUrl " + l.in_file};
   } else {
-    s.queue_path = s.data_dir + "/outbox.sqlite3";
+    url = FirstOf(l.env, "TMCRA_BASE_URL", l.config, {"baseUrl"}, l.in_file);
+    if (url.value.empty()) url = {std::string(kDefaultBaseUrl), "the default base URL"};
   }
+  TMCRA_ASSIGN_OR_RETURN(const auto base, ValidateBaseUrl(url.value, l.local, url.source));
+  l.s.base_url = base.url;
+  return Ok();
+}
 
-  // 4. and 5. Timeout and attempts.
-  auto timeout = ResolveTimeout(env, config, in_file);
-  if (!timeout) return timeout.error();
-  s.request_timeout_seconds = *timeout;
-  auto attempts = ResolveAttempts(env);
-  if (!attempts) return attempts.error();
-  s.max_attempts = *attempts;
-
-  // 6. The agent id, checked against the service's header grammar (it becomes a header).
-  const Sourced agent = FirstOf(env, "TMCRA_AGENT_ID", config, {"mcpAgentId", "defaultAgentId"},
-                                in_file);
-  if (!agent.value.empty()) {
-    if (CodePointLength(agent.value) > 200) {
-      return Error::Invalid(agent.source + " must be at most 200 characters");
-    }
-    if (!IsValidAgentId(agent.value)) {
-      return Error::Invalid(agent.source +
-                            " has an invalid format (letters, digits and _ . : @ / -, starting "
-                            "with a letter or digit)");
-    }
-    s.default_agent_id = agent.value;
+// 3. The credential's expiry, when it came from the config file (expiresAt describes that
+// credential).
+Status ResolveExpiry(Loading& l, Clock::time_point now) {
+  if (l.s.credential_source.rfind("config:", 0) != 0) return Ok();
+  const auto it = l.config.find("expiresAt");
+  if (it == l.config.end() || !Truthy(*it)) return Ok();
+  std::optional<double> epoch;
+  if (it->is_string()) {
+    epoch = ParseIsoTimestamp(Trim(it->get<std::string>()));
   }
+  if (!epoch) {
+    return Error::Invalid("TMCRA credential expiry is invalid (expiresAt " + l.in_file +
+                          "); sign in with the TMCRA app again");
+  }
+  // Compared in seconds: a far expiry (9999-12-31) does not fit the clock's nanoseconds
+  // (they end in 2262), and converting it would overflow.
+  const double now_seconds = std::chrono::duration<double>(now.time_since_epoch()).count();
+  if (*epoch <= now_seconds) {
+    return Error::Invalid("TMCRA credential expired (expiresAt " + l.in_file +
+                          "); sign in with the TMCRA app again");
+  }
+  const double last = std::chrono::duration<double>(Clock::duration::max()).count();
+  l.s.expires_at = *epoch >= last ? Clock::time_point::max()
+                                  : Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(*epoch)));
+  return Ok();
+}
 
-  // 7. The integration id.
+// The remote modes' queue, base URL, credential and its expiry.
+Status ResolveRemote(Loading& l, Clock::time_point now) {
+  const std::string queue = NonBlank(l.env, "TMCRA_MCP_QUEUE_FILE");
+  l.s.queue_path =
+      queue.empty() ? l.home + "/.config/tmcra/mcp-queue.sqlite3" : ExpandHome(queue, l.home);
+  TMCRA_RETURN_IF_ERROR(ResolveBaseUrl(l));
+  // 2. The credential.
+  if (l.s.api_key.empty()) {
+    return Error::Invalid("TMCRA credential is missing: the local memory identity " +
+                          l.d.config_path + " has no apiKey; cloud fallback is disabled");
+  }
+  return ResolveExpiry(l, now);
+}
+
+// 6. The agent id, checked against the service's header grammar (it becomes a header).
+Status ResolveAgentId(Loading& l) {
+  const Sourced agent =
+      FirstOf(l.env, "TMCRA_AGENT_ID", l.config, {"mcpAgentId", "defaultAgentId"}, l.in_file);
+  if (agent.value.empty()) return Ok();
+  if (CodePointLength(agent.value) > 200) {
+    return Error::Invalid(agent.source + " must be at most 200 characters");
+  }
+  if (!IsValidAgentId(agent.value)) {
+    return Error::Invalid(agent.source +
+                          " has an invalid format (letters, digits and _ . : @ / -, starting "
+                          "with a letter or digit)");
+  }
+  l.s.default_agent_id = agent.value;
+  return Ok();
+}
+
+// 7. The integration id.
+Status ResolveIntegrationId(Loading& l) {
   Sourced integration;
-  if (std::string value = NonBlank(env, "TMCRA_INTEGRATION_ID"); !value.empty()) {
+  if (std::string value = NonBlank(l.env, "TMCRA_INTEGRATION_ID"); !value.empty()) {
     integration = {value, "TMCRA_INTEGRATION_ID"};
-  } else if (auto ids = config.find("integrationIds");
-             ids != config.end() && ids->is_object() && !StringField(*ids, "mcp").empty()) {
-    integration = {StringField(*ids, "mcp"), "integrationIds.mcp " + in_file};
+  } else if (auto ids = l.config.find("integrationIds");
+             ids != l.config.end() && ids->is_object() && !StringField(*ids, "mcp").empty()) {
+    integration = {StringField(*ids, "mcp"), "integrationIds.mcp " + l.in_file};
   } else {
-    integration = FirstKey(config, {"integrationId"}, in_file);
+    integration = FirstKey(l.config, {"integrationId"}, l.in_file);
   }
-  if (!integration.value.empty()) {
-    if (!IsValidIntegrationId(integration.value)) {
-      return Error::Invalid(integration.source +
-                            " has an invalid format (letters, digits and _ . : -, starting with "
-                            "a letter or digit, at most 128 characters)");
-    }
-    s.integration_id = integration.value;
+  if (integration.value.empty()) return Ok();
+  if (!IsValidIntegrationId(integration.value)) {
+    return Error::Invalid(integration.source +
+                          " has an invalid format (letters, digits and _ . : -, starting with "
+                          "a letter or digit, at most 128 characters)");
   }
+  l.s.integration_id = integration.value;
+  return Ok();
+}
 
-  // The content filter's rules.
-  auto rules = ResolveFilterRules(env, config, in_file);
-  if (!rules) return rules.error();
-  s.filter_rules = std::move(*rules);
-
-  // The default scope (never globalScope or projectScopePrefix). The service refuses a name
-  // outside its grammar on each call; that is reported, not fatal, as TMCRA's client does.
-  const Sourced scope = FirstOf(env, "TMCRA_DEFAULT_SCOPE", config, {"defaultScope"}, in_file);
-  if (!scope.value.empty()) {
-    s.default_scope = scope.value;
-    if (!IsValidScope(scope.value)) {
-      problems.push_back(scope.source +
+// The default scope (never globalScope or projectScopePrefix). The service refuses a name
+// outside its grammar on each call; that is reported, not fatal, as TMCRA's client does.
+void ResolveDefaultScope(Loading& l) {
+  const Sourced scope =
+      FirstOf(l.env, "TMCRA_DEFAULT_SCOPE", l.config, {"defaultScope"}, l.in_file);
+  if (scope.value.empty()) return;
+  l.s.default_scope = scope.value;
+  if (!IsValidScope(scope.value)) {
+    l.problems.push_back(scope.source +
                          " is not a valid scope name (letters, digits and _ . -, at most 128): "
                          "calls that rely on the default scope will be refused");
-    }
   }
+}
 
-  // TLS trust, which only matters for https (service mode); the key log (below) for both remote
-  // modes.
-  s.allow_keylog = NonBlank(env, "TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE") == "1";
-  if (s.mode == kModeService) {
-    if (std::string ca = NonBlank(env, "TMCRA_CA_FILE"); !ca.empty()) {
-      ca = ExpandHome(ca, home);
-      struct stat st {};
-      if (stat(ca.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(ca.c_str(), R_OK) != 0) {
-        return Error::Invalid("TMCRA_CA_FILE is not a readable file: " + ca);
-      }
-      s.ca_file = ca;
-    } else {
-      s.ca_file = NonBlank(env, "SSL_CERT_FILE");
+// TLS trust, which only matters for https (service mode).
+Status ResolveTrust(Loading& l) {
+  if (l.s.mode != kModeService) return Ok();
+  if (std::string ca = NonBlank(l.env, "TMCRA_CA_FILE"); !ca.empty()) {
+    ca = ExpandHome(ca, l.home);
+    struct stat st {};
+    if (stat(ca.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(ca.c_str(), R_OK) != 0) {
+      return Error::Invalid("TMCRA_CA_FILE is not a readable file: " + ca);
     }
-    s.ca_dir = NonBlank(env, "SSL_CERT_DIR");
+    l.s.ca_file = ca;
+  } else {
+    l.s.ca_file = NonBlank(l.env, "SSL_CERT_FILE");
   }
-  // libcurl opens the key-log file when it initialises, whatever the mode (in local mode it
-  // stays empty, there being no TLS, but it is still created): refused in both remote modes.
-  // Any non-empty value, as libcurl takes it (even blanks name a file).
-  if (const auto keylog = env("SSLKEYLOGFILE"); s.remote() && keylog && !keylog->empty()) {
-    if (!s.allow_keylog) {
+  l.s.ca_dir = NonBlank(l.env, "SSL_CERT_DIR");
+  return Ok();
+}
+
+// libcurl opens the key-log file when it initialises, whatever the mode (in local mode it
+// stays empty, there being no TLS, but it is still created): refused in both remote modes.
+// Any non-empty value, as libcurl takes it (even blanks name a file).
+Status CheckKeylog(Loading& l) {
+  if (const auto keylog = l.env("SSLKEYLOGFILE"); l.s.remote() && keylog && !keylog->empty()) {
+    if (!l.s.allow_keylog) {
       return Error::Invalid(
           "SSLKEYLOGFILE is set: refusing to start, libcurl would write TLS session keys to it "
           "(set TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1 to allow it while debugging)");
     }
-    problems.push_back("SSLKEYLOGFILE is set and allowed by TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1: "
-                       "TLS session keys are written to disk (debugging only)");
+    l.problems.push_back("SSLKEYLOGFILE is set and allowed by TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1: "
+                         "TLS session keys are written to disk (debugging only)");
   }
+  return Ok();
+}
 
-  s.problem = Join(problems);
-  return s;
+}  // namespace
+
+EnvLookup ProcessEnv() {
+  return [](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
+  TMCRA_ASSIGN_OR_RETURN(const Discovery d, Discover(env));
+  Loading l{env, d, d.config, "in " + d.config_path, IsLocal(d.config), Home(env), {}, {}};
+  TakeDiscovery(d, l.s);
+  const std::string data_dir = ResolveDataDir(l);
+  TMCRA_RETURN_IF_ERROR(ResolveMode(l, data_dir));
+  if (l.s.remote()) {
+    TMCRA_RETURN_IF_ERROR(ResolveRemote(l, now));
+  } else {
+    l.s.queue_path = l.s.data_dir + "/outbox.sqlite3";
+  }
+  // 4. and 5. Timeout and attempts.
+  TMCRA_ASSIGN_OR_RETURN(l.s.request_timeout_seconds, ResolveTimeout(env, d.config, l.in_file));
+  TMCRA_ASSIGN_OR_RETURN(l.s.max_attempts, ResolveAttempts(env));
+  TMCRA_RETURN_IF_ERROR(ResolveAgentId(l));
+  TMCRA_RETURN_IF_ERROR(ResolveIntegrationId(l));
+  // The content filter's rules.
+  TMCRA_ASSIGN_OR_RETURN(l.s.filter_rules, ResolveFilterRules(env, d.config, l.in_file));
+  ResolveDefaultScope(l);
+  // Whether a set SSLKEYLOGFILE is tolerated (CheckKeylog, in both remote modes).
+  l.s.allow_keylog = NonBlank(env, "TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE") == "1";
+  TMCRA_RETURN_IF_ERROR(ResolveTrust(l));
+  TMCRA_RETURN_IF_ERROR(CheckKeylog(l));
+  l.s.problem = Join(l.problems);
+  return std::move(l.s);
 }
 
 Status CheckActiveConnection(const Settings& settings, const EnvLookup& env) {

@@ -185,6 +185,136 @@ std::optional<std::string> CurlPart(const UrlFunctions& curl, CURLU* handle, CUR
   return out;
 }
 
+// Why the characters of `url` are unacceptable, or empty when they are fine.
+std::string CharacterProblem(std::string_view url) {
+  for (const char c : url) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte <= 0x20 || byte >= 0x7f) {
+      return "it contains whitespace, a control character or a non-ASCII character (write an "
+             "international domain name in punycode, xn--...)";
+    }
+    if (c == '?') return "it has a query ('?')";
+    if (c == '#') return "it has a fragment ('#')";
+    if (c == '\\') return "it contains a backslash";
+  }
+  return {};
+}
+
+// Why `scheme` (lower case) is unacceptable in the mode, or empty when it is fine.
+std::string SchemeProblem(const std::string& scheme, bool local_mode) {
+  if (local_mode && scheme != "http") {
+    return "a local identity is reached over http:// on the loopback address";
+  }
+  if (!local_mode && scheme != "https") {
+    return scheme == "http" ? "plain http is allowed only for an explicit local identity"
+                            : "the scheme must be https";
+  }
+  return {};
+}
+
+// The host (IPv6 in brackets) and the port's text, if any, of a URL's authority.
+struct HostAndPort {
+  std::string_view host;
+  std::optional<std::string_view> port_text;
+};
+
+// Splits `authority` into `parts`; the reason it is unacceptable, or empty when it is fine.
+std::string SplitAuthority(std::string_view authority, HostAndPort& parts) {
+  if (authority.empty()) return "the host is empty";
+  if (authority.find('@') != std::string_view::npos) {
+    return "it carries credentials (user information before '@')";
+  }
+  if (authority.front() != '[') {
+    const size_t colon = authority.find(':');
+    parts.host = authority.substr(0, colon);
+    if (colon != std::string_view::npos) parts.port_text = authority.substr(colon + 1);
+    return {};
+  }
+  const size_t close = authority.find(']');
+  if (close == std::string_view::npos) return "the IPv6 address has no closing ']'";
+  parts.host = authority.substr(0, close + 1);
+  const std::string_view after = authority.substr(close + 1);
+  if (!after.empty()) {
+    if (after.front() != ':') return "unexpected characters after the IPv6 address";
+    parts.port_text = after.substr(1);
+  }
+  if (parts.host.find('%') != std::string_view::npos) return "an IPv6 zone id is not allowed";
+  for (const char c : parts.host.substr(1, parts.host.size() - 2)) {
+    if (!IsHex(c) && c != ':' && c != '.') return "the IPv6 address is malformed";
+  }
+  return {};
+}
+
+// Sets out.port from `port_text`, else the scheme's default; the reason the port is
+// unacceptable, or empty when it is fine.
+std::string ResolvePort(std::optional<std::string_view> port_text, BaseUrl& out) {
+  if (!port_text) {
+    out.port = out.scheme == "https" ? 443 : 80;
+    return {};
+  }
+  bool ok = !port_text->empty() && port_text->size() <= 5 && port_text->front() != '0';
+  int value = 0;
+  for (const char c : *port_text) {
+    ok = ok && IsDigit(c);
+    if (ok) value = value * 10 + (c - '0');
+  }
+  if (!ok || value < 1 || value > 65535) {
+    return "the port must be a number from 1 to 65535 without leading zeros";
+  }
+  out.port = value;
+  return {};
+}
+
+// Why the host, port and path are unacceptable for the mode, or empty when they are fine.
+std::string PlacementProblem(const BaseUrl& out, bool local_mode, bool explicit_port,
+                             std::string_view path) {
+  if (local_mode) {
+    if (out.host != "127.0.0.1" && out.host != "[::1]") {
+      return "a local identity must use the numeric loopback address 127.0.0.1 or [::1] (not "
+             "localhost or another spelling)";
+    }
+    if (!explicit_port) return "a local identity needs an explicit port";
+    if (!path.empty()) return "a local identity's URL has no path";
+  } else if (out.host.front() != '[') {
+    if (auto problem = HostProblem(out.host); !problem.empty()) return problem;
+  }
+  return PathProblem(path);
+}
+
+// The same URL through libcurl's parser must give the same scheme, host, port and path, with
+// no user, query, fragment or zone id: no parser differential between check and transfer.
+// Returns how libcurl reads `out.url` differently, or empty when it agrees.
+Result<std::string> CurlDisagreement(const BaseUrl& out) {
+  TMCRA_ASSIGN_OR_RETURN(const UrlFunctions* curl, Curl());
+  std::unique_ptr<CURLU, CurlUrlDeleter> handle(curl->url(), CurlUrlDeleter{curl});
+  if (!handle) return Error::Internal("out of memory parsing a URL");
+  if (curl->url_set(handle.get(), CURLUPART_URL, out.url.c_str(), CURLU_DISALLOW_USER) !=
+      CURLUE_OK) {
+    return std::string("libcurl cannot parse it");
+  }
+  const auto curl_scheme = CurlPart(*curl, handle.get(), CURLUPART_SCHEME);
+  const auto curl_host = CurlPart(*curl, handle.get(), CURLUPART_HOST);
+  const auto curl_port = CurlPart(*curl, handle.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT);
+  const auto curl_path = CurlPart(*curl, handle.get(), CURLUPART_PATH);
+  const bool extra = CurlPart(*curl, handle.get(), CURLUPART_USER) ||
+                     CurlPart(*curl, handle.get(), CURLUPART_PASSWORD) ||
+                     CurlPart(*curl, handle.get(), CURLUPART_OPTIONS) ||
+                     CurlPart(*curl, handle.get(), CURLUPART_QUERY) ||
+                     CurlPart(*curl, handle.get(), CURLUPART_FRAGMENT) ||
+                     CurlPart(*curl, handle.get(), CURLUPART_ZONEID);
+  if (!extra && curl_host && out.host.front() == '[' && Lower(*curl_host) != out.host) {
+    // libcurl shortens an IPv6 address (RFC 5952); the URL must already be what it sends.
+    return "write the IPv6 address in its shortest form, " + Lower(*curl_host);
+  }
+  if (extra || !curl_scheme || !curl_host || !curl_port || !curl_path ||
+      Lower(*curl_scheme) != out.scheme || Lower(*curl_host) != out.host ||
+      *curl_port != std::to_string(out.port) ||
+      *curl_path != (out.path.empty() ? std::string("/") : out.path)) {
+    return std::string("libcurl reads it differently (scheme, host, port or path)");
+  }
+  return std::string();
+}
+
 }  // namespace
 
 Result<BaseUrl> ValidateBaseUrl(std::string_view url, bool local_mode, std::string_view setting) {
@@ -193,123 +323,33 @@ Result<BaseUrl> ValidateBaseUrl(std::string_view url, bool local_mode, std::stri
   };
   while (!url.empty() && url.back() == '/') url.remove_suffix(1);
   if (url.empty()) return fail("it is empty");
-  for (const char c : url) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte <= 0x20 || byte >= 0x7f) {
-      return fail(
-          "it contains whitespace, a control character or a non-ASCII character (write an "
-          "international domain name in punycode, xn--...)");
-    }
-    if (c == '?') return fail("it has a query ('?')");
-    if (c == '#') return fail("it has a fragment ('#')");
-    if (c == '\\') return fail("it contains a backslash");
-  }
+  if (auto problem = CharacterProblem(url); !problem.empty()) return fail(problem);
 
   const size_t scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return fail("it does not start with scheme://host");
   BaseUrl out;
   out.scheme = Lower(url.substr(0, scheme_end));
-  if (local_mode && out.scheme != "http") {
-    return fail("a local identity is reached over http:// on the loopback address");
-  }
-  if (!local_mode && out.scheme != "https") {
-    return fail(out.scheme == "http"
-                    ? "plain http is allowed only for an explicit local identity"
-                    : "the scheme must be https");
-  }
+  if (auto problem = SchemeProblem(out.scheme, local_mode); !problem.empty()) return fail(problem);
 
   const std::string_view rest = url.substr(scheme_end + 3);
   const size_t path_start = rest.find('/');
-  const std::string_view authority = rest.substr(0, path_start);
   const std::string_view path =
       path_start == std::string_view::npos ? std::string_view() : rest.substr(path_start);
-  if (authority.empty()) return fail("the host is empty");
-  if (authority.find('@') != std::string_view::npos) {
-    return fail("it carries credentials (user information before '@')");
+  HostAndPort parts;
+  if (auto problem = SplitAuthority(rest.substr(0, path_start), parts); !problem.empty()) {
+    return fail(problem);
   }
-
-  std::string_view host;
-  std::optional<std::string_view> port_text;
-  if (authority.front() == '[') {
-    const size_t close = authority.find(']');
-    if (close == std::string_view::npos) return fail("the IPv6 address has no closing ']'");
-    host = authority.substr(0, close + 1);
-    const std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return fail("unexpected characters after the IPv6 address");
-      port_text = after.substr(1);
-    }
-    if (host.find('%') != std::string_view::npos) return fail("an IPv6 zone id is not allowed");
-    for (const char c : host.substr(1, host.size() - 2)) {
-      if (!IsHex(c) && c != ':' && c != '.') return fail("the IPv6 address is malformed");
-    }
-  } else {
-    const size_t colon = authority.find(':');
-    host = authority.substr(0, colon);
-    if (colon != std::string_view::npos) port_text = authority.substr(colon + 1);
+  out.host = Lower(parts.host);
+  if (auto problem = ResolvePort(parts.port_text, out); !problem.empty()) return fail(problem);
+  if (auto problem = PlacementProblem(out, local_mode, parts.port_text.has_value(), path);
+      !problem.empty()) {
+    return fail(problem);
   }
-  out.host = Lower(host);
-
-  if (port_text) {
-    bool ok = !port_text->empty() && port_text->size() <= 5 && port_text->front() != '0';
-    int value = 0;
-    for (const char c : *port_text) {
-      ok = ok && IsDigit(c);
-      if (ok) value = value * 10 + (c - '0');
-    }
-    if (!ok || value < 1 || value > 65535) {
-      return fail("the port must be a number from 1 to 65535 without leading zeros");
-    }
-    out.port = value;
-  } else {
-    out.port = out.scheme == "https" ? 443 : 80;
-  }
-
-  if (local_mode) {
-    if (out.host != "127.0.0.1" && out.host != "[::1]") {
-      return fail(
-          "a local identity must use the numeric loopback address 127.0.0.1 or [::1] (not "
-          "localhost or another spelling)");
-    }
-    if (!port_text) return fail("a local identity needs an explicit port");
-    if (!path.empty()) return fail("a local identity's URL has no path");
-  } else if (out.host.front() != '[') {
-    if (auto problem = HostProblem(out.host); !problem.empty()) return fail(problem);
-  }
-  if (auto problem = PathProblem(path); !problem.empty()) return fail(problem);
   out.path = std::string(path);
   out.url = std::string(url);
 
-  // The same URL through libcurl's parser must give the same scheme, host, port and path, with
-  // no user, query, fragment or zone id: no parser differential between check and transfer.
-  auto curl = Curl();
-  if (!curl) return curl.error();
-  std::unique_ptr<CURLU, CurlUrlDeleter> handle((*curl)->url(), CurlUrlDeleter{*curl});
-  if (!handle) return Error::Internal("out of memory parsing a URL");
-  if ((*curl)->url_set(handle.get(), CURLUPART_URL, out.url.c_str(), CURLU_DISALLOW_USER) !=
-      CURLUE_OK) {
-    return fail("libcurl cannot parse it");
-  }
-  const auto curl_scheme = CurlPart(**curl, handle.get(), CURLUPART_SCHEME);
-  const auto curl_host = CurlPart(**curl, handle.get(), CURLUPART_HOST);
-  const auto curl_port = CurlPart(**curl, handle.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT);
-  const auto curl_path = CurlPart(**curl, handle.get(), CURLUPART_PATH);
-  const bool extra = CurlPart(**curl, handle.get(), CURLUPART_USER) ||
-                     CurlPart(**curl, handle.get(), CURLUPART_PASSWORD) ||
-                     CurlPart(**curl, handle.get(), CURLUPART_OPTIONS) ||
-                     CurlPart(**curl, handle.get(), CURLUPART_QUERY) ||
-                     CurlPart(**curl, handle.get(), CURLUPART_FRAGMENT) ||
-                     CurlPart(**curl, handle.get(), CURLUPART_ZONEID);
-  if (!extra && curl_host && out.host.front() == '[' && Lower(*curl_host) != out.host) {
-    // libcurl shortens an IPv6 address (RFC 5952); the URL must already be what it sends.
-    return fail("write the IPv6 address in its shortest form, " + Lower(*curl_host));
-  }
-  if (extra || !curl_scheme || !curl_host || !curl_port || !curl_path ||
-      Lower(*curl_scheme) != out.scheme || Lower(*curl_host) != out.host ||
-      *curl_port != std::to_string(out.port) ||
-      *curl_path != (out.path.empty() ? std::string("/") : out.path)) {
-    return fail("libcurl reads it differently (scheme, host, port or path)");
-  }
+  TMCRA_ASSIGN_OR_RETURN(const std::string problem, CurlDisagreement(out));
+  if (!problem.empty()) return fail(problem);
   return out;
 }
 
