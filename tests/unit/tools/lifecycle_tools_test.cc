@@ -158,5 +158,9 @@ TEST_CASE("with the host's hooks running the lifecycle, the turn tools write not
                                                 {"messages", {{{"message_id", "m1"}, {"role", "user"},
                                                                {"content", "kept"}}}}});
   CHECK_FALSE(ingested.value("isError", false));
+  // The ingest's job runs on the engine's worker: wait for it before counting records.
+  const json waited = f.Call("tmcra_wait_job", {{"job_id", ingested["structuredContent"]["job_id"]},
+                                                {"poll_interval_seconds", 0.1}});
+  CHECK_FALSE(waited.value("isError", false));
   CHECK(f.Figures()["records"] == 1);
 }
