@@ -10,6 +10,7 @@
 
 #include "memory/engine.h"
 #include "base/clock.h"
+#include "base/identifiers.h"
 #include "base/sha256.h"
 
 namespace tmcra::memd {
@@ -93,7 +94,7 @@ ApiKey KeyFromRow(const db::Statement& st) {
 bool IsValidScopePrefix(std::string_view prefix) {
   if (prefix.empty()) return false;
   // Every non-empty prefix of a valid name is itself a valid name.
-  return memory::IsValidScopeName(prefix);
+  return IsValidScope(prefix);
 }
 
 }  // namespace
@@ -176,9 +177,9 @@ Result<CreatedKey> KeyStore::Create(const NewKeyRequest& request) {
   std::sort(permissions.begin(), permissions.end());
   permissions.erase(std::unique(permissions.begin(), permissions.end()), permissions.end());
   for (const auto& name : request.scope_names) {
-    if (!memory::IsValidScopeName(name)) {
+    if (!IsValidScope(name)) {
       return Error::Invalid("invalid scope name '" + name +
-                            "' (must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$)");
+                            "' (must match " + std::string(kScopePattern) + ")");
     }
   }
   for (const auto& prefix : request.scope_prefixes) {

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "memory/engine.h"
+#include "base/identifiers.h"
 #include "base/ids.h"
 #include "base/json_writer.h"
 
@@ -37,7 +38,7 @@ Call StartCall(const HttpRequest& req, GzipPolicy gzip) {
                (!IsLoopbackPeer(req.remote_addr) || req.Has("X-Forwarded-For") ||
                 req.Has("Forwarded")));
   const std::string client_id = req.Get("X-Request-ID");
-  call.request_id = IsSaneRequestId(client_id) ? client_id : UuidV4();
+  call.request_id = IsValidRequestId(client_id) ? client_id : UuidV4();
   return call;
 }
 
@@ -258,7 +259,7 @@ HttpResponse Server::Impl::Authorized(Call& call, const struct Route& route) {
     return ApiError(call, 403, "forbidden", std::string(permission) + " is required");
   }
   if (route.endpoint != Endpoint::kJob && route.endpoint != Endpoint::kJobBatch) {
-    if (!memory::IsValidScopeName(route.scope)) {
+    if (!IsValidScope(route.scope)) {
       const Error e = InvalidScopeError();
       return ApiError(call, 422, e.api_code, e.message, e.details_json);
     }

@@ -15,18 +15,6 @@ namespace tmcra::memd {
 
 namespace {
 
-bool IsAlnum(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
-
-// ^[A-Za-z0-9][A-Za-z0-9<extra>]{0,max_length-1}$
-bool Matches(std::string_view value, std::string_view extra, size_t max_length) {
-  if (value.empty() || value.size() > max_length || !IsAlnum(value.front())) return false;
-  return std::all_of(value.begin(), value.end(), [&](char c) {
-    return IsAlnum(c) || extra.find(c) != std::string_view::npos;
-  });
-}
-
 Error AttributionError(std::string_view header, const std::string& message) {
   json details = json::array({{{"loc", {"header", header}}, {"msg", message},
                                {"type", "value_error"}}});
@@ -85,11 +73,11 @@ Status ValidateAttribution(const Attribution& a) {
   }
   if (a.integration_id && !IsValidIntegrationId(*a.integration_id)) {
     return AttributionError("X-TMCRA-Integration-ID",
-                            "must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$");
+                            "must match " + std::string(kIntegrationIdPattern));
   }
   if (a.agent_id && !IsValidAgentId(*a.agent_id)) {
     return AttributionError("X-TMCRA-Agent-ID",
-                            "must match ^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$");
+                            "must match " + std::string(kAgentIdPattern));
   }
   return Ok();
 }
@@ -97,7 +85,7 @@ Status ValidateAttribution(const Attribution& a) {
 Error InvalidScopeError() {
   json details = json::array(
       {{{"loc", {"path", "scope"}},
-        {"msg", "String should match pattern '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$'"},
+        {"msg", "String should match pattern '" + std::string(kScopePattern) + "'"},
         {"type", "string_pattern_mismatch"}}});
   return Error::Api(422, "validation_error", "scope: invalid scope name", details.dump());
 }
@@ -333,10 +321,6 @@ class Deflater {
 Result<std::string> Gzip(std::string_view bytes) {
   thread_local Deflater deflater;
   return deflater.Compress(bytes);
-}
-
-bool IsSaneRequestId(std::string_view request_id) {
-  return Matches(request_id, "._:-", 128);
 }
 
 std::string ListenAddress::Origin(std::string_view scheme, int bound_port) const {

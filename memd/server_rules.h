@@ -7,7 +7,7 @@
 #pragma once
 
 #include "base/json_depth.h"
-#include "src/config/identifiers.h"
+#include "base/identifiers.h"
 
 #include <chrono>
 #include <cstddef>
@@ -30,10 +30,8 @@ inline constexpr int kMaxJsonDepth = 64;
 
 // X-TMCRA-Client-Platform values the service accepts.
 bool IsKnownClientPlatform(std::string_view platform);
-// The service's grammars for X-TMCRA-Agent-ID and X-TMCRA-Integration-ID, shared with the
-// client (src/config/identifiers.h).
-using config::IsValidAgentId;
-using config::IsValidIntegrationId;
+// The grammars of X-TMCRA-Agent-ID, X-TMCRA-Integration-ID, X-Request-ID and scope names are
+// base/identifiers.h's, shared with the client.
 
 // The attribution headers of one request, std::nullopt when absent.
 struct Attribution {
@@ -93,10 +91,6 @@ Result<std::string> Gzip(std::string_view bytes);
 inline constexpr size_t kGzipMinimumBytes = 1024;
 // How long Server::Stop() waits for the requests in progress to write their answers.
 inline constexpr std::chrono::seconds kDrainLimit{10};
-
-// A client's X-Request-ID worth echoing: ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$ (nothing that could
-// forge a log line or a header).
-bool IsSaneRequestId(std::string_view request_id);
 
 // --listen HOST:PORT, [IPV6]:PORT, or :PORT / PORT (host 127.0.0.1). Ports 0..65535.
 struct ListenAddress {

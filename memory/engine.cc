@@ -21,6 +21,7 @@
 #include "base/canonical_json.h"
 #include "base/clock.h"
 #include "base/failpoint.h"
+#include "base/identifiers.h"
 #include "base/ids.h"
 #include "base/json_reader.h"
 #include "base/process_owner.h"
@@ -199,17 +200,6 @@ Result<std::optional<json>> LoadJob(db::Database& db, std::string_view job_id,
 }
 
 }  // namespace
-
-// ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$, checked by hand: std::regex_match allocates on every call
-// and this runs on every request.
-bool IsValidScopeName(std::string_view scope) {
-  const auto alnum = [](char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-  };
-  if (scope.empty() || scope.size() > 128 || !alnum(scope[0])) return false;
-  return std::all_of(scope.begin() + 1, scope.end(),
-                     [&](char c) { return alnum(c) || c == '_' || c == '.' || c == '-'; });
-}
 
 json EngineStats::ToJson() const {
   json out{{"records", records}, {"scopes", scopes}, {"jobs_pending", jobs_pending},
@@ -502,7 +492,7 @@ Result<json> Engine::Ingest(std::string_view scope, const json& body,
 
 Result<json> Engine::IngestNow(std::string_view scope, const json& body,
                                const IngestContext& context) {
-  if (!IsValidScopeName(scope)) return ValidationError("scope", "invalid scope name");
+  if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   const size_t key_length = CodePointLength(context.idempotency_key);
   if (key_length < 8 || key_length > 200) return KeyError("Idempotency-Key");
   auto prepared = PrepareIngest(scope, body, context.idempotency_key, context);
@@ -529,7 +519,7 @@ Result<json> Engine::IngestBatch(std::string_view scope, const json& body,
 
 Result<json> Engine::IngestBatchNow(std::string_view scope, const json& body,
                                     const IngestContext& context) {
-  if (!IsValidScopeName(scope)) return ValidationError("scope", "invalid scope name");
+  if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   if (!body.is_object()) return ValidationError("body", "Input should be a valid dictionary");
   for (const auto& [key, value] : body.items()) {
     if (key != "items") return ValidationError(key, "Extra inputs are not permitted", "extra_forbidden");

@@ -299,7 +299,4 @@ class Engine {
   bool levels_warned_ = false;  // guarded by compaction_mu_
 };
 
-// Validates the scope name as the service does: ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$.
-bool IsValidScopeName(std::string_view scope);
-
 }  // namespace tmcra::memory

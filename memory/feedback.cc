@@ -11,6 +11,7 @@
 #include "memory/ingest_validation.h"
 #include "base/canonical_json.h"
 #include "base/clock.h"
+#include "base/identifiers.h"
 #include "base/ids.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
@@ -313,7 +314,7 @@ Result<FeedbackEffects> LoadFeedbackEffects(db::Database& db, std::string_view s
 }
 
 Result<json> Engine::Evidence(std::string_view scope, std::string_view memory_id, int limit) {
-  if (!IsValidScopeName(scope)) return ValidationError("scope", "invalid scope name");
+  if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   if (limit < 1 || limit > kMaxEvidenceLimit) {
     return Error::Api(422, "validation_error", "limit: Input should be 1..25",
                       json::array({{{"loc", {"query", "limit"}},
@@ -391,7 +392,7 @@ Result<json> Engine::Feedback(std::string_view scope, const json& body,
 
 Result<json> Engine::FeedbackNow(std::string_view scope, const json& body,
                                  std::string_view idempotency_key) {
-  if (!IsValidScopeName(scope)) return ValidationError("scope", "invalid scope name");
+  if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   auto request = ValidateFeedback(body);
   if (!request) return request.error();
   const size_t key_length = CodePointLength(idempotency_key);

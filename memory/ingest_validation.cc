@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "base/identifiers.h"
 #include "base/canonical_json.h"
 #include "base/clock.h"
 #include "base/utf8.h"
@@ -154,7 +155,7 @@ Result<IngestRequest> ValidateIngest(const json& body) {
     return s.error();
   }
   IngestRequest req;
-  auto session = String(body, "session_id", "session_id", 1, 200, true);
+  auto session = String(body, "session_id", "session_id", 1, kMaxIdChars, true);
   if (!session) return session.error();
   req.session_id = *session;
 
@@ -178,7 +179,7 @@ Result<IngestRequest> ValidateIngest(const json& body) {
       return s.error();
     }
     IngestMessage msg;
-    auto id = String(m, "message_id", loc + ".message_id", 1, 200, true);
+    auto id = String(m, "message_id", loc + ".message_id", 1, kMaxIdChars, true);
     if (!id) return id.error();
     msg.message_id = *id;
     auto role = Enum(m, "role", loc + ".role", {"user", "assistant", "system", "tool"}, nullptr);

@@ -13,6 +13,7 @@
 #include "memory/render.h"
 #include "base/canonical_json.h"
 #include "base/clock.h"
+#include "base/identifiers.h"
 #include "base/ids.h"
 #include "base/json_reader.h"
 #include "base/sha256.h"
@@ -383,7 +384,7 @@ Error RecallValidation(const std::string& loc, const std::string& message) {
 }  // namespace
 
 Result<json> Engine::Recall(std::string_view scope, const json& body) {
-  if (!IsValidScopeName(scope)) return RecallValidation("scope", "invalid scope name");
+  if (!IsValidScope(scope)) return RecallValidation("scope", "invalid scope name");
   if (!body.is_object()) return RecallValidation("body", "Input should be a valid dictionary");
   static const std::set<std::string> kAllowed = {"query", "query_time", "evidence_mode",
                                                  "recall_profile", "response_projection",

@@ -15,7 +15,7 @@
 #include "src/api/http_wire.h"
 #include "src/api/retry_policy.h"
 #include "base/version.h"
-#include "src/config/identifiers.h"
+#include "base/identifiers.h"
 #include "src/config/libcurl.h"
 #include "src/config/url.h"
 
@@ -669,7 +669,7 @@ struct HttpMemoryApi::Impl {
       }
       req.client_platform = *call.client_platform;
     }
-    if (req.integration_id && !config::IsValidIntegrationId(*req.integration_id)) {
+    if (req.integration_id && !IsValidIntegrationId(*req.integration_id)) {
       return Error::Invalid("integration_id: must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$");
     }
     return Ok();
@@ -693,7 +693,7 @@ struct HttpMemoryApi::Impl {
     const std::optional<std::string>& agent =
         call_agent && !call_agent->empty() ? call_agent : options.default_agent_id;
     if (!agent) return std::vector<std::string>{};
-    if (!config::IsValidAgentId(*agent)) {
+    if (!IsValidAgentId(*agent)) {
       return Error::Invalid("agent_id: must match " + std::string(kAgentIdRule));
     }
     return std::vector<std::string>{"X-TMCRA-Agent-ID: " + *agent};
@@ -736,10 +736,10 @@ Result<std::unique_ptr<HttpMemoryApi>> HttpMemoryApi::Create(HttpOptions options
   }
   if (options.api_key.empty()) return Error::Invalid("api_key: required");
   if (Status s = wire::CheckHeaderValue(options.api_key, "api_key"); !s) return s.error();
-  if (options.integration_id && !config::IsValidIntegrationId(*options.integration_id)) {
+  if (options.integration_id && !IsValidIntegrationId(*options.integration_id)) {
     return Error::Invalid("integration_id: must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$");
   }
-  if (options.default_agent_id && !config::IsValidAgentId(*options.default_agent_id)) {
+  if (options.default_agent_id && !IsValidAgentId(*options.default_agent_id)) {
     return Error::Invalid("default_agent_id: must match " + std::string(kAgentIdRule));
   }
   if (options.max_attempts < 1 || options.max_attempts > 100) {

@@ -13,7 +13,7 @@
 
 #include "base/clock.h"
 #include "base/utf8.h"
-#include "src/config/identifiers.h"
+#include "base/identifiers.h"
 #include "src/config/private_file.h"
 #include "src/config/url.h"
 

@@ -12,7 +12,7 @@
 #include "base/failpoint.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
-#include "src/config/identifiers.h"
+#include "base/identifiers.h"
 #include "src/hooks/memory_envelope.h"
 #include "src/hooks/transcript.h"
 #include "src/tools/content_filtering.h"
@@ -473,7 +473,7 @@ Result<HookAnswer> OnSubagentStop(const HookInput& in, HookDeps& deps) {
             {"scope", deps.options.store_scope},
             {"idempotency_key",
              "hook-subagent-" + Sha256Hex(session + '\0' + in.agent_id + '\0' + *answer).substr(0, 40)}};
-  if (config::IsValidAgentId(agent)) args["agent_id"] = agent;
+  if (IsValidAgentId(agent)) args["agent_id"] = agent;
   auto stored = Ingested(tools::IngestMessages(args, deps.tools));
   if (!stored) return stored.error();
   DeliverPending(deps);

@@ -1,9 +1,8 @@
 #include "src/tools/ingest_body.h"
 
-#include <regex>
-
 #include "base/canonical_json.h"
 #include "base/clock.h"
+#include "base/identifiers.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
 
@@ -24,11 +23,6 @@ Error ArgumentError(const std::string& path, const std::string& what) {
 }
 
 }  // namespace
-
-bool IsValidAgentId(std::string_view agent_id) {
-  static const std::regex kAgent("^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$");
-  return agent_id.size() <= 800 && std::regex_match(agent_id.begin(), agent_id.end(), kAgent);
-}
 
 Result<json> BuildIngestBody(const json& arguments, const IngestAttribution& attribution,
                              std::string_view now_text) {
@@ -59,7 +53,7 @@ Result<json> BuildIngestBody(const json& arguments, const IngestAttribution& att
     for (const auto& [name, value] : {std::pair{"agent_id", agent}, {"target_agent_id", target}}) {
       if (value && !IsValidAgentId(*value)) {
         return ArgumentError(at + "." + name,
-                             "must match ^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$");
+                             "must match " + std::string(kAgentIdPattern));
       }
     }
     json metadata{{"actor_role", role}};

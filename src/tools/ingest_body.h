@@ -29,7 +29,4 @@ struct IngestAttribution {
 // "mcp-ingest-" + sha256(canonical({"scope": scope, "body": body}))[:40].
 std::string DeriveIdempotencyKey(std::string_view scope, const nlohmann::json& body);
 
-// The service's agent id syntax: ^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$.
-bool IsValidAgentId(std::string_view agent_id);
-
 }  // namespace tmcra::tools

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "receipts/receipts.h"
+#include "base/identifiers.h"
 #include "base/clock.h"
 #include "base/failpoint.h"
 #include "base/utf8.h"
@@ -103,9 +104,9 @@ Result<json> Counts(queue::Outbox& outbox) {
 json PrepareSchema() {
   return json{{"type", "object"},
               {"properties",
-               {{"turn_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
-                {"session_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
-                {"user_message_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
+               {{"turn_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
+                {"session_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
+                {"user_message_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
                 {"user_content", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200000}}},
                 {"scope", NullableString(128)},
                 {"evidence_mode", {{"type", "string"}, {"enum", {"raw", "auto", "compiled"}},
@@ -238,8 +239,8 @@ json CommitSchema() {
   return json{
       {"type", "object"},
       {"properties",
-       {{"turn_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
-        {"assistant_message_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
+       {{"turn_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
+        {"assistant_message_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
         {"assistant_content", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200000}}},
         {"assistant_timestamp", {{"anyOf", json::array({{{"type", "string"}, {"format", "date-time"}},
                                                         {{"type", "null"}}})},

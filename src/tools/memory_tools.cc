@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "receipts/receipts.h"
+#include "base/identifiers.h"
 #include "base/clock.h"
 #include "base/failpoint.h"
 #include "base/sha256.h"
@@ -87,7 +88,7 @@ json IngestSchema() {
   const json message{
       {"type", "object"},
       {"properties",
-       {{"message_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
+       {{"message_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
         {"role", {{"type", "string"}, {"enum", {"user", "assistant", "system", "tool"}}}},
         {"content", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200000}}},
         {"timestamp", {{"anyOf", json::array({{{"type", "string"}, {"format", "date-time"}},
@@ -105,7 +106,7 @@ json IngestSchema() {
       {"additionalProperties", false}};
   return json{{"type", "object"},
               {"properties",
-               {{"session_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}},
+               {{"session_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
                 {"messages", {{"type", "array"}, {"minItems", 1}, {"maxItems", 1000},
                               {"items", message}}},
                 {"scope", NullableString(128)},
@@ -213,7 +214,7 @@ ToolResult Ingest(const json& args, const MemoryToolDeps& deps) {
 // ---- tmcra_get_job / tmcra_wait_job ------------------------------------------------------
 
 json JobIdSchema(json extra = json::object()) {
-  json props{{"job_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}}};
+  json props{{"job_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}}};
   for (auto& [k, v] : extra.items()) props[k] = v;
   return json{{"type", "object"}, {"properties", props}, {"required", {"job_id"}},
               {"additionalProperties", false}};

@@ -1,4 +1,5 @@
 #include "src/tools/tool_support.h"
+#include "base/identifiers.h"
 #include "base/utf8.h"
 
 #include "receipts/receipts.h"
@@ -17,18 +18,6 @@ std::string OptionalArg(const json& args, const char* key) {
   return it != args.end() && it->is_string() ? Trim(it->get<std::string>()) : std::string();
 }
 
-bool IsValidScope(const std::string& scope) {
-  if (scope.empty() || scope.size() > 128) return false;
-  const auto ok = [](char c, bool first) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (!first && (c == '_' || c == '.' || c == '-'));
-  };
-  for (size_t i = 0; i < scope.size(); ++i) {
-    if (!ok(scope[i], i == 0)) return false;
-  }
-  return true;
-}
-
 Result<Resolved> Resolve(const json& args, const std::string& default_scope,
                          const std::string& default_agent) {
   Resolved r;
@@ -38,14 +27,14 @@ Result<Resolved> Resolve(const json& args, const std::string& default_scope,
     return Error::Invalid("arguments.scope: scope is required when TMCRA_DEFAULT_SCOPE is not set");
   }
   if (!IsValidScope(r.scope)) {
-    return Error::Invalid("arguments.scope: must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$");
+    return Error::Invalid("arguments.scope: must match " + std::string(kScopePattern));
   }
   std::string agent = OptionalArg(args, "agent_id");
   r.agent_source = agent.empty() ? "configured_default" : "tool_argument";
   if (agent.empty()) agent = default_agent;
   if (!agent.empty()) {
     if (!IsValidAgentId(agent)) {
-      return Error::Invalid("arguments.agent_id: must match ^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$");
+      return Error::Invalid("arguments.agent_id: must match " + std::string(kAgentIdPattern));
     }
     r.agent_id = agent;
   }

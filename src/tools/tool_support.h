@@ -19,8 +19,6 @@ using json = nlohmann::json;
 json NullableString(int max_length = 0);
 // The trimmed string argument `key`, or "" when absent or null.
 std::string OptionalArg(const json& args, const char* key);
-// ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$, the service's scope-name syntax.
-bool IsValidScope(const std::string& scope);
 
 struct Resolved {
   std::string scope;

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "src/config/identifiers.h"
+#include "base/identifiers.h"
 #include "src/config/project_scope.h"
 #include "tests/support/temp_dir.h"
 
@@ -48,7 +48,7 @@ TEST_CASE("subdirectories and linked worktrees of a repository share its scope",
   CHECK(top->git);
   CHECK(top->scope.rfind("My_Repo-", 0) == 0);
   CHECK(top->scope.size() == std::string("My_Repo-").size() + 10);
-  CHECK(tmcra::config::IsValidScope(top->scope));
+  CHECK(tmcra::IsValidScope(top->scope));
   CHECK(deep->scope == top->scope);
   CHECK(linked->scope == top->scope);
   // Named after the origin: another clone of it shares the scope.

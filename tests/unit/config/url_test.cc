@@ -8,11 +8,7 @@
 
 #include <string>
 
-#include "src/config/identifiers.h"
 
-using tmcra::config::IsValidAgentId;
-using tmcra::config::IsValidIntegrationId;
-using tmcra::config::IsValidScope;
 using tmcra::config::QuoteSegment;
 using tmcra::config::RedactUrl;
 using tmcra::config::ValidateBaseUrl;
@@ -238,44 +234,6 @@ TEST_CASE("QuoteSegment matches urllib.parse.quote(v, safe='')", "[config][url]"
   // Whatever the input, the result is one segment: no '/', '?', '#', CR, LF or raw '%' escapes.
   const std::string nasty = QuoteSegment(std::string("/..?#\r\n%\0 ", 10) + std::string(10000, 'x'));
   CHECK(nasty.find_first_of("/?#\r\n ") == std::string::npos);
-}
-
-TEST_CASE("identifier grammars of the service", "[config][url]") {
-  CHECK(IsValidScope("personal"));
-  CHECK(IsValidScope("proj-1.main_x"));
-  CHECK(IsValidScope(std::string(128, 'a')));
-  CHECK_FALSE(IsValidScope(std::string(129, 'a')));
-  CHECK_FALSE(IsValidScope(""));
-  CHECK_FALSE(IsValidScope("-x"));
-  CHECK_FALSE(IsValidScope(".hidden"));
-  CHECK_FALSE(IsValidScope("../etc"));
-  CHECK_FALSE(IsValidScope("a/b"));
-  CHECK_FALSE(IsValidScope("%2e%2e"));
-  CHECK_FALSE(IsValidScope("a?b"));
-  CHECK_FALSE(IsValidScope("a#b"));
-  CHECK_FALSE(IsValidScope("a b"));
-  CHECK_FALSE(IsValidScope("a\r\nb"));
-  CHECK_FALSE(IsValidScope(std::string("a\0b", 3)));
-  CHECK_FALSE(IsValidScope("é"));
-  CHECK_FALSE(IsValidScope("a:b"));
-
-  CHECK(IsValidAgentId("implementer"));
-  CHECK(IsValidAgentId("codex:reviewer@host/1-2_3.4"));
-  CHECK(IsValidAgentId(std::string(200, 'a')));
-  CHECK_FALSE(IsValidAgentId(std::string(201, 'a')));
-  CHECK_FALSE(IsValidAgentId(""));
-  CHECK_FALSE(IsValidAgentId("/root"));
-  CHECK_FALSE(IsValidAgentId("agent\r\nX-Evil: 1"));
-  CHECK_FALSE(IsValidAgentId("agent one"));
-  CHECK_FALSE(IsValidAgentId("agent%0d"));
-
-  CHECK(IsValidIntegrationId("codex-plugin:1.2"));
-  CHECK(IsValidIntegrationId(std::string(128, 'z')));
-  CHECK_FALSE(IsValidIntegrationId(std::string(129, 'z')));
-  CHECK_FALSE(IsValidIntegrationId("a/b"));
-  CHECK_FALSE(IsValidIntegrationId("a@b"));
-  CHECK_FALSE(IsValidIntegrationId("_x"));
-  CHECK_FALSE(IsValidIntegrationId("x\n"));
 }
 
 TEST_CASE("RedactUrl drops userinfo, query and fragment", "[config][url]") {

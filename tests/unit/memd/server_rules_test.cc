@@ -11,6 +11,9 @@
 #include "src/api/http_wire.h"
 
 using namespace tmcra::memd;  // NOLINT: test file
+using tmcra::IsValidAgentId;
+using tmcra::IsValidIntegrationId;
+using tmcra::IsValidRequestId;
 
 namespace {
 
@@ -176,11 +179,11 @@ TEST_CASE("gzip is offered only when accepted, and round-trips") {
 }
 
 TEST_CASE("request ids and listen addresses") {
-  CHECK(IsSaneRequestId("abc-123.x:y_z"));
-  CHECK_FALSE(IsSaneRequestId(""));
-  CHECK_FALSE(IsSaneRequestId("a b"));
-  CHECK_FALSE(IsSaneRequestId("a\r\nx"));
-  CHECK_FALSE(IsSaneRequestId(std::string(129, 'a')));
+  CHECK(IsValidRequestId("abc-123.x:y_z"));
+  CHECK_FALSE(IsValidRequestId(""));
+  CHECK_FALSE(IsValidRequestId("a b"));
+  CHECK_FALSE(IsValidRequestId("a\r\nx"));
+  CHECK_FALSE(IsValidRequestId(std::string(129, 'a')));
 
   auto a = ParseListen("127.0.0.1:8443");
   REQUIRE(a);
