@@ -195,9 +195,13 @@ std::string NowIsoformat() {
   return utc + "+00:00";
 }
 
+json Counts::StatesJson() const {
+  return json{{"pending", pending}, {"submitted", submitted}, {"succeeded", succeeded},
+              {"dead_letter", dead_letter}};
+}
+
 json Counts::ToJson() const {
-  json out{{"pending", pending}, {"submitted", submitted}, {"succeeded", succeeded},
-           {"dead_letter", dead_letter}};
+  json out = StatesJson();
   out["oldest_pending_seconds"] =
       oldest_pending_seconds ? json(std::round(*oldest_pending_seconds * 1000) / 1000)
                              : json(nullptr);

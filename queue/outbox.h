@@ -127,6 +127,8 @@ struct Counts {
   std::optional<double> oldest_pending_seconds;  // age of the oldest pending/submitted item
   std::optional<std::string> last_error;         // of the most recently failed item
   json ToJson() const;
+  // The four state counts alone: {"pending", "submitted", "succeeded", "dead_letter"}.
+  json StatesJson() const;
 };
 
 class Outbox {

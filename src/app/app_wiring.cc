@@ -14,6 +14,8 @@
 
 #include <charconv>
 #include <chrono>
+#include <functional>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -71,60 +73,53 @@ ScopeChoice ChooseScope(const config::Settings& settings, const std::string& cwd
   return {settings.remote() ? "" : "personal", false};
 }
 
-Result<App> BuildApp(const AppOptions& app_options) {
-  App app;
-  const config::EnvLookup env = config::ProcessEnv();
-  // Invalid settings stop the server before it serves anything (tmcra-contract.md §5): memory
-  // never silently goes elsewhere than configured, and no secret is in the message.
-  auto loaded = config::LoadSettings(env, std::chrono::system_clock::now());
-  if (!loaded) return loaded.error();
-  const config::Settings& settings = *loaded;
-  if (!settings.problem.empty()) spdlog::warn("configuration: {}", settings.problem);
-  const auto value = [&](const char* name) {
-    auto v = env(name);
-    return v ? *v : std::string();
-  };
-  const std::string outbox_path = settings.queue_path;
-  std::string control_base;
-  std::string control_secret;
+namespace {
+
+// Where the memory-control state of a memory is keyed: TMCRA's key is
+// sha256(base_url NUL api_key NUL scope), so the JS plugins share the state; the credential is
+// only hashed, never stored.
+struct ControlIdentity {
+  std::string base;
+  std::string secret;
+};
+
+// The memory the settings name: the embedded engine, or TMCRA's hosted service or a tmcra-memd
+// over HTTPS (the same outbox, receipts and tools; only the MemoryApi differs).
+Status MakeMemory(const config::Settings& settings, const config::EnvLookup& env,
+                  const AppOptions& app_options, App& app, ControlIdentity& identity) {
   if (!settings.remote()) {
     memory::EngineOptions engine;
     engine.path = settings.database_path;
     engine.filter_rules = settings.filter_rules;
     app.memory = std::make_unique<api::EmbeddedMemoryApi>(std::move(engine));
-    control_base = "embedded://" + settings.data_dir;
-  } else {
-    // TMCRA's hosted service or a tmcra-memd: the same outbox, receipts and tools as embedded;
-    // only the MemoryApi differs.
-    api::HttpOptions http;
-    http.base_url = settings.base_url;
-    http.api_key = settings.api_key;
-    http.local_mode = settings.mode == config::kModeLocal;
-    http.integration_id = settings.integration_id;
-    http.default_agent_id = settings.default_agent_id;
-    http.total_timeout = app_options.request_timeout.value_or(settings.RequestTimeout());
-    http.max_attempts = settings.max_attempts;
-    http.ca_file = settings.ca_file;
-    http.ca_dir = settings.ca_dir;
-    http.allow_keylog = settings.allow_keylog;
-    // A long-running process whose machine switched to local memory stops sending (§5.5).
-    http.before_attempt = [settings, env] { return config::CheckActiveConnection(settings, env); };
-    auto client = api::HttpMemoryApi::Create(std::move(http));
-    if (!client) return client.error();
-    app.memory = std::move(*client);
-    control_base = settings.base_url;
-    control_secret = settings.api_key;
+    identity.base = "embedded://" + settings.data_dir;
+    return Ok();
   }
-  app.sender = std::make_unique<tools::MemoryApiSender>(*app.memory);
-  app.controls = std::make_unique<controls::ControlStore>(controls::ControlStore::DefaultRoot(env));
-  // TMCRA's key: sha256(base_url NUL api_key NUL scope), so the JS plugins share the state; the
-  // credential is only hashed, never stored.
-  const auto control_key = [control_base, control_secret](const std::string& scope) {
-    return controls::ControlKey(control_base, control_secret, scope);
-  };
-  controls::ControlStore* store = app.controls.get();
+  api::HttpOptions http;
+  http.base_url = settings.base_url;
+  http.api_key = settings.api_key;
+  http.local_mode = settings.mode == config::kModeLocal;
+  http.integration_id = settings.integration_id;
+  http.default_agent_id = settings.default_agent_id;
+  http.total_timeout = app_options.request_timeout.value_or(settings.RequestTimeout());
+  http.max_attempts = settings.max_attempts;
+  http.ca_file = settings.ca_file;
+  http.ca_dir = settings.ca_dir;
+  http.allow_keylog = settings.allow_keylog;
+  // A long-running process whose machine switched to local memory stops sending
+  // (docs/configuration.md, "The active connection").
+  http.before_attempt = [settings, env] { return config::CheckActiveConnection(settings, env); };
+  TMCRA_ASSIGN_OR_RETURN(app.memory, api::HttpMemoryApi::Create(std::move(http)));
+  identity.base = settings.base_url;
+  identity.secret = settings.api_key;
+  return Ok();
+}
+
+// The outbox's deliverer, whose write gate re-checks the memory controls captured with a turn:
+// a mode switch after the capture discards the turn instead of backfilling it.
+void MakeDelivery(const config::Settings& settings, App& app) {
   queue::DeliveryOptions delivery;
-  delivery.path = outbox_path;
+  delivery.path = settings.queue_path;
   delivery.owner = NewProcessOwnerId();
   // A remote memory answers each job poll after a round trip: a few in flight (the HTTP client
   // is thread-safe, with a pool of kept-alive connections) keep delivery from idling on them.
@@ -132,9 +127,9 @@ Result<App> BuildApp(const AppOptions& app_options) {
   // And asks about up to 100 jobs a request (POST /v1/jobs/batch, or one by one where the
   // memory has no such endpoint); in-process, one at a time is as fast.
   delivery.jobs_per_poll = settings.remote() ? queue::kMaxJobsPerPoll : 1;
+  controls::ControlStore* store = app.controls.get();
   app.delivery = std::make_unique<queue::DeliveryService>(
       delivery, *app.sender, [store](const queue::Item& item) {
-        // The memory controls at capture time must still allow the write (no backfill).
         if (!item.recall_receipt.is_object() || !item.recall_receipt.contains("_local_capture")) {
           return true;
         }
@@ -143,14 +138,29 @@ Result<App> BuildApp(const AppOptions& app_options) {
         auto allowed = store->MayWrite(*capture);
         return allowed && *allowed;
       });
-  struct stat st {};
-  const std::string hooks_host = HooksHost(env);
-  // With hooks, turns are queued by hook processes: deliver them from the start.
-  if (app_options.background_delivery &&
-      (!hooks_host.empty() || stat(outbox_path.c_str(), &st) == 0)) {
-    app.delivery->Start();
-  }
+}
 
+// How long tmcra_feedback waits for the user's answer (docs/contract.md, "Feedback"): 120 s.
+// Tests shorten it with TMCRA_CONFIRMATION_TIMEOUT_MS; it can only be shortened, and an
+// unusable value keeps the default.
+void ApplyConfirmationTimeout(const config::EnvLookup& env, tools::FeedbackToolDeps& feedback) {
+  const auto ms = env("TMCRA_CONFIRMATION_TIMEOUT_MS");
+  if (!ms || ms->empty()) return;
+  long long parsed = 0;
+  const char* const end = ms->data() + ms->size();
+  const auto [stop, ec] = std::from_chars(ms->data(), end, parsed);
+  if (ec == std::errc() && stop == end && parsed >= 1 && parsed <= 120000) {
+    feedback.confirmation_timeout = std::chrono::milliseconds(parsed);
+  } else {
+    spdlog::warn("TMCRA_CONFIRMATION_TIMEOUT_MS must be 1..120000 milliseconds; using 120000");
+  }
+}
+
+// What the memory, lifecycle and status tools share.
+tools::MemoryToolDeps MakeToolDeps(const config::Settings& settings, const config::EnvLookup& env,
+                                   const std::string& hooks_host,
+                                   const std::function<std::string(const std::string&)>& control_key,
+                                   App& app) {
   tools::MemoryToolDeps deps;
   deps.memory = app.memory.get();
   // With no account the memory is the user's own: a default scope makes it work out of the box.
@@ -169,18 +179,15 @@ Result<App> BuildApp(const AppOptions& app_options) {
   app.filter_tally = std::make_unique<tools::FilterTally>();
   deps.filter = app.filter.get();
   deps.filter_tally = app.filter_tally.get();
+  return deps;
+}
 
-  mcp::ServerOptions options;
-  options.name = kProductName;
-  options.title = "TMCRA Memory";
-  options.version = kVersion;
-  options.instructions = hooks_host.empty() ? kInstructions : kHookInstructions;
-  options.inline_tools = app_options.inline_tools;
-  app.server = std::make_unique<mcp::Server>(std::move(options));
-  // TMCRA's order: memory_control, feedback, then the memory and lifecycle tools.
+// The tools in TMCRA's order: memory_control, feedback, then the memory and lifecycle tools,
+// then status.
+void RegisterTools(const config::EnvLookup& env, const tools::MemoryToolDeps& deps, App& app) {
   tools::ControlToolDeps control;
   control.store = app.controls.get();
-  control.control_key = control_key;
+  control.control_key = deps.control_key;
   control.default_scope = deps.default_scope;
   queue::DeliveryService* delivery_service = app.delivery.get();
   control.delivery = [delivery_service]() -> nlohmann::json {
@@ -188,36 +195,60 @@ Result<App> BuildApp(const AppOptions& app_options) {
     if (!outbox) return {{"error", outbox.error().message}};
     auto counts = (*outbox)->GetCounts();
     if (!counts) return {{"error", counts.error().message}};
-    return {{"pending", counts->pending}, {"submitted", counts->submitted},
-            {"succeeded", counts->succeeded}, {"dead_letter", counts->dead_letter}};
+    return counts->StatesJson();
   };
   tools::RegisterControlTool(*app.server, control);
   tools::FeedbackToolDeps feedback;
   feedback.memory = app.memory.get();
   feedback.controls = app.controls.get();
-  feedback.control_key = control_key;
+  feedback.control_key = deps.control_key;
   feedback.default_scope = deps.default_scope;
   feedback.filter = app.filter.get();
-  // How long tmcra_feedback waits for the user's answer (tmcra-contract.md §4.3.2: 120 s).
-  // Tests shorten it; it can only be shortened, and an unusable value keeps the default.
-  if (const std::string ms = value("TMCRA_CONFIRMATION_TIMEOUT_MS"); !ms.empty()) {
-    long long parsed = 0;
-    const char* const end = ms.data() + ms.size();
-    const auto [stop, ec] = std::from_chars(ms.data(), end, parsed);
-    if (ec == std::errc() && stop == end && parsed >= 1 && parsed <= 120000) {
-      feedback.confirmation_timeout = std::chrono::milliseconds(parsed);
-    } else {
-      spdlog::warn("TMCRA_CONFIRMATION_TIMEOUT_MS must be 1..120000 milliseconds; using 120000");
-    }
-  }
+  ApplyConfirmationTimeout(env, feedback);
   tools::RegisterFeedbackTool(*app.server, feedback);
   tools::RegisterMemoryTools(*app.server, deps);
   tools::RegisterLifecycleTools(*app.server, deps);
   tools::RegisterStatusTool(*app.server, tools::StatusDeps{env, app.memory.get(),
                                                            app.delivery.get(),
                                                            app.filter_tally.get()});
+}
+
+}  // namespace
+
+Result<App> BuildApp(const AppOptions& app_options) {
+  App app;
+  const config::EnvLookup env = config::ProcessEnv();
+  // Invalid settings stop the server before it serves anything: memory never silently goes
+  // elsewhere than configured, and no secret is in the message.
+  TMCRA_ASSIGN_OR_RETURN(config::Settings settings,
+                         config::LoadSettings(env, std::chrono::system_clock::now()));
+  if (!settings.problem.empty()) spdlog::warn("configuration: {}", settings.problem);
+  ControlIdentity identity;
+  TMCRA_RETURN_IF_ERROR(MakeMemory(settings, env, app_options, app, identity));
+  app.sender = std::make_unique<tools::MemoryApiSender>(*app.memory);
+  app.controls = std::make_unique<controls::ControlStore>(controls::ControlStore::DefaultRoot(env));
+  MakeDelivery(settings, app);
+  const std::string hooks_host = HooksHost(env);
+  // With hooks, turns are queued by hook processes: deliver them from the start.
+  struct stat st {};
+  if (app_options.background_delivery &&
+      (!hooks_host.empty() || stat(settings.queue_path.c_str(), &st) == 0)) {
+    app.delivery->Start();
+  }
+  const auto control_key = [identity](const std::string& scope) {
+    return controls::ControlKey(identity.base, identity.secret, scope);
+  };
+  const tools::MemoryToolDeps deps = MakeToolDeps(settings, env, hooks_host, control_key, app);
+  mcp::ServerOptions options;
+  options.name = kProductName;
+  options.title = "TMCRA Memory";
+  options.version = kVersion;
+  options.instructions = hooks_host.empty() ? kInstructions : kHookInstructions;
+  options.inline_tools = app_options.inline_tools;
+  app.server = std::make_unique<mcp::Server>(std::move(options));
+  RegisterTools(env, deps, app);
   app.tool_deps = deps;
-  app.settings = settings;
+  app.settings = std::move(settings);
   return app;
 }
 

@@ -95,8 +95,7 @@ json Projection(const queue::Item& item, const std::string& turn_id, json recall
 Result<json> Counts(queue::Outbox& outbox) {
   auto counts = outbox.GetCounts();
   if (!counts) return counts.error();
-  return json{{"pending", counts->pending}, {"submitted", counts->submitted},
-              {"succeeded", counts->succeeded}, {"dead_letter", counts->dead_letter}};
+  return counts->StatesJson();
 }
 
 // ---- tmcra_turn_prepare ------------------------------------------------------------------
