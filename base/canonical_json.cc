@@ -1,13 +1,13 @@
 #include "base/canonical_json.h"
 
-#include "base/utf8.h"
-
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <map>
 #include <string>
 #include <system_error>
+
+#include "base/utf8.h"
 
 namespace tmcra {
 
@@ -21,13 +21,27 @@ void AppendString(std::string& out, std::string_view raw) {
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           out += "\\u00";
@@ -44,16 +58,27 @@ void AppendString(std::string& out, std::string_view raw) {
 // The writer behind both forms: `item_sep`/`key_sep` are Python's separators; object members
 // come in the order of the JSON type (sorted for json, insertion order for ordered_json).
 template <class Json>
-void Append(std::string& out, const Json& v, std::string_view item_sep,
-            std::string_view key_sep) {
+void Append(std::string& out, const Json& v, std::string_view item_sep, std::string_view key_sep) {
   using T = typename Json::value_t;
   switch (v.type()) {
-    case T::null: out += "null"; return;
-    case T::boolean: out += v.template get<bool>() ? "true" : "false"; return;
-    case T::number_integer: out += std::to_string(v.template get<std::int64_t>()); return;
-    case T::number_unsigned: out += std::to_string(v.template get<std::uint64_t>()); return;
-    case T::number_float: out += PythonFloatRepr(v.template get<double>()); return;
-    case T::string: AppendString(out, v.template get_ref<const std::string&>()); return;
+    case T::null:
+      out += "null";
+      return;
+    case T::boolean:
+      out += v.template get<bool>() ? "true" : "false";
+      return;
+    case T::number_integer:
+      out += std::to_string(v.template get<std::int64_t>());
+      return;
+    case T::number_unsigned:
+      out += std::to_string(v.template get<std::uint64_t>());
+      return;
+    case T::number_float:
+      out += PythonFloatRepr(v.template get<double>());
+      return;
+    case T::string:
+      AppendString(out, v.template get_ref<const std::string&>());
+      return;
     case T::array: {
       out.push_back('[');
       bool first = true;

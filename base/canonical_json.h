@@ -8,10 +8,9 @@
 // as UTF-8. Integers in decimal; floats as Python's repr() (1.0, 1e+16, 1e-05, NaN, Infinity).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace tmcra {
 

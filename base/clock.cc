@@ -115,8 +115,7 @@ std::optional<Fields> ParseFields(std::string_view s) {
   }
   if (pos != s.size()) return std::nullopt;
   static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (year < 1 || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 ||
-      second > 59) {
+  if (year < 1 || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) {
     return std::nullopt;
   }
   const int max_day = kDays[month - 1] + (month == 2 && IsLeap(year) ? 1 : 0);
@@ -151,8 +150,8 @@ std::optional<std::string> PydanticTimestamp(std::string_view s) {
   auto f = ParseFields(s);
   if (!f) return std::nullopt;
   char buf[64];
-  int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", f->year, f->month,
-                        f->day, f->hour, f->minute, f->second);
+  int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", f->year, f->month, f->day,
+                        f->hour, f->minute, f->second);
   std::string out(buf, static_cast<size_t>(n));
   if (f->micros != 0) {
     n = std::snprintf(buf, sizeof buf, ".%06lld", static_cast<long long>(f->micros));
@@ -163,8 +162,8 @@ std::optional<std::string> PydanticTimestamp(std::string_view s) {
       out.push_back('Z');
     } else {
       const int abs = f->offset_minutes < 0 ? -f->offset_minutes : f->offset_minutes;
-      n = std::snprintf(buf, sizeof buf, "%c%02d:%02d", f->offset_minutes < 0 ? '-' : '+',
-                        abs / 60, abs % 60);
+      n = std::snprintf(buf, sizeof buf, "%c%02d:%02d", f->offset_minutes < 0 ? '-' : '+', abs / 60,
+                        abs % 60);
       out.append(buf, static_cast<size_t>(n));
     }
   }

@@ -23,8 +23,8 @@ struct Failpoints {
     size_t start = 0;
     while (start <= text.size()) {
       const size_t comma = text.find(',', start);
-      std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                       : comma - start);
+      std::string item =
+          text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       if (!item.empty()) {
         long count = 1;
         if (const size_t colon = item.find(':'); colon != std::string::npos) {

@@ -26,7 +26,9 @@ int JsonNestingDepth(std::string_view text, int limit) {
       continue;
     }
     switch (p[i]) {
-      case '"': in_string = true; break;
+      case '"':
+        in_string = true;
+        break;
       case '[':
       case '{':
         if (++depth > deepest) {
@@ -38,7 +40,8 @@ int JsonNestingDepth(std::string_view text, int limit) {
       case '}':
         if (depth > 0) --depth;
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return deepest;

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <type_traits>
-#include <set>
 #include <vector>
 
 #include "base/json_scan.h"
@@ -138,14 +138,30 @@ class Reader {
       if (p_ >= end_) return false;
       const unsigned char e = *p_++;
       switch (e) {
-        case '"': s.push_back('"'); break;
-        case '\\': s.push_back('\\'); break;
-        case '/': s.push_back('/'); break;
-        case 'b': s.push_back('\b'); break;
-        case 'f': s.push_back('\f'); break;
-        case 'n': s.push_back('\n'); break;
-        case 'r': s.push_back('\r'); break;
-        case 't': s.push_back('\t'); break;
+        case '"':
+          s.push_back('"');
+          break;
+        case '\\':
+          s.push_back('\\');
+          break;
+        case '/':
+          s.push_back('/');
+          break;
+        case 'b':
+          s.push_back('\b');
+          break;
+        case 'f':
+          s.push_back('\f');
+          break;
+        case 'n':
+          s.push_back('\n');
+          break;
+        case 'r':
+          s.push_back('\r');
+          break;
+        case 't':
+          s.push_back('\t');
+          break;
         case 'u': {
           uint32_t cp = 0;
           if (!Hex4(&cp)) return false;
@@ -308,41 +324,41 @@ class Reader {
         }
       }
       if (!elided) switch (c) {
-        case '{':
-          ++p_;
-          *slot = Json::object();
-          stack_.push_back(slot);
-          if constexpr (kOrdered) members_.emplace_back();
-          opened = true;
-          break;
-        case '[':
-          ++p_;
-          *slot = Json::array();
-          stack_.push_back(slot);
-          opened = true;
-          break;
-        case '"': {
-          std::string s;
-          if (!String(s)) return false;
-          *slot = std::move(s);
-          break;
+          case '{':
+            ++p_;
+            *slot = Json::object();
+            stack_.push_back(slot);
+            if constexpr (kOrdered) members_.emplace_back();
+            opened = true;
+            break;
+          case '[':
+            ++p_;
+            *slot = Json::array();
+            stack_.push_back(slot);
+            opened = true;
+            break;
+          case '"': {
+            std::string s;
+            if (!String(s)) return false;
+            *slot = std::move(s);
+            break;
+          }
+          case 't':
+            if (!Literal("true", 4)) return false;
+            *slot = true;
+            break;
+          case 'f':
+            if (!Literal("false", 5)) return false;
+            *slot = false;
+            break;
+          case 'n':
+            if (!Literal("null", 4)) return false;
+            *slot = nullptr;
+            break;
+          default:
+            if (c != '-' && (c < '0' || c > '9')) return false;
+            if (!Number(*slot)) return false;
         }
-        case 't':
-          if (!Literal("true", 4)) return false;
-          *slot = true;
-          break;
-        case 'f':
-          if (!Literal("false", 5)) return false;
-          *slot = false;
-          break;
-        case 'n':
-          if (!Literal("null", 4)) return false;
-          *slot = nullptr;
-          break;
-        default:
-          if (c != '-' && (c < '0' || c > '9')) return false;
-          if (!Number(*slot)) return false;
-      }
       SkipSpace();
       if (opened) {
         // The first member or element, or the end of an empty container.
@@ -561,12 +577,9 @@ class Reader {
  public:
   // The paths compared and copied for the elided member outgrew twice the text: its result
   // is not to be used (ReadJsonStrict reads again without eliding).
-  bool elision_over_budget() const {
-    return work_ > 2 * static_cast<size_t>(end_ - begin_) + 4096;
-  }
+  bool elision_over_budget() const { return work_ > 2 * static_cast<size_t>(end_ - begin_) + 4096; }
 
  private:
-
   void Open(bool object) {
     Frame f;
     f.object = object;
@@ -652,7 +665,7 @@ class Reader {
   const size_t max_depth_;
   ElidedMember* const elide_;
   Json* elided_at_ = nullptr;  // the slot of the member to elide, once its key is read
-  size_t work_ = 0;              // see Consider
+  size_t work_ = 0;            // see Consider
   std::vector<Frame> frames_;
   std::vector<Span> current_key_;  // per frame: an object's current key
   std::vector<Span> keys_;

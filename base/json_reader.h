@@ -14,12 +14,11 @@
 // error context); this reader copies runs of plain string bytes at once, about 3x faster.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace tmcra {
 

@@ -29,7 +29,8 @@ inline size_t PlainJsonRunWords(const unsigned char* p, size_t n) {
       const uint64_t quote = w ^ (kOnes * '"');
       const uint64_t slash = w ^ (kOnes * '\\');
       const uint64_t flagged = (w | ((w - kOnes * 0x20) & ~w) | ((quote - kOnes) & ~quote) |
-                                ((slash - kOnes) & ~slash)) & kHigh;
+                                ((slash - kOnes) & ~slash)) &
+                               kHigh;
       if (flagged != 0) return i + static_cast<size_t>(std::countr_zero(flagged)) / 8;
       i += 8;
     }

@@ -10,10 +10,9 @@
 // nlohmann itself.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace tmcra {
 

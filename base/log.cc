@@ -1,18 +1,18 @@
 #include "base/log.h"
 
+#include <spdlog/sinks/stdout_sinks.h>
+
 #include <cstdlib>
 #include <memory>
 #include <string>
-
-#include <spdlog/sinks/stdout_sinks.h>
 
 namespace tmcra {
 
 std::optional<spdlog::level::level_enum> ParseLogLevel(std::string_view name) {
   static constexpr std::pair<std::string_view, spdlog::level::level_enum> kLevels[] = {
-      {"trace", spdlog::level::trace}, {"debug", spdlog::level::debug},
-      {"info", spdlog::level::info},   {"warn", spdlog::level::warn},
-      {"warning", spdlog::level::warn}, {"error", spdlog::level::err},
+      {"trace", spdlog::level::trace},       {"debug", spdlog::level::debug},
+      {"info", spdlog::level::info},         {"warn", spdlog::level::warn},
+      {"warning", spdlog::level::warn},      {"error", spdlog::level::err},
       {"critical", spdlog::level::critical}, {"off", spdlog::level::off},
   };
   for (const auto& [key, level] : kLevels) {
@@ -22,8 +22,8 @@ std::optional<spdlog::level::level_enum> ParseLogLevel(std::string_view name) {
 }
 
 void InitLogging(spdlog::level::level_enum default_level) {
-  auto logger = std::make_shared<spdlog::logger>(
-      "tmcra", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger =
+      std::make_shared<spdlog::logger>("tmcra", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [tmcra] %v");
   auto level = default_level;
   const char* env = std::getenv("TMCRA_LOG_LEVEL");

@@ -5,10 +5,10 @@
 // from main before any other thread starts.
 #pragma once
 
+#include <spdlog/spdlog.h>
+
 #include <optional>
 #include <string_view>
-
-#include <spdlog/spdlog.h>
 
 namespace tmcra {
 

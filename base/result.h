@@ -32,17 +32,32 @@ class [[nodiscard]] Result {
   bool has_value() const { return v_.index() == 0; }
   explicit operator bool() const { return has_value(); }
 
-  T& value() & { assert(has_value()); return std::get<0>(v_); }
-  const T& value() const& { assert(has_value()); return std::get<0>(v_); }
-  T&& value() && { assert(has_value()); return std::get<0>(std::move(v_)); }
+  T& value() & {
+    assert(has_value());
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    assert(has_value());
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    assert(has_value());
+    return std::get<0>(std::move(v_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const { assert(!has_value()); return std::get<1>(v_); }
-  Error& error() { assert(!has_value()); return std::get<1>(v_); }
+  const Error& error() const {
+    assert(!has_value());
+    return std::get<1>(v_);
+  }
+  Error& error() {
+    assert(!has_value());
+    return std::get<1>(v_);
+  }
 
   template <class U>
   T value_or(U&& fallback) const& {
@@ -63,8 +78,14 @@ class [[nodiscard]] Result<void> {
 
   bool has_value() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  const Error& error() const { assert(!ok_); return error_; }
-  Error& error() { assert(!ok_); return error_; }
+  const Error& error() const {
+    assert(!ok_);
+    return error_;
+  }
+  Error& error() {
+    assert(!ok_);
+    return error_;
+  }
 
  private:
   Error error_;
@@ -79,11 +100,11 @@ inline Status Ok() { return {}; }
 
 // Evaluates EXPR (any Result) once; when it holds an Error, returns that Error from the
 // enclosing function, whose return type must be a Result.
-#define TMCRA_RETURN_IF_ERROR(expr)                                    \
-  do {                                                                 \
-    if (auto tmcra_status_ = (expr); !tmcra_status_) {                 \
-      return std::move(tmcra_status_.error());                         \
-    }                                                                  \
+#define TMCRA_RETURN_IF_ERROR(expr)                    \
+  do {                                                 \
+    if (auto tmcra_status_ = (expr); !tmcra_status_) { \
+      return std::move(tmcra_status_.error());         \
+    }                                                  \
   } while (0)
 
 // Evaluates EXPR (a Result<T>) once; when it holds an Error, returns that Error from the

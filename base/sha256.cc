@@ -46,8 +46,8 @@ void CompressPortable(uint32_t state[8], const unsigned char* data, size_t block
     uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
     uint32_t e = state[4], f = state[5], g = state[6], h = state[7];
     for (int i = 0; i < 64; ++i) {
-      const uint32_t t1 = h + (Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25)) + ((e & f) ^ (~e & g)) +
-                          kRound[i] + w[i];
+      const uint32_t t1 =
+          h + (Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
       const uint32_t t2 = (Rotr(a, 2) ^ Rotr(a, 13) ^ Rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
       h = g;
       g = f;
@@ -79,10 +79,10 @@ __attribute__((target("sha,sse4.1,ssse3"))) void CompressShaNi(uint32_t state[8]
   const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
   __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[0]));
   __m128i state1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[4]));
-  tmp = _mm_shuffle_epi32(tmp, 0xB1);           // CDAB
-  state1 = _mm_shuffle_epi32(state1, 0x1B);     // EFGH
+  tmp = _mm_shuffle_epi32(tmp, 0xB1);                // CDAB
+  state1 = _mm_shuffle_epi32(state1, 0x1B);          // EFGH
   __m128i state0 = _mm_alignr_epi8(tmp, state1, 8);  // ABEF
-  state1 = _mm_blend_epi16(state1, tmp, 0xF0);  // CDGH
+  state1 = _mm_blend_epi16(state1, tmp, 0xF0);       // CDGH
   for (; blocks > 0; --blocks, data += 64) {
     const __m128i abef = state0;
     const __m128i cdgh = state1;
@@ -93,8 +93,8 @@ __attribute__((target("sha,sse4.1,ssse3"))) void CompressShaNi(uint32_t state[8]
         w[g] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 16 * g)),
                                 mask);
       }
-      __m128i msg = _mm_add_epi32(w[g % 4],
-                                  _mm_load_si128(reinterpret_cast<const __m128i*>(&kRound[4 * g])));
+      __m128i msg =
+          _mm_add_epi32(w[g % 4], _mm_load_si128(reinterpret_cast<const __m128i*>(&kRound[4 * g])));
       state1 = _mm_sha256rnds2_epu32(state1, state0, msg);
       if (g >= 3 && g < 15) {
         const __m128i next = _mm_alignr_epi8(w[g % 4], w[(g + 3) % 4], 4);
@@ -167,8 +167,6 @@ std::string Digest(std::string_view bytes, Compress compress) {
 
 std::string Sha256Hex(std::string_view bytes) { return Digest(bytes, Chosen()); }
 
-std::string Sha256HexPortable(std::string_view bytes) {
-  return Digest(bytes, &CompressPortable);
-}
+std::string Sha256HexPortable(std::string_view bytes) { return Digest(bytes, &CompressPortable); }
 
 }  // namespace tmcra

@@ -7,10 +7,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
-#include <cstring>
 
 #include "base/private_dirs.h"
 
@@ -140,8 +140,8 @@ Statement& Statement::Bind(int index, double value) {
 }
 
 Statement& Statement::Bind(int index, std::string_view text) {
-  const int rc = sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
-                                     SQLITE_UTF8);
+  const int rc =
+      sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   if (rc != SQLITE_OK && bind_error_) bind_error_ = MapError(rc, db_, "bind");
   return *this;
 }
@@ -229,7 +229,8 @@ Status CheckStoreFile(const std::string& file) {
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     return StoreRefused(file, "permissions " + OctalMode(st.st_mode) +
                                   " let group or others change it; check its content, then run: "
-                                  "chmod 600 " + file);
+                                  "chmod 600 " +
+                                  file);
   }
   if ((st.st_mode & 077) != 0 && chmod(file.c_str(), st.st_mode & 0700) != 0) {
     return StoreRefused(file, std::string("cannot make it private: ") + std::strerror(errno));
@@ -287,9 +288,9 @@ Result<std::unique_ptr<Database>> Database::Open(const Options& options) {
   }
   ConfigureSqliteOnce();
   sqlite3* raw = nullptr;
-  const int flags = (options.read_only ? SQLITE_OPEN_READONLY
-                                       : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-                    SQLITE_OPEN_NOMUTEX;
+  const int flags =
+      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+      SQLITE_OPEN_NOMUTEX;
   const int rc = sqlite3_open_v2(options.path.c_str(), &raw, flags, nullptr);
   if (rc != SQLITE_OK) {
     Error error = MapError(rc, raw, "open " + options.path);
@@ -301,8 +302,8 @@ Result<std::unique_ptr<Database>> Database::Open(const Options& options) {
   sqlite3_extended_result_codes(raw, 1);
   // Switching a brand-new file to WAL can fail with SQLITE_BUSY at once, without the busy
   // handler, while another process creates the same file: retry it within the busy timeout.
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(options.busy_timeout_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);
   for (;;) {
     auto wal = db->Exec(options.read_only ? "SELECT 1" : "PRAGMA journal_mode=WAL");
     if (wal) break;
@@ -357,7 +358,8 @@ Result<Statement> Database::Prepare(std::string_view sql) {
     }
   }
   sqlite3_stmt* stmt = nullptr;
-  const int rc = sqlite3_prepare_v2(db_, text.data(), static_cast<int>(text.size()), &stmt, nullptr);
+  const int rc =
+      sqlite3_prepare_v2(db_, text.data(), static_cast<int>(text.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) return MapError(rc, db_, "prepare");
   if (stmt == nullptr) return Statement(nullptr, db_, {}, {});  // only a comment or blanks
   return Statement(stmt, db_, cache_, std::move(text));

@@ -47,7 +47,9 @@ class Statement {
   Statement& Bind(int index, double value);
   Statement& Bind(int index, std::string_view text);
   Statement& Bind(int index, const char* text) { return Bind(index, std::string_view(text)); }
-  Statement& Bind(int index, const std::string& text) { return Bind(index, std::string_view(text)); }
+  Statement& Bind(int index, const std::string& text) {
+    return Bind(index, std::string_view(text));
+  }
   Statement& BindNull(int index);
   Statement& Bind(int index, const std::optional<std::string>& text);
   // Binds a pointer that only a function asking for the same `type` can see
@@ -87,7 +89,7 @@ class Database {
     std::string path;
     int busy_timeout_ms = 10000;
     bool read_only = false;
-    int cache_kib = 0;           // page cache per connection; 0 keeps SQLite's default (2 MiB)
+    int cache_kib = 0;  // page cache per connection; 0 keeps SQLite's default (2 MiB)
     // Reads the file through a memory map of up to this many bytes (PRAGMA mmap_size); 0 keeps
     // SQLite's default (no map). Pages come from the kernel's page cache, shared by every
     // connection, instead of being read(2) into each connection's own cache.
@@ -159,7 +161,6 @@ class Transaction {
   explicit Transaction(Database* db) : db_(db) {}
   Database* db_;
 };
-
 
 // Brings the schema to the last of `steps` in one IMMEDIATE transaction: `PRAGMA user_version`
 // counts the steps already applied, each later step runs once, in order. A file whose version is

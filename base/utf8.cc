@@ -30,11 +30,17 @@ size_t Utf8SequenceLength(std::string_view text, size_t i) {
   uint32_t min = 0;
   uint32_t cp = 0;
   if ((c & 0xe0) == 0xc0) {
-    need = 1; min = 0x80; cp = c & 0x1fu;
+    need = 1;
+    min = 0x80;
+    cp = c & 0x1fu;
   } else if ((c & 0xf0) == 0xe0) {
-    need = 2; min = 0x800; cp = c & 0x0fu;
+    need = 2;
+    min = 0x800;
+    cp = c & 0x0fu;
   } else if ((c & 0xf8) == 0xf0) {
-    need = 3; min = 0x10000; cp = c & 0x07u;
+    need = 3;
+    min = 0x10000;
+    cp = c & 0x07u;
   } else {
     return 0;
   }

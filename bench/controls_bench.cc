@@ -17,20 +17,19 @@
 // Prints one JSON object per size on stdout. Nothing is timed in the test suite.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "bench/bench_stats.h"
 #include "base/json_reader.h"
 #include "base/sha256.h"
+#include "bench/bench_stats.h"
 #include "src/controls/memory_controls.h"
 
 namespace {
@@ -60,9 +59,12 @@ int main(int argc, char** argv) {
   }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--sessions") sizes_arg = argv[i + 1];
-    else if (a == "--reads") reads = std::max(1, std::stoi(argv[i + 1]));
-    else if (a == "--dir") dir = argv[i + 1];
+    if (a == "--sessions")
+      sizes_arg = argv[i + 1];
+    else if (a == "--reads")
+      reads = std::max(1, std::stoi(argv[i + 1]));
+    else if (a == "--dir")
+      dir = argv[i + 1];
     else {
       std::cerr << "usage: controls_bench [--sessions 100,1000,10000] [--reads 50] [--dir DIR]\n";
       return 2;
@@ -79,13 +81,18 @@ int main(int argc, char** argv) {
   tmcra::controls::ControlStore store(dir);
   const std::string key = tmcra::Sha256Hex("controls_bench");
   for (const int n : ParseSizes(sizes_arg)) {
-    ojson state{{"schemaVersion", 1}, {"sessions", ojson::object()}, {"tasks", ojson::object()},
-                {"recent", ojson::array()}, {"budgetChars", 12000}};
+    ojson state{{"schemaVersion", 1},
+                {"sessions", ojson::object()},
+                {"tasks", ojson::object()},
+                {"recent", ojson::array()},
+                {"budgetChars", 12000}};
     auto& sessions = state["sessions"].get_ref<ojson::object_t&>();
     for (int s = 0; s < n; ++s) {
       const std::string turn = tmcra::Sha256Hex("turn-" + std::to_string(s));
       sessions.emplace_back(tmcra::Sha256Hex("session-" + std::to_string(s)),
-                            ojson{{"mode", "normal"}, {"generation", 1}, {"taskId", nullptr},
+                            ojson{{"mode", "normal"},
+                                  {"generation", 1},
+                                  {"taskId", nullptr},
                                   {"currentTurnHash", turn}});
     }
     const std::string text = state.dump();

@@ -39,8 +39,8 @@ std::string Typical(size_t bytes) {
 double MegabytesPerSecond(const tmcra::filter::ContentFilter& filter, const std::string& text) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto result = filter.Apply(text);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                             .count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (result.text.size() > text.size() * 4) std::fprintf(stderr, "unexpected growth\n");
   return static_cast<double>(text.size()) / 1e6 / seconds;
 }
@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
   const size_t bytes = mb << 20;
   const std::vector<std::pair<std::string, std::string>> inputs = {
       {"typical (prose, code, logs, a secret per 600 bytes)", Typical(bytes)},
-      {"`ghp_` + 35 characters, repeated", Repeat("ghp_abcdefghijklmnopqrstuvwxyz012345678 ", bytes)},
+      {"`ghp_` + 35 characters, repeated",
+       Repeat("ghp_abcdefghijklmnopqrstuvwxyz012345678 ", bytes)},
       {"`password=` repeated", Repeat("password=", bytes)},
       {"`-----BEGIN ` repeated, no end", Repeat("-----BEGIN ", bytes)},
       {"`://user:` repeated", Repeat("://user:", bytes)},

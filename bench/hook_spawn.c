@@ -36,23 +36,41 @@ int main(int argc, char** argv) {
     return 2;
   }
   int in = open(argv[1], O_RDONLY);
-  if (in < 0) { perror(argv[1]); return 2; }
+  if (in < 0) {
+    perror(argv[1]);
+    return 2;
+  }
   struct stat st;
   fstat(in, &st);
   char* payload = malloc((size_t)st.st_size + 1);
   ssize_t got = read(in, payload, (size_t)st.st_size);
   close(in);
-  if (got != st.st_size) { fprintf(stderr, "short read of %s\n", argv[1]); return 2; }
+  if (got != st.st_size) {
+    fprintf(stderr, "short read of %s\n", argv[1]);
+    return 2;
+  }
   int out = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (out < 0) { perror(argv[2]); return 2; }
+  if (out < 0) {
+    perror(argv[2]);
+    return 2;
+  }
   int err = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (err < 0) { perror(argv[3]); return 2; }
+  if (err < 0) {
+    perror(argv[3]);
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) { perror("pipe"); return 2; }
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    perror("pipe");
+    return 2;
+  }
   long long start = now_us();
   pid_t pid = fork();
-  if (pid < 0) { perror("fork"); return 2; }
+  if (pid < 0) {
+    perror("fork");
+    return 2;
+  }
   if (pid == 0) {
     dup2(fds[0], 0);
     dup2(out, 1);
@@ -71,7 +89,10 @@ int main(int argc, char** argv) {
   int status = 0;
   struct rusage ru;
   memset(&ru, 0, sizeof ru);
-  if (wait4(pid, &status, 0, &ru) < 0) { perror("wait4"); return 2; }
+  if (wait4(pid, &status, 0, &ru) < 0) {
+    perror("wait4");
+    return 2;
+  }
   long long wall = now_us() - start;
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   printf("%lld %ld %d %lld %lld\n", wall, ru.ru_maxrss, code,

@@ -25,6 +25,7 @@
 //   given; without it only the outbox's counts are checked.
 //
 // Each prints one JSON object on stdout. Nothing here asserts a figure; see docs/benchmarks.md.
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -35,21 +36,19 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
-
+#include "base/canonical_json.h"
+#include "base/process_owner.h"
+#include "base/sqlite_db.h"
 #include "bench/bench_stats.h"
 #include "queue/delivery.h"
 #include "queue/outbox.h"
 #include "src/api/embedded_memory_api.h"
 #include "src/api/http_memory_api.h"
-#include "base/canonical_json.h"
-#include "base/process_owner.h"
-#include "base/sqlite_db.h"
 #include "src/tools/outbox_sender.h"
 
 using json = nlohmann::json;
@@ -131,9 +130,10 @@ int Floor(const std::map<std::string, std::string>& args) {
 // ---- delivery ------------------------------------------------------------------------------
 
 std::string Filler(size_t i, size_t words) {
-  static const char* kWords[] = {"the", "backup", "window", "cluster", "deploy", "region",
-                                 "owner", "retention", "budget", "release", "codename", "limit",
-                                 "service", "gateway", "pipeline", "tenant", "please", "remember"};
+  static const char* kWords[] = {"the",      "backup", "window",    "cluster", "deploy",
+                                 "region",   "owner",  "retention", "budget",  "release",
+                                 "codename", "limit",  "service",   "gateway", "pipeline",
+                                 "tenant",   "please", "remember"};
   std::string s;
   for (size_t w = 0; w < words; ++w) {
     if (!s.empty()) s += ' ';
@@ -167,25 +167,31 @@ tmcra::Status FillOutbox(const std::string& path, int items, size_t recall_bytes
     json records = json::array();
     size_t size = 0;
     for (size_t r = 0; size < recall_bytes; ++r) {
-      records.push_back({{"record_id", "rec_" + std::to_string(r)}, {"role", "user"},
+      records.push_back({{"record_id", "rec_" + std::to_string(r)},
+                         {"role", "user"},
                          {"content", Filler(r, 40)}});
       size += records.back().dump().size();
     }
-    recall = tmcra::CanonicalJson(json{{"query_id", "q_bench"}, {"scope_name", "bench"},
+    recall = tmcra::CanonicalJson(json{{"query_id", "q_bench"},
+                                       {"scope_name", "bench"},
                                        {"evidence", {{"windows", {{{"records", records}}}}}}});
   }
-  const json metadata{{"integration", "mcp"}, {"integration_version", "bench"},
-                      {"scope_sharing", "shared"}};
+  const json metadata{
+      {"integration", "mcp"}, {"integration_version", "bench"}, {"scope_sharing", "shared"}};
   for (int i = 0; i < items; ++i) {
     const auto n = static_cast<size_t>(i);
     const std::string ts = tmcra::queue::NowIsoformat();
-    const json messages = json::array(
-        {{{"message_id", "u" + std::to_string(i)}, {"role", "user"},
-          {"content", "User asks: " + Filler(n, 24 + n % 16)},
-          {"timestamp", "2026-11-30T00:00:00Z"}, {"metadata", {{"actor_role", "user"}}}},
-         {{"message_id", "a" + std::to_string(i)}, {"role", "assistant"},
-          {"content", "Assistant answers: " + Filler(n + 1, 40 + n % 32)},
-          {"timestamp", "2026-11-30T00:00:01Z"}, {"metadata", {{"actor_role", "assistant"}}}}});
+    const json messages =
+        json::array({{{"message_id", "u" + std::to_string(i)},
+                      {"role", "user"},
+                      {"content", "User asks: " + Filler(n, 24 + n % 16)},
+                      {"timestamp", "2026-11-30T00:00:00Z"},
+                      {"metadata", {{"actor_role", "user"}}}},
+                     {{"message_id", "a" + std::to_string(i)},
+                      {"role", "assistant"},
+                      {"content", "Assistant answers: " + Filler(n + 1, 40 + n % 32)},
+                      {"timestamp", "2026-11-30T00:00:01Z"},
+                      {"metadata", {{"actor_role", "assistant"}}}}});
     char item_id[64];
     std::snprintf(item_id, sizeof item_id, "mcp-item-bench%08d", i);
     insert->Bind(1, std::string(item_id))

@@ -30,11 +30,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "memory/engine.h"
 
@@ -61,8 +60,8 @@ struct Fact {
   std::string value;
 };
 
-const char* kSyllables[] = {"ka", "lo", "mi", "ren", "ta", "vo", "shi", "pa", "dor", "el",
-                            "qu", "ni", "zan", "bu", "tor", "ve", "ru", "sa", "fen", "gi"};
+const char* kSyllables[] = {"ka", "lo", "mi",  "ren", "ta",  "vo", "shi", "pa", "dor", "el",
+                            "qu", "ni", "zan", "bu",  "tor", "ve", "ru",  "sa", "fen", "gi"};
 const char* kAttributes[][2] = {
     {"backup window", "When is the backup window of"},
     {"on-call owner", "Who is the on-call owner for"},
@@ -134,8 +133,8 @@ class Generator {
     f.session = session;
     f.message_id = message_id;
     f.value = value;
-    f.statement = "Please remember: the " + std::string(attr[0]) + " for " + entity + " is " +
-                  value + ".";
+    f.statement =
+        "Please remember: the " + std::string(attr[0]) + " for " + entity + " is " + value + ".";
     f.question = std::string(attr[1]) + " " + entity + "?";
     return f;
   }
@@ -162,8 +161,9 @@ class Generator {
   size_t Zipf() {
     // A skewed pick: common words often, rare words seldom, like real text.
     const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
-    return std::min(vocabulary_.size() - 1,
-                    static_cast<size_t>(std::pow(u, 3.0) * static_cast<double>(vocabulary_.size())));
+    return std::min(
+        vocabulary_.size() - 1,
+        static_cast<size_t>(std::pow(u, 3.0) * static_cast<double>(vocabulary_.size())));
   }
 
   std::mt19937 rng_;
@@ -191,7 +191,7 @@ std::string Timestamp(long index) {
   // One message per 30 s from 2026-01-01, so sessions are ordered in time.
   const long seconds = 1767225600L + index * 30;
   const time_t t = seconds;
-  std::tm tm {};
+  std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -205,14 +205,22 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const std::string v = argv[i + 1];
-    if (k == "--messages") o.messages = std::stol(v);
-    else if (k == "--dir") o.dir = v;
-    else if (k == "--questions") o.questions = std::stoi(v);
-    else if (k == "--batch") o.batch = std::stoi(v);
-    else if (k == "--seed") o.seed = static_cast<unsigned>(std::stoul(v));
-    else if (k == "--export") o.export_file = v;
-    else if (k == "--reuse") o.reuse = v == "1";
-    else if (k == "--language" && (v == "en" || v == "ja")) o.japanese = v == "ja";
+    if (k == "--messages")
+      o.messages = std::stol(v);
+    else if (k == "--dir")
+      o.dir = v;
+    else if (k == "--questions")
+      o.questions = std::stoi(v);
+    else if (k == "--batch")
+      o.batch = std::stoi(v);
+    else if (k == "--seed")
+      o.seed = static_cast<unsigned>(std::stoul(v));
+    else if (k == "--export")
+      o.export_file = v;
+    else if (k == "--reuse")
+      o.reuse = v == "1";
+    else if (k == "--language" && (v == "en" || v == "ja"))
+      o.japanese = v == "ja";
     else {
       std::cerr << "unknown option " << k << "\n";
       return 2;
@@ -257,7 +265,8 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     auto r = engine.IngestBatch(scope, {{"items", items}}, context);
     auto ran = engine.RunPendingJobs();
-    ingest_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ingest_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     items = json::array();
     items_messages = 0;
     if (!r || !ran) {
@@ -280,13 +289,16 @@ int main(int argc, char** argv) {
       } else {
         text = gen.Filler(8 + static_cast<int>(gen.rng()() % 24));
       }
-      const json message{{"message_id", id}, {"role", t % 2 == 0 ? "user" : "assistant"},
-                         {"content", text}, {"timestamp", Timestamp(produced)}};
+      const json message{{"message_id", id},
+                         {"role", t % 2 == 0 ? "user" : "assistant"},
+                         {"content", text},
+                         {"timestamp", Timestamp(produced)}};
       if (exported) exported << json{{"session_id", session}, {"message", message}}.dump() << "\n";
       messages.push_back(message);
     }
     items_messages += messages.size();
-    items.push_back({{"session_id", session}, {"messages", std::move(messages)},
+    items.push_back({{"session_id", session},
+                     {"messages", std::move(messages)},
                      {"idempotency_key", "bench-key-" + std::to_string(key_counter++)}});
     if (items_messages >= static_cast<size_t>(o.batch) || items.size() >= 100) {
       if (!flush()) return 1;
@@ -321,10 +333,13 @@ int main(int argc, char** argv) {
   // Questions: a fixed sample of the planted facts.
   std::vector<Fact> sample = facts;
   std::shuffle(sample.begin(), sample.end(), gen.rng());
-  if (static_cast<int>(sample.size()) > o.questions) sample.resize(static_cast<size_t>(o.questions));
+  if (static_cast<int>(sample.size()) > o.questions)
+    sample.resize(static_cast<size_t>(o.questions));
   if (exported) {
     for (const auto& f : sample) {
-      exported << json{{"question", f.question}, {"answer", f.value}, {"session_id", f.session},
+      exported << json{{"question", f.question},
+                       {"answer", f.value},
+                       {"session_id", f.session},
                        {"message_id", f.message_id}}
                       .dump()
                << "\n";
@@ -335,7 +350,9 @@ int main(int argc, char** argv) {
   for (const auto& f : sample) {
     const auto start = std::chrono::steady_clock::now();
     auto r = engine.Recall(scope, {{"query", f.question}, {"max_windows", 8}});
-    latencies.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    latencies.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
     if (!r) {
       std::cerr << "recall failed: " << r.error().ToString() << "\n";
       return 1;
@@ -369,7 +386,9 @@ int main(int argc, char** argv) {
       }
       const auto start = std::chrono::steady_clock::now();
       auto r = engine.Recall(scope, {{"query", query}, {"max_windows", 8}});
-      lone_latencies.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      lone_latencies.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
       if (!r) {
         std::cerr << "recall failed: " << r.error().ToString() << "\n";
         return 1;
@@ -392,7 +411,8 @@ int main(int argc, char** argv) {
       {"recall_p50_ms", Percentile(latencies, 0.50)},
       {"recall_p99_ms", Percentile(latencies, 0.99)},
       {"recall_max_ms", Percentile(latencies, 1.0)},
-      {"evidence_hit_at_8", sample.empty() ? 0.0 : static_cast<double>(hits) / static_cast<double>(sample.size())},
+      {"evidence_hit_at_8",
+       sample.empty() ? 0.0 : static_cast<double>(hits) / static_cast<double>(sample.size())},
       {"store_bytes", FileBytes(path)},
       {"peak_rss_kib", usage.ru_maxrss},
   };

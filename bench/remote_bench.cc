@@ -64,28 +64,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "bench/bench_stats.h"
 #include "base/version.h"
+#include "bench/bench_stats.h"
 
 using json = nlohmann::json;
 using tmcra::bench::Clock;
@@ -162,8 +160,7 @@ class Client {
     const std::string agent = std::string(tmcra::kProductName) + "/" + tmcra::kVersion;
     CURL* h = handle_;
     ok_ = h != nullptr && headers_ != nullptr &&
-          curl_easy_setopt(h, CURLOPT_URL, (url.empty() ? target.url : url).c_str()) ==
-              CURLE_OK &&
+          curl_easy_setopt(h, CURLOPT_URL, (url.empty() ? target.url : url).c_str()) == CURLE_OK &&
           curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https") == CURLE_OK &&
           curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers_) == CURLE_OK &&
           curl_easy_setopt(h, CURLOPT_USERAGENT, agent.c_str()) == CURLE_OK &&
@@ -203,8 +200,7 @@ class Client {
       extra = curl_slist_append(extra, extra_header.c_str());
       curl_easy_setopt(handle_, CURLOPT_HTTPHEADER, extra);
     }
-    curl_easy_setopt(handle_, CURLOPT_POSTFIELDSIZE_LARGE,
-                     static_cast<curl_off_t>(request.size()));
+    curl_easy_setopt(handle_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.size()));
     curl_easy_setopt(handle_, CURLOPT_POSTFIELDS, request.c_str());
     const CURLcode rc = curl_easy_perform(handle_);
     if (extra != nullptr) {
@@ -267,9 +263,9 @@ void WriteTrickle(const Target& target, const std::vector<std::string>& question
     ++(*statuses)["setup failed"];
     return;
   }
-  const std::string run = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
-                                             Clock::now().time_since_epoch())
-                                             .count());
+  const std::string run = std::to_string(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
+          .count());
   auto next = Clock::now();
   std::string error;
   for (int i = 0; !stop.load(); ++i) {
@@ -277,13 +273,14 @@ void WriteTrickle(const Target& target, const std::vector<std::string>& question
     next = std::max(next + std::chrono::milliseconds(every_ms), Clock::now());
     const json body{
         {"session_id", "trickle-" + run + "-" + std::to_string(i)},
-        {"messages", json::array({{{"message_id", "m0"},
-                                   {"role", "user"},
-                                   {"content", "A note while recalls run: " +
-                                                   questions[static_cast<size_t>(i) % questions.size()]},
-                                   {"timestamp", "2026-07-15T00:00:00Z"}}})}};
-    const long status = client.Post(body.dump(), &error,
-                                    "Idempotency-Key: bench-trickle-" + run + "-" + std::to_string(i));
+        {"messages",
+         json::array({{{"message_id", "m0"},
+                       {"role", "user"},
+                       {"content", "A note while recalls run: " +
+                                       questions[static_cast<size_t>(i) % questions.size()]},
+                       {"timestamp", "2026-07-15T00:00:00Z"}}})}};
+    const long status = client.Post(
+        body.dump(), &error, "Idempotency-Key: bench-trickle-" + run + "-" + std::to_string(i));
     ++(*statuses)[status < 0 ? "transport: " + error : "HTTP " + std::to_string(status)];
     std::this_thread::sleep_until(next);
   }
@@ -627,7 +624,8 @@ int Alternate(const std::map<std::string, std::string>& args) {
           cpu_ms -= CpuSeconds() * 1e3;
         }
         const size_t q = (offset + static_cast<size_t>(b) * static_cast<size_t>(block_calls) +
-                          static_cast<size_t>(i + block_warmup)) % Q;
+                          static_cast<size_t>(i + block_warmup)) %
+                         Q;
         const double ms = tool ? tool_call(q) : floor_call(q);
         if (ms < 0) return 1;
         if (i >= 0) block[tool ? 1 : 0].push_back(ms);
@@ -655,10 +653,14 @@ int Alternate(const std::map<std::string, std::string>& args) {
                     {"mcp_cpu_ms_per_call",
                      static_cast<double>(child_ticks) * tick_ms / static_cast<double>(n)},
                     {"mean_answer_bytes", answer_bytes / n},
-                    {"floor", {{"p50_ms", Median(floor_ms)}, {"p99_ms", Rank(floor_ms, 99)},
-                               {"samples_ms", floor_ms}}},
-                    {"tool", {{"p50_ms", Median(tool_ms)}, {"p99_ms", Rank(tool_ms, 99)},
-                              {"samples_ms", tool_ms}}},
+                    {"floor",
+                     {{"p50_ms", Median(floor_ms)},
+                      {"p99_ms", Rank(floor_ms, 99)},
+                      {"samples_ms", floor_ms}}},
+                    {"tool",
+                     {{"p50_ms", Median(tool_ms)},
+                      {"p99_ms", Rank(tool_ms, 99)},
+                      {"samples_ms", tool_ms}}},
                     {"overhead_p50_ms", Median(tool_ms) - Median(floor_ms)},
                     {"paired_median_ms", Median(paired)},
                     {"block_median_ms", Median(block_diffs)},
@@ -733,8 +735,7 @@ int Throughput(const std::map<std::string, std::string>& args) {
   std::map<std::string, int64_t> writes;
   std::thread writer;
   if (write_every_ms > 0) {
-    writer = std::thread(
-        [&] { WriteTrickle(target, questions, write_every_ms, stop, &writes); });
+    writer = std::thread([&] { WriteTrickle(target, questions, write_every_ms, stop, &writes); });
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop.store(true);

@@ -12,8 +12,8 @@ char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + '
 // The headers of TMCRA's evidence format (our engine's and the hosted service's), each followed
 // on its line by " | " fields or ";" and a closing "]".
 constexpr std::array<std::string_view, 7> kHeaders = {
-    "[TMCRA authority policy", "[TMCRA actor section", "[Immutable source window",
-    "[Immutable neighboring source", "[Slow memory ", "[Fast memory context",
+    "[TMCRA authority policy",       "[TMCRA actor section", "[Immutable source window",
+    "[Immutable neighboring source", "[Slow memory ",        "[Fast memory context",
     "[Fast memory override"};
 
 constexpr size_t kMaxHeaderLine = 1024;

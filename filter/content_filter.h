@@ -39,7 +39,7 @@ struct FilterRules {
 struct FilterReport {
   std::map<std::string, int64_t> redacted;  // kind -> how many
   int64_t private_spans = 0;
-  int64_t recalled_blocks = 0;              // blocks of injected memory dropped
+  int64_t recalled_blocks = 0;  // blocks of injected memory dropped
   bool changed() const { return !redacted.empty() || private_spans > 0 || recalled_blocks > 0; }
   void Add(const FilterReport& other);
 };

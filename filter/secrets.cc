@@ -26,7 +26,7 @@ bool IsAlnum(char c) { return IsAlpha(c) || IsDigit(c); }
 bool IsHex(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 bool IsLowerHex(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f'); }
 bool IsUpperAlnum(char c) { return IsDigit(c) || (c >= 'A' && c <= 'Z'); }
-bool IsWordChar(char c) { return IsAlnum(c) || c == '_' || c == '-'; }       // [A-Za-z0-9_-]
+bool IsWordChar(char c) { return IsAlnum(c) || c == '_' || c == '-'; }  // [A-Za-z0-9_-]
 bool IsBase64Char(char c) { return IsAlnum(c) || c == '+' || c == '/' || c == '='; }
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
@@ -227,16 +227,15 @@ std::optional<SecretMatch> MatchWebhook(std::string_view text, size_t at) {
   }};
   for (const auto& [prefix, kind] : kWebhooks) {
     if (!StartsWith(text, at, prefix)) continue;
-    const size_t end = RunEnd(text, at + prefix.size(),
-                              [](char c) { return IsWordChar(c) || c == '/'; });
+    const size_t end =
+        RunEnd(text, at + prefix.size(), [](char c) { return IsWordChar(c) || c == '/'; });
     if (end - at - prefix.size() < 20) continue;
     return SecretMatch{at, end, kind};
   }
   return std::nullopt;
 }
 
-void FindTokens(std::string_view text, const FilterRules& rules,
-                std::vector<SecretMatch>& out) {
+void FindTokens(std::string_view text, const FilterRules& rules, std::vector<SecretMatch>& out) {
   for (size_t at = 0; at < text.size();) {
     if (!AtTokenStart(text, at) || !IsAlnum(text[at])) {
       ++at;
@@ -252,8 +251,8 @@ void FindTokens(std::string_view text, const FilterRules& rules,
     if (!m) {
       for (const std::string& prefix : rules.extra_prefixes) {
         if (prefix.empty() || !StartsWith(text, at, prefix)) continue;
-        const size_t end = RunEnd(text, at + prefix.size(),
-                                  [](char c) { return IsWordChar(c) || c == '.'; });
+        const size_t end =
+            RunEnd(text, at + prefix.size(), [](char c) { return IsWordChar(c) || c == '.'; });
         if (end - at - prefix.size() >= 8) m = SecretMatch{at, end, "custom"};
         break;
       }
@@ -320,8 +319,7 @@ void FindUrlPasswords(std::string_view text, std::vector<SecretMatch>& out) {
       if (text[i] == ':' && colon == std::string_view::npos) colon = i;
       ++i;
     }
-    if (i >= text.size() || text[i] != '@' || colon == std::string_view::npos ||
-        i == colon + 1) {
+    if (i >= text.size() || text[i] != '@' || colon == std::string_view::npos || i == colon + 1) {
       continue;
     }
     out.push_back(SecretMatch{colon + 1, i, "url_password"});
@@ -364,8 +362,8 @@ void FindAuthorization(std::string_view text, std::vector<SecretMatch>& out) {
     const size_t end = CredentialEnd(text, after);
     const std::string_view credential = text.substr(after, end - after);
     const bool bearer = Lower(text[at]) == 'b' && Lower(text[at + 1]) == 'e';
-    if (credential.empty() || (!header && !(bearer && credential.size() >= 20 &&
-                                           LooksRandom(credential)))) {
+    if (credential.empty() ||
+        (!header && !(bearer && credential.size() >= 20 && LooksRandom(credential)))) {
       continue;
     }
     if (header && credential.size() < 4) continue;
@@ -393,22 +391,22 @@ NameKind ClassifyName(std::string_view name) {
     return NameKind::kNone;
   }
   // Names of values that are not secret though they look random.
-  for (std::string_view not_secret : {"public", "publishable", "hash", "sha", "etag", "checksum",
-                                      "digest", "cache", "commit", "primary", "foreign", "sort",
-                                      "partition", "idempotency", "_id", "-id", "uuid", "expir",
-                                      "length", "_len", "ttl", "timeout", "policy", "reset",
-                                      "count", "hint", "field", "label", "prompt"}) {
+  for (std::string_view not_secret :
+       {"public", "publishable", "hash",    "sha",   "etag",      "checksum",    "digest", "cache",
+        "commit", "primary",     "foreign", "sort",  "partition", "idempotency", "_id",    "-id",
+        "uuid",   "expir",       "length",  "_len",  "ttl",       "timeout",     "policy", "reset",
+        "count",  "hint",        "field",   "label", "prompt"}) {
     if (has(not_secret)) return NameKind::kNone;
   }
   if (has("aws") && has("secret")) return NameKind::kAwsSecret;
-  if (has("password") || has("passwd") || has("passphrase") || lower == "pwd" ||
-      lower == "pass" || has("_pwd") || has("_pass")) {
+  if (has("password") || has("passwd") || has("passphrase") || lower == "pwd" || lower == "pass" ||
+      has("_pwd") || has("_pass")) {
     return NameKind::kPassword;
   }
   if (has("secret") || has("token") || has("api_key") || has("apikey") || has("api-key") ||
       has("access_key") || has("accesskey") || has("private_key") || has("auth") ||
-      has("credential") || has("signing_key") || has("encryption_key") ||
-      has("client_key") || has("webhook")) {
+      has("credential") || has("signing_key") || has("encryption_key") || has("client_key") ||
+      has("webhook")) {
     return NameKind::kSecret;
   }
   if (lower == "key" || has("_key") || has("-key") || has(".key")) return NameKind::kKeyish;
@@ -423,21 +421,22 @@ bool IsReference(std::string_view v) {
     return true;
   }
   static constexpr std::array<std::string_view, 14> kWords = {
-      "null", "none", "nil", "true", "false", "undefined", "str", "string", "int", "bool",
-      "required", "optional", "secret", "password"};
+      "null",   "none", "nil",  "true",     "false",    "undefined", "str",
+      "string", "int",  "bool", "required", "optional", "secret",    "password"};
   std::string lower(v);
   std::transform(lower.begin(), lower.end(), lower.begin(), Lower);
   if (std::find(kWords.begin(), kWords.end(), lower) != kWords.end()) return true;
-  if (std::all_of(v.begin(), v.end(), [](char c) { return c == '*' || c == 'x' || c == 'X' ||
-                                                          c == '.' || c == '-'; })) {
+  if (std::all_of(v.begin(), v.end(), [](char c) {
+        return c == '*' || c == 'x' || c == 'X' || c == '.' || c == '-';
+      })) {
     return true;
   }
   // An expression: a call, a member access or an environment lookup.
   return v.find('(') != std::string_view::npos || v.find('[') != std::string_view::npos ||
-         lower.rfind("process.env", 0) == 0 ||
-         lower.rfind("os.environ", 0) == 0 || lower.rfind("env.", 0) == 0 ||
-         lower.rfind("self.", 0) == 0 || lower.rfind("this.", 0) == 0 ||
-         lower.rfind("config.", 0) == 0 || lower.rfind("settings.", 0) == 0;
+         lower.rfind("process.env", 0) == 0 || lower.rfind("os.environ", 0) == 0 ||
+         lower.rfind("env.", 0) == 0 || lower.rfind("self.", 0) == 0 ||
+         lower.rfind("this.", 0) == 0 || lower.rfind("config.", 0) == 0 ||
+         lower.rfind("settings.", 0) == 0;
 }
 
 // Shannon entropy of `v` in bits per character.
@@ -521,8 +520,7 @@ size_t SeparatorEnd(std::string_view text, size_t at) {
 void FindAssignments(std::string_view text, std::vector<SecretMatch>& out) {
   auto is_name_char = [](char c) { return IsWordChar(c) || c == '.'; };
   for (size_t at = 0; at < text.size();) {
-    if (!is_name_char(text[at]) || IsDigit(text[at]) ||
-        (at > 0 && is_name_char(text[at - 1]))) {
+    if (!is_name_char(text[at]) || IsDigit(text[at]) || (at > 0 && is_name_char(text[at - 1]))) {
       ++at;
       continue;
     }
@@ -537,9 +535,9 @@ void FindAssignments(std::string_view text, std::vector<SecretMatch>& out) {
     if (!value) continue;
     const std::string_view v = text.substr(value->begin, value->end - value->begin);
     if (IsReference(v) || v.rfind("[REDACTED:", 0) == 0) continue;
-    const bool quoted = value->begin > 0 && (text[value->begin - 1] == '"' ||
-                                             text[value->begin - 1] == '\'' ||
-                                             text[value->begin - 1] == '`');
+    const bool quoted =
+        value->begin > 0 && (text[value->begin - 1] == '"' || text[value->begin - 1] == '\'' ||
+                             text[value->begin - 1] == '`');
     // In code a bare name or member is a variable ("password = new_password",
     // "token: self.token"); in an env file or shell (NAME=value, no blank) it is the value, and
     // after a colon (YAML, an object literal) it is the value when it has a digit.
@@ -583,9 +581,8 @@ void FindConnectionStringKeys(std::string_view text, std::vector<SecretMatch>& o
     while ((at = text.find(field, at)) != std::string_view::npos) {
       const size_t begin = at + field.size();
       at = begin;
-      const size_t end = RunEnd(text, begin, [](char c) {
-        return IsBase64Char(c) || c == '%' || c == '-' || c == '_';
-      });
+      const size_t end = RunEnd(
+          text, begin, [](char c) { return IsBase64Char(c) || c == '%' || c == '-' || c == '_'; });
       // A refused run holds no other field of this kind worth a look (inside it, the field
       // would follow a run character): the search goes on after it.
       at = std::max(at, end);
@@ -675,10 +672,9 @@ const std::vector<std::string_view>& SecretKinds() {
       if (std::find(out.begin(), out.end(), f.kind) == out.end()) out.push_back(f.kind);
     }
     for (std::string_view k :
-         {"discord_token", "jwt", "slack_webhook", "discord_webhook", "private_key",
-          "url_password", "authorization_header", "password_assignment",
-          "aws_secret_access_key", "generic_secret", "azure_storage_key", "azure_sas_token",
-          "custom"}) {
+         {"discord_token", "jwt", "slack_webhook", "discord_webhook", "private_key", "url_password",
+          "authorization_header", "password_assignment", "aws_secret_access_key", "generic_secret",
+          "azure_storage_key", "azure_sas_token", "custom"}) {
       out.push_back(k);
     }
     return out;

@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -26,8 +27,6 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 namespace tmcra::memd {
 
@@ -54,25 +53,25 @@ struct Conn {
   SSL* ssl = nullptr;
   std::string peer;
   Phase phase = Phase::kHead;
-  std::string in;                  // read, not yet consumed
-  std::string out;                 // to write
+  std::string in;   // read, not yet consumed
+  std::string out;  // to write
   size_t out_done = 0;
-  HttpRequest request;             // the request being read
-  uint64_t body_left = 0;          // kBody, kDiscard: bytes still to come
+  HttpRequest request;     // the request being read
+  uint64_t body_left = 0;  // kBody, kDiscard: bytes still to come
   std::optional<HttpResponse> after_discard;
-  bool counted = false;            // a request begun before Stop(): the drain waits for it
-  bool close_after = false;        // close once `out` is written
+  bool counted = false;      // a request begun before Stop(): the drain waits for it
+  bool close_after = false;  // close once `out` is written
   bool head_request = false;
-  bool client_close = false;       // the client asked to close after this request
-  bool wants_write = false;        // the last TLS read or handshake needs the socket writable
+  bool client_close = false;  // the client asked to close after this request
+  bool wants_write = false;   // the last TLS read or handshake needs the socket writable
   int served = 0;
   uint64_t linger_left = 0;
   Clock::time_point waiting_since;  // since when it has owed us a head (eviction order)
   Clock::time_point deadline = Clock::time_point::max();
-  Clock::time_point started;        // the request's head was complete
+  Clock::time_point started;  // the request's head was complete
   std::string log_method;
   std::string log_path;
-  uint32_t events = 0;              // registered with epoll (0: not registered)
+  uint32_t events = 0;  // registered with epoll (0: not registered)
 };
 
 // What one read or write on a connection came to.
@@ -162,8 +161,7 @@ struct HttpListener::Impl {
   Clock::time_point drain_deadline{};
 
   std::atomic<bool> stop_requested{false};
-  std::atomic<uint64_t> n_accepted{0}, n_evicted{0}, n_refused{0}, n_timed_out{0},
-      n_requests{0};
+  std::atomic<uint64_t> n_accepted{0}, n_evicted{0}, n_refused{0}, n_timed_out{0}, n_requests{0};
 
   // The workers.
   struct Job {
@@ -176,10 +174,10 @@ struct HttpListener::Impl {
   };
   std::mutex jobs_mu;
   std::condition_variable jobs_cv;
-  std::deque<Job> jobs;        // guarded by jobs_mu
-  bool workers_stop = false;   // guarded by jobs_mu
+  std::deque<Job> jobs;       // guarded by jobs_mu
+  bool workers_stop = false;  // guarded by jobs_mu
   std::mutex done_mu;
-  std::vector<Done> done;      // guarded by done_mu
+  std::vector<Done> done;  // guarded by done_mu
   std::vector<std::thread> workers;
 
   Impl(ListenerOptions o, HttpApp& a) : options(std::move(o)), app(a) {}
@@ -249,8 +247,8 @@ Result<SSL_CTX*> HttpListener::Impl::MakeTlsContext() const {
   std::string problem;
   if (SSL_CTX_use_certificate_chain_file(ctx, options.tls_cert_file.c_str()) != 1) {
     problem = "cannot load the TLS certificate " + options.tls_cert_file + ": " + OpenSslError();
-  } else if (SSL_CTX_use_PrivateKey_file(ctx, options.tls_key_file.c_str(),
-                                         SSL_FILETYPE_PEM) != 1) {
+  } else if (SSL_CTX_use_PrivateKey_file(ctx, options.tls_key_file.c_str(), SSL_FILETYPE_PEM) !=
+             1) {
     problem = "cannot load the TLS key " + options.tls_key_file + ": " + OpenSslError();
   } else if (SSL_CTX_check_private_key(ctx) != 1) {
     problem = "the TLS key does not match the certificate: " + OpenSslError();
@@ -291,9 +289,8 @@ Result<int> HttpListener::Impl::BindSocket() {
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  return bound.ss_family == AF_INET6
-             ? ntohs(reinterpret_cast<sockaddr_in6&>(bound).sin6_port)
-             : ntohs(reinterpret_cast<sockaddr_in&>(bound).sin_port);
+  return bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6&>(bound).sin6_port)
+                                     : ntohs(reinterpret_cast<sockaddr_in&>(bound).sin_port);
 }
 
 // ---- The loop ----------------------------------------------------------------------------
@@ -363,8 +360,8 @@ void HttpListener::Impl::AcceptAll(Clock::time_point now) {
   for (;;) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
-    const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len,
-                           SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd =
+        accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         spdlog::warn("cannot accept a connection: {}; pausing for 100 ms", std::strerror(errno));
@@ -467,15 +464,16 @@ void HttpListener::Impl::WarnNow(Clock::time_point now) {
   if (unlogged_timeouts + unlogged_evictions == 0 || now - last_warning < seconds(1)) return;
   last_warning = now;
   if (unlogged_timeouts > 0) {
-    spdlog::warn("closed {} connection(s) that took too long to send a request (head {} s, body "
-                 "{} s) or to take an answer", unlogged_timeouts, options.head_timeout_seconds,
-                 options.body_timeout_seconds);
+    spdlog::warn(
+        "closed {} connection(s) that took too long to send a request (head {} s, body "
+        "{} s) or to take an answer",
+        unlogged_timeouts, options.head_timeout_seconds, options.body_timeout_seconds);
   }
   if (unlogged_evictions > 0) {
-    spdlog::warn("closed {} connection(s) still waiting for a request head, to make room for "
-                 "new ones (--max-connections {}, --max-connections-per-address {})",
-                 unlogged_evictions, options.max_connections,
-                 options.max_connections_per_address);
+    spdlog::warn(
+        "closed {} connection(s) still waiting for a request head, to make room for "
+        "new ones (--max-connections {}, --max-connections-per-address {})",
+        unlogged_evictions, options.max_connections, options.max_connections_per_address);
   }
   unlogged_timeouts = 0;
   unlogged_evictions = 0;
@@ -625,10 +623,11 @@ void HttpListener::Impl::Advance(Conn& c) {
     const HeadParse head = ParseRequestHead(c.in, c.request);
     if (head.state == HeadState::kRefused) {
       c.log_method = LogSafe(c.request.method, 16);
-      return Refuse(c, head.status, head.status == 431 ? "request_header_fields_too_large"
-                                    : head.status == 414 ? "uri_too_long"
-                                    : head.status == 505 ? "http_version_not_supported"
-                                                         : "bad_request",
+      return Refuse(c, head.status,
+                    head.status == 431   ? "request_header_fields_too_large"
+                    : head.status == 414 ? "uri_too_long"
+                    : head.status == 505 ? "http_version_not_supported"
+                                         : "bad_request",
                     head.reason);
     }
     if (head.state == HeadState::kComplete) HeadComplete(c, head.length);
@@ -693,7 +692,7 @@ void HttpListener::Impl::BodyComplete(Conn& c) {
   c.in.erase(0, c.body_left);
   c.body_left = 0;
   c.deadline = Clock::time_point::max();  // our time, not the client's
-  if (!c.counted) {  // arrived after Stop()
+  if (!c.counted) {                       // arrived after Stop()
     HttpResponse answer = app.Refusal(c.request, 503, "unavailable", "shutting down");
     answer.close = true;
     return Send(c, std::move(answer));
@@ -728,8 +727,7 @@ void HttpListener::Impl::Send(Conn& c, HttpResponse response) {
   c.out_done = 0;
   c.phase = Phase::kWrite;
   c.deadline = Clock::now() + seconds(options.write_timeout_seconds) + SizeAllowance(c.out.size());
-  const auto ms =
-      std::chrono::duration<double, std::milli>(Clock::now() - c.started).count();
+  const auto ms = std::chrono::duration<double, std::milli>(Clock::now() - c.started).count();
   spdlog::info("{} {} {} {} {:.1f} ms{}", response.request_id,
                c.log_method.empty() ? "-" : c.log_method, c.log_path.empty() ? "-" : c.log_path,
                response.status, ms, response.log_note);
@@ -781,9 +779,15 @@ void HttpListener::Impl::FinishRequest(Conn& c) {
 void HttpListener::Impl::Watch(Conn& c) {
   uint32_t want = 0;
   switch (c.phase) {
-    case Phase::kQueued: want = 0; break;
-    case Phase::kWrite: want = EPOLLOUT; break;
-    case Phase::kHandshake: want = c.wants_write ? EPOLLOUT : EPOLLIN; break;
+    case Phase::kQueued:
+      want = 0;
+      break;
+    case Phase::kWrite:
+      want = EPOLLOUT;
+      break;
+    case Phase::kHandshake:
+      want = c.wants_write ? EPOLLOUT : EPOLLIN;
+      break;
     default:
       want = EPOLLIN;
       if (c.wants_write || c.out_done < c.out.size()) want |= EPOLLOUT;

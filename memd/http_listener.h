@@ -29,9 +29,9 @@
 #include <string>
 #include <string_view>
 
+#include "base/result.h"
 #include "memd/http_message.h"
 #include "memd/server_rules.h"
-#include "base/result.h"
 
 namespace tmcra::memd {
 
@@ -66,10 +66,10 @@ struct ListenerOptions {
 // Counters, for the tests and the stop's log line.
 struct ListenerStats {
   uint64_t accepted = 0;
-  uint64_t evicted = 0;     // closed to make room for a new connection
-  uint64_t refused = 0;     // new connections closed at once: no room
-  uint64_t timed_out = 0;   // closed past a deadline
-  uint64_t requests = 0;    // answers written
+  uint64_t evicted = 0;    // closed to make room for a new connection
+  uint64_t refused = 0;    // new connections closed at once: no room
+  uint64_t timed_out = 0;  // closed past a deadline
+  uint64_t requests = 0;   // answers written
 };
 
 class HttpListener {

@@ -63,9 +63,8 @@ int ParseRequestLine(std::string_view line, HttpRequest& out) {
   const std::string_view version = line.substr(sp2 + 1);
   if (!IsToken(method) || target.empty()) return 400;
   if (target.size() > kMaxTargetBytes) return 414;
-  const bool visible = std::all_of(target.begin(), target.end(), [](char c) {
-    return c > 0x20 && c < 0x7f;
-  });
+  const bool visible =
+      std::all_of(target.begin(), target.end(), [](char c) { return c > 0x20 && c < 0x7f; });
   if (!visible) return 400;
   if (version == "HTTP/1.1") {
     out.minor_version = 1;
@@ -143,9 +142,8 @@ std::string HttpRequest::Get(std::string_view name) const {
 }
 
 size_t HttpRequest::Count(std::string_view name) const {
-  return static_cast<size_t>(std::count_if(headers.begin(), headers.end(), [&](const auto& h) {
-    return EqualsNoCase(h.first, name);
-  }));
+  return static_cast<size_t>(std::count_if(
+      headers.begin(), headers.end(), [&](const auto& h) { return EqualsNoCase(h.first, name); }));
 }
 
 std::optional<std::string> HttpRequest::Query(std::string_view name) const {
@@ -248,28 +246,50 @@ Framing CheckFraming(const HttpRequest& head) {
 
 std::string_view ReasonPhrase(int status) {
   switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 422: return "Unprocessable Entity";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 414:
+      return "URI Too Long";
+    case 415:
+      return "Unsupported Media Type";
+    case 422:
+      return "Unprocessable Entity";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
   }
 }
 

@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <iterator>
 
-#include "memory/engine.h"
 #include "base/clock.h"
 #include "base/identifiers.h"
 #include "base/sha256.h"
+#include "memory/engine.h"
 
 namespace tmcra::memd {
 
@@ -27,9 +27,9 @@ constexpr const char* kMigrations[] = {
     "CREATE TABLE api_keys("
     "  key_id TEXT PRIMARY KEY,"
     "  secret_sha256 TEXT NOT NULL,"
-    "  permissions TEXT NOT NULL,"        // JSON array of strings
-    "  scope_names TEXT NOT NULL,"        // JSON array of strings
-    "  scope_prefixes TEXT NOT NULL,"     // JSON array of strings
+    "  permissions TEXT NOT NULL,"     // JSON array of strings
+    "  scope_names TEXT NOT NULL,"     // JSON array of strings
+    "  scope_prefixes TEXT NOT NULL,"  // JSON array of strings
     "  label TEXT NOT NULL DEFAULT '',"
     "  created_at REAL NOT NULL,"
     "  revoked_at REAL)",
@@ -146,8 +146,8 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    diff = static_cast<unsigned char>(diff | (static_cast<unsigned char>(a[i]) ^
-                                              static_cast<unsigned char>(b[i])));
+    diff = static_cast<unsigned char>(
+        diff | (static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i])));
   }
   // Read through a volatile so the loop cannot be cut short by the optimiser.
   volatile unsigned char result = diff;
@@ -163,8 +163,9 @@ Result<std::unique_ptr<KeyStore>> KeyStore::Open(const std::string& data_dir) {
 
 Result<CreatedKey> KeyStore::Create(const NewKeyRequest& request) {
   if (request.permissions && request.permissions->empty()) {
-    return Error::Invalid("the permission list is empty: name at least one of memory:read, "
-                          "memory:write, memory:feedback (leave --permissions out for all three)");
+    return Error::Invalid(
+        "the permission list is empty: name at least one of memory:read, "
+        "memory:write, memory:feedback (leave --permissions out for all three)");
   }
   std::vector<std::string> permissions = request.permissions.value_or(KnownPermissions());
   for (const auto& p : permissions) {
@@ -178,8 +179,8 @@ Result<CreatedKey> KeyStore::Create(const NewKeyRequest& request) {
   permissions.erase(std::unique(permissions.begin(), permissions.end()), permissions.end());
   for (const auto& name : request.scope_names) {
     if (!IsValidScope(name)) {
-      return Error::Invalid("invalid scope name '" + name +
-                            "' (must match " + std::string(kScopePattern) + ")");
+      return Error::Invalid("invalid scope name '" + name + "' (must match " +
+                            std::string(kScopePattern) + ")");
     }
   }
   for (const auto& prefix : request.scope_prefixes) {
@@ -238,8 +239,8 @@ Result<bool> KeyStore::Revoke(std::string_view key_id) {
   std::lock_guard lock(mu_);
   auto tx = db::Transaction::Immediate(*db_);
   if (!tx) return tx.error();
-  auto st = db_->Prepare(
-      "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE key_id = ?");
+  auto st =
+      db_->Prepare("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE key_id = ?");
   if (!st) return st.error();
   st->Bind(1, NowSeconds()).Bind(2, key_id);
   if (auto s = st->Run(); !s) return s.error();

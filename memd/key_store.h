@@ -13,12 +13,11 @@
 
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 #include "base/sqlite_db.h"
@@ -35,7 +34,7 @@ const std::vector<std::string>& KnownPermissions();
 struct ApiKey {
   std::string key_id;
   std::vector<std::string> permissions;
-  std::vector<std::string> scope_names;     // exact names; empty with no prefixes: any scope
+  std::vector<std::string> scope_names;  // exact names; empty with no prefixes: any scope
   std::vector<std::string> scope_prefixes;
   std::string label;
   double created_at = 0;

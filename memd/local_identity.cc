@@ -126,7 +126,8 @@ Status WritePrivateFileAtomic(const std::string& path, std::string_view content)
   Status written = WriteAll(fd, content, temp);
   if (written && fsync(fd) != 0) written = SystemError("cannot sync", temp);
   close(fd);
-  if (written && rename(temp.c_str(), path.c_str()) != 0) written = SystemError("cannot rename to", path);
+  if (written && rename(temp.c_str(), path.c_str()) != 0)
+    written = SystemError("cannot rename to", path);
   if (!written) {
     unlink(temp.c_str());
     return written;

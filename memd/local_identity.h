@@ -15,11 +15,10 @@
 // made 0700 whatever it was.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 
@@ -48,7 +47,6 @@ nlohmann::ordered_json LocalBindingJson(const std::string& data_root);
 
 // Writes the identity, then the binding.
 [[nodiscard]] Status WriteLocalFiles(const std::string& data_root, int port,
-                                     const std::string& api_key,
-                                     const std::string& binding_path);
+                                     const std::string& api_key, const std::string& binding_path);
 
 }  // namespace tmcra::memd

@@ -6,6 +6,7 @@
 
 #include <malloc.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,23 +14,21 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <mutex>
 #include <thread>
 #include <vector>
 
-#include <spdlog/spdlog.h>
-
-#include "memory/engine.h"
-#include "memd/key_store.h"
-#include "memd/local_identity.h"
-#include "memd/memd_server.h"
-#include "src/api/embedded_memory_api.h"
 #include "base/log.h"
 #include "base/private_dirs.h"
 #include "base/version.h"
+#include "memd/key_store.h"
+#include "memd/local_identity.h"
+#include "memd/memd_server.h"
+#include "memory/engine.h"
+#include "src/api/embedded_memory_api.h"
 
 namespace {
 
@@ -168,7 +167,8 @@ std::optional<Args> ParseArgs(int argc, char** argv, int first,
 
 // A decimal number in min..max (digits only), or nullopt.
 std::optional<int> BoundedInt(const std::string& text, long long min, long long max) {
-  if (text.empty() || text.size() > 12 || text.find_first_not_of("0123456789") != std::string::npos) {
+  if (text.empty() || text.size() > 12 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
   }
   const long long v = std::atoll(text.c_str());
@@ -189,8 +189,8 @@ std::vector<std::string> SplitCommas(const std::string& text) {
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                    : comma - start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     while (!item.empty() && item.front() == ' ') item.erase(0, 1);
     while (!item.empty() && item.back() == ' ') item.pop_back();
     if (!item.empty()) out.push_back(item);
@@ -265,9 +265,10 @@ int KeysCommand(int argc, char** argv) {
     std::string id = args->positional[0];
     // Never a whole key: other users can read argv, so a secret must not travel there.
     if (id.find('.') != std::string::npos) {
-      return UsageError("keys revoke takes the key id (the part between tmcra_ and the dot, "
-                        "as `keys list` shows it), never the whole key: command lines are "
-                        "visible to other users");
+      return UsageError(
+          "keys revoke takes the key id (the part between tmcra_ and the dot, "
+          "as `keys list` shows it), never the whole key: command lines are "
+          "visible to other users");
     }
     if (id.rfind("tmcra_", 0) == 0) id = id.substr(6);
     auto keys = OpenKeys(AbsoluteDir(*data_dir));
@@ -350,13 +351,13 @@ void TuneAllocatorForServing() {
 int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   TuneAllocatorForServing();
   std::string error;
-  auto args = ParseArgs(argc, argv, 2,
-                        {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads",
-                         "max-connections", "max-connections-per-address", "head-timeout",
-                         "max-concurrency", "max-body-bytes", "gzip", "request-timeout",
-                         "postings-cache-mib", "redact-secrets", "redact-extra-prefix",
-                         "redact-allow"},
-                        {"local", "no-job-worker"}, &error);
+  auto args =
+      ParseArgs(argc, argv, 2,
+                {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads",
+                 "max-connections", "max-connections-per-address", "head-timeout",
+                 "max-concurrency", "max-body-bytes", "gzip", "request-timeout",
+                 "postings-cache-mib", "redact-secrets", "redact-extra-prefix", "redact-allow"},
+                {"local", "no-job-worker"}, &error);
   if (!args) return UsageError(error);
   if (!args->positional.empty()) return UsageError("serve takes no positional argument");
   const auto data_dir_arg = args->Get("data-dir");
@@ -447,8 +448,10 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   }
   filter_rules.allow = args->All("redact-allow");
   if (options.threads < options.max_concurrency) {
-    spdlog::warn("--threads {} is below --max-concurrency {}: requests wait for a worker "
-                 "instead of being answered 429", options.threads, options.max_concurrency);
+    spdlog::warn(
+        "--threads {} is below --max-concurrency {}: requests wait for a worker "
+        "instead of being answered 429",
+        options.threads, options.max_concurrency);
   }
 
   const std::string data_dir = AbsoluteDir(*data_dir_arg);
@@ -507,8 +510,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   // at once (the worker starts with them).
   auto stats = memory.Stats();
   if (!stats) {
-    spdlog::critical("cannot open the memory store {}: {}", engine.path,
-                     stats.error().ToString());
+    spdlog::critical("cannot open the memory store {}: {}", engine.path, stats.error().ToString());
     return 1;
   }
   spdlog::info("memory store {}: {}", engine.path, stats->dump());
@@ -534,9 +536,10 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   g_server.store(server.get());
   std::thread(SignalLoop, signals).detach();
 
-  spdlog::info("tmcra-memd {} listening on {} ({} threads, {} concurrent requests, {} byte "
-               "bodies)", tmcra::kVersion, origin, options.threads, options.max_concurrency,
-               options.max_body_bytes);
+  spdlog::info(
+      "tmcra-memd {} listening on {} ({} threads, {} concurrent requests, {} byte "
+      "bodies)",
+      tmcra::kVersion, origin, options.threads, options.max_concurrency, options.max_body_bytes);
   std::fprintf(stdout, "%s\n", ready.dump().c_str());  // stdout-ok: the readiness line
   std::fflush(stdout);
 

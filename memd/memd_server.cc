@@ -1,5 +1,6 @@
 #include "memd/memd_server.h"
 
+#include <spdlog/spdlog.h>
 #include <strings.h>
 
 #include <atomic>
@@ -7,12 +8,10 @@
 #include <chrono>
 #include <optional>
 
-#include <spdlog/spdlog.h>
-
-#include "memory/engine.h"
 #include "base/identifiers.h"
 #include "base/ids.h"
 #include "base/json_writer.h"
+#include "memory/engine.h"
 
 namespace tmcra::memd {
 
@@ -34,9 +33,8 @@ Call StartCall(const HttpRequest& req, GzipPolicy gzip) {
   // A proxy on the same host (it says so with X-Forwarded-For or Forwarded) relays to clients
   // elsewhere: auto compresses for it.
   call.gzip = gzip == GzipPolicy::kAlways ||
-              (gzip == GzipPolicy::kAuto &&
-               (!IsLoopbackPeer(req.remote_addr) || req.Has("X-Forwarded-For") ||
-                req.Has("Forwarded")));
+              (gzip == GzipPolicy::kAuto && (!IsLoopbackPeer(req.remote_addr) ||
+                                             req.Has("X-Forwarded-For") || req.Has("Forwarded")));
   const std::string client_id = req.Get("X-Request-ID");
   call.request_id = IsValidRequestId(client_id) ? client_id : UuidV4();
   return call;
@@ -63,11 +61,10 @@ HttpResponse JsonAnswer(const Call& call, int status, const json& body) {
   return res;
 }
 
-HttpResponse ApiError(const Call& call, int status, std::string_view code,
-                      std::string_view message, std::string_view details_json = {},
-                      double retry_after = -1) {
-  HttpResponse res =
-      JsonAnswer(call, status, ErrorBody(code, message, call.request_id, details_json, retry_after));
+HttpResponse ApiError(const Call& call, int status, std::string_view code, std::string_view message,
+                      std::string_view details_json = {}, double retry_after = -1) {
+  HttpResponse res = JsonAnswer(
+      call, status, ErrorBody(code, message, call.request_id, details_json, retry_after));
   if (retry_after >= 0) res.Set("Retry-After", std::to_string(static_cast<int>(retry_after)));
   return res;
 }
@@ -98,8 +95,17 @@ std::optional<std::string> Header(const HttpRequest& req, const char* name) {
   return *value;
 }
 
-enum class Endpoint { kHealthz, kReadyz, kRecall, kIngest, kIngestBatch, kJob, kJobBatch,
-                      kEvidence, kFeedback };
+enum class Endpoint {
+  kHealthz,
+  kReadyz,
+  kRecall,
+  kIngest,
+  kIngestBatch,
+  kJob,
+  kJobBatch,
+  kEvidence,
+  kFeedback
+};
 
 struct Route {
   Endpoint endpoint;
@@ -137,9 +143,12 @@ std::optional<Route> MatchRoute(const std::vector<std::string>& s) {
 const char* PermissionFor(Endpoint endpoint) {
   switch (endpoint) {
     case Endpoint::kIngest:
-    case Endpoint::kIngestBatch: return kPermWrite;
-    case Endpoint::kFeedback: return kPermFeedback;
-    default: return kPermRead;
+    case Endpoint::kIngestBatch:
+      return kPermWrite;
+    case Endpoint::kFeedback:
+      return kPermFeedback;
+    default:
+      return kPermRead;
   }
 }
 
@@ -149,7 +158,6 @@ bool JobVisibleTo(const json& job, const ApiKey& key) {
   return !job.is_object() || it == job.end() || !it->is_string() ||
          key.AllowsScope(it->get<std::string>());
 }
-
 
 }  // namespace
 
@@ -179,7 +187,8 @@ HttpResponse Server::Impl::Refusal(const HttpRequest& head, int status, std::str
   if (status == 411 || status == 413) {
     return JsonAnswer(call, status, EarlyErrorBody(code, call.request_id));
   }
-  const std::string text = message.empty() ? std::string(ReasonPhrase(status)) : std::string(message);
+  const std::string text =
+      message.empty() ? std::string(ReasonPhrase(status)) : std::string(message);
   return ApiError(call, status, code, text, {}, status == 503 ? 1 : -1);
 }
 
@@ -241,8 +250,8 @@ HttpResponse Server::Impl::Authorized(Call& call, const struct Route& route) {
   }
   auto unauthorized = [&](const std::string& why) {
     spdlog::info("request {}: 401 ({})", call.request_id, LogSafe(why));
-    HttpResponse res = ApiError(call, 401, "unauthorized",
-                                "a valid API key is required (Authorization: Bearer)");
+    HttpResponse res =
+        ApiError(call, 401, "unauthorized", "a valid API key is required (Authorization: Bearer)");
     res.Set("WWW-Authenticate", "Bearer");
     return res;
   };
@@ -289,11 +298,10 @@ HttpResponse Server::Impl::HandleEndpoint(Call& call, const struct Route& route,
   Attribution attribution{Header(req, "X-TMCRA-Client-Platform"),
                           Header(req, "X-TMCRA-Integration-ID"), Header(req, "X-TMCRA-Agent-ID")};
   if (auto s = ValidateAttribution(attribution); !s) return ErrorAnswer(call, s.error());
-  const bool has_body = route.endpoint == Endpoint::kRecall ||
-                        route.endpoint == Endpoint::kIngest ||
-                        route.endpoint == Endpoint::kIngestBatch ||
-                        route.endpoint == Endpoint::kJobBatch ||
-                        route.endpoint == Endpoint::kFeedback;
+  const bool has_body =
+      route.endpoint == Endpoint::kRecall || route.endpoint == Endpoint::kIngest ||
+      route.endpoint == Endpoint::kIngestBatch || route.endpoint == Endpoint::kJobBatch ||
+      route.endpoint == Endpoint::kFeedback;
   json body;
   if (has_body) {
     auto parsed = ParseBodyObject(req.body, req.Get("Content-Type"));
@@ -340,9 +348,12 @@ HttpResponse Server::Impl::HandleEndpoint(Call& call, const struct Route& route,
       }
       return reply(std::move(job), 200);
     }
-    case Endpoint::kJobBatch: return HandleJobBatch(call, body, key);
-    case Endpoint::kEvidence: return HandleEvidence(call, route);
-    default: return ApiError(call, 404, "not_found", "Not Found");
+    case Endpoint::kJobBatch:
+      return HandleJobBatch(call, body, key);
+    case Endpoint::kEvidence:
+      return HandleEvidence(call, route);
+    default:
+      return ApiError(call, 404, "not_found", "Not Found");
   }
 }
 

@@ -5,10 +5,10 @@
 //   POST /v1/scopes/{scope}/ingest           202   memory:write
 //   POST /v1/scopes/{scope}/ingest/batch     202   memory:write
 //   GET  /v1/jobs/{job_id}                   200   memory:read (and the job's scope)
-//   POST /v1/jobs/batch                      200   memory:read (and each job's scope; ours, not TMCRA's)
-//   GET  /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N   200 memory:read
-//   POST /v1/scopes/{scope}/feedback         201   memory:feedback (+ memory:write to correct)
-//   GET  /healthz, /readyz                   200   anonymous
+//   POST /v1/jobs/batch                      200   memory:read (and each job's scope; ours, not
+//   TMCRA's) GET  /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N   200
+//   memory:read POST /v1/scopes/{scope}/feedback         201   memory:feedback (+ memory:write to
+//   correct) GET  /healthz, /readyz                   200   anonymous
 //
 // Order of checks: 411 (POST without Content-Length, or chunked), 413 (over the body limit),
 // 429 (concurrency limit, Retry-After: 1), 404/405 (route), 401 (bearer key), 403 (permission),
@@ -26,11 +26,11 @@
 #include <memory>
 #include <string>
 
+#include "base/result.h"
 #include "memd/http_listener.h"
 #include "memd/key_store.h"
 #include "memd/server_rules.h"
 #include "src/api/memory_api.h"
-#include "base/result.h"
 
 namespace tmcra::memd {
 
@@ -38,16 +38,16 @@ enum class GzipPolicy { kAuto, kAlways, kNever };
 
 struct ServerOptions {
   ListenAddress listen;
-  std::string tls_cert_file;   // PEM chain; empty together with tls_key_file: plain HTTP
+  std::string tls_cert_file;  // PEM chain; empty together with tls_key_file: plain HTTP
   std::string tls_key_file;
   size_t max_body_bytes = 2 * 1024 * 1024;
-  int max_concurrency = 8;     // requests in progress at once; more are answered 429
-  int threads = 16;            // worker threads answering complete requests
+  int max_concurrency = 8;  // requests in progress at once; more are answered 429
+  int threads = 16;         // worker threads answering complete requests
   // What a peer may hold before any key is checked (http_listener.h).
   int max_connections = 512;
   int max_connections_per_address = 64;  // 0: no cap per address
-  int head_timeout_seconds = 10;     // the TLS handshake and a request head
-  int request_timeout_seconds = 30;  // a body, plus a second per 16 KiB declared
+  int head_timeout_seconds = 10;         // the TLS handshake and a request head
+  int request_timeout_seconds = 30;      // a body, plus a second per 16 KiB declared
   int keep_alive_seconds = 5;
   // Gzip for answers of 1024 bytes or more to clients that accept it: kAuto compresses unless
   // the peer is a loopback address that is not a proxy (no X-Forwarded-For or Forwarded

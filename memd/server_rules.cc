@@ -7,17 +7,17 @@
 #include <cctype>
 #include <charconv>
 
+#include "base/json_reader.h"
 #include "memory/ingest_validation.h"
 #include "src/api/http_wire.h"
-#include "base/json_reader.h"
 
 namespace tmcra::memd {
 
 namespace {
 
 Error AttributionError(std::string_view header, const std::string& message) {
-  json details = json::array({{{"loc", {"header", header}}, {"msg", message},
-                               {"type", "value_error"}}});
+  json details =
+      json::array({{{"loc", {"header", header}}, {"msg", message}, {"type", "value_error"}}});
   return Error::Api(422, "invalid_usage_attribution", std::string(header) + ": " + message,
                     details.dump());
 }
@@ -58,9 +58,9 @@ int HexValue(char c) {
 
 bool IsKnownClientPlatform(std::string_view platform) {
   static constexpr std::array<std::string_view, 13> kPlatforms{
-      "claude_code", "codex",  "deepseek_harness", "hermes",     "langgraph",
-      "mcp",         "openai_agents", "openclaw",  "python",     "rest",
-      "typescript",  "vercel_ai_sdk", "zcode"};
+      "claude_code",   "codex",    "deepseek_harness", "hermes", "langgraph",  "mcp",
+      "openai_agents", "openclaw", "python",           "rest",   "typescript", "vercel_ai_sdk",
+      "zcode"};
   return std::find(kPlatforms.begin(), kPlatforms.end(), platform) != kPlatforms.end();
 }
 
@@ -76,17 +76,16 @@ Status ValidateAttribution(const Attribution& a) {
                             "must match " + std::string(kIntegrationIdPattern));
   }
   if (a.agent_id && !IsValidAgentId(*a.agent_id)) {
-    return AttributionError("X-TMCRA-Agent-ID",
-                            "must match " + std::string(kAgentIdPattern));
+    return AttributionError("X-TMCRA-Agent-ID", "must match " + std::string(kAgentIdPattern));
   }
   return Ok();
 }
 
 Error InvalidScopeError() {
-  json details = json::array(
-      {{{"loc", {"path", "scope"}},
-        {"msg", "String should match pattern '" + std::string(kScopePattern) + "'"},
-        {"type", "string_pattern_mismatch"}}});
+  json details =
+      json::array({{{"loc", {"path", "scope"}},
+                    {"msg", "String should match pattern '" + std::string(kScopePattern) + "'"},
+                    {"type", "string_pattern_mismatch"}}});
   return Error::Api(422, "validation_error", "scope: invalid scope name", details.dump());
 }
 

@@ -6,20 +6,18 @@
 // client side keeps its own in src/config/identifiers.h.
 #pragma once
 
-#include "base/json_depth.h"
-#include "base/identifiers.h"
-
 #include <chrono>
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "src/api/memory_api.h"
+#include "base/identifiers.h"
+#include "base/json_depth.h"
 #include "base/result.h"
+#include "src/api/memory_api.h"
 
 namespace tmcra::memd {
 

@@ -1,5 +1,7 @@
 #include "memory/bm25.h"
 
+#include <sqlite3.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,8 +10,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <sqlite3.h>
 
 #include "memory/cjk.h"
 #include "memory/query.h"
@@ -29,8 +29,7 @@ void FreeQueryData(void* p) { delete static_cast<QueryData*>(p); }
 // Mirrors fts5Bm25GetData: N and the total size from the index, IDF per phrase.
 // `name` (the SQL function's) starts every error message.
 int LoadQueryData(const char* name, const Fts5ExtensionApi* api, Fts5Context* fts,
-                  sqlite3_value* counts, std::unique_ptr<QueryData>* out,
-                  std::string* error) {
+                  sqlite3_value* counts, std::unique_ptr<QueryData>* out, std::string* error) {
   sqlite3_int64 rows = 0;
   sqlite3_int64 tokens = 0;
   int rc = api->xRowCount(fts, &rows);
@@ -60,8 +59,7 @@ int LoadQueryData(const char* name, const Fts5ExtensionApi* api, Fts5Context* ft
     pos = end + 1;
   }
   if (static_cast<int>(data->idf.size()) != phrases) {
-    *error = std::string(name) + ": " + std::to_string(data->idf.size()) +
-             " document counts for " +
+    *error = std::string(name) + ": " + std::to_string(data->idf.size()) + " document counts for " +
              std::to_string(phrases) + " phrases";
     return SQLITE_ERROR;
   }
@@ -100,8 +98,8 @@ double Bm25Score(const QueryData& data, const double* freq, double length) {
   double score = 0.0;
   for (size_t i = 0; i < data.idf.size(); ++i) {
     if (freq[i] == 0.0) continue;  // its term is +0.0, which leaves the sum as it is
-    score += data.idf[i] * ((freq[i] * (k1 + 1.0)) /
-                            (freq[i] + k1 * (1 - b + b * length / data.avgdl)));
+    score +=
+        data.idf[i] * ((freq[i] * (k1 + 1.0)) / (freq[i] + k1 * (1 - b + b * length / data.avgdl)));
   }
   return -1.0 * score;
 }
@@ -197,9 +195,9 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
           sqlite3_value** argv) {
   const auto* facts = static_cast<const RowFacts*>(api->xUserData(fts));
   const auto* source =
-      argc == 5 ? static_cast<const RankPostings*>(
-                      sqlite3_value_pointer(argv[4], kRankPostingsPointer))
-                : nullptr;
+      argc == 5
+          ? static_cast<const RankPostings*>(sqlite3_value_pointer(argv[4], kRankPostingsPointer))
+          : nullptr;
   const auto* lengths = argc == 5 && source == nullptr
                             ? reinterpret_cast<const char*>(sqlite3_value_text(argv[4]))
                             : nullptr;
@@ -239,8 +237,8 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
       lists[p] = source->cache->Find((*source->words)[p], source->highest);
       if (lists[p] != nullptr) {
         const auto& rows = lists[p]->rows;
-        ends[p] = static_cast<size_t>(
-            std::upper_bound(rows.begin(), rows.end(), source->highest) - rows.begin());
+        ends[p] = static_cast<size_t>(std::upper_bound(rows.begin(), rows.end(), source->highest) -
+                                      rows.begin());
         continue;
       }
     }
@@ -368,8 +366,8 @@ uint32_t RowFacts::HashSession(std::string_view session_id) {
 std::optional<uint32_t> RowFacts::SessionHash(int64_t rowid) const {
   if (!Get(rowid)) return std::nullopt;  // checks the range and that the row is held
   const Tables* t = tables_.load(std::memory_order_acquire);  // not null: Get found the row
-  const uint32_t* chunk = t->sessions[static_cast<size_t>(rowid >> kChunkBits)].load(
-      std::memory_order_acquire);
+  const uint32_t* chunk =
+      t->sessions[static_cast<size_t>(rowid >> kChunkBits)].load(std::memory_order_acquire);
   if (chunk == nullptr) return std::nullopt;
   return chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
 }
@@ -377,8 +375,8 @@ std::optional<uint32_t> RowFacts::SessionHash(int64_t rowid) const {
 std::optional<double> RowFacts::OccurredAt(int64_t rowid) const {
   if (!Get(rowid)) return std::nullopt;  // checks the range and that the row is held
   const Tables* t = tables_.load(std::memory_order_acquire);  // not null: Get found the row
-  const double* chunk = t->occurred[static_cast<size_t>(rowid >> kChunkBits)].load(
-      std::memory_order_acquire);
+  const double* chunk =
+      t->occurred[static_cast<size_t>(rowid >> kChunkBits)].load(std::memory_order_acquire);
   if (chunk == nullptr) return std::nullopt;
   return chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
 }
@@ -387,8 +385,8 @@ void RowFacts::Prefetch(int64_t rowid) const {
   if (rowid <= 0 || rowid > highest()) return;
   const Tables* t = tables_.load(std::memory_order_acquire);
   if (t == nullptr) return;
-  const Facts* chunk = t->chunks[static_cast<size_t>(rowid >> kChunkBits)].load(
-      std::memory_order_acquire);
+  const Facts* chunk =
+      t->chunks[static_cast<size_t>(rowid >> kChunkBits)].load(std::memory_order_acquire);
   if (chunk != nullptr) __builtin_prefetch(chunk + static_cast<size_t>(rowid & (kChunkSize - 1)));
 }
 
@@ -396,8 +394,8 @@ std::optional<RowFacts::Facts> RowFacts::Get(int64_t rowid) const {
   if (rowid <= 0 || rowid > highest()) return std::nullopt;
   const Tables* t = tables_.load(std::memory_order_acquire);
   if (t == nullptr) return std::nullopt;
-  const Facts* chunk = t->chunks[static_cast<size_t>(rowid >> kChunkBits)].load(
-      std::memory_order_acquire);
+  const Facts* chunk =
+      t->chunks[static_cast<size_t>(rowid >> kChunkBits)].load(std::memory_order_acquire);
   if (chunk == nullptr) return std::nullopt;
   const Facts f = chunk[static_cast<size_t>(rowid & (kChunkSize - 1))];
   if (f.length == kMissing) return std::nullopt;

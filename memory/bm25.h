@@ -18,12 +18,13 @@
 //       tmcra_bm25 does not read from RowFacts).
 //   tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer)
 //       called once, on the first row of `... WHERE records_fts MATCH ?1 LIMIT 1` where ?1 is
-//       an OR of phrases (recall's), it ranks the whole query within one scope: it walks each phrase's doclist once (xQueryPhrase), merges
-//       them by rowid, scores each row of the scope, and stores the best `limit` in the
-//       std::vector<RankedRow> bound as `pointer` (sqlite3_bind_pointer, type
-//       kRankedRowsPointer): best first, equal scores newest row (highest rowid) first. It
-//       returns how many it stored, or NULL (storing nothing) when a matching row is not in
-//       RowFacts or a score is not a number: the caller then ranks with tmcra_bm25 in SQL.
+//       an OR of phrases (recall's), it ranks the whole query within one scope: it walks each
+//       phrase's doclist once (xQueryPhrase), merges them by rowid, scores each row of the scope,
+//       and stores the best `limit` in the std::vector<RankedRow> bound as `pointer`
+//       (sqlite3_bind_pointer, type kRankedRowsPointer): best first, equal scores newest row
+//       (highest rowid) first. It returns how many it stored, or NULL (storing nothing) when a
+//       matching row is not in RowFacts or a score is not a number: the caller then ranks with
+//       tmcra_bm25 in SQL.
 //   tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer, postings)
 //       the same, each phrase's postings taken from (or walked once into) the PostingsCache
 //       of `postings`, a RankPostings bound as kRankPostingsPointer.
@@ -155,7 +156,7 @@ class WordCounts {
   const std::string vocabulary_sql_;   // the word's document count in the vocabulary
   struct Entry {
     int64_t documents = 0;
-    int64_t as_of = 0;  // the highest rowid when counted
+    int64_t as_of = 0;    // the highest rowid when counted
     bool absent = false;  // the vocabulary did not hold it as of as_of (asked again after)
   };
   std::mutex mu_;

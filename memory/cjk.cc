@@ -6,22 +6,22 @@ namespace tmcra::memory {
 
 bool IsCjk(uint32_t cp) {
   if (cp < 0x1100) return false;
-  return (cp >= 0x1100 && cp <= 0x11ff) ||    // Hangul jamo
-         (cp >= 0x3005 && cp <= 0x3007) ||    // 々 〆 〇
-         (cp >= 0x3041 && cp <= 0x3096) ||    // hiragana
-         (cp >= 0x309d && cp <= 0x309f) ||    // ゝ ゞ ゟ
-         (cp >= 0x30a1 && cp <= 0x30fa) ||    // katakana
-         (cp >= 0x30fc && cp <= 0x30ff) ||    // ー ヽ ヾ ヿ
-         (cp >= 0x3131 && cp <= 0x318e) ||    // Hangul compatibility jamo
-         (cp >= 0x31f0 && cp <= 0x31ff) ||    // katakana phonetic extensions
-         (cp >= 0x3400 && cp <= 0x4dbf) ||    // Han extension A
-         (cp >= 0x4e00 && cp <= 0x9fff) ||    // Han
-         (cp >= 0xa960 && cp <= 0xa97f) ||    // Hangul jamo extended A
-         (cp >= 0xac00 && cp <= 0xd7a3) ||    // Hangul syllables
-         (cp >= 0xd7b0 && cp <= 0xd7ff) ||    // Hangul jamo extended B
-         (cp >= 0xf900 && cp <= 0xfaff) ||    // Han compatibility ideographs
-         (cp >= 0xff66 && cp <= 0xff9f) ||    // half-width katakana
-         (cp >= 0x20000 && cp <= 0x323af);    // Han extensions B to H
+  return (cp >= 0x1100 && cp <= 0x11ff) ||  // Hangul jamo
+         (cp >= 0x3005 && cp <= 0x3007) ||  // 々 〆 〇
+         (cp >= 0x3041 && cp <= 0x3096) ||  // hiragana
+         (cp >= 0x309d && cp <= 0x309f) ||  // ゝ ゞ ゟ
+         (cp >= 0x30a1 && cp <= 0x30fa) ||  // katakana
+         (cp >= 0x30fc && cp <= 0x30ff) ||  // ー ヽ ヾ ヿ
+         (cp >= 0x3131 && cp <= 0x318e) ||  // Hangul compatibility jamo
+         (cp >= 0x31f0 && cp <= 0x31ff) ||  // katakana phonetic extensions
+         (cp >= 0x3400 && cp <= 0x4dbf) ||  // Han extension A
+         (cp >= 0x4e00 && cp <= 0x9fff) ||  // Han
+         (cp >= 0xa960 && cp <= 0xa97f) ||  // Hangul jamo extended A
+         (cp >= 0xac00 && cp <= 0xd7a3) ||  // Hangul syllables
+         (cp >= 0xd7b0 && cp <= 0xd7ff) ||  // Hangul jamo extended B
+         (cp >= 0xf900 && cp <= 0xfaff) ||  // Han compatibility ideographs
+         (cp >= 0xff66 && cp <= 0xff9f) ||  // half-width katakana
+         (cp >= 0x20000 && cp <= 0x323af);  // Han extensions B to H
 }
 
 std::string CjkIndexText(std::string_view content) {

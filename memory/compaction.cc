@@ -19,7 +19,8 @@ Result<IndexShape> ParseIndexShape(std::string_view record) {
   size_t at = 4;  // the cookie
   if (record.size() < at) return Malformed("shorter than its cookie");
   // SQLite 3.44 marks the newer layout, with five more fields per segment.
-  const bool v2 = record.size() >= 8 && record.substr(4, 4) == std::string_view("\xff\x00\x00\x01", 4);
+  const bool v2 =
+      record.size() >= 8 && record.substr(4, 4) == std::string_view("\xff\x00\x00\x01", 4);
   if (v2) at += 4;
   uint64_t levels = 0;
   uint64_t segments = 0;

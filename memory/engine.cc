@@ -1,23 +1,19 @@
 #include "memory/engine.h"
 
-#include <sqlite3.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <utility>
 
-#include <spdlog/spdlog.h>
-
-#include "memory/cjk.h"
-#include "memory/compaction.h"
-#include "memory/ingest_validation.h"
 #include "base/canonical_json.h"
 #include "base/clock.h"
 #include "base/failpoint.h"
@@ -27,6 +23,9 @@
 #include "base/process_owner.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
+#include "memory/cjk.h"
+#include "memory/compaction.h"
+#include "memory/ingest_validation.h"
 
 namespace tmcra::memory {
 
@@ -202,12 +201,14 @@ Result<std::optional<json>> LoadJob(db::Database& db, std::string_view job_id,
 }  // namespace
 
 json EngineStats::ToJson() const {
-  json out{{"records", records}, {"scopes", scopes}, {"jobs_pending", jobs_pending},
-              {"jobs_failed", jobs_failed}, {"file_bytes", file_bytes},
-              {"cjk_index_backlog", cjk_index_backlog}};
+  json out{{"records", records},           {"scopes", scopes},
+           {"jobs_pending", jobs_pending}, {"jobs_failed", jobs_failed},
+           {"file_bytes", file_bytes},     {"cjk_index_backlog", cjk_index_backlog}};
   if (postings_cache) {
-    out["postings_cache"] = {{"words", postings_cache->words}, {"bytes", postings_cache->bytes},
-                             {"hits", postings_cache->hits}, {"misses", postings_cache->misses},
+    out["postings_cache"] = {{"words", postings_cache->words},
+                             {"bytes", postings_cache->bytes},
+                             {"hits", postings_cache->hits},
+                             {"misses", postings_cache->misses},
                              {"caught_up", postings_cache->caught_up}};
   }
   return out;
@@ -368,14 +369,14 @@ Result<Engine::PreparedIngest> Engine::PrepareIngest(std::string_view scope, con
   auto request = ValidateIngest(body);
   if (!request) return request.error();
   const json payload = request->ToJson();
-  const json hashed{{"job_type", "ingest"},
-                    {"scope_name", scope},
-                    {"payload", payload},
-                    {"_usage_attribution",
-                     {{"client_platform", context.client_platform},
-                      {"integration_id", context.integration_id ? json(*context.integration_id)
-                                                                : json(nullptr)},
-                      {"agent_id", context.agent_id ? json(*context.agent_id) : json(nullptr)}}}};
+  const json hashed{
+      {"job_type", "ingest"},
+      {"scope_name", scope},
+      {"payload", payload},
+      {"_usage_attribution",
+       {{"client_platform", context.client_platform},
+        {"integration_id", context.integration_id ? json(*context.integration_id) : json(nullptr)},
+        {"agent_id", context.agent_id ? json(*context.agent_id) : json(nullptr)}}}};
   return PreparedIngest{key, Sha256Hex(CanonicalJson(hashed)),
                         CanonicalJson(FilteredPayload(payload)), request->consistency};
 }
@@ -419,8 +420,8 @@ Error ItemError(Error error, size_t index) {
 
 }  // namespace
 
-Result<json> Engine::StoreIngest(db::Database& db, std::string_view scope,
-                                 const PreparedIngest& p, bool* created) {
+Result<json> Engine::StoreIngest(db::Database& db, std::string_view scope, const PreparedIngest& p,
+                                 bool* created) {
   auto existing = db.Prepare(
       "SELECT job_id, payload_sha256 FROM jobs WHERE tenant_id = ? AND idempotency_key = ?");
   if (!existing) return existing.error();
@@ -469,9 +470,8 @@ Result<json> Engine::StoreIngest(db::Database& db, std::string_view scope,
   return view;
 }
 
-Result<json> Engine::IngestInTransaction(db::Database& db, std::string_view scope,
-                                         const json& body, const IngestContext& context,
-                                         bool* created) {
+Result<json> Engine::IngestInTransaction(db::Database& db, std::string_view scope, const json& body,
+                                         const IngestContext& context, bool* created) {
   auto prepared = PrepareIngest(scope, body, context.idempotency_key, context);
   if (!prepared) return prepared.error();
   return StoreIngest(db, scope, *prepared, created);
@@ -522,7 +522,8 @@ Result<json> Engine::IngestBatchNow(std::string_view scope, const json& body,
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   if (!body.is_object()) return ValidationError("body", "Input should be a valid dictionary");
   for (const auto& [key, value] : body.items()) {
-    if (key != "items") return ValidationError(key, "Extra inputs are not permitted", "extra_forbidden");
+    if (key != "items")
+      return ValidationError(key, "Extra inputs are not permitted", "extra_forbidden");
   }
   auto items = body.find("items");
   if (items == body.end() || !items->is_array()) {
@@ -536,7 +537,8 @@ Result<json> Engine::IngestBatchNow(std::string_view scope, const json& body,
   size_t total_messages = 0;
   for (size_t i = 0; i < items->size(); ++i) {
     const json& item = (*items)[i];
-    if (!item.is_object()) return ItemError(ValidationError("item", "Input should be a valid dictionary"), i);
+    if (!item.is_object())
+      return ItemError(ValidationError("item", "Input should be a valid dictionary"), i);
     auto key_it = item.find("idempotency_key");
     if (key_it == item.end() || !key_it->is_string()) {
       return ItemError(ValidationError("idempotency_key", "Field required", "missing"), i);
@@ -628,8 +630,8 @@ Result<std::optional<std::string>> Engine::ClaimJobForTest(double lease_seconds)
   auto tx = db::Transaction::Immediate(db);
   if (!tx) return tx.error();
   const double now = NowSeconds();
-  auto pick = db.Prepare(
-      "SELECT job_id FROM jobs WHERE status = 'pending' ORDER BY created_at LIMIT 1");
+  auto pick =
+      db.Prepare("SELECT job_id FROM jobs WHERE status = 'pending' ORDER BY created_at LIMIT 1");
   if (!pick) return pick.error();
   auto row = pick->Step();
   if (!row) return row.error();
@@ -704,11 +706,10 @@ Result<int> Engine::ClaimJobs(db::Database& db, int max_jobs, std::vector<std::s
         "WHERE job_id = ?");
     if (!fail) return fail.error();
     if (!claim) return claim.error();
-    const std::string exhausted =
-        json{{"code", "job_attempts_exhausted"},
-             {"message", "the job did not complete after " + std::to_string(kMaxJobAttempts) +
-                             " attempts"}}
-            .dump();
+    const std::string exhausted = json{
+        {"code", "job_attempts_exhausted"},
+        {"message", "the job did not complete after " + std::to_string(kMaxJobAttempts) +
+                        " attempts"}}.dump();
     for (const auto& [job_id, attempts] : found) {
       if (attempts > kMaxJobAttempts) {
         fail->Reset();
@@ -717,8 +718,13 @@ Result<int> Engine::ClaimJobs(db::Database& db, int max_jobs, std::vector<std::s
         continue;
       }
       claim->Reset();
-      claim->Bind(1, attempts).Bind(2, now).Bind(3, now).Bind(4, owner_)
-          .Bind(5, now + options_.lease_seconds).Bind(6, now).Bind(7, job_id);
+      claim->Bind(1, attempts)
+          .Bind(2, now)
+          .Bind(3, now)
+          .Bind(4, owner_)
+          .Bind(5, now + options_.lease_seconds)
+          .Bind(6, now)
+          .Bind(7, job_id);
       if (auto s = claim->Run(); !s) return s.error();
       claimed.push_back(job_id);
     }
@@ -775,9 +781,14 @@ Result<int> Engine::WriteClaimedJobs(db::Database& db, const std::vector<std::st
     const json payload = ParseJsonLenient(load->Text(1));
     if (payload.is_discarded() || !payload.is_object()) {
       done->Reset();
-      done->Bind(1, "failed").Bind(2, now).Bind(3, now).Bind(4, now).BindNull(5)
-          .Bind(6, json{{"code", "invalid_payload"}, {"message", "stored payload is unreadable"}}
-                       .dump())
+      done->Bind(1, "failed")
+          .Bind(2, now)
+          .Bind(3, now)
+          .Bind(4, now)
+          .BindNull(5)
+          .Bind(
+              6,
+              json{{"code", "invalid_payload"}, {"message", "stored payload is unreadable"}}.dump())
           .Bind(7, job_id);
       if (auto s = done->Run(); !s) return s.error();
       continue;
@@ -793,10 +804,18 @@ Result<int> Engine::WriteClaimedJobs(db::Database& db, const std::vector<std::st
         return it->get<std::string>();
       };
       insert->Reset();
-      insert->Bind(1, NewId("rec_")).Bind(2, scope).Bind(3, request.session_id)
-          .Bind(4, m.message_id).Bind(5, m.role).Bind(6, m.content).Bind(7, m.occurred_at)
-          .Bind(8, m.timestamp).Bind(9, CanonicalJson(m.metadata)).Bind(10, text_field("agent_id"))
-          .Bind(11, text_field("target_agent_id")).Bind(12, job_id);
+      insert->Bind(1, NewId("rec_"))
+          .Bind(2, scope)
+          .Bind(3, request.session_id)
+          .Bind(4, m.message_id)
+          .Bind(5, m.role)
+          .Bind(6, m.content)
+          .Bind(7, m.occurred_at)
+          .Bind(8, m.timestamp)
+          .Bind(9, CanonicalJson(m.metadata))
+          .Bind(10, text_field("agent_id"))
+          .Bind(11, text_field("target_agent_id"))
+          .Bind(12, job_id);
       if (auto s = insert->Run(); !s) return s.error();
       int64_t seq = 0;
       if (db.Changes() == 1) {
@@ -804,8 +823,8 @@ Result<int> Engine::WriteClaimedJobs(db::Database& db, const std::vector<std::st
         newest_written = std::max(newest_written, seq);
         // The trigram index serves queries with non-ASCII words (CJK has no spaces); ASCII-only
         // text cannot contain such a word, and the word index finds it, so it stays out.
-        const bool non_ascii = std::any_of(m.content.begin(), m.content.end(),
-                                           [](char c) { return (c & 0x80) != 0; });
+        const bool non_ascii =
+            std::any_of(m.content.begin(), m.content.end(), [](char c) { return (c & 0x80) != 0; });
         for (auto* index : {&fts, &tri}) {
           if (index == &tri && !non_ascii) continue;
           (*index)->Reset();
@@ -843,8 +862,13 @@ Result<int> Engine::WriteClaimedJobs(db::Database& db, const std::vector<std::st
         {"records_written", written},
         {"records_deduplicated", duplicates}};
     done->Reset();
-    done->Bind(1, "succeeded").Bind(2, now).Bind(3, now).Bind(4, now).Bind(5, result.dump())
-        .BindNull(6).Bind(7, job_id);
+    done->Bind(1, "succeeded")
+        .Bind(2, now)
+        .Bind(3, now)
+        .Bind(4, now)
+        .Bind(5, result.dump())
+        .BindNull(6)
+        .Bind(7, job_id);
     if (auto s = done->Run(); !s) return s.error();
   }
   if (*indexed == *before && newest_written > *before) {
@@ -1034,8 +1058,7 @@ bool Engine::BoundWal(db::Database& db) {
     spdlog::debug("WAL of {} bytes not truncated yet: {}", st.st_size, sqlite3_errstr(rc));
     return true;
   }
-  spdlog::info("truncated the WAL of {} bytes (readers had kept it from being reset)",
-               st.st_size);
+  spdlog::info("truncated the WAL of {} bytes (readers had kept it from being reset)", st.st_size);
   return false;
 }
 
@@ -1044,9 +1067,9 @@ void Engine::WorkerLoop() {
   // Compaction waits for a pause in the jobs, so a burst of writes (a delivery draining its
   // outbox) is not slowed by rewrites that its next job would start over.
   const auto quiet = std::chrono::milliseconds(options_.compaction_quiet_ms);
-  std::optional<Clock::time_point> last_job;  // when this worker last ran a job
+  std::optional<Clock::time_point> last_job;              // when this worker last ran a job
   Clock::time_point retry_at = Clock::time_point::min();  // after a failed compaction step
-  std::optional<Clock::time_point> wal_next;  // when BoundWal looks next
+  std::optional<Clock::time_point> wal_next;              // when BoundWal looks next
   std::chrono::seconds wal_backoff{1};
   Clock::time_point repair_next = Clock::time_point::min();  // when RepairCjkIndex looks next
   // The first look waits for this process's first job or the first poll: a new process's
@@ -1078,13 +1101,13 @@ void Engine::WorkerLoop() {
         continue;
       }
       if (const auto now = Clock::now(); !wal_next || now >= *wal_next) {
-        wal_backoff = BoundWal(*worker_db_)
-                          ? std::min(wal_backoff * 2, std::chrono::seconds(60))
-                          : std::chrono::seconds(1);
+        wal_backoff = BoundWal(*worker_db_) ? std::min(wal_backoff * 2, std::chrono::seconds(60))
+                                            : std::chrono::seconds(1);
         if (wal_backoff == std::chrono::seconds(60)) {
-          spdlog::warn("the WAL of {} stays past {} bytes: a reader has held one snapshot for "
-                       "minutes (the WAL cannot be truncated until it ends)",
-                       options_.path, options_.wal_limit_bytes);
+          spdlog::warn(
+              "the WAL of {} stays past {} bytes: a reader has held one snapshot for "
+              "minutes (the WAL cannot be truncated until it ends)",
+              options_.path, options_.wal_limit_bytes);
         }
         wal_next = Clock::now() + wal_backoff;
       }
@@ -1153,7 +1176,8 @@ Result<EngineStats> Engine::Stats() {
     auto api_db = ApiDb();
     if (!api_db) return api_db.error();
     auto st = (*api_db)->Prepare(
-        "SELECT (SELECT COALESCE(SUM(record_count), 0) FROM scopes), (SELECT COUNT(*) FROM scopes), "
+        "SELECT (SELECT COALESCE(SUM(record_count), 0) FROM scopes), (SELECT COUNT(*) FROM "
+        "scopes), "
         "(SELECT COUNT(*) FROM jobs WHERE status IN ('pending', 'running')), "
         "(SELECT COUNT(*) FROM jobs WHERE status = 'failed'), "
         "(SELECT COUNT(*) FROM records WHERE event_seq > (SELECT through_seq FROM "

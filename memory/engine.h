@@ -26,35 +26,34 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "base/result.h"
+#include "base/sqlite_db.h"
 #include "filter/content_filter.h"
 #include "memory/bm25.h"
 #include "memory/compaction.h"
-#include "base/result.h"
-#include "base/sqlite_db.h"
 
 namespace tmcra::memory {
 
 using json = nlohmann::json;
 
 struct EngineOptions {
-  std::string path;                                   // the SQLite file
+  std::string path;  // the SQLite file
   std::string tenant_id = "local";
-  std::string public_base_url = "embedded://local";   // prefix of status_url
-  double lease_seconds = 30.0;                        // a running job's lease
-  int idle_poll_ms = 1000;                            // how often an idle worker looks for work
+  std::string public_base_url = "embedded://local";  // prefix of status_url
+  double lease_seconds = 30.0;                       // a running job's lease
+  int idle_poll_ms = 1000;                           // how often an idle worker looks for work
   // The worker compacts the full-text indexes (memory/compaction.h) once no job has run for
   // this long.
   int compaction_quiet_ms = 500;
   int compaction_step_pages = kPagesPerStep;  // leaf pages merged per step (one transaction)
-  bool start_worker = true;                           // false: jobs run only via RunPendingJobs
+  bool start_worker = true;                   // false: jobs run only via RunPendingJobs
   // Recall and GetJob read on their own connections, opened when calls overlap, up to this
   // many, so reads run in parallel with each other and with writes (WAL snapshots).
   int read_connections = 4;
@@ -86,18 +85,18 @@ struct EngineOptions {
 
 // The attribution an ingest carries in headers.
 struct IngestContext {
-  std::string idempotency_key;               // required, 8..200 characters
-  std::optional<std::string> agent_id;       // X-TMCRA-Agent-ID
-  std::string client_platform = "mcp";       // X-TMCRA-Client-Platform
-  std::optional<std::string> integration_id; // X-TMCRA-Integration-ID
+  std::string idempotency_key;                // required, 8..200 characters
+  std::optional<std::string> agent_id;        // X-TMCRA-Agent-ID
+  std::string client_platform = "mcp";        // X-TMCRA-Client-Platform
+  std::optional<std::string> integration_id;  // X-TMCRA-Integration-ID
 };
 
 struct EngineStats {
   int64_t records = 0;
   int64_t scopes = 0;
-  int64_t jobs_pending = 0;    // pending or running
+  int64_t jobs_pending = 0;  // pending or running
   int64_t jobs_failed = 0;
-  int64_t file_bytes = 0;      // the database file plus its WAL
+  int64_t file_bytes = 0;  // the database file plus its WAL
   // Records the CJK index's back-fill has still to look at (Engine::RepairCjkIndex): after the
   // schema migration, until the worker has been through the stored records.
   int64_t cjk_index_backlog = 0;
@@ -164,8 +163,8 @@ class Engine {
   // The payload with each message's content filtered; messages left empty are dropped.
   json FilteredPayload(json payload) const;
   // Stores one validated ingest inside the caller's transaction; replays a known key.
-  Result<json> StoreIngest(db::Database& db, std::string_view scope,
-                           const PreparedIngest& prepared, bool* created);
+  Result<json> StoreIngest(db::Database& db, std::string_view scope, const PreparedIngest& prepared,
+                           bool* created);
   // Validates and stores one ingest inside the caller's transaction (a correction's
   // replacement, written with its feedback); the caller signals the worker when `created`.
   Result<json> IngestInTransaction(db::Database& db, std::string_view scope, const json& body,

@@ -7,14 +7,14 @@
 #include <set>
 #include <vector>
 
-#include "memory/engine.h"
-#include "memory/ingest_validation.h"
 #include "base/canonical_json.h"
 #include "base/clock.h"
 #include "base/identifiers.h"
 #include "base/ids.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
+#include "memory/engine.h"
+#include "memory/ingest_validation.h"
 
 namespace tmcra::memory {
 

@@ -2,9 +2,9 @@
 
 #include <set>
 
-#include "base/identifiers.h"
 #include "base/canonical_json.h"
 #include "base/clock.h"
+#include "base/identifiers.h"
 #include "base/utf8.h"
 
 namespace tmcra::memory {
@@ -18,8 +18,8 @@ json LocArray(const std::string& loc) {
   size_t start = 0;
   while (start <= loc.size()) {
     const size_t dot = loc.find('.', start);
-    const std::string part = loc.substr(start, dot == std::string::npos ? std::string::npos
-                                                                        : dot - start);
+    const std::string part =
+        loc.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos) {
       out.push_back(std::stoll(part));
     } else {
@@ -39,17 +39,18 @@ Result<std::string> String(const json& obj, const std::string& key, const std::s
     if (required) return ValidationError(loc, "Field required", "missing");
     return std::string();
   }
-  if (!it->is_string()) return ValidationError(loc, "Input should be a valid string", "string_type");
+  if (!it->is_string())
+    return ValidationError(loc, "Input should be a valid string", "string_type");
   std::string value = Trim(it->get<std::string>());
   const size_t length = CodePointLength(value);
   if (length < min) {
-    return ValidationError(loc, "String should have at least " + std::to_string(min) +
-                                    " character" + (min == 1 ? "" : "s"),
-                           "string_too_short");
+    return ValidationError(
+        loc,
+        "String should have at least " + std::to_string(min) + " character" + (min == 1 ? "" : "s"),
+        "string_too_short");
   }
   if (length > max) {
-    return ValidationError(loc, "String should have at most " + std::to_string(max) +
-                                    " characters",
+    return ValidationError(loc, "String should have at most " + std::to_string(max) + " characters",
                            "string_too_long");
   }
   return value;
@@ -139,8 +140,7 @@ Status CheckMetadata(const json& metadata, const std::string& role, const std::s
 
 }  // namespace
 
-Error ValidationError(const std::string& loc, const std::string& message,
-                      const std::string& type) {
+Error ValidationError(const std::string& loc, const std::string& message, const std::string& type) {
   json details = json::array({{{"loc", LocArray(loc)}, {"msg", message}, {"type", type}}});
   return Error::Api(422, "validation_error", loc + ": " + message, details.dump());
 }
@@ -149,8 +149,8 @@ Result<IngestRequest> ValidateIngest(const json& body) {
   if (!body.is_object()) {
     return ValidationError("body", "Input should be a valid dictionary", "dict_type");
   }
-  if (auto s = CheckKeys(body, {"session_id", "messages", "consistency", "slow_policy", "metadata"},
-                         "");
+  if (auto s =
+          CheckKeys(body, {"session_id", "messages", "consistency", "slow_policy", "metadata"}, "");
       !s) {
     return s.error();
   }
@@ -174,8 +174,10 @@ Result<IngestRequest> ValidateIngest(const json& body) {
   for (size_t i = 0; i < messages->size(); ++i) {
     const json& m = (*messages)[i];
     const std::string loc = "messages." + std::to_string(i);
-    if (!m.is_object()) return ValidationError(loc, "Input should be a valid dictionary", "dict_type");
-    if (auto s = CheckKeys(m, {"message_id", "role", "content", "timestamp", "metadata"}, loc); !s) {
+    if (!m.is_object())
+      return ValidationError(loc, "Input should be a valid dictionary", "dict_type");
+    if (auto s = CheckKeys(m, {"message_id", "role", "content", "timestamp", "metadata"}, loc);
+        !s) {
       return s.error();
     }
     IngestMessage msg;
@@ -214,8 +216,8 @@ Result<IngestRequest> ValidateIngest(const json& body) {
     }
     req.messages.push_back(std::move(msg));
   }
-  auto consistency = Enum(body, "consistency", "consistency", {"eventual", "read_your_writes"},
-                          "eventual");
+  auto consistency =
+      Enum(body, "consistency", "consistency", {"eventual", "read_your_writes"}, "eventual");
   if (!consistency) return consistency.error();
   req.consistency = *consistency;
   auto slow = Enum(body, "slow_policy", "slow_policy", {"auto", "deferred", "force"}, "auto");
@@ -234,12 +236,18 @@ Result<IngestRequest> ValidateIngest(const json& body) {
 json IngestRequest::ToJson() const {
   json msgs = json::array();
   for (const auto& m : messages) {
-    msgs.push_back({{"message_id", m.message_id}, {"role", m.role}, {"content", m.content},
-                    {"timestamp", m.timestamp}, {"occurred_at", m.occurred_at},
+    msgs.push_back({{"message_id", m.message_id},
+                    {"role", m.role},
+                    {"content", m.content},
+                    {"timestamp", m.timestamp},
+                    {"occurred_at", m.occurred_at},
                     {"metadata", m.metadata}});
   }
-  return json{{"session_id", session_id}, {"messages", std::move(msgs)},
-              {"consistency", consistency}, {"slow_policy", slow_policy}, {"metadata", metadata}};
+  return json{{"session_id", session_id},
+              {"messages", std::move(msgs)},
+              {"consistency", consistency},
+              {"slow_policy", slow_policy},
+              {"metadata", metadata}};
 }
 
 IngestRequest IngestRequest::FromJson(const json& payload) {

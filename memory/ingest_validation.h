@@ -4,10 +4,9 @@
 // ("messages.3.role: ...") and whose details hold [{loc, msg, type}] as pydantic writes them.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 
@@ -17,9 +16,9 @@ struct IngestMessage {
   std::string message_id;
   std::string role;
   std::string content;
-  double occurred_at = 0;       // epoch seconds
-  std::string timestamp;        // normalised UTC text
-  nlohmann::json metadata;      // object (possibly empty)
+  double occurred_at = 0;   // epoch seconds
+  std::string timestamp;    // normalised UTC text
+  nlohmann::json metadata;  // object (possibly empty)
 };
 
 struct IngestRequest {
@@ -27,7 +26,7 @@ struct IngestRequest {
   std::vector<IngestMessage> messages;
   std::string consistency;
   std::string slow_policy;
-  nlohmann::json metadata;      // object (possibly empty)
+  nlohmann::json metadata;  // object (possibly empty)
 
   // The normalised payload, as stored with the job and hashed for idempotency.
   nlohmann::json ToJson() const;

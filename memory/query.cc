@@ -5,32 +5,32 @@
 #include <set>
 #include <string_view>
 
-#include "memory/cjk.h"
 #include "base/utf8.h"
+#include "memory/cjk.h"
 
 namespace tmcra::memory {
 
 namespace {
 
 constexpr std::string_view kStopWords[] = {
-    "a", "about", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by", "can",
-    "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i", "if", "in",
-    "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "please", "should", "so",
-    "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "us", "was",
-    "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you",
-    "your"};
+    "a",     "about", "an",    "and",    "any",    "are",  "as",    "at",   "be",    "been", "but",
+    "by",    "can",   "could", "did",    "do",     "does", "for",   "from", "had",   "has",  "have",
+    "how",   "i",     "if",    "in",     "into",   "is",   "it",    "its",  "me",    "my",   "of",
+    "on",    "or",    "our",   "please", "should", "so",   "that",  "the",  "their", "them", "then",
+    "there", "these", "they",  "this",   "to",     "us",   "was",   "we",   "were",  "what", "when",
+    "where", "which", "who",   "why",    "will",   "with", "would", "you",  "your"};
 
 bool IsSeparator(uint32_t cp) {
   if (cp < 0x80) {
     return !((cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') ||
              cp == '_');
   }
-  return (cp >= 0x2000 && cp <= 0x206f) ||   // general punctuation
-         (cp >= 0x3000 && cp <= 0x3003) ||   // ideographic space and marks
-         (cp >= 0x3008 && cp <= 0x3011) ||   // CJK brackets
+  return (cp >= 0x2000 && cp <= 0x206f) ||  // general punctuation
+         (cp >= 0x3000 && cp <= 0x3003) ||  // ideographic space and marks
+         (cp >= 0x3008 && cp <= 0x3011) ||  // CJK brackets
          (cp >= 0xff01 && cp <= 0xff0f) || (cp >= 0xff1a && cp <= 0xff20) ||
-         (cp >= 0xff3b && cp <= 0xff40) || (cp >= 0xff5b && cp <= 0xff65) ||
-         cp == 0x00a0 || cp == 0xfeff;
+         (cp >= 0xff3b && cp <= 0xff40) || (cp >= 0xff5b && cp <= 0xff65) || cp == 0x00a0 ||
+         cp == 0xfeff;
 }
 
 std::vector<std::pair<uint32_t, std::string>> CodePoints(std::string_view text) {
@@ -40,7 +40,8 @@ std::vector<std::pair<uint32_t, std::string>> CodePoints(std::string_view text) 
     const auto c = static_cast<unsigned char>(valid[i]);
     size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : 4;
     uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1fu) : n == 3 ? (c & 0x0fu) : (c & 0x07u);
-    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(valid[i + k]) & 0x3fu);
+    for (size_t k = 1; k < n; ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(valid[i + k]) & 0x3fu);
     out.emplace_back(cp, valid.substr(i, n));
     i += n;
   }
@@ -95,8 +96,8 @@ SearchTerms ParseQuery(const std::string& query) {
     std::string text;
     for (const auto& [cp, bytes] : word) {
       ascii = ascii && cp < 0x80;
-      text += cp < 0x80 ? std::string(1, static_cast<char>(std::tolower(static_cast<int>(cp))))
-                        : bytes;
+      text +=
+          cp < 0x80 ? std::string(1, static_cast<char>(std::tolower(static_cast<int>(cp)))) : bytes;
     }
     const bool stop = ascii && std::find(std::begin(kStopWords), std::end(kStopWords), text) !=
                                    std::end(kStopWords);

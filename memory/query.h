@@ -17,20 +17,20 @@
 namespace tmcra::memory {
 
 struct SearchTerms {
-  std::vector<std::string> words;     // distinct, in query order, at most 32
+  std::vector<std::string> words;  // distinct, in query order, at most 32
   // Per word, how many records of the word index hold it (set by the recall's word choice from
   // the index's vocabulary; -1 where unknown, e.g. a non-ASCII word the tokenizer folds).
   std::vector<int64_t> word_documents;
-  std::vector<std::string> trigrams;  // distinct, at most 96
-  std::vector<std::string> cjk_bigrams;   // distinct
+  std::vector<std::string> trigrams;     // distinct, at most 96
+  std::vector<std::string> cjk_bigrams;  // distinct
   // Per bigram, or per prefix when there are no bigrams, how many records of the CJK index
   // hold it (set by the recall's choice of terms, which keeps only terms some record holds).
   std::vector<int64_t> cjk_documents;
   std::vector<std::string> cjk_prefixes;  // distinct lone Han characters, at most 4; only
                                           // without bigrams
-  std::string WordMatch() const;      // "w1" OR "w2" ..., empty when no words
+  std::string WordMatch() const;          // "w1" OR "w2" ..., empty when no words
   std::string TrigramMatch() const;
-  std::string CjkMatch() const;       // "b1" OR ... OR "p1"* ..., empty when no CJK terms
+  std::string CjkMatch() const;  // "b1" OR ... OR "p1"* ..., empty when no CJK terms
 };
 
 SearchTerms ParseQuery(const std::string& query);

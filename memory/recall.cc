@@ -5,12 +5,6 @@
 #include <optional>
 #include <set>
 
-#include "memory/cjk.h"
-#include "memory/engine.h"
-#include "memory/feedback.h"
-#include "memory/ingest_validation.h"
-#include "memory/query.h"
-#include "memory/render.h"
 #include "base/canonical_json.h"
 #include "base/clock.h"
 #include "base/identifiers.h"
@@ -18,6 +12,12 @@
 #include "base/json_reader.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
+#include "memory/cjk.h"
+#include "memory/engine.h"
+#include "memory/feedback.h"
+#include "memory/ingest_validation.h"
+#include "memory/query.h"
+#include "memory/render.h"
 
 namespace tmcra::memory {
 
@@ -44,9 +44,9 @@ struct Record {
 
 struct Window {
   std::string session_id;
-  uint32_t session_hash = 0;     // RowFacts::HashSession(session_id)
-  std::vector<Record> records;   // chronological
-  std::set<int64_t> hits;        // event_seq of the records that matched
+  uint32_t session_hash = 0;    // RowFacts::HashSession(session_id)
+  std::vector<Record> records;  // chronological
+  std::set<int64_t> hits;       // event_seq of the records that matched
   std::map<int64_t, double> hit_scores;
   double score = 0;
   double newest = 0;
@@ -74,10 +74,10 @@ Record ReadRecord(const db::Statement& st) {
 // One full-text search of recall.
 struct IndexSearch {
   const char* table = "";
-  std::string match;          // an OR of quoted terms; nothing is searched when empty
-  std::string documents;      // "df1,df2,...", one per term, or "" when one is unknown
-  const RowFacts* facts = nullptr;  // for tmcra_rank; nullptr: ranked in SQL
-  bool cjk = false;           // the CJK index: rows' lengths are their CJK lengths
+  std::string match;                       // an OR of quoted terms; nothing is searched when empty
+  std::string documents;                   // "df1,df2,...", one per term, or "" when one is unknown
+  const RowFacts* facts = nullptr;         // for tmcra_rank; nullptr: ranked in SQL
+  bool cjk = false;                        // the CJK index: rows' lengths are their CJK lengths
   const RankPostings* postings = nullptr;  // the word index's cached postings, or nullptr
 };
 
@@ -99,12 +99,17 @@ Status Search(db::Database& db, const IndexSearch& search, std::string_view scop
     if (auto scope_id = search.facts->ScopeId(scope)) {
       const bool cached = search.postings != nullptr && !search.cjk;
       auto ranked = db.Prepare("SELECT tmcra_rank(" + t + ", ?2, ?3, ?4, ?5" +
-                               (search.cjk ? ", 'cjk'" : cached ? ", ?6" : "") + ") FROM " + t +
-                               " WHERE " + t + " MATCH ?1 LIMIT 1");
+                               (search.cjk ? ", 'cjk'"
+                                : cached   ? ", ?6"
+                                           : "") +
+                               ") FROM " + t + " WHERE " + t + " MATCH ?1 LIMIT 1");
       if (!ranked) return ranked.error();
       std::vector<RankedRow> rows;
-      ranked->Bind(1, match).Bind(2, documents).Bind(3, static_cast<int64_t>(*scope_id))
-          .Bind(4, kHitsPerIndex).BindPointer(5, &rows, kRankedRowsPointer);
+      ranked->Bind(1, match)
+          .Bind(2, documents)
+          .Bind(3, static_cast<int64_t>(*scope_id))
+          .Bind(4, kHitsPerIndex)
+          .BindPointer(5, &rows, kRankedRowsPointer);
       if (cached) {
         ranked->BindPointer(6, const_cast<RankPostings*>(search.postings), kRankPostingsPointer);
       }
@@ -182,7 +187,8 @@ Status ChooseWords(db::Database& db, WordCounts& counts, int64_t highest, Search
     if (!count) return count.error();
     // Non-ASCII words are folded by the tokenizer (case, diacritics) and may not be found
     // as written; keep them, counted as rare.
-    const bool ascii = std::all_of(word.begin(), word.end(), [](char c) { return (c & 0x80) == 0; });
+    const bool ascii =
+        std::all_of(word.begin(), word.end(), [](char c) { return (c & 0x80) == 0; });
     const int64_t df = *count ? **count : (ascii ? 0 : 1);
     if (df > 0) by_frequency.emplace_back(df, word);
     if (*count) exact.insert(word);
@@ -296,7 +302,10 @@ class NeighbourReader {
     for (auto* st : {&before_, &after_}) {
       st->Reset();
       // With hidden records the scan goes on (lazily, along the index) past them.
-      st->Bind(1, scope).Bind(2, hit.session_id).Bind(3, hit.occurred_at).Bind(4, hit.event_seq)
+      st->Bind(1, scope)
+          .Bind(2, hit.session_id)
+          .Bind(3, hit.occurred_at)
+          .Bind(4, hit.event_seq)
           .Bind(5, effects_.empty() ? kNeighbours : -1);
       int taken = 0;
       while (taken < kNeighbours) {
@@ -349,10 +358,15 @@ std::string Header(const Record& r, size_t window, bool hit) {
 
 // Takes the record's strings (the record is not needed after it is rendered).
 json RecordJson(Record&& r, bool hit, double score) {
-  json out{{"memory_id", std::move(r.record_id)}, {"message_id", std::move(r.message_id)},
-           {"role", r.role}, {"actor", std::move(r.role)}, {"session_id", std::move(r.session_id)},
-           {"timestamp", std::move(r.timestamp)}, {"occurred_at", r.occurred_at},
-           {"text", std::move(r.content)}, {"hit", hit}};
+  json out{{"memory_id", std::move(r.record_id)},
+           {"message_id", std::move(r.message_id)},
+           {"role", r.role},
+           {"actor", std::move(r.role)},
+           {"session_id", std::move(r.session_id)},
+           {"timestamp", std::move(r.timestamp)},
+           {"occurred_at", r.occurred_at},
+           {"text", std::move(r.content)},
+           {"hit", hit}};
   if (hit) out["score"] = score;
   if (r.agent_id) out["agent_id"] = std::move(*r.agent_id);
   if (r.target_agent_id) out["target_agent_id"] = std::move(*r.target_agent_id);
@@ -386,9 +400,9 @@ Error RecallValidation(const std::string& loc, const std::string& message) {
 Result<json> Engine::Recall(std::string_view scope, const json& body) {
   if (!IsValidScope(scope)) return RecallValidation("scope", "invalid scope name");
   if (!body.is_object()) return RecallValidation("body", "Input should be a valid dictionary");
-  static const std::set<std::string> kAllowed = {"query", "query_time", "evidence_mode",
-                                                 "recall_profile", "response_projection",
-                                                 "max_windows", "wait_for_job_id", "debug"};
+  static const std::set<std::string> kAllowed = {
+      "query",       "query_time",      "evidence_mode", "recall_profile", "response_projection",
+      "max_windows", "wait_for_job_id", "debug"};
   for (const auto& [key, value] : body.items()) {
     if (!kAllowed.count(key)) return RecallValidation(key, "Extra inputs are not permitted");
   }
@@ -405,12 +419,12 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   if (mode != "raw" && mode != "auto" && mode != "compiled") {
     return RecallValidation("evidence_mode", "Input should be 'raw', 'auto' or 'compiled'");
   }
-  if (auto it = body.find("max_windows"); it != body.end() &&
-                                           (!it->is_number_integer() || it->get<int64_t>() != 8)) {
+  if (auto it = body.find("max_windows");
+      it != body.end() && (!it->is_number_integer() || it->get<int64_t>() != 8)) {
     return RecallValidation("max_windows", "Input should be 8");
   }
-  if (auto it = body.find("recall_profile"); it != body.end() &&
-                                              !(*it == "quality" || *it == "interactive")) {
+  if (auto it = body.find("recall_profile");
+      it != body.end() && !(*it == "quality" || *it == "interactive")) {
     return RecallValidation("recall_profile", "Input should be 'quality' or 'interactive'");
   }
   const std::string projection = body.value("response_projection", "full");
@@ -420,9 +434,9 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   if (auto it = body.find("debug"); it != body.end() && !it->is_boolean()) {
     return RecallValidation("debug", "Input should be a valid boolean");
   }
-  if (auto it = body.find("query_time"); it != body.end() && !it->is_null() &&
-                                          !(it->is_string() &&
-                                            ParseIsoTimestamp(it->get<std::string>()))) {
+  if (auto it = body.find("query_time");
+      it != body.end() && !it->is_null() &&
+      !(it->is_string() && ParseIsoTimestamp(it->get<std::string>()))) {
     return RecallValidation("query_time", "Input should be a valid datetime");
   }
   std::string wait_for;
@@ -440,7 +454,8 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   if (!tx) return tx.error();
 
   if (!wait_for.empty()) {
-    auto st = db.Prepare("SELECT scope_name, job_type, status, result_json FROM jobs WHERE job_id = ?");
+    auto st =
+        db.Prepare("SELECT scope_name, job_type, status, result_json FROM jobs WHERE job_id = ?");
     if (!st) return st.error();
     st->Bind(1, wait_for);
     auto row = st->Step();
@@ -462,8 +477,7 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
     }
     const json result = st->IsNull(3) ? json(nullptr) : ParseJsonLenient(st->Text(3));
     if (!result.is_object() || !result.contains("watermarks") ||
-        !result["watermarks"].is_object() ||
-        !result["watermarks"].contains("source_event_seq") ||
+        !result["watermarks"].is_object() || !result["watermarks"].contains("source_event_seq") ||
         !result["watermarks"]["source_event_seq"].is_number_integer()) {
       return Error::Api(409, "wait_job_has_no_searchable_watermark",
                         "wait_for_job_id: the job has no searchable watermark");
@@ -474,14 +488,15 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
 
   json scope_row = nullptr;
   {
-    auto st = db.Prepare("SELECT record_count, last_event_seq, last_job_id FROM scopes WHERE name = ?");
+    auto st =
+        db.Prepare("SELECT record_count, last_event_seq, last_job_id FROM scopes WHERE name = ?");
     if (!st) return st.error();
     st->Bind(1, scope);
     auto row = st->Step();
     if (!row) return row.error();
     if (*row && st->Int(0) > 0) {
-      scope_row = {{"records", st->Int(0)}, {"last_event_seq", st->Int(1)},
-                   {"last_job_id", st->Text(2)}};
+      scope_row = {
+          {"records", st->Int(0)}, {"last_event_seq", st->Int(1)}, {"last_job_id", st->Text(2)}};
     }
   }
   const std::string query_id = [] {
@@ -493,14 +508,15 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   }();
   const bool compiled = mode == "compiled";
   if (scope_row.is_null()) {
-    json response{{"query_id", query_id},
-                  {"scope_name", scope},
-                  {"index_job_id", "scope-empty"},
-                  {"evidence_route", {{"requested", mode}, {"selected", "raw"},
-                                      {"reasons", json::array({"scope_empty"})}}},
-                  {"evidence", json::object()},
-                  {"prompt_evidence", PromptEvidence("", false, 0, 0, 0, true)},
-                  {"debug", nullptr}};
+    json response{
+        {"query_id", query_id},
+        {"scope_name", scope},
+        {"index_job_id", "scope-empty"},
+        {"evidence_route",
+         {{"requested", mode}, {"selected", "raw"}, {"reasons", json::array({"scope_empty"})}}},
+        {"evidence", json::object()},
+        {"prompt_evidence", PromptEvidence("", false, 0, 0, 0, true)},
+        {"debug", nullptr}};
     return response;
   }
 
@@ -537,14 +553,15 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
       !s) {
     return s.error();
   }
-  if (auto s = Search(db, {"records_tri", terms.TrigramMatch(), "", nullptr, /*cjk=*/false},
-                      scope, trigram_hits);
+  if (auto s = Search(db, {"records_tri", terms.TrigramMatch(), "", nullptr, /*cjk=*/false}, scope,
+                      trigram_hits);
       !s) {
     return s.error();
   }
   std::vector<std::pair<int64_t, double>> cjk_hits;
-  if (auto s = Search(db, {"records_cjk", terms.CjkMatch(), CjkDocumentCounts(terms),
-                           row_facts_.get(), /*cjk=*/true},
+  if (auto s = Search(db,
+                      {"records_cjk", terms.CjkMatch(), CjkDocumentCounts(terms), row_facts_.get(),
+                       /*cjk=*/true},
                       scope, cjk_hits);
       !s) {
     return s.error();
@@ -569,7 +586,8 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
     std::optional<uint32_t> session_hash;  // RowFacts::HashSession of its session id
   };
   std::vector<HitRef> hits;
-  auto light = db.Prepare("SELECT record_id, session_id, occurred_at FROM records WHERE event_seq = ?");
+  auto light =
+      db.Prepare("SELECT record_id, session_id, occurred_at FROM records WHERE event_seq = ?");
   if (!light) return light.error();
   if (effects->empty()) {
     for (const auto& [seq, score] : fused) {
@@ -614,14 +632,16 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
         hits[k].occurred_at = *row ? light->Double(2) : -std::numeric_limits<double>::infinity();
       }
       std::sort(hits.begin() + static_cast<std::ptrdiff_t>(i),
-                hits.begin() + static_cast<std::ptrdiff_t>(j), [](const HitRef& a, const HitRef& b) {
+                hits.begin() + static_cast<std::ptrdiff_t>(j),
+                [](const HitRef& a, const HitRef& b) {
                   if (*a.occurred_at != *b.occurred_at) return *a.occurred_at > *b.occurred_at;
                   return a.event_seq > b.event_seq;
                 });
     }
     i = j;
   }
-  auto whole = db.Prepare(std::string("SELECT ") + kRecordColumns + " FROM records WHERE event_seq = ?");
+  auto whole =
+      db.Prepare(std::string("SELECT ") + kRecordColumns + " FROM records WHERE event_seq = ?");
   if (!whole) return whole.error();
 
   // Build a window around each hit from its session neighbours; merge windows that share a
@@ -664,8 +684,8 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
     }
     if (merge_into == nullptr) {
       if (windows.size() >= kMaxWindows) continue;
-      windows.push_back(Window{hit.session_id, RowFacts::HashSession(hit.session_id), {}, {}, {},
-                               score, 0});
+      windows.push_back(
+          Window{hit.session_id, RowFacts::HashSession(hit.session_id), {}, {}, {}, score, 0});
       merge_into = &windows.back();
     }
     for (auto& m : members) {
@@ -712,8 +732,10 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
       sections[SectionOf(r.role)].push_back(Header(r, i + 1, is_hit) + "\n" + text);
       (is_hit ? source_blocks : neighbour_blocks) += 1;
       if (compiled_out) {
-        compiled_records.push_back({{"memory_id", r.record_id}, {"actor", r.role},
-                                    {"date", r.timestamp}, {"hit", is_hit},
+        compiled_records.push_back({{"memory_id", r.record_id},
+                                    {"actor", r.role},
+                                    {"date", r.timestamp},
+                                    {"hit", is_hit},
                                     {"text", SanitizeUtf8(r.content)}});
       }
       if (projection == "full") {  // last: it takes the record's strings
@@ -722,12 +744,14 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
       }
     }
     if (projection == "full") {
-      evidence_windows.push_back({{"window", i + 1}, {"session_id", w.session_id},
-                                  {"score", w.score}, {"records", std::move(records)}});
+      evidence_windows.push_back({{"window", i + 1},
+                                  {"session_id", w.session_id},
+                                  {"score", w.score},
+                                  {"records", std::move(records)}});
     }
     if (compiled_out) {
-      compiled_windows.push_back({{"window", i + 1}, {"session", w.session_id},
-                                  {"records", std::move(compiled_records)}});
+      compiled_windows.push_back(
+          {{"window", i + 1}, {"session", w.session_id}, {"records", std::move(compiled_records)}});
     }
   }
   std::string content;
@@ -759,13 +783,15 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   if (compiled && !compiled_out) {
     reasons.push_back("no_windows_raw_selected");
   } else {
-    reasons.push_back(compiled ? "requested_compiled" : mode == "raw" ? "requested_raw"
-                                                                      : "auto_selected_raw");
+    reasons.push_back(compiled        ? "requested_compiled"
+                      : mode == "raw" ? "requested_raw"
+                                      : "auto_selected_raw");
   }
   // prompt_only leaves out the windows and terms, not the snapshot: a receipt's watermarks
   // (the first source_event_seq of the whole answer) are the same either way.
-  json evidence = {{"snapshot", {{"source_event_seq", scope_row["last_event_seq"]},
-                                 {"records", scope_row["records"]}}}};
+  json evidence = {
+      {"snapshot",
+       {{"source_event_seq", scope_row["last_event_seq"]}, {"records", scope_row["records"]}}}};
   if (projection == "full") {
     evidence["windows"] = std::move(evidence_windows);
     evidence["query_terms"] = {{"words", terms.words},
@@ -776,13 +802,13 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   return json{{"query_id", query_id},
               {"scope_name", scope},
               {"index_job_id", scope_row["last_job_id"]},
-              {"evidence_route", {{"requested", mode},
-                                  {"selected", compiled_out ? "compiled" : "raw"},
-                                  {"reasons", std::move(reasons)}}},
+              {"evidence_route",
+               {{"requested", mode},
+                {"selected", compiled_out ? "compiled" : "raw"},
+                {"reasons", std::move(reasons)}}},
               {"evidence", std::move(evidence)},
-              {"prompt_evidence",
-               PromptEvidence(std::move(content), compiled_out, windows.size(), source_blocks,
-                              neighbour_blocks, verbatim)},
+              {"prompt_evidence", PromptEvidence(std::move(content), compiled_out, windows.size(),
+                                                 source_blocks, neighbour_blocks, verbatim)},
               {"debug", nullptr}};
 }
 

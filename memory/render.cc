@@ -27,13 +27,13 @@ size_t Decode(std::string_view text, size_t i, uint32_t& cp) {
 bool MustEscape(uint32_t cp) {
   if (cp < 0x20) return cp != '\n' && cp != '\t';
   if (cp == 0x7f) return true;
-  if (cp >= 0x80 && cp <= 0x9f) return true;                // C1
-  if (cp == 0x2028 || cp == 0x2029) return true;            // line/paragraph separators
-  if (cp >= 0x202a && cp <= 0x202e) return true;            // bidi embeddings and overrides
-  if (cp >= 0x2066 && cp <= 0x2069) return true;            // bidi isolates
+  if (cp >= 0x80 && cp <= 0x9f) return true;                      // C1
+  if (cp == 0x2028 || cp == 0x2029) return true;                  // line/paragraph separators
+  if (cp >= 0x202a && cp <= 0x202e) return true;                  // bidi embeddings and overrides
+  if (cp >= 0x2066 && cp <= 0x2069) return true;                  // bidi isolates
   if (cp == 0x200e || cp == 0x200f || cp == 0x061c) return true;  // directional marks
-  if (cp >= 0x200b && cp <= 0x200d) return true;            // zero-width space/joiners
-  if (cp == 0x2060 || cp == 0xfeff) return true;            // word joiner, BOM
+  if (cp >= 0x200b && cp <= 0x200d) return true;                  // zero-width space/joiners
+  if (cp == 0x2060 || cp == 0xfeff) return true;                  // word joiner, BOM
   return false;
 }
 

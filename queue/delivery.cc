@@ -1,5 +1,7 @@
 #include "queue/delivery.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -11,8 +13,6 @@
 #include <system_error>
 #include <thread>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "base/clock.h"
 #include "base/failpoint.h"
@@ -156,8 +156,8 @@ std::optional<DeliveryService::Decision> DeliveryService::PollOutcome(const Item
     if (IsTerminal(job)) continue;
     const std::string job_id = JobIdOf(job);
     const auto answered = polled != nullptr ? polled->find(job_id) : PolledJobs::const_iterator();
-    Result<json> now = polled != nullptr && answered != polled->end() ? answered->second
-                                                                      : sender_.PollJob(job_id);
+    Result<json> now =
+        polled != nullptr && answered != polled->end() ? answered->second : sender_.PollJob(job_id);
     if (!now) {
       d.outcome = FailureOutcome(item, now.error());
       if (d.outcome.kind == Outcome::Kind::kMarkDeadLetter) d.outcome.receipt = receipt;
@@ -369,7 +369,8 @@ std::vector<std::string> DeliveryService::ClaimEach(Outbox& outbox,
   }
   std::vector<std::string> held;
   auto claimed = outbox.ClaimEach(local, options_.owner, options_.claim_seconds);
-  if (!claimed) spdlog::warn("delivery: claiming {} items: {}", local.size(), claimed.error().ToString());
+  if (!claimed)
+    spdlog::warn("delivery: claiming {} items: {}", local.size(), claimed.error().ToString());
   std::lock_guard lock(claims_mu_);
   for (size_t i = 0; i < local.size(); ++i) {
     if (claimed && (*claimed)[i]) {
@@ -500,8 +501,7 @@ int DeliveryService::FinishGroup(Outbox& ob, const std::vector<std::string>& ite
 }
 
 Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_ids,
-                                          const std::function<bool()>& cancelled,
-                                          bool due_only) {
+                                          const std::function<bool()>& cancelled, bool due_only) {
   auto opened = outbox();
   if (!opened) return opened.error();
   Outbox& ob = **opened;
@@ -542,7 +542,7 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
       poll_texts.push_back(std::move(peek->receipt_text));
       continue;
     }
-    if (peek->state != kPending) continue;  // finished
+    if (peek->state != kPending) continue;                           // finished
     if (due_only && peek->next_attempt_at > NowSeconds()) continue;  // backing off
     Group& group = groups[{peek->scope_name, peek->agent_id}];
     const size_t n = peek->message_count;
@@ -719,8 +719,8 @@ void DeliveryService::Loop() {
                                            : std::chrono::milliseconds(50);
           } else if (auto next = ob.NextDue(); next && *next) {
             const double in = **next - NowSeconds();
-            wait = std::chrono::milliseconds(
-                static_cast<int64_t>(std::clamp(in, 0.01, 2.0) * 1000));
+            wait =
+                std::chrono::milliseconds(static_cast<int64_t>(std::clamp(in, 0.01, 2.0) * 1000));
           }
         }
       }

@@ -67,16 +67,15 @@ class Sender {
   [[nodiscard]] virtual Result<json> PollJob(const std::string& job_id) = 0;
   // The current job receipts of several distinct jobs (at most kMaxJobsPerPoll): one result per
   // id, in order, each what PollJob would give for it. The default asks PollJob for each.
-  [[nodiscard]] virtual std::vector<Result<json>> PollJobs(
-      const std::vector<std::string>& job_ids);
+  [[nodiscard]] virtual std::vector<Result<json>> PollJobs(const std::vector<std::string>& job_ids);
 };
 
 // What a failed submit or job poll does to the item. Errors come from the Sender with a code
 // and a retryable flag (base/error.h); the queue knows nothing of HTTP.
 enum class FailureAction {
-  kRetry,       // retryable: pending (or submitted) again after backoff with jitter
-  kHold,        // the content is fine but the connection is not (credentials, a redirect, TLS,
-                // a configuration change): kept, tried again after the longest backoff
+  kRetry,         // retryable: pending (or submitted) again after backoff with jitter
+  kHold,          // the content is fine but the connection is not (credentials, a redirect, TLS,
+                  // a configuration change): kept, tried again after the longest backoff
   kToDeadLetter,  // the memory refused this content (invalid, conflicting, gone): kept for replay
 };
 // An answer that is not a valid receipt (Errc::kProtocol) is retried by key, since the write may
@@ -88,8 +87,8 @@ FailureAction ClassifyFailure(const Error& error, int64_t attempts);
 using WriteGate = std::function<bool(const Item&)>;
 
 struct DeliveryOptions {
-  std::string path;                     // the outbox file
-  std::string owner;                    // this process's claim and lease id
+  std::string path;   // the outbox file
+  std::string owner;  // this process's claim and lease id
   double claim_seconds = 60;
   double lease_seconds = 10;
   double base_backoff_seconds = 0.5;

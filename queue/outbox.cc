@@ -3,12 +3,11 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdlib>
-
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "base/canonical_json.h"
 #include "base/clock.h"
@@ -180,9 +179,13 @@ Result<std::string> CommittedItem(db::Database& db, const CommitRequest& request
   if ((stored.is_array() && stored.empty()) || SameAnswer(stored, request.messages)) {
     return item_id;
   }
-  return Error::Conflict("turn " + request.turn_id + " already has a committed answer (assistant "
-                         "message " + Quoted(AssistantMessageId(stored)) + "); a different "
-                         "assistant message (" + Quoted(AssistantMessageId(request.messages)) +
+  return Error::Conflict("turn " + request.turn_id +
+                         " already has a committed answer (assistant "
+                         "message " +
+                         Quoted(AssistantMessageId(stored)) +
+                         "); a different "
+                         "assistant message (" +
+                         Quoted(AssistantMessageId(request.messages)) +
                          ") cannot be committed for it");
 }
 
@@ -196,15 +199,17 @@ std::string NowIsoformat() {
 }
 
 json Counts::StatesJson() const {
-  return json{{"pending", pending}, {"submitted", submitted}, {"succeeded", succeeded},
+  return json{{"pending", pending},
+              {"submitted", submitted},
+              {"succeeded", succeeded},
               {"dead_letter", dead_letter}};
 }
 
 json Counts::ToJson() const {
   json out = StatesJson();
-  out["oldest_pending_seconds"] =
-      oldest_pending_seconds ? json(std::round(*oldest_pending_seconds * 1000) / 1000)
-                             : json(nullptr);
+  out["oldest_pending_seconds"] = oldest_pending_seconds
+                                      ? json(std::round(*oldest_pending_seconds * 1000) / 1000)
+                                      : json(nullptr);
   out["last_error"] = last_error ? json(*last_error) : json(nullptr);
   return out;
 }
@@ -250,9 +255,15 @@ Result<std::string> Outbox::Enqueue(const Item& item) {
       "attempts, created_at, updated_at, next_attempt_at) "
       "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, 0)");
   if (!insert) return insert.error();
-  insert->Bind(1, item_id).Bind(2, item.scope_name).Bind(3, item.session_id).Bind(4, messages)
-      .Bind(5, item.consistency).Bind(6, item.slow_policy).Bind(7, item.idempotency_key)
-      .Bind(8, CanonicalJson(item.metadata)).Bind(9, item.agent_id);
+  insert->Bind(1, item_id)
+      .Bind(2, item.scope_name)
+      .Bind(3, item.session_id)
+      .Bind(4, messages)
+      .Bind(5, item.consistency)
+      .Bind(6, item.slow_policy)
+      .Bind(7, item.idempotency_key)
+      .Bind(8, CanonicalJson(item.metadata))
+      .Bind(9, item.agent_id);
   if (item.recall_receipt.is_null()) {
     insert->BindNull(10);
   } else {
@@ -386,8 +397,8 @@ Status Outbox::AddInjectedBlocks(const std::string& session_id,
   db::RelaxedDurability relaxed(*db_);  // losing it only means a block is given again
   auto tx = db::Transaction::Immediate(*db_);
   if (!tx) return tx.error();
-  auto insert = db_->Prepare(
-      "INSERT OR IGNORE INTO session_injected(session_id, given_key) VALUES(?, ?)");
+  auto insert =
+      db_->Prepare("INSERT OR IGNORE INTO session_injected(session_id, given_key) VALUES(?, ?)");
   if (!insert) return insert.error();
   for (const auto& hash : hashes) {
     insert->Reset();
@@ -456,9 +467,15 @@ Status Outbox::PrepareTurn(const PreparedTurn& turn) {
       "user_content, user_timestamp, recall_receipt_json, state, created_at, updated_at) "
       "VALUES(?, ?, ?, ?, ?, ?, ?, 'prepared', ?, ?)");
   if (!insert) return insert.error();
-  insert->Bind(1, turn.turn_id).Bind(2, turn.scope_name).Bind(3, turn.session_id)
-      .Bind(4, turn.user_message_id).Bind(5, turn.user_content).Bind(6, turn.user_timestamp)
-      .Bind(7, CanonicalJson(turn.recall_receipt)).Bind(8, now).Bind(9, now);
+  insert->Bind(1, turn.turn_id)
+      .Bind(2, turn.scope_name)
+      .Bind(3, turn.session_id)
+      .Bind(4, turn.user_message_id)
+      .Bind(5, turn.user_content)
+      .Bind(6, turn.user_timestamp)
+      .Bind(7, CanonicalJson(turn.recall_receipt))
+      .Bind(8, now)
+      .Bind(9, now);
   if (auto s = insert->Run(); !s) return s.error();
   return tx->Commit();
 }
@@ -500,11 +517,18 @@ Result<std::string> Outbox::CommitTurn(const CommitRequest& request) {
       "attempts, created_at, updated_at, next_attempt_at) "
       "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, 0)");
   if (!insert) return insert.error();
-  insert->Bind(1, item_id).Bind(2, scope).Bind(3, session)
-      .Bind(4, CanonicalJson(request.messages)).Bind(5, request.consistency)
-      .Bind(6, request.slow_policy).Bind(7, request.idempotency_key)
-      .Bind(8, CanonicalJson(request.metadata)).Bind(9, request.agent_id).Bind(10, recall)
-      .Bind(11, now).Bind(12, now);
+  insert->Bind(1, item_id)
+      .Bind(2, scope)
+      .Bind(3, session)
+      .Bind(4, CanonicalJson(request.messages))
+      .Bind(5, request.consistency)
+      .Bind(6, request.slow_policy)
+      .Bind(7, request.idempotency_key)
+      .Bind(8, CanonicalJson(request.metadata))
+      .Bind(9, request.agent_id)
+      .Bind(10, recall)
+      .Bind(11, now)
+      .Bind(12, now);
   if (auto s = insert->Run(); !s) return s.error();
   auto mark = db_->Prepare(
       "UPDATE prepared_turns SET state = 'committed', item_id = ?, updated_at = ? "
@@ -674,8 +698,7 @@ Result<std::vector<std::string>> Outbox::InStates(const std::vector<std::string>
   }
 }
 
-Result<bool> Outbox::Claim(const std::string& item_id, const std::string& owner,
-                           double seconds) {
+Result<bool> Outbox::Claim(const std::string& item_id, const std::string& owner, double seconds) {
   std::lock_guard lock(mu_);
   db::RelaxedDurability relaxed(*db_);  // a claim is advisory: losing it loses nothing
   // Read and write under one write lock (BEGIN IMMEDIATE waits in the busy handler; a read
@@ -721,7 +744,11 @@ Result<bool> Outbox::ClaimLocked(const std::string& item_id, const std::string& 
       "UPDATE ingest_queue SET claim_owner = ?, claim_expires_at = ? WHERE item_id = ? AND "
       "(claim_owner IS NULL OR claim_owner = ? OR claim_expires_at < ? OR claim_owner = ?)");
   if (!st) return st.error();
-  st->Bind(1, owner).Bind(2, now + seconds).Bind(3, item_id).Bind(4, owner).Bind(5, now)
+  st->Bind(1, owner)
+      .Bind(2, now + seconds)
+      .Bind(3, item_id)
+      .Bind(4, owner)
+      .Bind(5, now)
       .Bind(6, dead ? current : std::string("\x01none"));
   if (auto s = st->Run(); !s) return s.error();
   return db_->Changes() == 1;
@@ -818,10 +845,11 @@ Status Outbox::PruneRecallLocked(const std::string& item_id) {
       "json_object('pruned', json('true'), 'query_id', "
       "json_extract(recall_receipt_json, '$.query_id'))";
   for (const char* table : {"ingest_queue", "prepared_turns"}) {
-    auto st = db_->Prepare(std::string("UPDATE ") + table + " SET recall_receipt_json = " +
-                           kPruned + " WHERE item_id = ? AND recall_receipt_json IS NOT NULL " +
-                           "AND json_valid(recall_receipt_json) AND " +
-                           "json_extract(recall_receipt_json, '$.pruned') IS NULL");
+    auto st =
+        db_->Prepare(std::string("UPDATE ") + table + " SET recall_receipt_json = " + kPruned +
+                     " WHERE item_id = ? AND recall_receipt_json IS NOT NULL " +
+                     "AND json_valid(recall_receipt_json) AND " +
+                     "json_extract(recall_receipt_json, '$.pruned') IS NULL");
     if (!st) return st.error();
     st->Bind(1, item_id);
     if (auto s = st->Run(); !s) return s;
@@ -856,7 +884,9 @@ Status Outbox::RecordFailureLocked(const std::string& item_id, const std::string
       "UPDATE ingest_queue SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?, "
       "updated_at = ? WHERE item_id = ?");
   if (!st) return st.error();
-  st->Bind(1, Truncate(error, 2000)).Bind(2, next_attempt_at).Bind(3, NowIsoformat())
+  st->Bind(1, Truncate(error, 2000))
+      .Bind(2, next_attempt_at)
+      .Bind(3, NowIsoformat())
       .Bind(4, item_id);
   return st->Run();
 }
@@ -869,7 +899,8 @@ Status Outbox::Replay(const std::string& item_id) {
     return Error::Conflict("item " + item_id + " is " + item->state + ", not dead_letter");
   }
   if (item->messages.empty()) {
-    return Error::Conflict("item " + item_id + " was discarded by the memory mode; its content "
+    return Error::Conflict("item " + item_id +
+                           " was discarded by the memory mode; its content "
                            "is gone");
   }
   auto st = db_->Prepare(
@@ -900,7 +931,10 @@ Result<bool> Outbox::AcquireDeliveryLease(const std::string& holder, double seco
       "WHERE delivery_lease.holder = ?1 OR delivery_lease.expires_at < ?4 "
       "OR delivery_lease.holder = ?5");
   if (!st) return st.error();
-  st->Bind(1, holder).Bind(2, static_cast<int64_t>(getpid())).Bind(3, now + seconds).Bind(4, now)
+  st->Bind(1, holder)
+      .Bind(2, static_cast<int64_t>(getpid()))
+      .Bind(3, now + seconds)
+      .Bind(4, now)
       .Bind(5, dead_holder);
   if (auto s = st->Run(); !s) return s.error();
   const bool acquired = db_->Changes() == 1;
@@ -926,7 +960,8 @@ Result<json> Outbox::DeliveryLeaseHolder() {
   if (!*row) return json(nullptr);
   const double left = st->Double(2) - NowSeconds();
   if (left < 0) return json(nullptr);
-  return json{{"holder", st->Text(0)}, {"pid", st->Int(1)},
+  return json{{"holder", st->Text(0)},
+              {"pid", st->Int(1)},
               {"expires_in_seconds", std::round(left * 10) / 10}};
 }
 

@@ -18,13 +18,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 #include "base/sqlite_db.h"
@@ -42,20 +41,20 @@ struct Item {
   std::string item_id;
   std::string scope_name;
   std::string session_id;
-  json messages = json::array();     // wire messages
+  json messages = json::array();  // wire messages
   std::string consistency;
   std::string slow_policy;
   std::string idempotency_key;
-  json metadata = json::object();    // request metadata
+  json metadata = json::object();  // request metadata
   std::optional<std::string> agent_id;
-  json recall_receipt;               // null, or {"_local_capture": ...} / a prepared recall
+  json recall_receipt;  // null, or {"_local_capture": ...} / a prepared recall
   std::string state;
   int64_t attempts = 0;
-  json receipt;                      // the ingest receipt once submitted, else null
+  json receipt;  // the ingest receipt once submitted, else null
   std::optional<std::string> last_error;
   std::string created_at;
   std::string updated_at;
-  double next_attempt_at = 0;        // epoch seconds; 0: due now
+  double next_attempt_at = 0;  // epoch seconds; 0: due now
 };
 
 // What a delivery round looks at first, without a claim: enough to put a pending item into a
@@ -67,9 +66,9 @@ struct Peek {
   std::optional<std::string> agent_id;
   int64_t attempts = 0;
   double next_attempt_at = 0;
-  size_t message_count = 0;    // pending: its messages (0 when not a JSON array); else 0
-  json receipt;                // submitted: the stored ingest receipt; else null
-  std::string receipt_text;    // submitted: that receipt's text as stored; else empty
+  size_t message_count = 0;  // pending: its messages (0 when not a JSON array); else 0
+  json receipt;              // submitted: the stored ingest receipt; else null
+  std::string receipt_text;  // submitted: that receipt's text as stored; else empty
 };
 
 struct PreparedTurn {
@@ -82,7 +81,7 @@ struct PreparedTurn {
   // The full prepared recall receipt; once the turn's write has succeeded, only
   // {"pruned": true, "query_id"} (the injected memory is not kept in the outbox).
   json recall_receipt;
-  std::string state;                 // prepared | committed
+  std::string state;  // prepared | committed
   std::optional<std::string> item_id;
 };
 
@@ -94,7 +93,7 @@ struct SessionTurns {
 
 struct CommitRequest {
   std::string turn_id;
-  json messages;                     // the wire messages [user, assistant]
+  json messages;  // the wire messages [user, assistant]
   std::string consistency;
   std::string slow_policy;
   std::string idempotency_key;

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "receipts/fields.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
+#include "receipts/fields.h"
 
 namespace tmcra::receipts {
 
@@ -163,8 +163,10 @@ bool IsSafeServerId(std::string_view id) {
 
 Status CheckServerId(std::string_view id, std::string_view path) {
   if (IsSafeServerId(id)) return Ok();
-  return Violation(path, "must be a safe id (1..128 printable ASCII characters, no '/', '\\' or "
-                         "'..') (got " + Quote(id) + ")");
+  return Violation(path,
+                   "must be a safe id (1..128 printable ASCII characters, no '/', '\\' or "
+                   "'..') (got " +
+                       Quote(id) + ")");
 }
 
 Result<json> JobReceipt(const json& job) { return JobAt(job, "job"); }
@@ -193,8 +195,7 @@ Result<json> RecallReceipt(json&& response, std::string_view expected_scope,
   }
 
   const bool was_elided = elided != nullptr && elided->elided;
-  json watermarks =
-      Watermarks(response, was_elided ? body->Find("evidence") : nullptr, elided);
+  json watermarks = Watermarks(response, was_elided ? body->Find("evidence") : nullptr, elided);
   json receipt = std::move(response);  // nothing below reads `response` or `body`
   receipt["evidence_route"] = std::move(*route);
   receipt["schema_version"] = kRecallReceiptSchemaVersion;
@@ -317,9 +318,7 @@ constexpr std::array<const char*, 4> kWatermarkKeys = {
     "source_event_seq", "promoted_event_seq", "indexed_event_seq", "source_raw_token_estimate"};
 }  // namespace
 
-std::vector<std::string> WatermarkKeys() {
-  return {kWatermarkKeys.begin(), kWatermarkKeys.end()};
-}
+std::vector<std::string> WatermarkKeys() { return {kWatermarkKeys.begin(), kWatermarkKeys.end()}; }
 
 json Watermarks(const json& value, const json* elided_node, const ElidedMember* elided) {
   const auto& kKeys = kWatermarkKeys;

@@ -17,8 +17,8 @@
 // input. They are pure (no I/O, no clock) and safe to call from any thread.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>

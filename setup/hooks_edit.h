@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "setup/config_edit.h"
 #include "base/result.h"
+#include "setup/config_edit.h"
 
 namespace tmcra::setup {
 

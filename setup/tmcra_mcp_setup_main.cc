@@ -17,10 +17,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/version.h"
 #include "setup/config_file.h"
 #include "setup/hosts.h"
 #include "setup/setup.h"
-#include "base/version.h"
 
 namespace {
 

@@ -1,9 +1,9 @@
 #include "src/api/embedded_memory_api.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 namespace tmcra::api {
 
@@ -101,8 +101,7 @@ Result<json> EmbeddedMemoryApi::Feedback(std::string_view scope, const json& bod
   if (!engine) return engine.error();
   // A retry after a lock wait is safe: the feedback is idempotent by its key, and a write that
   // failed rolled back whole.
-  return WithLockRetries(
-      [&] { return (*engine)->Feedback(scope, body, options.idempotency_key); });
+  return WithLockRetries([&] { return (*engine)->Feedback(scope, body, options.idempotency_key); });
 }
 
 json EmbeddedMemoryApi::Describe() const {

@@ -1,6 +1,7 @@
 #include "src/api/http_memory_api.h"
 
 #include <curl/curl.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,12 +11,10 @@
 #include <random>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-
+#include "base/identifiers.h"
+#include "base/version.h"
 #include "src/api/http_wire.h"
 #include "src/api/retry_policy.h"
-#include "base/version.h"
-#include "base/identifiers.h"
 #include "src/config/libcurl.h"
 #include "src/config/url.h"
 
@@ -137,7 +136,8 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) noexcept {
   try {
     std::string name = LowerName(line.substr(0, colon));
     std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
     ex->headers.emplace_back(std::move(name), std::string(value));
   } catch (...) {
@@ -252,12 +252,12 @@ std::optional<std::string> Env(const char* name) {
 struct Request {
   std::string_view what;  // "recall", ..., for messages and logs
   bool post = false;
-  std::string path;  // escaped, "/v1/..."
-  std::string body;  // JSON text (POST)
+  std::string path;                  // escaped, "/v1/..."
+  std::string body;                  // JSON text (POST)
   std::vector<std::string> headers;  // per-request "Name: value"
   int expected_status = 200;
-  ElidedMember* elide = nullptr;  // a recall's evidence read but not built (RecallOptions)
-  std::string* request_id = nullptr;  // set to a successful answer's x-request-id
+  ElidedMember* elide = nullptr;       // a recall's evidence read but not built (RecallOptions)
+  std::string* request_id = nullptr;   // set to a successful answer's x-request-id
   bool* prompt_only_listed = nullptr;  // set to whether it listed kFeaturePromptOnlySnapshot
   // The attribution headers (part of the service's idempotency hash): "mcp" and the configured
   // integration id unless an ingest passes on other values.
@@ -352,7 +352,7 @@ class MissingEndpoint {
 
 struct HttpMemoryApi::Impl {
   HttpOptions options;
-  std::string base;  // without trailing '/'
+  std::string base;       // without trailing '/'
   std::string protocols;  // "https" or "http"
   std::vector<std::string> secrets;
   std::string authorization;  // "Authorization: Bearer <key>"
@@ -413,23 +413,20 @@ struct HttpMemoryApi::Impl {
   // The options every transfer of ours has (the request's own come on top).
   CURLcode Common(CURL* h, Exchange& ex, char* errbuf) const {
     Setter set(h);
-    set(CURLOPT_PROTOCOLS_STR, protocols.c_str())(CURLOPT_REDIR_PROTOCOLS_STR, protocols.c_str())
-        (CURLOPT_FOLLOWLOCATION, 0L)(CURLOPT_MAXREDIRS, 0L)
-        (CURLOPT_NOSIGNAL, 1L)(CURLOPT_VERBOSE, 0L)
-        (CURLOPT_ERRORBUFFER, errbuf)
-        (CURLOPT_WRITEFUNCTION, &OnBody)(CURLOPT_WRITEDATA, static_cast<void*>(&ex))
-        (CURLOPT_HEADERFUNCTION, &OnHeader)(CURLOPT_HEADERDATA, static_cast<void*>(&ex))
-        (CURLOPT_PREREQFUNCTION, &OnPrereq)(CURLOPT_PREREQDATA, static_cast<void*>(&ex))
-        (CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L)
-        (CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()))
-        (CURLOPT_SSL_VERIFYPEER, 1L)(CURLOPT_SSL_VERIFYHOST, 2L)
-        (CURLOPT_SSLVERSION, static_cast<long>(CURL_SSLVERSION_TLSv1_2))
+    set(CURLOPT_PROTOCOLS_STR, protocols.c_str())(CURLOPT_REDIR_PROTOCOLS_STR, protocols.c_str())(
+        CURLOPT_FOLLOWLOCATION, 0L)(CURLOPT_MAXREDIRS, 0L)(CURLOPT_NOSIGNAL, 1L)(
+        CURLOPT_VERBOSE, 0L)(CURLOPT_ERRORBUFFER, errbuf)(CURLOPT_WRITEFUNCTION, &OnBody)(
+        CURLOPT_WRITEDATA, static_cast<void*>(&ex))(CURLOPT_HEADERFUNCTION, &OnHeader)(
+        CURLOPT_HEADERDATA, static_cast<void*>(&ex))(CURLOPT_PREREQFUNCTION, &OnPrereq)(
+        CURLOPT_PREREQDATA, static_cast<void*>(&ex))(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L)(
+        CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()))(
+        CURLOPT_SSL_VERIFYPEER, 1L)(CURLOPT_SSL_VERIFYHOST, 2L)(
+        CURLOPT_SSLVERSION, static_cast<long>(CURL_SSLVERSION_TLSv1_2))
         // No TLS session resumption: every new connection verifies the certificate chain again
         // (a resumed session would skip it), so the connection lifetime bounds how long a
         // certificate checked once is trusted.
-        (CURLOPT_SSL_SESSIONID_CACHE, 0L)
-        (CURLOPT_TCP_KEEPALIVE, 1L)
-        (CURLOPT_MAXLIFETIME_CONN, static_cast<long>(options.max_connection_lifetime.count()));
+        (CURLOPT_SSL_SESSIONID_CACHE, 0L)(CURLOPT_TCP_KEEPALIVE, 1L)(
+            CURLOPT_MAXLIFETIME_CONN, static_cast<long>(options.max_connection_lifetime.count()));
     if (!ca_file.empty()) set(CURLOPT_CAINFO, ca_file.c_str());
     if (!ca_dir.empty()) set(CURLOPT_CAPATH, ca_dir.c_str());
     // Local mode never goes through a proxy; service mode takes the proxy variables
@@ -450,10 +447,9 @@ struct HttpMemoryApi::Impl {
     if (connected) {
       // Whatever failed once the request was on its way (a reset, a timeout, an HTTP/0.9 or
       // otherwise unreadable answer, even a local failure), the server may have received it.
-      Error error{code == CURLE_OPERATION_TIMEDOUT || stalled ? Errc::kTimeout : Errc::kUnavailable,
-                  true,
-                  "TMCRA transport error (outcome unknown: the request may have been received): " +
-                      detail};
+      Error error{
+          code == CURLE_OPERATION_TIMEDOUT || stalled ? Errc::kTimeout : Errc::kUnavailable, true,
+          "TMCRA transport error (outcome unknown: the request may have been received): " + detail};
       error.api_code = std::string(kTransportInDoubt);
       return error;
     }
@@ -512,19 +508,19 @@ struct HttpMemoryApi::Impl {
     const std::string url = base + req.path;
     CURLcode rc = Common(h.get(), ex, errbuf);
     Setter set(h.get());
-    set(CURLOPT_URL, url.c_str())(CURLOPT_HTTPHEADER, headers.get())
-        (CURLOPT_USERAGENT, user_agent.c_str())
-        (CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1))
-        (CURLOPT_ACCEPT_ENCODING, "gzip")
-        (CURLOPT_TIMEOUT_MS, static_cast<long>(options.total_timeout.count()))
-        (CURLOPT_NOPROGRESS, 0L)(CURLOPT_XFERINFOFUNCTION, &OnProgress)
-        (CURLOPT_XFERINFODATA, static_cast<void*>(&ex))
-        (CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(options.max_response_bytes));
+    set(CURLOPT_URL, url.c_str())(CURLOPT_HTTPHEADER, headers.get())(
+        CURLOPT_USERAGENT, user_agent.c_str())(CURLOPT_HTTP_VERSION,
+                                               static_cast<long>(CURL_HTTP_VERSION_1_1))(
+        CURLOPT_ACCEPT_ENCODING, "gzip")(CURLOPT_TIMEOUT_MS,
+                                         static_cast<long>(options.total_timeout.count()))(
+        CURLOPT_NOPROGRESS, 0L)(CURLOPT_XFERINFOFUNCTION, &OnProgress)(CURLOPT_XFERINFODATA,
+                                                                       static_cast<void*>(&ex))(
+        CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(options.max_response_bytes));
     if (req.post) {
       // A fixed-size body: Content-Length is always sent, never chunked (the service answers
       // 411 without it).
-      set(CURLOPT_POST, 1L)(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()))
-          (CURLOPT_POSTFIELDS, req.body.c_str());
+      set(CURLOPT_POST, 1L)(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()))(
+          CURLOPT_POSTFIELDS, req.body.c_str());
     } else {
       set(CURLOPT_HTTPGET, 1L);
     }
@@ -546,8 +542,8 @@ struct HttpMemoryApi::Impl {
 
     // Redacted before it is cut (a cut key would no longer be recognised).
     const std::string request_id = wire::SafeText(Scrub(ex.First("x-request-id")), 128);
-    const bool too_large = ex.body_too_large || ex.headers_too_large ||
-                           code == CURLE_FILESIZE_EXCEEDED;
+    const bool too_large =
+        ex.body_too_large || ex.headers_too_large || code == CURLE_FILESIZE_EXCEEDED;
     const bool answered = status >= 100 && (code == CURLE_OK || too_large);
 
     if (!answered) {
@@ -606,13 +602,12 @@ struct HttpMemoryApi::Impl {
         if (!guard) return Blocked(guard.error(), earlier_reached);
       }
       AttemptResult result = RunOnce(req);
-      const RetryStep step = NextStep(result.outcome, attempt, options.max_attempts,
-                                      result.outcome.kind == AttemptKind::kAnswered
-                                          ? 0.0
-                                          : JitterUnit());
+      const RetryStep step =
+          NextStep(result.outcome, attempt, options.max_attempts,
+                   result.outcome.kind == AttemptKind::kAnswered ? 0.0 : JitterUnit());
       if (step.reason == RetryStep::Reason::kSuccess) {
-        spdlog::debug("memory API {} {}: HTTP {} (attempt {})", req.post ? "POST" : "GET",
-                      req.what, result.outcome.status, attempt);
+        spdlog::debug("memory API {} {}: HTTP {} (attempt {})", req.post ? "POST" : "GET", req.what,
+                      result.outcome.status, attempt);
         return std::move(result.value);
       }
       Error error = Scrubbed(result.error.value_or(Error::Internal("request failed")));
@@ -621,9 +616,9 @@ struct HttpMemoryApi::Impl {
         earlier_reached = true;
       }
       if (step.retry) {
-        spdlog::warn("memory API {}: attempt {}/{} failed ({}); retrying in {} ms ({})",
-                     req.what, attempt, options.max_attempts, error.ToString(),
-                     step.delay.count(), ReasonName(step.reason));
+        spdlog::warn("memory API {}: attempt {}/{} failed ({}); retrying in {} ms ({})", req.what,
+                     attempt, options.max_attempts, error.ToString(), step.delay.count(),
+                     ReasonName(step.reason));
         Sleep(step.delay);
         continue;
       }
@@ -731,8 +726,9 @@ Result<std::unique_ptr<HttpMemoryApi>> HttpMemoryApi::Create(HttpOptions options
           "SSLKEYLOGFILE is set: the HTTPS client refuses to start, because libcurl would write "
           "the TLS session keys to that file (unset it, or allow it explicitly for debugging)");
     }
-    spdlog::warn("SSLKEYLOGFILE is set and allowed: TLS session keys of the Memory API "
-                 "connections are written to it");
+    spdlog::warn(
+        "SSLKEYLOGFILE is set and allowed: TLS session keys of the Memory API "
+        "connections are written to it");
   }
   if (options.api_key.empty()) return Error::Invalid("api_key: required");
   if (Status s = wire::CheckHeaderValue(options.api_key, "api_key"); !s) return s.error();
@@ -751,7 +747,8 @@ Result<std::unique_ptr<HttpMemoryApi>> HttpMemoryApi::Create(HttpOptions options
   if (options.connect_timeout && *options.connect_timeout <= std::chrono::milliseconds(0)) {
     return Error::Invalid("connect_timeout: must be positive");
   }
-  if (options.max_response_bytes == 0) return Error::Invalid("max_response_bytes: must be positive");
+  if (options.max_response_bytes == 0)
+    return Error::Invalid("max_response_bytes: must be positive");
   if (options.low_speed_limit < 0 || options.low_speed_time.count() < 0) {
     return Error::Invalid("low_speed_limit, low_speed_time: must not be negative");
   }
@@ -852,8 +849,7 @@ Result<json> HttpMemoryApi::IngestBatch(std::string_view scope, const json& body
                             "/v1/scopes/" + config::QuoteSegment(scope) + "/ingest/batch",
                             std::move(*text), std::move(*headers), 202);
   if (Status s = impl_->Attribute(options, req); !s) return s.error();
-  return impl_->ingest_batch.Note(impl_->Execute(req), "ingest/batch",
-                                  "send the items one by one");
+  return impl_->ingest_batch.Note(impl_->Execute(req), "ingest/batch", "send the items one by one");
 }
 
 Result<std::vector<Result<json>>> HttpMemoryApi::GetJobs(const std::vector<std::string>& job_ids) {
@@ -871,12 +867,12 @@ Result<std::vector<Result<json>>> HttpMemoryApi::GetJobs(const std::vector<std::
   auto text = BodyText(json{{"job_ids", std::move(ids)}});
   if (!text) return text.error();
   if (auto known = impl_->jobs_batch.Known()) return *known;  // known missing: no request
-  Request req = impl_->Make("jobs batch", true, "/v1/jobs/batch", std::move(*text),
-                            std::move(*headers), 200);
+  Request req =
+      impl_->Make("jobs batch", true, "/v1/jobs/batch", std::move(*text), std::move(*headers), 200);
   std::string request_id;
   req.request_id = &request_id;
-  auto answer = impl_->jobs_batch.Note(impl_->Execute(req), "jobs/batch",
-                                       "ask for the jobs one by one");
+  auto answer =
+      impl_->jobs_batch.Note(impl_->Execute(req), "jobs/batch", "ask for the jobs one by one");
   if (!answer) return answer.error();
   return wire::ReadJobsBatch(*answer, job_ids, request_id, impl_->secrets);
 }
@@ -896,11 +892,11 @@ Result<json> HttpMemoryApi::Evidence(std::string_view scope, std::string_view me
   if (Status s = wire::CheckPathSegment(memory_id, "memory_id"); !s) return s.error();
   auto headers = impl_->AgentHeader(std::nullopt);
   if (!headers) return headers.error();
-  Request req = impl_->Make(
-      "evidence", false,
-      "/v1/scopes/" + config::QuoteSegment(scope) + "/memory-graph/nodes/" +
-          config::QuoteSegment(memory_id) + "/evidence?limit=" + std::to_string(limit),
-      {}, std::move(*headers), 200);
+  Request req =
+      impl_->Make("evidence", false,
+                  "/v1/scopes/" + config::QuoteSegment(scope) + "/memory-graph/nodes/" +
+                      config::QuoteSegment(memory_id) + "/evidence?limit=" + std::to_string(limit),
+                  {}, std::move(*headers), 200);
   return impl_->Execute(req);
 }
 
@@ -913,15 +909,14 @@ Result<json> HttpMemoryApi::Feedback(std::string_view scope, const json& body,
   auto text = BodyText(body);
   if (!text) return text.error();
   headers->push_back("Idempotency-Key: " + options.idempotency_key);
-  Request req = impl_->Make("feedback", true,
-                            "/v1/scopes/" + config::QuoteSegment(scope) + "/feedback",
-                            std::move(*text), std::move(*headers), 201);
+  Request req =
+      impl_->Make("feedback", true, "/v1/scopes/" + config::QuoteSegment(scope) + "/feedback",
+                  std::move(*text), std::move(*headers), 201);
   return impl_->Execute(req);
 }
 
 json HttpMemoryApi::Describe() const {
-  return json{{"mode", impl_->options.local_mode ? "local" : "service"},
-              {"endpoint", impl_->base}};
+  return json{{"mode", impl_->options.local_mode ? "local" : "service"}, {"endpoint", impl_->base}};
 }
 
 Result<json> HttpMemoryApi::Stats() {
@@ -938,8 +933,8 @@ Result<json> HttpMemoryApi::Stats() {
   const std::string url = impl_->base + "/";
   CURLcode rc = impl_->Common(h.get(), ex, errbuf);
   Setter set(h.get());
-  set(CURLOPT_URL, url.c_str())(CURLOPT_CONNECT_ONLY, 1L)
-      (CURLOPT_TIMEOUT_MS, static_cast<long>(impl_->connect_timeout.count()));
+  set(CURLOPT_URL, url.c_str())(CURLOPT_CONNECT_ONLY, 1L)(
+      CURLOPT_TIMEOUT_MS, static_cast<long>(impl_->connect_timeout.count()));
   if (rc == CURLE_OK) rc = set.rc();
   if (rc != CURLE_OK) {
     Error error = Error::Internal(std::string("the HTTP client could not be configured: ") +

@@ -41,8 +41,8 @@
 #include <string_view>
 #include <vector>
 
-#include "src/api/memory_api.h"
 #include "base/result.h"
+#include "src/api/memory_api.h"
 
 namespace tmcra::api {
 
@@ -68,7 +68,7 @@ struct HttpOptions {
   std::optional<std::string> integration_id;    // X-TMCRA-Integration-ID
   std::optional<std::string> default_agent_id;  // X-TMCRA-Agent-ID unless a call gives one
 
-  std::chrono::milliseconds total_timeout{60000};  // one attempt, connect included
+  std::chrono::milliseconds total_timeout{60000};            // one attempt, connect included
   std::optional<std::chrono::milliseconds> connect_timeout;  // default min(10 s, total)
   // Stall rule: once the answer has begun, fewer than low_speed_limit * low_speed_time bytes
   // within low_speed_time abandons the attempt (in doubt). The server's think time before the
@@ -76,7 +76,7 @@ struct HttpOptions {
   long low_speed_limit = 1;  // bytes per second
   std::chrono::seconds low_speed_time{15};
   int max_attempts = 3;
-  size_t max_response_bytes = 8u * 1024u * 1024u;  // decoded body bytes; headers capped apart
+  size_t max_response_bytes = 8u * 1024u * 1024u;     // decoded body bytes; headers capped apart
   std::chrono::seconds max_connection_lifetime{300};  // reconnect (and re-verify TLS) after
 
   std::string ca_file;  // CA bundle replacing the system one (e.g. a corporate proxy's root)

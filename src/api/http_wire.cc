@@ -90,8 +90,7 @@ Result<json> ParseResponseObject(std::string_view body, int status, std::string_
                        status, request_id);
   }
   if (why.duplicate_key) {
-    return InvalidJson(what + "JSON with a duplicate object key" + with_status, status,
-                       request_id);
+    return InvalidJson(what + "JSON with a duplicate object key" + with_status, status, request_id);
   }
   if (value.is_discarded()) {
     return InvalidJson(what + "invalid JSON" + with_status, status, request_id);
@@ -177,8 +176,8 @@ Result<std::vector<Result<json>>> ReadJobsBatch(const json& answer,
       json envelope = json::object();
       if (auto e = entry.find("error"); e != entry.end()) envelope["error"] = *e;
       out.emplace_back(ApiError(static_cast<int>(status),
-                                 envelope.dump(-1, ' ', false, json::error_handler_t::replace),
-                                 request_id, secrets));
+                                envelope.dump(-1, ' ', false, json::error_handler_t::replace),
+                                request_id, secrets));
     } else {
       return refuse("has status_code " + std::to_string(status) + " at " + at);
     }

@@ -1,15 +1,14 @@
 // The wire rules of the Memory API client that need no network: what may go into a URL path
-// segment or a header (escaping and the id grammars are src/config's), the strict parse of an answer, the error envelope (tmcra-contract.md
-// §1.3) and the scrubbing of text that reaches an error message. Pure functions, used by
-// HttpMemoryApi and tested on their own.
+// segment or a header (escaping and the id grammars are src/config's), the strict parse of an
+// answer, the error envelope (tmcra-contract.md §1.3) and the scrubbing of text that reaches an
+// error message. Pure functions, used by HttpMemoryApi and tested on their own.
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/json_reader.h"
 #include "base/result.h"

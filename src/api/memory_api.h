@@ -11,12 +11,11 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/json_reader.h"
 #include "base/result.h"
@@ -44,8 +43,8 @@ inline json PromptOnlyBody(const json& body) {
 }
 
 struct IngestOptions {
-  std::string idempotency_key;            // Idempotency-Key header
-  std::optional<std::string> agent_id;    // X-TMCRA-Agent-ID
+  std::string idempotency_key;          // Idempotency-Key header
+  std::optional<std::string> agent_id;  // X-TMCRA-Agent-ID
   // The other attribution headers, as a server (tmcra-memd) received them; they are part of the
   // idempotency hash. Unset: what tmcra-mcp sends (platform "mcp", no integration id).
   // (Default member initializers keep `{key, agent_id}` aggregate initialisation warning-free.)
@@ -54,7 +53,7 @@ struct IngestOptions {
 };
 
 struct RecallOptions {
-  std::optional<std::string> agent_id;    // X-TMCRA-Agent-ID
+  std::optional<std::string> agent_id;  // X-TMCRA-Agent-ID
   // Set: the answer's `evidence` may come back elided (checked as strictly, built as {}, with
   // what the ElidedMember watches gathered; `elided` says whether it was). An implementation
   // that has no answer text to read (the embedded engine) leaves it unset and the evidence
@@ -69,7 +68,7 @@ struct RecallOptions {
 };
 
 struct FeedbackOptions {
-  std::string idempotency_key;            // Idempotency-Key header
+  std::string idempotency_key;  // Idempotency-Key header
 };
 
 class MemoryApi {

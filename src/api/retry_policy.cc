@@ -7,8 +7,16 @@ namespace tmcra::api {
 
 bool IsRetryableStatus(int status) {
   switch (status) {
-    case 408: case 425: case 429: case 500: case 502: case 503: case 504: return true;
-    default: return false;
+    case 408:
+    case 425:
+    case 429:
+    case 500:
+    case 502:
+    case 503:
+    case 504:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -73,7 +81,8 @@ RetryStep NextStep(const AttemptOutcome& outcome, int attempt, int max_attempts,
       if (jitter_unit >= 1.0) jitter_unit = std::nextafter(1.0, 0.0);
       const auto jitter = std::chrono::milliseconds(static_cast<int64_t>(
           std::floor(jitter_unit * static_cast<double>(kTransportJitter.count()))));
-      return {true, Backoff(attempt) + std::min(jitter, kTransportJitter - std::chrono::milliseconds(1)),
+      return {true,
+              Backoff(attempt) + std::min(jitter, kTransportJitter - std::chrono::milliseconds(1)),
               Reason::kTransport};
     }
     case AttemptKind::kAnswered:
@@ -94,12 +103,18 @@ RetryStep NextStep(const AttemptOutcome& outcome, int attempt, int max_attempts,
 
 std::string_view ReasonName(RetryStep::Reason reason) {
   switch (reason) {
-    case RetryStep::Reason::kSuccess: return "success";
-    case RetryStep::Reason::kTransport: return "transport failure";
-    case RetryStep::Reason::kRetryAfter: return "Retry-After";
-    case RetryStep::Reason::kBackoff: return "backoff";
-    case RetryStep::Reason::kExhausted: return "attempts exhausted";
-    case RetryStep::Reason::kNotRetryable: return "not retryable";
+    case RetryStep::Reason::kSuccess:
+      return "success";
+    case RetryStep::Reason::kTransport:
+      return "transport failure";
+    case RetryStep::Reason::kRetryAfter:
+      return "Retry-After";
+    case RetryStep::Reason::kBackoff:
+      return "backoff";
+    case RetryStep::Reason::kExhausted:
+      return "attempts exhausted";
+    case RetryStep::Reason::kNotRetryable:
+      return "not retryable";
   }
   return "unknown";
 }

@@ -50,8 +50,8 @@ enum class AttemptKind {
 
 struct AttemptOutcome {
   AttemptKind kind = AttemptKind::kAnswered;
-  int status = 0;           // kAnswered: the HTTP status
-  int expected_status = 0;  // kAnswered: the status the endpoint answers on success
+  int status = 0;                        // kAnswered: the HTTP status
+  int expected_status = 0;               // kAnswered: the status the endpoint answers on success
   std::vector<std::string> retry_after;  // kAnswered: every Retry-After value, in order
 };
 

@@ -1,26 +1,25 @@
 #include "src/app/app_wiring.h"
 
-#include "src/api/embedded_memory_api.h"
-#include "src/api/http_memory_api.h"
-#include "base/version.h"
-#include "src/config/project_scope.h"
-#include "src/config/settings.h"
-#include "base/process_owner.h"
-#include "src/tools/control_tool.h"
-#include "src/tools/feedback_tool.h"
-#include "src/tools/memory_tools.h"
-#include "src/tools/outbox_sender.h"
-#include "src/tools/status_tool.h"
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <chrono>
 #include <functional>
 #include <string>
 
-#include <spdlog/spdlog.h>
-
-#include <sys/stat.h>
-#include <unistd.h>
+#include "base/process_owner.h"
+#include "base/version.h"
+#include "src/api/embedded_memory_api.h"
+#include "src/api/http_memory_api.h"
+#include "src/config/project_scope.h"
+#include "src/config/settings.h"
+#include "src/tools/control_tool.h"
+#include "src/tools/feedback_tool.h"
+#include "src/tools/memory_tools.h"
+#include "src/tools/outbox_sender.h"
+#include "src/tools/status_tool.h"
 
 namespace tmcra::app {
 
@@ -157,10 +156,9 @@ void ApplyConfirmationTimeout(const config::EnvLookup& env, tools::FeedbackToolD
 }
 
 // What the memory, lifecycle and status tools share.
-tools::MemoryToolDeps MakeToolDeps(const config::Settings& settings, const config::EnvLookup& env,
-                                   const std::string& hooks_host,
-                                   const std::function<std::string(const std::string&)>& control_key,
-                                   App& app) {
+tools::MemoryToolDeps MakeToolDeps(
+    const config::Settings& settings, const config::EnvLookup& env, const std::string& hooks_host,
+    const std::function<std::string(const std::string&)>& control_key, App& app) {
   tools::MemoryToolDeps deps;
   deps.memory = app.memory.get();
   // With no account the memory is the user's own: a default scope makes it work out of the box.
@@ -208,9 +206,9 @@ void RegisterTools(const config::EnvLookup& env, const tools::MemoryToolDeps& de
   tools::RegisterFeedbackTool(*app.server, feedback);
   tools::RegisterMemoryTools(*app.server, deps);
   tools::RegisterLifecycleTools(*app.server, deps);
-  tools::RegisterStatusTool(*app.server, tools::StatusDeps{env, app.memory.get(),
-                                                           app.delivery.get(),
-                                                           app.filter_tally.get()});
+  tools::RegisterStatusTool(
+      *app.server,
+      tools::StatusDeps{env, app.memory.get(), app.delivery.get(), app.filter_tally.get()});
 }
 
 }  // namespace

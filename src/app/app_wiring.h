@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
+#include "base/result.h"
 #include "filter/content_filter.h"
 #include "queue/delivery.h"
 #include "src/api/memory_api.h"
-#include "base/result.h"
 #include "src/config/settings.h"
 #include "src/controls/memory_controls.h"
 #include "src/mcp/server.h"
@@ -52,11 +52,11 @@ struct AppOptions {
 // selects (embedded by default). When TMCRA_HOOKS names a host (setup writes it into the entry
 // of a host whose hooks it installed), the hooks run the turn lifecycle: the instructions say
 // so, tmcra_turn_prepare/commit answer that hooks handle it, and the default scope is the
-// project's of the working directory, as the hooks compute it (unless one is configured). Opens no store: the memory and the outbox are opened on first
-// use; background delivery starts at once only when an outbox file already exists (pending
-// writes of an earlier run are delivered without waiting for the host). Fails, before anything
-// is opened, when the settings are invalid (src/config/settings.h); the message names the
-// setting or file and never holds a credential.
+// project's of the working directory, as the hooks compute it (unless one is configured). Opens no
+// store: the memory and the outbox are opened on first use; background delivery starts at once only
+// when an outbox file already exists (pending writes of an earlier run are delivered without
+// waiting for the host). Fails, before anything is opened, when the settings are invalid
+// (src/config/settings.h); the message names the setting or file and never holds a credential.
 Result<App> BuildApp(const AppOptions& app_options = {});
 
 // TMCRA_HOOKS: "claude-code" or "codex", else "" (another value is logged and ignored).

@@ -1,6 +1,7 @@
 #include "src/app/hook_command.h"
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -9,10 +10,8 @@
 #include <cstdio>
 #include <string>
 
-#include <spdlog/spdlog.h>
-
-#include "src/app/app_wiring.h"
 #include "base/failpoint.h"
+#include "src/app/app_wiring.h"
 #include "src/hooks/hook_event.h"
 #include "src/hooks/hook_runner.h"
 
@@ -133,7 +132,8 @@ Result<hooks::HookOptions> Options(const hooks::HookInput& input, const config::
   const std::string cwd = input.cwd.empty() ? CurrentDir() : input.cwd;
   const ScopeChoice scope = ChooseScope(settings, cwd, HomeDir(), /*use_project=*/true);
   if (scope.scope.empty()) {
-    return Error::Invalid("no scope: set TMCRA_DEFAULT_SCOPE for a remote memory outside a project");
+    return Error::Invalid(
+        "no scope: set TMCRA_DEFAULT_SCOPE for a remote memory outside a project");
   }
   hooks::HookOptions options;
   options.store_scope = scope.scope;
@@ -261,7 +261,8 @@ int RunStatusline() {
       if (auto counts = (*outbox)->GetCounts()) {
         const int64_t queued = counts->pending + counts->submitted;
         if (queued > 0) line += " · " + std::to_string(queued) + " queued";
-        if (counts->dead_letter > 0) line += " · " + std::to_string(counts->dead_letter) + " failed";
+        if (counts->dead_letter > 0)
+          line += " · " + std::to_string(counts->dead_letter) + " failed";
       }
       if (auto note = (*outbox)->GetNote("hooks.last_prompt"); note && note->is_object()) {
         line += " · last prompt: " + std::to_string(note->value("given_blocks", 0)) +

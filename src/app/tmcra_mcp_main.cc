@@ -2,17 +2,16 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <exception>
 #include <string_view>
 
-#include <spdlog/spdlog.h>
-
-#include "src/app/hook_command.h"
-#include "src/app/app_wiring.h"
 #include "base/log.h"
 #include "base/version.h"
+#include "src/app/app_wiring.h"
+#include "src/app/hook_command.h"
 
 namespace {
 
@@ -63,7 +62,8 @@ void TuneAllocator() {
 
 int main(int argc, char** argv) {
   // The commands a host runs as hooks and status line (docs/hooks.md): they fail open.
-  if (argc >= 2 && (std::string_view(argv[1]) == "hook" || std::string_view(argv[1]) == "statusline")) {
+  if (argc >= 2 &&
+      (std::string_view(argv[1]) == "hook" || std::string_view(argv[1]) == "statusline")) {
     if (fcntl(2, F_GETFD) < 0 && open("/dev/null", O_WRONLY) != 2) return 0;
     try {
       tmcra::InitLogging(spdlog::level::warn);

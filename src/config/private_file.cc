@@ -34,8 +34,8 @@ Error Refuse(const std::string& path, const std::string& why) {
 }
 
 Error Unreadable(const std::string& path, int error_number) {
-  return Error::Invalid("TMCRA config is unreadable: " + path + " (" +
-                        std::strerror(error_number) + ")");
+  return Error::Invalid("TMCRA config is unreadable: " + path + " (" + std::strerror(error_number) +
+                        ")");
 }
 
 // Why openat failed with `error_number` (not ENOENT): a symbolic link is refused as such.
@@ -61,7 +61,8 @@ Status CheckFile(const std::string& path, int fd, FileSecrecy secrecy, struct st
   if (secrecy == FileSecrecy::kSecret && (st.st_mode & 077) != 0) {
     return Refuse(path, "permissions " + OctalMode(st.st_mode) +
                             " are too open: it may hold a credential, so group and others must "
-                            "have no access (run: chmod 600 " + path + ")");
+                            "have no access (run: chmod 600 " +
+                            path + ")");
   }
   if (secrecy == FileSecrecy::kIntegrity && (st.st_mode & 022) != 0) {
     return Refuse(path, "permissions " + OctalMode(st.st_mode) +
@@ -105,10 +106,11 @@ Result<std::string> ReadAll(const std::string& path, int fd, off_t size) {
 
 }  // namespace
 
-Result<std::optional<std::string>> ReadPrivateFile(const std::string& path,
-                                                   FileSecrecy secrecy) {
+Result<std::optional<std::string>> ReadPrivateFile(const std::string& path, FileSecrecy secrecy) {
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   if (base.empty() || base == "." || base == "..") {
     return Error::Invalid("TMCRA config is unreadable: " + path + " (not a file name)");

@@ -1,10 +1,9 @@
 #include "src/config/project_scope.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,7 +105,8 @@ std::string OriginUrl(const std::string& common_dir) {
     const size_t eq = text.find('=');
     if (eq == std::string_view::npos) continue;
     std::string_view value = text.substr(eq + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\r')) value.remove_suffix(1);
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
       value = value.substr(1, value.size() - 2);
@@ -121,8 +121,8 @@ std::string OriginUrl(const std::string& common_dir) {
 std::string NormalizedOrigin(std::string url) {
   if (const size_t scheme = url.find("://"); scheme != std::string::npos) {
     url.erase(0, scheme + 3);
-  } else if (const size_t colon = url.find(':'); colon != std::string::npos &&
-                                                 url.find('/') > colon) {
+  } else if (const size_t colon = url.find(':');
+             colon != std::string::npos && url.find('/') > colon) {
     url[colon] = '/';  // scp-like syntax
   }
   if (const size_t at = url.find('@'); at != std::string::npos && at < url.find('/')) {
@@ -138,8 +138,8 @@ std::string NormalizedOrigin(std::string url) {
 }
 
 bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_' || c == '.' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == '-';
 }
 
 }  // namespace
@@ -152,8 +152,9 @@ std::string ProjectScopeName(std::string_view root, std::string_view identity) {
     name.push_back(IsNameChar(c) ? c : '_');
   }
   // A scope name starts with a letter or digit.
-  while (!name.empty() && !((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') ||
-                            (name[0] >= '0' && name[0] <= '9'))) {
+  while (!name.empty() &&
+         !((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') ||
+           (name[0] >= '0' && name[0] <= '9'))) {
     name.erase(0, 1);
   }
   if (name.empty()) name = "project";

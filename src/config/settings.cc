@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "base/utf8.h"
 #include "base/identifiers.h"
+#include "base/utf8.h"
 #include "src/config/private_file.h"
 #include "src/config/url.h"
 
@@ -111,8 +111,7 @@ Result<std::string> IdentityPath(const std::string& binding_path, const std::str
   }
   const auto profile = binding.find("profile");
   if (profile == binding.end() || !profile->is_string() ||
-      (profile->get<std::string>() != "lite-cpu" &&
-       profile->get<std::string>() != "balanced-bge" &&
+      (profile->get<std::string>() != "lite-cpu" && profile->get<std::string>() != "balanced-bge" &&
        profile->get<std::string>() != "quality-qwen")) {
     return invalid("profile must be lite-cpu, balanced-bge or quality-qwen");
   }
@@ -131,8 +130,8 @@ Result<Discovery> Discover(const EnvLookup& env) {
     d.config_explicit = true;
   } else {
     const std::string binding = NonBlank(env, "TMCRA_LOCAL_BINDING_FILE");
-    d.binding_path = binding.empty() ? home + "/.config/tmcra/local-memory.json"
-                                     : ExpandHome(binding, home);
+    d.binding_path =
+        binding.empty() ? home + "/.config/tmcra/local-memory.json" : ExpandHome(binding, home);
     auto binding_text = ReadPrivateFile(d.binding_path, FileSecrecy::kIntegrity);
     if (!binding_text) return binding_text.error();
     if (*binding_text) {
@@ -141,7 +140,8 @@ Result<Discovery> Discover(const EnvLookup& env) {
       if (!identity) return identity.error();
       const std::string not_ready =
           "Selected local memory installation is not configured yet; cloud fallback is "
-          "disabled (" + *identity;
+          "disabled (" +
+          *identity;
       auto identity_text = ReadPrivateFile(*identity, FileSecrecy::kSecret);
       if (!identity_text) return identity_text.error();
       if (!*identity_text) return Error::Invalid(not_ready + " does not exist)");
@@ -280,13 +280,14 @@ Result<filter::FilterRules> ResolveFilterRules(const EnvLookup& env, const json&
     }
     rules.redact_secrets = it->get<bool>();
   }
-  auto prefixes = ResolveList(env, "TMCRA_REDACT_EXTRA_PREFIXES", config, "redactExtraPrefixes",
-                              in_file);
+  auto prefixes =
+      ResolveList(env, "TMCRA_REDACT_EXTRA_PREFIXES", config, "redactExtraPrefixes", in_file);
   if (!prefixes) return prefixes.error();
   for (const std::string& p : *prefixes) {
     if (p.size() < 3) {
-      return Error::Invalid("an extra redaction prefix must be at least 3 characters: a shorter "
-                            "one would take ordinary words");
+      return Error::Invalid(
+          "an extra redaction prefix must be at least 3 characters: a shorter "
+          "one would take ordinary words");
     }
   }
   rules.extra_prefixes = std::move(*prefixes);
@@ -367,8 +368,10 @@ Status ResolveMode(Loading& l, const std::string& data_dir) {
     s.api_key = StringField(l.config, "apiKey");
     s.credential_source = "config:apiKey";
     if (!NonBlank(l.env, "TMCRA_BASE_URL").empty() || !NonBlank(l.env, "TMCRA_API_KEY").empty()) {
-      l.problems.push_back("TMCRA_BASE_URL and TMCRA_API_KEY are ignored: the local memory "
-                           "identity " + l.d.config_path + " is used");
+      l.problems.push_back(
+          "TMCRA_BASE_URL and TMCRA_API_KEY are ignored: the local memory "
+          "identity " +
+          l.d.config_path + " is used");
     }
   } else if (std::string key = NonBlank(l.env, "TMCRA_API_KEY"); !key.empty()) {
     s.mode = kModeService;
@@ -392,9 +395,12 @@ Status ResolveMode(Loading& l, const std::string& data_dir) {
                             data_dir);
     }
     if (!NonBlank(l.env, "TMCRA_BASE_URL").empty()) {
-      l.problems.push_back("TMCRA_BASE_URL is set but no credential is configured (TMCRA_API_KEY, "
-                           "or accessToken/apiKey " + l.in_file + "): it is ignored and the "
-                           "embedded memory is used");
+      l.problems.push_back(
+          "TMCRA_BASE_URL is set but no credential is configured (TMCRA_API_KEY, "
+          "or accessToken/apiKey " +
+          l.in_file +
+          "): it is ignored and the "
+          "embedded memory is used");
     }
   }
   return Ok();
@@ -541,8 +547,9 @@ Status CheckKeylog(Loading& l) {
           "SSLKEYLOGFILE is set: refusing to start, libcurl would write TLS session keys to it "
           "(set TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1 to allow it while debugging)");
     }
-    l.problems.push_back("SSLKEYLOGFILE is set and allowed by TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1: "
-                         "TLS session keys are written to disk (debugging only)");
+    l.problems.push_back(
+        "SSLKEYLOGFILE is set and allowed by TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE=1: "
+        "TLS session keys are written to disk (debugging only)");
   }
   return Ok();
 }
@@ -602,7 +609,8 @@ Status CheckActiveConnection(const Settings& settings, const EnvLookup& env) {
 }
 
 std::chrono::milliseconds Settings::RequestTimeout() const {
-  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(request_timeout_seconds * 1000.0)));
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(std::ceil(request_timeout_seconds * 1000.0)));
 }
 
 json Settings::ToJson() const {
@@ -620,8 +628,8 @@ json Settings::ToJson() const {
     out["request_timeout_seconds"] = request_timeout_seconds;
     out["max_attempts"] = max_attempts;
     if (expires_at) {
-      out["expires_at"] = FormatIsoUtc(
-          std::chrono::duration<double>(expires_at->time_since_epoch()).count());
+      out["expires_at"] =
+          FormatIsoUtc(std::chrono::duration<double>(expires_at->time_since_epoch()).count());
     }
     if (!ca_file.empty()) out["ca_file"] = ca_file;
     if (!ca_dir.empty()) out["ca_dir"] = ca_dir;

@@ -22,14 +22,13 @@
 
 #include <chrono>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
-#include "filter/content_filter.h"
 #include "base/result.h"
+#include "filter/content_filter.h"
 
 namespace tmcra::config {
 
@@ -57,7 +56,7 @@ struct Settings {
   // The timeout in whole milliseconds for the HTTP client, rounded up (a positive timeout under
   // 1 ms stays positive).
   std::chrono::milliseconds RequestTimeout() const;
-  int max_attempts = 3;                         // 1..100
+  int max_attempts = 3;  // 1..100
   // Credential expiry from the config file's expiresAt (checked against `now` at load only).
   std::optional<std::chrono::system_clock::time_point> expires_at;
 

@@ -5,10 +5,10 @@
 
 #include <curl/curl.h>
 
-#include "src/config/libcurl.h"
-
 #include <memory>
 #include <optional>
+
+#include "src/config/libcurl.h"
 
 namespace tmcra::config {
 
@@ -23,9 +23,7 @@ bool IsAlnum(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
 }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsHex(char c) {
-  return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+bool IsHex(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 int HexValue(char c) {
   if (IsDigit(c)) return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -119,9 +117,8 @@ std::string PathProblem(std::string_view path) {
   size_t start = 1;
   while (start <= path.size() && !path.empty()) {
     const size_t slash = path.find('/', start);
-    const std::string_view raw =
-        path.substr(start, slash == std::string_view::npos ? std::string_view::npos
-                                                            : slash - start);
+    const std::string_view raw = path.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     std::string segment;
     for (size_t i = 0; i < raw.size(); ++i) {
       if (raw[i] == '%') {
@@ -157,10 +154,10 @@ struct UrlFunctions {
 Result<const UrlFunctions*> Curl() {
   static const Result<UrlFunctions> loaded = []() -> Result<UrlFunctions> {
     UrlFunctions f;
-    for (Status s : {ResolveLibcurl(f.url, "curl_url"), ResolveLibcurl(f.url_set, "curl_url_set"),
-                     ResolveLibcurl(f.url_get, "curl_url_get"),
-                     ResolveLibcurl(f.url_cleanup, "curl_url_cleanup"),
-                     ResolveLibcurl(f.free, "curl_free")}) {
+    for (Status s :
+         {ResolveLibcurl(f.url, "curl_url"), ResolveLibcurl(f.url_set, "curl_url_set"),
+          ResolveLibcurl(f.url_get, "curl_url_get"),
+          ResolveLibcurl(f.url_cleanup, "curl_url_cleanup"), ResolveLibcurl(f.free, "curl_free")}) {
       if (!s) return s.error();
     }
     return f;

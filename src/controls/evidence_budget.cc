@@ -44,9 +44,8 @@ Selection SelectEvidence(std::string_view content, size_t budget, std::string_vi
   std::unordered_set<std::string_view> seen;
   bool first = true;
   for (const std::string_view block : SplitEvidenceBlocks(content)) {
-    const bool duplicate =
-        !seen.insert(block).second ||
-        (!visible.empty() && visible.find(block) != std::string_view::npos);
+    const bool duplicate = !seen.insert(block).second ||
+                           (!visible.empty() && visible.find(block) != std::string_view::npos);
     const size_t length = duplicate ? 0 : CodePointLength(block);
     if (duplicate || out.characters + length + 2 > budget) {
       out.omitted.push_back(

@@ -9,11 +9,10 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace tmcra::controls {
 
@@ -23,7 +22,8 @@ struct Selection {
   std::string content;
   nlohmann::json omitted = nlohmann::json::array();  // [{hash, reason: duplicate|budget}]
   size_t characters = 0;
-  nlohmann::json ToJson() const;  // {content, omitted, characters, estimatedTokens, tokenEstimateOnly}
+  nlohmann::json ToJson()
+      const;  // {content, omitted, characters, estimatedTokens, tokenEstimateOnly}
 };
 
 // Views into `content`, which must outlive them.

@@ -1,6 +1,7 @@
 #include "src/controls/memory_controls.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,8 +19,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "base/canonical_json.h"
 #include "base/ids.h"
@@ -69,8 +68,8 @@ char32_t DecodeAt(std::string_view s, size_t i, size_t* len) {
     }
   }
   if (b0 >= 0xF0 && b0 < 0xF5 && cont(1) && cont(2) && cont(3)) {
-    const char32_t cp = (static_cast<char32_t>(b0 & 0x07) << 18) | (byte(1) << 12) |
-                        (byte(2) << 6) | byte(3);
+    const char32_t cp =
+        (static_cast<char32_t>(b0 & 0x07) << 18) | (byte(1) << 12) | (byte(2) << 6) | byte(3);
     if (cp >= 0x10000 && cp <= 0x10FFFF) {
       *len = 4;
       return cp;
@@ -83,8 +82,8 @@ char32_t DecodeAt(std::string_view s, size_t i, size_t* len) {
 // str.isspace() / the `\s` of a str pattern (Py_UNICODE_ISSPACE).
 bool IsPySpace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 // str.strip() with no argument.
@@ -170,12 +169,24 @@ void AppendPyStringRepr(std::string& out, std::string_view s) {
 void AppendPyRepr(std::string& out, const ojson& v) {
   using T = ojson::value_t;
   switch (v.type()) {
-    case T::null: out += "None"; return;
-    case T::boolean: out += v.get<bool>() ? "True" : "False"; return;
-    case T::number_integer: out += std::to_string(v.get<int64_t>()); return;
-    case T::number_unsigned: out += std::to_string(v.get<uint64_t>()); return;
-    case T::number_float: out += PythonFloatRepr(v.get<double>()); return;
-    case T::string: AppendPyStringRepr(out, v.get_ref<const std::string&>()); return;
+    case T::null:
+      out += "None";
+      return;
+    case T::boolean:
+      out += v.get<bool>() ? "True" : "False";
+      return;
+    case T::number_integer:
+      out += std::to_string(v.get<int64_t>());
+      return;
+    case T::number_unsigned:
+      out += std::to_string(v.get<uint64_t>());
+      return;
+    case T::number_float:
+      out += PythonFloatRepr(v.get<double>());
+      return;
+    case T::string:
+      AppendPyStringRepr(out, v.get_ref<const std::string&>());
+      return;
     case T::array: {
       out.push_back('[');
       bool first = true;
@@ -218,15 +229,23 @@ std::string PyStr(const ojson& v) {
 // Python truthiness of a JSON value (JS's agrees for everything the files hold).
 bool Truthy(const ojson& v) {
   switch (v.type()) {
-    case ojson::value_t::null: return false;
-    case ojson::value_t::boolean: return v.get<bool>();
-    case ojson::value_t::number_integer: return v.get<int64_t>() != 0;
-    case ojson::value_t::number_unsigned: return v.get<uint64_t>() != 0;
-    case ojson::value_t::number_float: return v.get<double>() != 0.0;
-    case ojson::value_t::string: return !v.get_ref<const std::string&>().empty();
+    case ojson::value_t::null:
+      return false;
+    case ojson::value_t::boolean:
+      return v.get<bool>();
+    case ojson::value_t::number_integer:
+      return v.get<int64_t>() != 0;
+    case ojson::value_t::number_unsigned:
+      return v.get<uint64_t>() != 0;
+    case ojson::value_t::number_float:
+      return v.get<double>() != 0.0;
+    case ojson::value_t::string:
+      return !v.get_ref<const std::string&>().empty();
     case ojson::value_t::array:
-    case ojson::value_t::object: return !v.empty();
-    default: return false;
+    case ojson::value_t::object:
+      return !v.empty();
+    default:
+      return false;
   }
 }
 
@@ -248,13 +267,20 @@ json ToPlain(const ojson& v) {
       for (const auto& item : v) out.push_back(ToPlain(item));
       return out;
     }
-    case ojson::value_t::null: return nullptr;
-    case ojson::value_t::boolean: return v.get<bool>();
-    case ojson::value_t::number_integer: return v.get<int64_t>();
-    case ojson::value_t::number_unsigned: return v.get<uint64_t>();
-    case ojson::value_t::number_float: return v.get<double>();
-    case ojson::value_t::string: return v.get<std::string>();
-    default: return nullptr;
+    case ojson::value_t::null:
+      return nullptr;
+    case ojson::value_t::boolean:
+      return v.get<bool>();
+    case ojson::value_t::number_integer:
+      return v.get<int64_t>();
+    case ojson::value_t::number_unsigned:
+      return v.get<uint64_t>();
+    case ojson::value_t::number_float:
+      return v.get<double>();
+    case ojson::value_t::string:
+      return v.get<std::string>();
+    default:
+      return nullptr;
   }
 }
 
@@ -270,13 +296,20 @@ ojson ToOrdered(const json& v) {
       for (const auto& item : v) out.push_back(ToOrdered(item));
       return out;
     }
-    case json::value_t::null: return nullptr;
-    case json::value_t::boolean: return v.get<bool>();
-    case json::value_t::number_integer: return v.get<int64_t>();
-    case json::value_t::number_unsigned: return v.get<uint64_t>();
-    case json::value_t::number_float: return v.get<double>();
-    case json::value_t::string: return v.get<std::string>();
-    default: return nullptr;
+    case json::value_t::null:
+      return nullptr;
+    case json::value_t::boolean:
+      return v.get<bool>();
+    case json::value_t::number_integer:
+      return v.get<int64_t>();
+    case json::value_t::number_unsigned:
+      return v.get<uint64_t>();
+    case json::value_t::number_float:
+      return v.get<double>();
+    case json::value_t::string:
+      return v.get<std::string>();
+    default:
+      return nullptr;
   }
 }
 
@@ -305,8 +338,8 @@ std::string IsoNow() {
 Error DataLoss(std::string message) { return {Errc::kDataLoss, false, std::move(message)}; }
 
 Error FileError(const std::string& what, const std::string& path, int err) {
-  const Errc code = (err == EACCES || err == EPERM || err == EROFS) ? Errc::kPermissionDenied
-                                                                    : Errc::kInternal;
+  const Errc code =
+      (err == EACCES || err == EPERM || err == EROFS) ? Errc::kPermissionDenied : Errc::kInternal;
   return {code, false, what + " " + path + ": " + std::strerror(err)};
 }
 
@@ -338,8 +371,11 @@ std::string LockPath(const std::string& root, const std::string& key) {
 }
 
 ojson BlankState() {
-  return ojson{{"schemaVersion", 1}, {"sessions", ojson::object()}, {"tasks", ojson::object()},
-               {"recent", ojson::array()}, {"budgetChars", kDefaultBudgetChars}};
+  return ojson{{"schemaVersion", 1},
+               {"sessions", ojson::object()},
+               {"tasks", ojson::object()},
+               {"recent", ojson::array()},
+               {"budgetChars", kDefaultBudgetChars}};
 }
 
 Result<std::string> ReadWholeFile(const std::string& path, bool* missing) {
@@ -384,9 +420,9 @@ Result<ojson> ReadState(const std::string& root, const std::string& key) {
     return DataLoss("The memory controls state is not a JSON object: " + path);
   }
   const auto version = state.find("schemaVersion");
-  const bool v1 = version != state.end() &&
-                  ((version->is_number_integer() && version->get<int64_t>() == 1) ||
-                   (version->is_number_float() && version->get<double>() == 1.0));
+  const bool v1 =
+      version != state.end() && ((version->is_number_integer() && version->get<int64_t>() == 1) ||
+                                 (version->is_number_float() && version->get<double>() == 1.0));
   if (!v1) return DataLoss("Unsupported memory controls version");
   for (const auto& [name, object] :
        {std::pair{"sessions", true}, {"tasks", true}, {"recent", false}}) {
@@ -460,8 +496,8 @@ Result<RowView> ReadRow(const ojson& state, const std::string& session_id) {
   view.row = &*it;
   view.mode = it->value("mode", std::string("normal"));
   view.generation = it->value("generation", int64_t{0});
-  if (auto t = it->find("currentTurnHash"); t != it->end() && t->is_string() &&
-                                            !t->get_ref<const std::string&>().empty()) {
+  if (auto t = it->find("currentTurnHash");
+      t != it->end() && t->is_string() && !t->get_ref<const std::string&>().empty()) {
     view.turn_hash = t->get<std::string>();
   }
   if (auto s = it->find("suppressLegacyCapture"); s != it->end()) {
@@ -643,8 +679,8 @@ Result<std::unique_ptr<HeldLock>> AcquireLock(const std::string& root, const std
     fchmod(fd, 0600);
     while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
     }
-    ojson holder{{"pid", static_cast<int64_t>(getpid())}, {"host", HostName()},
-                 {"createdAt", IsoNow()}};
+    ojson holder{
+        {"pid", static_cast<int64_t>(getpid())}, {"host", HostName()}, {"createdAt", IsoNow()}};
     std::string text;
     AppendPythonJson(text, holder);
     text.push_back('\n');
@@ -769,7 +805,8 @@ json SuppressRow(ojson& row) {
     turns[hash] = true;
   }
   row["suppressLegacyCapture"] = true;
-  return json{{"automaticCapture", "suppressed"}, {"turnIdentified", identified},
+  return json{{"automaticCapture", "suppressed"},
+              {"turnIdentified", identified},
               {"originalMemoryChanged", false}};
 }
 
@@ -799,7 +836,8 @@ Result<json> Dashboard(const std::string& root, const std::string& key,
       recent.push_back(ToPlain(item));
     }
   }
-  return json{{"policy", std::move(view)}, {"tasks", std::move(tasks)},
+  return json{{"policy", std::move(view)},
+              {"tasks", std::move(tasks)},
               {"budgetChars", EffectiveBudget(*state)},
               {"recent", std::move(recent)}};
 }
@@ -869,8 +907,8 @@ Result<json> UpdateTask(ojson& state, const std::string& session_id, const ojson
   task["status"] = status;
   task["updatedAt"] = IsoNow();
   const auto objective = task.find("objective");
-  const bool valid_status = status.is_string() &&
-                            (status == "active" || status == "completed" || status == "blocked");
+  const bool valid_status =
+      status.is_string() && (status == "active" || status == "completed" || status == "blocked");
   if (objective == task.end() || !Truthy(*objective) || !valid_status) {
     return Error::Invalid("Task objective and valid status required");
   }
@@ -883,7 +921,8 @@ Result<json> UpdateTask(ojson& state, const std::string& session_id, const ojson
 
 // Fullmatch of TMCRA's continuation pattern on an already stripped prompt (Python `re`,
 // IGNORECASE, Unicode `\s`):
-//   (?:好的?[,，\s]*)?(?:继续|接着[做来]?|往下[做走]?|补齐这些|完成这些|continue|resume|go on|carry on)[。.!！\s]*
+//   (?:好的?[,，\s]*)?(?:继续|接着[做来]?|往下[做走]?|补齐这些|完成这些|continue|resume|go on|carry
+//   on)[。.!！\s]*
 // Matched by hand rather than with std::regex: libstdc++'s matcher recurses per character (a
 // long "continue!!!…" would exhaust the stack), it works on bytes (the CJK classes above are
 // multi-byte), and its `\s` and icase are ASCII-only. No alternative needs backtracking: no
@@ -1069,7 +1108,6 @@ std::string ControlKey(std::string_view base_url, std::string_view api_key,
 
 bool IsContinuation(std::string_view prompt) { return MatchesContinuation(PyStrip(prompt)); }
 
-
 // ---- ControlStore -------------------------------------------------------------------------
 
 ControlStore::ControlStore(std::string root) : root_(std::move(root)) {}
@@ -1113,8 +1151,7 @@ Result<json> ContinuationOf(const ojson& state, const std::string& session_id,
   std::string query = prompt + "\nCurrent task: " + FieldText(*task, "objective") +
                       "\nLast observed result: " + FieldText(*task, "summary") +
                       "\nNext step: " + FieldText(*task, "nextStep");
-  return json{
-      {"query", std::move(query)}, {"task", ToPlain(*task)}, {"candidates", json::array()}};
+  return json{{"query", std::move(query)}, {"task", ToPlain(*task)}, {"candidates", json::array()}};
 }
 
 json NoContinuation(const std::string& prompt) {
@@ -1239,7 +1276,6 @@ Result<json> ControlStore::Control(const std::string& key, const std::string& se
     });
   });
 }
-
 
 Result<json> ControlStore::Continuation(const std::string& key, const std::string& session_id,
                                         const std::string& prompt) {

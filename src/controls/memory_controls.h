@@ -34,11 +34,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 
@@ -53,11 +52,11 @@ inline constexpr int64_t kDefaultBudgetChars = 12000;
 struct Policy {
   std::string key;
   std::string session_id;
-  std::string mode = "normal";            // normal | recall_only | off
+  std::string mode = "normal";  // normal | recall_only | off
   int64_t generation = 0;
-  std::optional<std::string> turn_hash;   // the session's currentTurnHash
+  std::optional<std::string> turn_hash;  // the session's currentTurnHash
   std::optional<std::string> parent_turn_hash;
-  int64_t parent_generation = 0;          // JSON null for a session without ":subagent:"
+  int64_t parent_generation = 0;  // JSON null for a session without ":subagent:"
   bool read = true;
   bool write = true;
 
@@ -67,15 +66,13 @@ struct Policy {
 };
 
 // sha256_hex(base_url without trailing '/' + "\0" + api_key + "\0" + scope).
-std::string ControlKey(std::string_view base_url, std::string_view api_key,
-                       std::string_view scope);
+std::string ControlKey(std::string_view base_url, std::string_view api_key, std::string_view scope);
 
 // True when `prompt` asks to continue the current task (§4.2.4): after Python's str.strip(), it
 // fully matches, case-insensitively and with Unicode whitespace,
-//   (?:好的?[,，\s]*)?(?:继续|接着[做来]?|往下[做走]?|补齐这些|完成这些|continue|resume|go on|carry on)[。.!！\s]*
+//   (?:好的?[,，\s]*)?(?:继续|接着[做来]?|往下[做走]?|补齐这些|完成这些|continue|resume|go on|carry
+//   on)[。.!！\s]*
 bool IsContinuation(std::string_view prompt);
-
-
 
 // What tmcra_recall needs from the controls, read together (ControlStore::ForRecall).
 struct RecallControls {

@@ -29,7 +29,8 @@ constexpr std::array<std::pair<Event, const char*>, 11> kEvents{{
 Status ReadString(const json& object, const char* key, std::string& out) {
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return Ok();
-  if (!it->is_string()) return Error::Invalid(std::string("hook input.") + key + ": must be a string");
+  if (!it->is_string())
+    return Error::Invalid(std::string("hook input.") + key + ": must be a string");
   out = it->get<std::string>();
   return Ok();
 }
@@ -37,7 +38,8 @@ Status ReadString(const json& object, const char* key, std::string& out) {
 Status ReadBool(const json& object, const char* key, bool& out) {
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return Ok();
-  if (!it->is_boolean()) return Error::Invalid(std::string("hook input.") + key + ": must be a boolean");
+  if (!it->is_boolean())
+    return Error::Invalid(std::string("hook input.") + key + ": must be a boolean");
   out = it->get<bool>();
   return Ok();
 }

@@ -3,11 +3,10 @@
 // fields are ignored, and a field of the wrong type is an error naming it.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 
@@ -45,20 +44,20 @@ struct HookInput {
   std::string transcript_path;  // may be empty (Codex sends null before a transcript exists)
   // The host's id for the turn: Codex's turn_id, Claude Code's prompt_id; empty when not sent.
   std::string host_turn_id;
-  std::string prompt;                  // UserPromptSubmit
+  std::string prompt;                                 // UserPromptSubmit
   std::optional<std::string> last_assistant_message;  // Stop, SubagentStop
-  bool stop_hook_active = false;       // Stop, SubagentStop
-  std::string agent_id;                // in a subagent's events
+  bool stop_hook_active = false;                      // Stop, SubagentStop
+  std::string agent_id;                               // in a subagent's events
   std::string agent_type;
-  std::string agent_transcript_path;   // SubagentStop
-  std::string source;                  // SessionStart: startup, resume, clear, compact, fork
-  std::string trigger;                 // PreCompact: manual, auto
-  std::string reason;                  // SessionEnd
-  std::string tool_name;               // PostToolUse
-  std::string tool_use_id;             // PostToolUse
-  nlohmann::json tool_input;           // PostToolUse
-  nlohmann::json tool_response;        // PostToolUse
-  std::string error;                   // StopFailure: what the host says went wrong
+  std::string agent_transcript_path;  // SubagentStop
+  std::string source;                 // SessionStart: startup, resume, clear, compact, fork
+  std::string trigger;                // PreCompact: manual, auto
+  std::string reason;                 // SessionEnd
+  std::string tool_name;              // PostToolUse
+  std::string tool_use_id;            // PostToolUse
+  nlohmann::json tool_input;          // PostToolUse
+  nlohmann::json tool_response;       // PostToolUse
+  std::string error;                  // StopFailure: what the host says went wrong
 };
 
 // Reads a hook's stdin. Errors (kInvalid): not a JSON object, invalid UTF-8, a field of the

@@ -1,18 +1,18 @@
 #include "src/hooks/hook_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-
-#include "filter/content_filter.h"
 #include "base/clock.h"
 #include "base/failpoint.h"
+#include "base/identifiers.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
-#include "base/identifiers.h"
+#include "filter/content_filter.h"
 #include "src/hooks/memory_envelope.h"
 #include "src/hooks/transcript.h"
 #include "src/tools/content_filtering.h"
@@ -28,8 +28,8 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxMessageChars = 200000;
 // Prompts that are acknowledgements, not questions: they recall nothing (they are still stored).
 constexpr std::string_view kTrivialPrompts[] = {
-    "ok", "okay", "yes", "no", "y", "n", "thanks", "thank you", "ty", "go", "go on",
-    "continue", "proceed", "done", "sure", "great", "nice", "cool", "lgtm", "k"};
+    "ok",    "okay",     "yes",     "no",   "y",    "n",     "thanks", "thank you", "ty",   "go",
+    "go on", "continue", "proceed", "done", "sure", "great", "nice",   "cool",      "lgtm", "k"};
 
 // In-process tool calls: no client to elicit from; cancelled once the deadline has passed.
 class HookToolContext final : public mcp::ToolContext {
@@ -104,8 +104,8 @@ bool IsTrivialPrompt(const std::string& prompt, size_t min_chars) {
 // The host's output that adds `context` to the model's context for `event`.
 std::string ContextOutput(Event event, const std::string& context) {
   if (context.empty()) return "";
-  return json{{"hookSpecificOutput",
-               {{"hookEventName", EventName(event)}, {"additionalContext", context}}}}
+  return json{
+      {"hookSpecificOutput", {{"hookEventName", EventName(event)}, {"additionalContext", context}}}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -136,7 +136,8 @@ std::vector<MemoryBlock> RecallAllScopes(const HookDeps& deps, const std::string
                                          const std::string& query) {
   std::vector<MemoryBlock> blocks;
   for (const std::string& scope : deps.options.recall_scopes) {
-    for (auto& block : RecallBlocks(deps, scope, session, query)) blocks.push_back(std::move(block));
+    for (auto& block : RecallBlocks(deps, scope, session, query))
+      blocks.push_back(std::move(block));
   }
   return blocks;
 }
@@ -167,11 +168,10 @@ HookAnswer GiveBlocks(const HookInput& in, const std::vector<MemoryBlock>& block
   Envelope envelope = BuildEnvelope(blocks, *given, session, deps.options.context_bytes);
   if (event == Event::kUserPromptSubmit) {
     // For the status line: what the newest prompt was given.
-    (void)(*outbox)->PutNote("hooks.last_prompt",
-                             {{"at", FormatIsoUtc(NowSeconds())},
-                              {"recalled_blocks", blocks.size()},
-                              {"given_blocks", envelope.keys.size()},
-                              {"bytes", envelope.text.size()}});
+    (void)(*outbox)->PutNote("hooks.last_prompt", {{"at", FormatIsoUtc(NowSeconds())},
+                                                   {"recalled_blocks", blocks.size()},
+                                                   {"given_blocks", envelope.keys.size()},
+                                                   {"bytes", envelope.text.size()}});
   }
   answer.output = ContextOutput(event, envelope.text);
   answer.session = session;
@@ -286,8 +286,10 @@ Result<HookAnswer> OnPrompt(const HookInput& in, HookDeps& deps) {
     if (!turns) return turns.error();
     turn_id = DerivedTurnId(session, prompt, turns->count + 1);
   }
-  const json args{{"turn_id", turn_id},        {"session_id", session},
-                  {"user_message_id", turn_id + ":user"}, {"user_content", prompt},
+  const json args{{"turn_id", turn_id},
+                  {"session_id", session},
+                  {"user_message_id", turn_id + ":user"},
+                  {"user_content", prompt},
                   {"scope", deps.options.store_scope}};
   auto bound = Structured(tools::PrepareTurn(args, deps.tools, /*recall=*/false));
   if (!bound) return bound.error();
@@ -361,7 +363,8 @@ Result<std::string> BindTranscriptTurn(const std::string& prompt, const std::str
   const std::string filtered = Filtered(deps, prompt);
   if (marks.count(SkipMark(filtered)) != 0) return std::string();
   const std::string turn_id =
-      "auto-" + Sha256Hex("transcript" + std::string(1, '\0') + prompt + '\0' + answer).substr(0, 32);
+      "auto-" +
+      Sha256Hex("transcript" + std::string(1, '\0') + prompt + '\0' + answer).substr(0, 32);
   auto outbox = deps.tools.delivery->outbox();
   if (!outbox) return outbox.error();
   auto existing = (*outbox)->GetTurn(turn_id);
@@ -370,8 +373,10 @@ Result<std::string> BindTranscriptTurn(const std::string& prompt, const std::str
   auto stored = (*outbox)->HasCommittedPrompt(deps.options.store_scope, filtered);
   if (!stored) return stored.error();
   if (*stored) return std::string();
-  const json args{{"turn_id", turn_id},        {"session_id", session},
-                  {"user_message_id", turn_id + ":user"}, {"user_content", prompt},
+  const json args{{"turn_id", turn_id},
+                  {"session_id", session},
+                  {"user_message_id", turn_id + ":user"},
+                  {"user_content", prompt},
                   {"scope", deps.options.store_scope}};
   auto bound = Structured(tools::PrepareTurn(args, deps.tools, /*recall=*/false));
   if (!bound) return bound.error();
@@ -413,9 +418,11 @@ Status StoreUnstoredTurns(const HookInput& in, const std::vector<TranscriptTurn>
     } else {
       turn_id = BindTranscriptTurn(prompt, turns[i].assistant, *marks, deps, session);
     }
-    Status stored = turn_id ? (turn_id->empty() ? Ok() : CommitPrepared(*turn_id, turns[i].assistant, deps))
-                            : Status(turn_id.error());
-    if (!stored) spdlog::warn("hook: transcript turn {} not stored: {}", i + 1, stored.error().message);
+    Status stored =
+        turn_id ? (turn_id->empty() ? Ok() : CommitPrepared(*turn_id, turns[i].assistant, deps))
+                : Status(turn_id.error());
+    if (!stored)
+      spdlog::warn("hook: transcript turn {} not stored: {}", i + 1, stored.error().message);
   }
   return Ok();
 }
@@ -468,11 +475,12 @@ Result<HookAnswer> OnSubagentStop(const HookInput& in, HookDeps& deps) {
   json message{{"message_id", "subagent:" + Sha256Hex(in.agent_id).substr(0, 24) + ":final"},
                {"role", "assistant"},
                {"content", *answer}};
-  json args{{"session_id", session},
-            {"messages", json::array({message})},
-            {"scope", deps.options.store_scope},
-            {"idempotency_key",
-             "hook-subagent-" + Sha256Hex(session + '\0' + in.agent_id + '\0' + *answer).substr(0, 40)}};
+  json args{
+      {"session_id", session},
+      {"messages", json::array({message})},
+      {"scope", deps.options.store_scope},
+      {"idempotency_key",
+       "hook-subagent-" + Sha256Hex(session + '\0' + in.agent_id + '\0' + *answer).substr(0, 40)}};
   if (IsValidAgentId(agent)) args["agent_id"] = agent;
   auto stored = Ingested(tools::IngestMessages(args, deps.tools));
   if (!stored) return stored.error();
@@ -507,13 +515,14 @@ Result<HookAnswer> OnPostToolUse(const HookInput& in, HookDeps& deps) {
     return value.is_string() ? value.get<std::string>()
                              : value.dump(-1, ' ', false, json::error_handler_t::replace);
   };
-  const std::string content = "Tool " + in.tool_name + "\ninput: " +
-                              Clip(Filtered(deps, text(in.tool_input)), 400) + "\nresult: " +
-                              Clip(Filtered(deps, text(in.tool_response)), 800);
+  const std::string content = "Tool " + in.tool_name +
+                              "\ninput: " + Clip(Filtered(deps, text(in.tool_input)), 400) +
+                              "\nresult: " + Clip(Filtered(deps, text(in.tool_response)), 800);
   const std::string session = MemorySession(in);
   const std::string call = in.tool_use_id.empty() ? content : in.tool_use_id;
   const std::string key = "hook-tool-" + Sha256Hex(session + '\0' + call).substr(0, 40);
-  json message{{"message_id", "tool:" + key.substr(10, 24)}, {"role", "tool"}, {"content", content}};
+  json message{
+      {"message_id", "tool:" + key.substr(10, 24)}, {"role", "tool"}, {"content", content}};
   json args{{"session_id", session},
             {"messages", json::array({message})},
             {"scope", deps.options.store_scope},

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "queue/delivery.h"
 #include "base/result.h"
+#include "queue/delivery.h"
 #include "src/hooks/hook_event.h"
 #include "src/tools/memory_tools.h"
 

@@ -1,7 +1,7 @@
 #include "src/hooks/memory_envelope.h"
 
-#include "filter/content_filter.h"
 #include "base/sha256.h"
+#include "filter/content_filter.h"
 #include "src/controls/evidence_budget.h"
 
 namespace tmcra::hooks {
@@ -37,9 +37,8 @@ std::string HeaderField(std::string_view header, std::string_view name) {
     const size_t value = pos + name.size();
     if (starts_field && value < header.size() && header[value] == '=') {
       const size_t end = header.find_first_of(" |]", value + 1);
-      return std::string(header.substr(value + 1, end == std::string_view::npos
-                                                      ? std::string_view::npos
-                                                      : end - value - 1));
+      return std::string(header.substr(
+          value + 1, end == std::string_view::npos ? std::string_view::npos : end - value - 1));
     }
     pos = value;
   }
@@ -54,9 +53,10 @@ MemoryBlock ReadBlock(std::string_view text) {
   block.header_only = header.rfind("[TMCRA ", 0) == 0;
   block.session = HeaderField(header, "session");
   const std::string memory_id = HeaderField(header, "memory_id");
-  block.key = !memory_id.empty()
-                  ? "memory:" + memory_id
-                  : Sha256Hex(line_end == std::string_view::npos ? text : text.substr(line_end + 1));
+  block.key =
+      !memory_id.empty()
+          ? "memory:" + memory_id
+          : Sha256Hex(line_end == std::string_view::npos ? text : text.substr(line_end + 1));
   return block;
 }
 

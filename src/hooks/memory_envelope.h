@@ -4,11 +4,10 @@
 // recalled memory (so the content filter never stores it again). Pure functions.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace tmcra::hooks {
 
@@ -18,7 +17,7 @@ struct MemoryBlock {
   // What identifies the memory whatever window number a recall gives it: "memory:<id>" when
   // the header names a memory_id, else the SHA-256 of the text after the header line.
   std::string key;
-  std::string session;  // the header's session=, or empty
+  std::string session;       // the header's session=, or empty
   bool header_only = false;  // a section header ("[TMCRA ...]"), given with the next block
 };
 

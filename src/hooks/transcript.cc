@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "base/json_reader.h"
@@ -77,7 +76,8 @@ Message ClaudeMessage(const json& line, bool subagent) {
     return {};
   }
   if (BoolField(line, "isMeta") || BoolField(line, "isCompactSummary") ||
-      BoolField(line, "isVisibleInTranscriptOnly") || (!subagent && BoolField(line, "isSidechain"))) {
+      BoolField(line, "isVisibleInTranscriptOnly") ||
+      (!subagent && BoolField(line, "isSidechain"))) {
     return {};
   }
   bool tool_result = false;
@@ -140,22 +140,27 @@ std::set<std::string> GivenMemoryIds(const std::string& path, size_t max_bytes) 
   if (!in) return ids;
   const std::streamoff size = in.tellg();
   const std::streamoff start = size > static_cast<std::streamoff>(max_bytes)
-                                   ? size - static_cast<std::streamoff>(max_bytes) : 0;
+                                   ? size - static_cast<std::streamoff>(max_bytes)
+                                   : 0;
   std::string text(static_cast<size_t>(size - start), '\0');
   in.seekg(start);
   if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) return ids;
   // What came before the last compaction is no longer in the model's context.
   size_t from = 0;
-  for (const char* marker : {"\"isCompactSummary\":true", "\"compact_boundary\"", "\"type\":\"compacted\""}) {
+  for (const char* marker :
+       {"\"isCompactSummary\":true", "\"compact_boundary\"", "\"type\":\"compacted\""}) {
     if (const size_t at = text.rfind(marker); at != std::string::npos) from = std::max(from, at);
   }
   constexpr std::string_view kField = "memory_id=";
-  for (size_t at = text.find(kField, from); at != std::string::npos; at = text.find(kField, at + 1)) {
+  for (size_t at = text.find(kField, from); at != std::string::npos;
+       at = text.find(kField, at + 1)) {
     size_t end = at + kField.size();
-    while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) {
+    while (end < text.size() &&
+           (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) {
       ++end;
     }
-    if (end > at + kField.size()) ids.insert("memory:" + text.substr(at + kField.size(), end - at - kField.size()));
+    if (end > at + kField.size())
+      ids.insert("memory:" + text.substr(at + kField.size(), end - at - kField.size()));
   }
   return ids;
 }

@@ -24,8 +24,8 @@ struct TranscriptTurn {
 // subagent's own transcript (Claude Code marks all of it as a side chain). Errors: the file
 // cannot be opened or is over `max_bytes`.
 [[nodiscard]] Result<std::vector<TranscriptTurn>> ReadTranscript(Host host, const std::string& path,
-                                                               bool subagent = false,
-                                                               size_t max_bytes = 64u << 20);
+                                                                 bool subagent = false,
+                                                                 size_t max_bytes = 64u << 20);
 
 // The memory ids ("memory:<id>", as MemoryBlock keys them) the transcript shows the model was
 // given since its last compaction: what the host keeps of hook context in the conversation.

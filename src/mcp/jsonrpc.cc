@@ -1,9 +1,9 @@
 #include "src/mcp/jsonrpc.h"
 
+#include <string>
+
 #include "base/json_reader.h"
 #include "base/json_writer.h"
-
-#include <string>
 
 namespace tmcra::mcp {
 
@@ -18,7 +18,9 @@ json MakeError(const json& id, int code, std::string_view message, json data) {
 }
 
 json MakeRequest(const json& id, std::string_view method, json params) {
-  return json{{"jsonrpc", "2.0"}, {"id", id}, {"method", std::string(method)},
+  return json{{"jsonrpc", "2.0"},
+              {"id", id},
+              {"method", std::string(method)},
               {"params", std::move(params)}};
 }
 
@@ -26,9 +28,7 @@ json MakeNotification(std::string_view method, json params) {
   return json{{"jsonrpc", "2.0"}, {"method", std::string(method)}, {"params", std::move(params)}};
 }
 
-bool IsValidRequestId(const json& id) {
-  return id.is_string() || id.is_number_integer();
-}
+bool IsValidRequestId(const json& id) { return id.is_string() || id.is_number_integer(); }
 
 ParsedLine ParseLine(std::string_view line) {
   ParsedLine out;

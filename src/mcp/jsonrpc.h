@@ -4,14 +4,13 @@
 // Knows nothing of tools or memory.
 #pragma once
 
-#include "base/json_depth.h"
-
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "base/json_depth.h"
 
 namespace tmcra::mcp {
 
@@ -44,8 +43,8 @@ bool IsValidRequestId(const json& id);
 inline int NestingDepth(std::string_view text, int limit) { return JsonNestingDepth(text, limit); }
 
 struct ParsedLine {
-  json value;             // the message, when error_code == 0
-  int error_code = 0;     // rpc::kParseError or rpc::kInvalidRequest
+  json value;          // the message, when error_code == 0
+  int error_code = 0;  // rpc::kParseError or rpc::kInvalidRequest
   std::string error_message;
   // With error_code 0: the line held numbers that no double holds (1e400), which `value` holds
   // as null, so that the message can still be answered, with its id, as invalid input.

@@ -34,15 +34,23 @@ bool MatchesType(const json& v, const std::string& type) {
 
 std::string TypeName(const json& v) {
   switch (v.type()) {
-    case json::value_t::object: return "object";
-    case json::value_t::array: return "array";
-    case json::value_t::string: return "string";
-    case json::value_t::boolean: return "boolean";
-    case json::value_t::null: return "null";
+    case json::value_t::object:
+      return "object";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::boolean:
+      return "boolean";
+    case json::value_t::null:
+      return "null";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "integer";
-    case json::value_t::number_float: return "number";
-    default: return "unknown";
+    case json::value_t::number_unsigned:
+      return "integer";
+    case json::value_t::number_float:
+      return "number";
+    default:
+      return "unknown";
   }
 }
 
@@ -93,7 +101,7 @@ std::optional<std::string> ValidateNumber(const json& v, const json& s, const st
   const auto fails = [&](const char* key, auto violates) -> const json* {
     auto it = s.find(key);
     return it != s.end() && it->is_number() && violates(d, it->template get<double>()) ? &*it
-                                                                                      : nullptr;
+                                                                                       : nullptr;
   };
   if (auto m = fails("minimum", std::less<>())) return Err(path, "must be >= " + m->dump());
   if (auto m = fails("maximum", std::greater<>())) return Err(path, "must be <= " + m->dump());

@@ -7,17 +7,15 @@
 // description, default, format, examples, $schema) are ignored.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace tmcra::mcp {
 
 // Returns std::nullopt when `value` conforms, else a message naming the offending field with
 // its path from `path` (e.g. "arguments.messages[0].role: must be one of ...").
-std::optional<std::string> ValidateSchema(const nlohmann::json& value,
-                                          const nlohmann::json& schema,
+std::optional<std::string> ValidateSchema(const nlohmann::json& value, const nlohmann::json& schema,
                                           const std::string& path = "arguments");
 
 }  // namespace tmcra::mcp

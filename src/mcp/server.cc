@@ -2,8 +2,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/stat.h>
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -13,8 +14,6 @@
 #include <cstring>
 #include <exception>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "src/mcp/line_reader.h"
 #include "src/mcp/schema.h"
@@ -45,8 +44,8 @@ bool IsSupportedVersion(std::string_view version) {
   return false;
 }
 
-constexpr auto kShutdownGrace = 500ms;    // in-flight calls may finish on their own
-constexpr auto kShutdownCancel = 400ms;   // then they are cancelled and get this long to stop
+constexpr auto kShutdownGrace = 500ms;   // in-flight calls may finish on their own
+constexpr auto kShutdownCancel = 400ms;  // then they are cancelled and get this long to stop
 constexpr const char* kStructuredContentVersion = "2025-06-18";  // structuredContent from here
 
 // True on the thread in ReaderLoop while it hands a chunk of input to HandleLine: the first
@@ -330,8 +329,7 @@ std::optional<bool> Server::AnswerWithStandby(std::function<void()>& call) {
   reading_turn_.store(answering, std::memory_order_release);
   if (!ArmHandOff(true)) {
     uint64_t expected = answering;
-    if (reading_turn_.compare_exchange_strong(expected, answering - 1,
-                                              std::memory_order_acq_rel)) {
+    if (reading_turn_.compare_exchange_strong(expected, answering - 1, std::memory_order_acq_rel)) {
       return std::nullopt;  // the caller hands the reading on at once
     }
     // A late expiry let the standby take the reading over already: this thread only answers.
@@ -550,8 +548,8 @@ std::optional<json> Server::HandleMessage(const json& message, bool in_batch,
                                           const json* bad_number) {
   // Where a number no double holds was, as text ("params.x"), for the messages that refuse it.
   const auto out_of_range = [bad_number](const char* what) {
-    return std::string(what) + PathText("", *bad_number) +
-           (bad_number->empty() ? "" : ": ") + "number out of range";
+    return std::string(what) + PathText("", *bad_number) + (bad_number->empty() ? "" : ": ") +
+           "number out of range";
   };
   if (!message.is_object()) {
     if (bad_number != nullptr) {
@@ -574,8 +572,8 @@ std::optional<json> Server::HandleMessage(const json& message, bool in_batch,
     return MakeError(id, rpc::kInvalidRequest, "Invalid Request: no method");
   }
   const auto version_it = message.find("jsonrpc");
-  const bool good_envelope = version_it != message.end() && *version_it == "2.0" &&
-                             method_it->is_string();
+  const bool good_envelope =
+      version_it != message.end() && *version_it == "2.0" && method_it->is_string();
   if (!has_id) {
     // A notification is never answered, even when it is malformed or unknown; one that cannot
     // be read whole is not acted on.
@@ -603,8 +601,8 @@ std::optional<json> Server::HandleMessage(const json& message, bool in_batch,
   return HandleRequest(id, method_it->get<std::string>(), params, in_batch, bad_number);
 }
 
-json Server::RefuseNumberOutOfRange(const json& id, const std::string& method,
-                                    const json& params, const json& path) const {
+json Server::RefuseNumberOutOfRange(const json& id, const std::string& method, const json& params,
+                                    const json& path) const {
   const auto name = params.is_object() ? params.find("name") : params.end();
   if (method == "tools/call" && path.size() >= 2 && path[1] == "arguments" &&
       name != params.end() && name->is_string()) {
@@ -613,10 +611,10 @@ json Server::RefuseNumberOutOfRange(const json& id, const std::string& method,
     for (const auto& t : tools_) known = known || t.spec.name == tool;
     if (!known) return MakeError(id, rpc::kInvalidParams, "Unknown tool: " + tool);
     // As for any invalid argument: a tool error naming the field, so the model can correct it.
-    return MakeResult(id, ShapeResult(ToolResult::Fail("Invalid arguments for " + tool + ": " +
-                                                       PathText("arguments", path, 2) +
-                                                       ": number out of range"),
-                                      negotiated_version()));
+    return MakeResult(
+        id, ShapeResult(ToolResult::Fail("Invalid arguments for " + tool + ": " +
+                                         PathText("arguments", path, 2) + ": number out of range"),
+                        negotiated_version()));
   }
   return MakeError(id, rpc::kInvalidParams,
                    "Invalid params: " + PathText("", path) + ": number out of range");
@@ -738,8 +736,8 @@ void Server::HandleResponse(const json& message) {
 
 json Server::Initialize(const json& params) {
   const std::string requested = params["protocolVersion"].get<std::string>();
-  const std::string version = IsSupportedVersion(requested) ? requested
-                                                            : std::string(kNewestVersion);
+  const std::string version =
+      IsSupportedVersion(requested) ? requested : std::string(kNewestVersion);
   bool elicitation = false;
   if (auto caps = params.find("capabilities"); caps != params.end() && caps->is_object()) {
     if (auto e = caps->find("elicitation"); e != caps->end() && e->is_object()) {
@@ -791,8 +789,9 @@ json Server::ToolDefinition(const Tool& tool, const std::string& version) const 
 
 json Server::ShapeResult(ToolResult result, const std::string& version) const {
   if (result.is_error) {
-    return json{{"content", json::array({{{"type", "text"}, {"text", std::move(result.error_text)}}})},
-                {"isError", true}};
+    return json{
+        {"content", json::array({{{"type", "text"}, {"text", std::move(result.error_text)}}})},
+        {"isError", true}};
   }
   json out{{"content", json::array({{{"type", "text"}, {"text", Serialize(result.structured)}}})}};
   if (version >= kStructuredContentVersion) out["structuredContent"] = std::move(result.structured);
@@ -832,9 +831,10 @@ Server::CallOutcome Server::CallTool(const json& id, const json& params,
   json arguments = json::object();
   if (auto it = params.find("arguments"); it != params.end() && !it->is_null()) {
     if (!it->is_object()) {
-      return {MakeError(id, rpc::kInvalidParams,
-                        "Invalid params: params.arguments must be an object"),
-              std::nullopt, {}};
+      return {
+          MakeError(id, rpc::kInvalidParams, "Invalid params: params.arguments must be an object"),
+          std::nullopt,
+          {}};
     }
     arguments = *it;
   }

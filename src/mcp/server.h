@@ -46,8 +46,8 @@ namespace tmcra::mcp {
 
 // Protocol versions we speak, oldest first; the last is what we answer when the client asks
 // for one we do not know.
-inline constexpr std::string_view kSupportedVersions[] = {"2024-11-05", "2025-03-26",
-                                                          "2025-06-18", "2025-11-25"};
+inline constexpr std::string_view kSupportedVersions[] = {"2024-11-05", "2025-03-26", "2025-06-18",
+                                                          "2025-11-25"};
 inline constexpr std::string_view kNewestVersion = "2025-11-25";
 
 struct ServerOptions {
@@ -101,8 +101,8 @@ class Server {
     ToolSpec spec;
     ToolHandler handler;
   };
-  struct Call;           // one in-flight tools/call
-  struct Pending;        // one server-to-client request awaiting its answer
+  struct Call;     // one in-flight tools/call
+  struct Pending;  // one server-to-client request awaiting its answer
   class CallContext;
 
   void HandleLine(std::string_view line, bool oversized);
@@ -186,7 +186,7 @@ class Server {
   std::vector<Tool> tools_;
 
   mutable std::mutex state_mu_;
-  std::string negotiated_;             // empty until initialize
+  std::string negotiated_;  // empty until initialize
   bool client_elicitation_ = false;
   bool initialized_ = false;
 
@@ -196,8 +196,8 @@ class Server {
 
   std::mutex calls_mu_;
   std::condition_variable calls_cv_;
-  std::map<std::string, std::shared_ptr<Call>> calls_;          // key: id.dump()
-  std::map<std::string, std::shared_ptr<Pending>> pending_;     // key: our request id
+  std::map<std::string, std::shared_ptr<Call>> calls_;       // key: id.dump()
+  std::map<std::string, std::shared_ptr<Pending>> pending_;  // key: our request id
   std::atomic<long> next_request_id_{1};
   std::atomic<bool> shutting_down_{false};
 
@@ -206,7 +206,7 @@ class Server {
   int in_fd_ = -1;
   LineReader line_reader_{kMaxLineBytes};
   std::vector<char> read_buffer_;
-  std::function<void()> next_call_;  // a tools/call for the reading thread to answer
+  std::function<void()> next_call_;         // a tools/call for the reading thread to answer
   int handoff_timer_fd_ = -1;               // timerfd, armed while the reader answers a call
   int standby_wake_fd_ = -1;                // eventfd: ends StandbyLoop at shutdown
   std::atomic<bool> standby_ready_{false};  // a standby runs or is queued
@@ -214,15 +214,15 @@ class Server {
   std::atomic<uint64_t> reading_turn_{0};
   std::mutex reading_mu_;
   std::condition_variable reading_cv_;
-  bool reading_done_ = false;        // guarded by reading_mu_
-  bool reading_failed_ = false;      // guarded by reading_mu_; Run() reads it after the wait
+  bool reading_done_ = false;    // guarded by reading_mu_
+  bool reading_failed_ = false;  // guarded by reading_mu_; Run() reads it after the wait
 
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;
-  std::deque<std::function<void()>> tasks_;   // guarded by pool_mu_
-  std::vector<std::thread> threads_;          // guarded by pool_mu_
-  size_t idle_ = 0;                           // guarded by pool_mu_
-  bool pool_stopping_ = false;                // guarded by pool_mu_
+  std::deque<std::function<void()>> tasks_;  // guarded by pool_mu_
+  std::vector<std::thread> threads_;         // guarded by pool_mu_
+  size_t idle_ = 0;                          // guarded by pool_mu_
+  bool pool_stopping_ = false;               // guarded by pool_mu_
 };
 
 }  // namespace tmcra::mcp

@@ -7,10 +7,9 @@
 
 #include <chrono>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 
@@ -20,17 +19,17 @@ using json = nlohmann::json;
 
 struct ToolSpec {
   std::string name;
-  std::string title;        // sent from 2025-06-18 on
+  std::string title;  // sent from 2025-06-18 on
   std::string description;
-  json input_schema;        // a JSON Schema object with "type":"object"
-  json output_schema;       // null, or the schema of structuredContent (sent from 2025-06-18)
-  json annotations;         // null, or MCP tool annotations (sent from 2025-03-26)
+  json input_schema;   // a JSON Schema object with "type":"object"
+  json output_schema;  // null, or the schema of structuredContent (sent from 2025-06-18)
+  json annotations;    // null, or MCP tool annotations (sent from 2025-03-26)
 };
 
 struct ToolResult {
   json structured = json::object();  // the result object (structuredContent and text)
   bool is_error = false;
-  std::string error_text;            // with is_error
+  std::string error_text;  // with is_error
   // What the tool built but does not answer with (e.g. a recall's structured evidence), freed
   // only after the answer is written: tearing down a large tree is not on the host's wait.
   json after_reply;

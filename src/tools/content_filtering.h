@@ -6,9 +6,8 @@
 #pragma once
 
 #include <mutex>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "filter/content_filter.h"
 
@@ -31,7 +30,7 @@ class FilterTally {
 
  private:
   mutable std::mutex mu_;
-  filter::FilterReport total_;  // guarded by mu_
+  filter::FilterReport total_;    // guarded by mu_
   int64_t dropped_messages_ = 0;  // guarded by mu_
 };
 

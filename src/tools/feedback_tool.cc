@@ -3,9 +3,9 @@
 #include <set>
 #include <vector>
 
-#include "receipts/receipts.h"
 #include "base/canonical_json.h"
 #include "base/utf8.h"
+#include "receipts/receipts.h"
 #include "src/tools/tool_support.h"
 
 namespace tmcra::tools {
@@ -264,7 +264,6 @@ bool ExactEvidence(const json& page, const std::string& memory_id, const std::st
   *text = std::move(joined);
   return true;
 }
-
 
 void RegisterFeedbackTool(mcp::Server& server, const FeedbackToolDeps& deps) {
   RegisterTool(

@@ -41,6 +41,4 @@ void RegisterFeedbackTool(mcp::Server& server, const FeedbackToolDeps& deps);
 bool ExactEvidence(const nlohmann::json& page, const std::string& memory_id,
                    const std::string& scope, std::string* text);
 
-
-
 }  // namespace tmcra::tools

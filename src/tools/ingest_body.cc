@@ -48,12 +48,12 @@ Result<json> BuildIngestBody(const json& arguments, const IngestAttribution& att
       return ArgumentError(at + ".agent_id", "user messages use target_agent_id, not agent_id");
     }
     if (target && role != "user") {
-      return ArgumentError(at + ".target_agent_id", "target_agent_id is valid only for user messages");
+      return ArgumentError(at + ".target_agent_id",
+                           "target_agent_id is valid only for user messages");
     }
     for (const auto& [name, value] : {std::pair{"agent_id", agent}, {"target_agent_id", target}}) {
       if (value && !IsValidAgentId(*value)) {
-        return ArgumentError(at + "." + name,
-                             "must match " + std::string(kAgentIdPattern));
+        return ArgumentError(at + "." + name, "must match " + std::string(kAgentIdPattern));
       }
     }
     json metadata{{"actor_role", role}};
@@ -72,8 +72,11 @@ Result<json> BuildIngestBody(const json& arguments, const IngestAttribution& att
     } else if (agent) {
       metadata["agent_id"] = *agent;
     }
-    messages.push_back({{"message_id", id}, {"role", role}, {"content", content},
-                        {"timestamp", timestamp}, {"metadata", std::move(metadata)}});
+    messages.push_back({{"message_id", id},
+                        {"role", role},
+                        {"content", content},
+                        {"timestamp", timestamp},
+                        {"metadata", std::move(metadata)}});
   }
   json metadata{{"integration", "mcp"},
                 {"integration_version", attribution.integration_version},

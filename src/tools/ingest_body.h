@@ -2,20 +2,19 @@
 // §3.5, §4.3.4), as pure functions so they can be checked against TMCRA's own vectors.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 
 namespace tmcra::tools {
 
 struct IngestAttribution {
-  std::optional<std::string> agent_id;   // resolved call-level agent id
-  std::string agent_id_source;           // "tool_argument" or "configured_default"
-  std::string integration_version;       // our version
+  std::optional<std::string> agent_id;  // resolved call-level agent id
+  std::string agent_id_source;          // "tool_argument" or "configured_default"
+  std::string integration_version;      // our version
 };
 
 // Builds {session_id, messages, consistency, slow_policy, metadata} from schema-valid tool

@@ -8,11 +8,11 @@
 #include <set>
 #include <thread>
 
-#include "receipts/receipts.h"
-#include "base/identifiers.h"
 #include "base/clock.h"
 #include "base/failpoint.h"
+#include "base/identifiers.h"
 #include "base/utf8.h"
+#include "receipts/receipts.h"
 #include "src/tools/ingest_body.h"
 #include "src/tools/memory_tools.h"
 #include "src/tools/tool_support.h"
@@ -87,8 +87,8 @@ json Projection(const queue::Item& item, const std::string& turn_id, json recall
   r["observed_status"] = observed;
   r["final_status"] = IsTerminal(observed) ? json(observed) : json(nullptr);
   r["final"] = IsTerminal(observed);
-  r["watermarks"] = ingest.is_object() && ingest.contains("watermarks") ? ingest["watermarks"]
-                                                                         : json::object();
+  r["watermarks"] =
+      ingest.is_object() && ingest.contains("watermarks") ? ingest["watermarks"] : json::object();
   return r;
 }
 
@@ -101,18 +101,19 @@ Result<json> Counts(queue::Outbox& outbox) {
 // ---- tmcra_turn_prepare ------------------------------------------------------------------
 
 json PrepareSchema() {
-  return json{{"type", "object"},
-              {"properties",
-               {{"turn_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
-                {"session_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
-                {"user_message_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
-                {"user_content", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200000}}},
-                {"scope", NullableString(128)},
-                {"evidence_mode", {{"type", "string"}, {"enum", {"raw", "auto", "compiled"}},
-                                   {"default", "auto"}}},
-                {"agent_id", NullableString(200)}}},
-              {"required", {"turn_id", "session_id", "user_message_id", "user_content"}},
-              {"additionalProperties", false}};
+  return json{
+      {"type", "object"},
+      {"properties",
+       {{"turn_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
+        {"session_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
+        {"user_message_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
+        {"user_content", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200000}}},
+        {"scope", NullableString(128)},
+        {"evidence_mode",
+         {{"type", "string"}, {"enum", {"raw", "auto", "compiled"}}, {"default", "auto"}}},
+        {"agent_id", NullableString(200)}}},
+      {"required", {"turn_id", "session_id", "user_message_id", "user_content"}},
+      {"additionalProperties", false}};
 }
 
 ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_memory) {
@@ -123,10 +124,13 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_mem
   const std::string session = Trim(args["session_id"].get<std::string>());
   const std::string message_id = Trim(args["user_message_id"].get<std::string>());
   const std::string raw_content = Trim(args["user_content"].get<std::string>());
-  for (const auto& [name, value] : {std::pair{"turn_id", turn_id}, {"session_id", session},
+  for (const auto& [name, value] : {std::pair{"turn_id", turn_id},
+                                    {"session_id", session},
                                     {"user_message_id", message_id},
                                     {"user_content", raw_content}}) {
-    if (value.empty()) return Failure(kTool, Error::Invalid(std::string("arguments.") + name + ": must not be blank"));
+    if (value.empty())
+      return Failure(kTool,
+                     Error::Invalid(std::string("arguments.") + name + ": must not be blank"));
   }
   // Filtered before anything is recalled or stored; a message that was all private is
   // neither (its turn's answer still is).
@@ -145,7 +149,9 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_mem
     read_controls = std::move(*begun);
   }
   if (!capture.read) {
-    return ToolResult::Ok({{"status", "disabled"}, {"turn_id", turn_id}, {"write_allowed", false},
+    return ToolResult::Ok({{"status", "disabled"},
+                           {"turn_id", turn_id},
+                           {"write_allowed", false},
                            {"injectable_context", {{"content", ""}}}});
   }
   auto outbox = deps.delivery->outbox();
@@ -208,7 +214,8 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_mem
     if (auto s = (*outbox)->PrepareTurn(turn); !s) return Failure(kTool, s.error());
   }
   if (!capture.write) {
-    return ToolResult::Ok({{"status", "recall_only"}, {"turn_id", turn_id},
+    return ToolResult::Ok({{"status", "recall_only"},
+                           {"turn_id", turn_id},
                            {"write_allowed", false},
                            {"injectable_context", recall["injectable_context"]},
                            {"task_handoff", recall.value("task_handoff", json(nullptr))},
@@ -239,19 +246,23 @@ json CommitSchema() {
       {"type", "object"},
       {"properties",
        {{"turn_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
-        {"assistant_message_id", {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
+        {"assistant_message_id",
+         {{"type", "string"}, {"minLength", 1}, {"maxLength", kMaxIdChars}}},
         {"assistant_content", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200000}}},
-        {"assistant_timestamp", {{"anyOf", json::array({{{"type", "string"}, {"format", "date-time"}},
-                                                        {{"type", "null"}}})},
-                                 {"default", nullptr}}},
-        {"consistency", {{"type", "string"}, {"enum", {"eventual", "read_your_writes"}},
-                         {"default", "read_your_writes"}}},
-        {"slow_policy", {{"type", "string"}, {"enum", {"auto", "deferred", "force"}},
-                         {"default", "auto"}}},
-        {"idempotency_key", {{"anyOf", json::array({{{"type", "string"}, {"minLength", 8},
-                                                     {"maxLength", 200}},
-                                                    {{"type", "null"}}})},
-                             {"default", nullptr}}},
+        {"assistant_timestamp",
+         {{"anyOf",
+           json::array({{{"type", "string"}, {"format", "date-time"}}, {{"type", "null"}}})},
+          {"default", nullptr}}},
+        {"consistency",
+         {{"type", "string"},
+          {"enum", {"eventual", "read_your_writes"}},
+          {"default", "read_your_writes"}}},
+        {"slow_policy",
+         {{"type", "string"}, {"enum", {"auto", "deferred", "force"}}, {"default", "auto"}}},
+        {"idempotency_key",
+         {{"anyOf", json::array({{{"type", "string"}, {"minLength", 8}, {"maxLength", 200}},
+                                 {{"type", "null"}}})},
+          {"default", nullptr}}},
         {"agent_id", NullableString(200)}}},
       {"required", {"turn_id", "assistant_message_id", "assistant_content"}},
       {"additionalProperties", false}};
@@ -261,13 +272,16 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
                   bool user_only) {
   const char* kTool = "tmcra_turn_commit";
   const std::string turn_id = Trim(args["turn_id"].get<std::string>());
-  const std::string message_id = user_only ? std::string() : Trim(args["assistant_message_id"].get<std::string>());
-  const std::string raw_content = user_only ? std::string() : Trim(args["assistant_content"].get<std::string>());
+  const std::string message_id =
+      user_only ? std::string() : Trim(args["assistant_message_id"].get<std::string>());
+  const std::string raw_content =
+      user_only ? std::string() : Trim(args["assistant_content"].get<std::string>());
   for (const auto& [name, value] : {std::pair{"turn_id", turn_id},
                                     {"assistant_message_id", message_id},
                                     {"assistant_content", raw_content}}) {
     if (value.empty() && (!user_only || std::string_view(name) == "turn_id")) {
-      return Failure(kTool, Error::Invalid(std::string("arguments.") + name + ": must not be blank"));
+      return Failure(kTool,
+                     Error::Invalid(std::string("arguments.") + name + ": must not be blank"));
     }
   }
   // Filtered before the key is derived and the outbox sees it: a replay of the same answer
@@ -279,7 +293,8 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   if (auto ts = OptionalArg(args, "assistant_timestamp"); !ts.empty()) {
     auto normalised = PydanticTimestamp(ts);
     if (!normalised) {
-      return Failure(kTool, Error::Invalid("arguments.assistant_timestamp: is not an ISO-8601 date-time"));
+      return Failure(kTool,
+                     Error::Invalid("arguments.assistant_timestamp: is not an ISO-8601 date-time"));
     }
     timestamp = *normalised;
   }
@@ -295,16 +310,18 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   resolve_args["scope"] = t.scope_name;
   auto resolved = Resolve(resolve_args, deps.default_scope, deps.default_agent_id);
   if (!resolved) return Failure(kTool, resolved.error());
-  const json capture_json = t.recall_receipt.is_object() && t.recall_receipt.contains("_local_capture")
-                                ? t.recall_receipt["_local_capture"] : json(nullptr);
+  const json capture_json =
+      t.recall_receipt.is_object() && t.recall_receipt.contains("_local_capture")
+          ? t.recall_receipt["_local_capture"]
+          : json(nullptr);
   if (t.state != "committed" && deps.controls != nullptr && !capture_json.is_null()) {
     auto capture = controls::Policy::FromJson(capture_json);
     if (!capture) return Failure(kTool, capture.error());
     auto allowed = deps.controls->MayWrite(*capture);
     if (!allowed) return Failure(kTool, allowed.error());
     if (!*allowed) {
-      return ToolResult::Ok({{"skipped", true}, {"reason", "session_memory_mode_changed"},
-                             {"submitted", false}});
+      return ToolResult::Ok(
+          {{"skipped", true}, {"reason", "session_memory_mode_changed"}, {"submitted", false}});
     }
   }
   const std::string consistency = args.value("consistency", "read_your_writes");
@@ -313,13 +330,16 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   // A turn that ended without an answer (failed or interrupted) is keyed without one.
   const json assistant_dump =
       user_only ? json(nullptr)
-                : json{{"message_id", message_id}, {"role", "assistant"},
-                       {"content", content}, {"timestamp", timestamp},
+                : json{{"message_id", message_id},
+                       {"role", "assistant"},
+                       {"content", content},
+                       {"timestamp", timestamp},
                        {"agent_id", resolved->agent_id ? json(*resolved->agent_id) : json(nullptr)},
                        {"target_agent_id", nullptr}};
   std::string key = OptionalArg(args, "idempotency_key");
   if (key.empty()) {
-    key = DeriveIdempotencyKey(t.scope_name, {{"turn_id", turn_id}, {"assistant", assistant_dump},
+    key = DeriveIdempotencyKey(t.scope_name, {{"turn_id", turn_id},
+                                              {"assistant", assistant_dump},
                                               {"consistency", consistency},
                                               {"slow_policy", slow_policy}});
   }
@@ -331,8 +351,8 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
     user_meta["target_agent_id"] = *resolved->agent_id;
     assistant_meta["agent_id"] = *resolved->agent_id;
   }
-  json metadata{{"integration", "mcp"}, {"integration_version", deps.version},
-                {"scope_sharing", "shared"}};
+  json metadata{
+      {"integration", "mcp"}, {"integration_version", deps.version}, {"scope_sharing", "shared"}};
   if (resolved->agent_id) {
     metadata["agent_id"] = *resolved->agent_id;
     metadata["agent_id_source"] = resolved->agent_source;
@@ -342,23 +362,29 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   request.messages = json::array();
   // A message the filter left empty (all of it private) is not stored; the other one is.
   if (!t.user_content.empty()) {
-    request.messages.push_back({{"message_id", t.user_message_id}, {"role", "user"},
-                                {"content", t.user_content}, {"timestamp", t.user_timestamp},
+    request.messages.push_back({{"message_id", t.user_message_id},
+                                {"role", "user"},
+                                {"content", t.user_content},
+                                {"timestamp", t.user_timestamp},
                                 {"metadata", user_meta}});
   } else {
     ++filtering.dropped_messages;
   }
   if (!content.empty()) {
-    request.messages.push_back({{"message_id", message_id}, {"role", "assistant"},
-                                {"content", content}, {"timestamp", timestamp},
+    request.messages.push_back({{"message_id", message_id},
+                                {"role", "assistant"},
+                                {"content", content},
+                                {"timestamp", timestamp},
                                 {"metadata", assistant_meta}});
   } else if (!user_only) {
     ++filtering.dropped_messages;
   }
   if (deps.filter_tally != nullptr) deps.filter_tally->Add(filtering);
   if (request.messages.empty()) {
-    return ToolResult::Ok({{"skipped", true}, {"reason", "nothing_left_after_filtering"},
-                           {"submitted", false}, {"content_filter", filtering.ToJson()}});
+    return ToolResult::Ok({{"skipped", true},
+                           {"reason", "nothing_left_after_filtering"},
+                           {"submitted", false},
+                           {"content_filter", filtering.ToJson()}});
   }
   request.consistency = consistency;
   request.slow_policy = slow_policy;
@@ -399,8 +425,10 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
 json ReconcileSchema() {
   return json{{"type", "object"},
               {"properties",
-               {{"item_ids", {{"type", "array"}, {"maxItems", 1000},
-                              {"items", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}}}},
+               {{"item_ids",
+                 {{"type", "array"},
+                  {"maxItems", 1000},
+                  {"items", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}}}},
                 {"include_dead_letter", {{"type", "boolean"}, {"default", false}}}}},
               {"additionalProperties", false}};
 }
@@ -458,7 +486,8 @@ ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDe
     // tells the state now rather than after commit_wait of waiting for nothing.
     if (!moved) {
       const double wait_until =
-          NowSeconds() + std::chrono::duration<double>(deps.commit_wait - (now - last_progress)).count();
+          NowSeconds() +
+          std::chrono::duration<double>(deps.commit_wait - (now - last_progress)).count();
       bool worth_waiting = false;
       for (const auto& id : open) {
         auto item = (*outbox)->GetForDelivery(id);
@@ -511,8 +540,9 @@ ToolResult HandledByHooks(const json& args, const MemoryToolDeps& deps) {
                          {"host", deps.hooks_host},
                          {"turn_id", args.value("turn_id", "")},
                          {"submitted", false},
-                         {"message", "This host's tmcra-mcp hooks recall and store every turn "
-                                     "automatically; this call wrote nothing."}});
+                         {"message",
+                          "This host's tmcra-mcp hooks recall and store every turn "
+                          "automatically; this call wrote nothing."}});
 }
 
 }  // namespace
@@ -527,19 +557,19 @@ ToolResult CommitTurn(const json& args, mcp::ToolContext& ctx, const MemoryToolD
 }
 
 void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps) {
-  const json write_hints{{"readOnlyHint", false}, {"destructiveHint", false},
-                         {"idempotentHint", true}, {"openWorldHint", false}};
+  const json write_hints{{"readOnlyHint", false},
+                         {"destructiveHint", false},
+                         {"idempotentHint", true},
+                         {"openWorldHint", false}};
   RegisterTool(server, "tmcra_turn_prepare", "Prepare a turn",
                "Recall memory and return untrusted injectable context before the host answers.",
-               PrepareSchema(), write_hints,
-               [deps](const json& args, mcp::ToolContext&) {
+               PrepareSchema(), write_hints, [deps](const json& args, mcp::ToolContext&) {
                  return deps.hooks_host.empty() ? Prepare(args, deps, /*recall_memory=*/true)
                                                 : HandledByHooks(args, deps);
                });
   RegisterTool(server, "tmcra_turn_commit", "Commit a turn",
                "Commit the real user/assistant turn and reconcile it to terminal state.",
-               CommitSchema(), write_hints,
-               [deps](const json& args, mcp::ToolContext& ctx) {
+               CommitSchema(), write_hints, [deps](const json& args, mcp::ToolContext& ctx) {
                  return deps.hooks_host.empty() ? Commit(args, ctx, deps, /*user_only=*/false)
                                                 : HandledByHooks(args, deps);
                });
@@ -547,8 +577,9 @@ void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps) {
                "Retry durable pending records and report succeeded or dead-letter states. "
                "Optionally name item_ids, and set include_dead_letter to replay dead letters "
                "with their original idempotency keys.",
-               ReconcileSchema(), write_hints,
-               [deps](const json& args, mcp::ToolContext& ctx) { return Reconcile(args, ctx, deps); });
+               ReconcileSchema(), write_hints, [deps](const json& args, mcp::ToolContext& ctx) {
+                 return Reconcile(args, ctx, deps);
+               });
 }
 
 }  // namespace tmcra::tools

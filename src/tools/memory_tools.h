@@ -12,17 +12,17 @@
 
 #include "queue/delivery.h"
 #include "src/api/memory_api.h"
-#include "src/tools/content_filtering.h"
 #include "src/controls/memory_controls.h"
 #include "src/mcp/server.h"
+#include "src/tools/content_filtering.h"
 
 namespace tmcra::tools {
 
 struct MemoryToolDeps {
-  api::MemoryApi* memory = nullptr;    // not owned; outlives the server
-  std::string default_scope;           // used when a call names no scope
-  std::string default_agent_id;        // TMCRA_AGENT_ID, or empty
-  std::string version;                 // integration_version in ingest metadata
+  api::MemoryApi* memory = nullptr;  // not owned; outlives the server
+  std::string default_scope;         // used when a call names no scope
+  std::string default_agent_id;      // TMCRA_AGENT_ID, or empty
+  std::string version;               // integration_version in ingest metadata
   // The durable lifecycle. When `delivery` is set, every write goes through its outbox; when
   // `controls` is set, the memory controls (modes, budget, tasks) apply, with `control_key`
   // giving a scope's control key.
@@ -49,8 +49,8 @@ void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps);
 // The work of tmcra_turn_prepare and tmcra_turn_commit for callers in this process (the host
 // hooks, src/hooks): `args` as the tools take them, not checked against the tools' schemas
 // (the caller builds them). `recall` false binds the turn without recalling (its
-// injectable_context is then empty). `user_only` commits the prepared user message alone, for a turn
-// that ended without an answer; assistant_message_id and assistant_content are then unused.
+// injectable_context is then empty). `user_only` commits the prepared user message alone, for a
+// turn that ended without an answer; assistant_message_id and assistant_content are then unused.
 [[nodiscard]] mcp::ToolResult PrepareTurn(const nlohmann::json& args, const MemoryToolDeps& deps,
                                           bool recall);
 [[nodiscard]] mcp::ToolResult CommitTurn(const nlohmann::json& args, mcp::ToolContext& ctx,
@@ -58,7 +58,8 @@ void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps);
 
 // The work of tmcra_ingest for callers in this process (the host hooks), `args` as the tool
 // takes them, not checked against its schema.
-[[nodiscard]] mcp::ToolResult IngestMessages(const nlohmann::json& args, const MemoryToolDeps& deps);
+[[nodiscard]] mcp::ToolResult IngestMessages(const nlohmann::json& args,
+                                             const MemoryToolDeps& deps);
 
 // The recall receipt a tool returns (§2.2): validated, budget selection against `visible`,
 // task hand-off, and the top-level trust boundary; structured `evidence` kept (tmcra_recall

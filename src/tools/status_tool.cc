@@ -39,11 +39,11 @@ void RegisterStatusTool(mcp::Server& server, StatusDeps deps) {
       "Show this memory server's version, the negotiated MCP protocol version, and which memory "
       "it uses (embedded local file or remote Memory API) with its resolved location. "
       "Credentials are never shown.";
-  spec.input_schema = json{{"type", "object"}, {"properties", json::object()},
-                           {"additionalProperties", false}};
+  spec.input_schema =
+      json{{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}};
   spec.output_schema = OutputSchema();
-  spec.annotations = json{{"title", "Memory status"}, {"readOnlyHint", true},
-                          {"openWorldHint", false}};
+  spec.annotations =
+      json{{"title", "Memory status"}, {"readOnlyHint", true}, {"openWorldHint", false}};
   server.AddTool(std::move(spec), [deps = std::move(deps)](const json&, mcp::ToolContext& ctx) {
     // "remote" covers the service and local modes; memory.mode tells them apart. A setting that
     // became invalid since startup is reported rather than failing the call.
@@ -51,11 +51,10 @@ void RegisterStatusTool(mcp::Server& server, StatusDeps deps) {
     json out{{"server", kProductName},
              {"version", kVersion},
              {"protocol_version", ctx.protocol_version()},
-             {"memory_mode", !settings             ? "misconfigured"
+             {"memory_mode", !settings            ? "misconfigured"
                              : settings->remote() ? "remote"
                                                   : "embedded"},
-             {"memory", settings ? settings->ToJson()
-                                 : json{{"error", settings.error().message}}},
+             {"memory", settings ? settings->ToJson() : json{{"error", settings.error().message}}},
              {"pid", static_cast<long>(getpid())}};
     if (deps.memory != nullptr) {
       auto stats = deps.memory->Stats();

@@ -4,16 +4,16 @@
 #pragma once
 
 #include "queue/delivery.h"
-#include "src/tools/content_filtering.h"
 #include "src/api/memory_api.h"
 #include "src/config/settings.h"
 #include "src/mcp/server.h"
+#include "src/tools/content_filtering.h"
 
 namespace tmcra::tools {
 
 struct StatusDeps {
-  config::EnvLookup env;               // resolved on every call, so the answer is current
-  api::MemoryApi* memory = nullptr;    // when set, its figures are reported (opens the store)
+  config::EnvLookup env;             // resolved on every call, so the answer is current
+  api::MemoryApi* memory = nullptr;  // when set, its figures are reported (opens the store)
   queue::DeliveryService* delivery = nullptr;  // when set, the outbox's figures are reported
   // When set, what the content filter removed from this process's writes (counts by kind).
   const FilterTally* filter_tally = nullptr;

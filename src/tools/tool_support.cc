@@ -1,7 +1,7 @@
 #include "src/tools/tool_support.h"
+
 #include "base/identifiers.h"
 #include "base/utf8.h"
-
 #include "receipts/receipts.h"
 #include "src/tools/ingest_body.h"
 
@@ -53,9 +53,8 @@ mcp::ToolResult Failure(const std::string& tool, const Error& error) {
   return mcp::ToolResult::Fail(text);
 }
 
-void RegisterTool(mcp::Server& server, std::string name, std::string title,
-                  std::string description, json input_schema, json annotations,
-                  mcp::ToolHandler handler) {
+void RegisterTool(mcp::Server& server, std::string name, std::string title, std::string description,
+                  json input_schema, json annotations, mcp::ToolHandler handler) {
   mcp::ToolSpec spec;
   spec.name = std::move(name);
   spec.title = std::move(title);

@@ -2,10 +2,9 @@
 // error text hosts see, and registration with TMCRA's generic output schema.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 #include "base/utf8.h"
@@ -35,9 +34,8 @@ struct Resolved {
 mcp::ToolResult Failure(const std::string& tool, const Error& error);
 
 // Registers a tool whose output schema is TMCRA's generic object schema.
-void RegisterTool(mcp::Server& server, std::string name, std::string title,
-                  std::string description, json input_schema, json annotations,
-                  mcp::ToolHandler handler);
+void RegisterTool(mcp::Server& server, std::string name, std::string title, std::string description,
+                  json input_schema, json annotations, mcp::ToolHandler handler);
 
 json ReadOnlyHints();
 

@@ -6,12 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "receipts/receipts.h"
 #include "base/json_reader.h"
+#include "receipts/receipts.h"
 
 namespace {
 
@@ -27,9 +26,8 @@ constexpr size_t kDepth = 64;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const std::string text = (data[0] & 1) != 0
-                               ? R"({"query_id":"q","evidence":)" + rest + R"(,"scope_name":"s"})"
-                               : rest;
+  const std::string text =
+      (data[0] & 1) != 0 ? R"({"query_id":"q","evidence":)" + rest + R"(,"scope_name":"s"})" : rest;
   nlohmann::json whole;
   const tmcra::JsonReadResult a = tmcra::ReadJsonStrict(text, whole, kDepth);
   tmcra::ElidedMember elide{"evidence", tmcra::receipts::WatermarkKeys()};

@@ -81,7 +81,8 @@ void CheckOutput() {
         if (code != error->end() && *code == -32603) Bug("JSON-RPC internal error", line);
       }
       const auto result = message.find("result");
-      if (result == message.end() || !result->is_object() || result->value("isError", false) != true) {
+      if (result == message.end() || !result->is_object() ||
+          result->value("isError", false) != true) {
         return;
       }
       const auto content = result->find("content");

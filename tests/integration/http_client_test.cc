@@ -3,17 +3,15 @@
 // Retry-After (H3), TLS (H5), size and stall caps (H6), proxies (H7), invalid bodies (H8),
 // secret hygiene (S1), SSLKEYLOGFILE (S3) and path/header injection (S5) of
 // reliability-security.md §5.
-#include "queue/delivery.h"
-#include "src/api/http_memory_api.h"
-
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -25,10 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
-
 #include "base/version.h"
+#include "queue/delivery.h"
+#include "src/api/http_memory_api.h"
 #include "src/config/url.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -239,9 +236,9 @@ class EnvGuard {
 };
 
 void ClearProxyEnv(EnvGuard& env) {
-  for (const char* name : {"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
-                           "all_proxy", "NO_PROXY", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR",
-                           "SSLKEYLOGFILE"}) {
+  for (const char* name :
+       {"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
+        "NO_PROXY", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "SSLKEYLOGFILE"}) {
     env.Set(name, std::nullopt);
   }
 }
@@ -259,19 +256,20 @@ int ClosedPort() {
   return ntohs(addr.sin_port);
 }
 
-const json kRecallBody = {{"query", "what did we decide"}, {"evidence_mode", "auto"},
-                          {"max_windows", 8}};
-const json kIngestBody = {
-    {"session_id", "s1"},
-    {"messages", json::array({{{"message_id", "m1"}, {"role", "user"}, {"content", "caf\xc3\xa9"},
-                               {"timestamp", "2026-11-30T00:00:00Z"}}})},
-    {"consistency", "eventual"},
-    {"slow_policy", "auto"},
-    {"metadata", {{"integration", "mcp"}}}};
-const json kJob = {{"job_id", "job-1"}, {"tenant_id", "t"}, {"scope_name", "p"},
-                   {"job_type", "ingest"}, {"status", "pending"}, {"attempts", 0},
-                   {"created_at", 1.0}, {"updated_at", 1.0},
-                   {"status_url", "https://x/v1/jobs/job-1"}};
+const json kRecallBody = {
+    {"query", "what did we decide"}, {"evidence_mode", "auto"}, {"max_windows", 8}};
+const json kIngestBody = {{"session_id", "s1"},
+                          {"messages", json::array({{{"message_id", "m1"},
+                                                     {"role", "user"},
+                                                     {"content", "caf\xc3\xa9"},
+                                                     {"timestamp", "2026-11-30T00:00:00Z"}}})},
+                          {"consistency", "eventual"},
+                          {"slow_policy", "auto"},
+                          {"metadata", {{"integration", "mcp"}}}};
+const json kJob = {
+    {"job_id", "job-1"},    {"tenant_id", "t"},    {"scope_name", "p"},
+    {"job_type", "ingest"}, {"status", "pending"}, {"attempts", 0},
+    {"created_at", 1.0},    {"updated_at", 1.0},   {"status_url", "https://x/v1/jobs/job-1"}};
 
 json Answer(int status, const json& body = json::object()) {
   return {{"status", status}, {"json", body}};
@@ -327,15 +325,15 @@ TEST_CASE_METHOD(ClientTest, "the five endpoints send exactly the contract's req
   o.default_agent_id = "agent-default";
   auto api = Make(o);
 
-  const json recall_answer = {{"query_id", "api_1"}, {"scope_name", "p"},
-                              {"padding", std::string(4000, 'x')}};
-  fs.Script(json::array(
-      {{{"status", 200}, {"json", recall_answer}, {"gzip", true}},  // gzip is decoded
-       Answer(202, kJob),
-       Answer(202, {{"scope_name", "p"}, {"jobs", json::array({kJob})}}),
-       Answer(200, kJob),
-       Answer(200, {{"items", json::array()}}),
-       Answer(201, {{"feedback_id", "f1"}})}));
+  const json recall_answer = {
+      {"query_id", "api_1"}, {"scope_name", "p"}, {"padding", std::string(4000, 'x')}};
+  fs.Script(
+      json::array({{{"status", 200}, {"json", recall_answer}, {"gzip", true}},  // gzip is decoded
+                   Answer(202, kJob),
+                   Answer(202, {{"scope_name", "p"}, {"jobs", json::array({kJob})}}),
+                   Answer(200, kJob),
+                   Answer(200, {{"items", json::array()}}),
+                   Answer(201, {{"feedback_id", "f1"}})}));
 
   tmcra::testing::TempDir dir;
   StdoutTrap trap(dir.File("stdout"));
@@ -350,11 +348,13 @@ TEST_CASE_METHOD(ClientTest, "the five endpoints send exactly the contract's req
   REQUIRE(batch);
   REQUIRE(api->GetJob("job-1"));
   REQUIRE(api->Evidence("p", "mem-1", 25));
-  const json feedback_body = {{"rating", "incorrect"}, {"action", "ignore"},
-                              {"memory_ids", json::array({"mem-1"})}, {"query_id", nullptr}};
+  const json feedback_body = {{"rating", "incorrect"},
+                              {"action", "ignore"},
+                              {"memory_ids", json::array({"mem-1"})},
+                              {"query_id", nullptr}};
   REQUIRE(api->Feedback("p", feedback_body, {"fbkey-0001"}));
-  fs.Script(json::array({{{"status", 500}, {"body", "<html>oops</html>"}},
-                         {{"status", 200}, {"body", "not json"}}}));
+  fs.Script(json::array(
+      {{{"status", 500}, {"body", "<html>oops</html>"}}, {{"status", 200}, {"body", "not json"}}}));
   auto o1 = o;
   o1.max_attempts = 1;
   CHECK_FALSE(Make(o1)->Recall("p", kRecallBody, {}));
@@ -418,18 +418,18 @@ TEST_CASE_METHOD(ClientTest, "H1: statuses, retries and redirects", "[http][h1]"
   LogCapture logs;
   auto api = Make(Options(fs, rec));
 
-  const std::vector<int> final_statuses{200, 201, 204, 400, 401, 402, 403, 404, 409, 410,
-                                        411, 413, 422, 501};
+  const std::vector<int> final_statuses{200, 201, 204, 400, 401, 402, 403,
+                                        404, 409, 410, 411, 413, 422, 501};
   const std::vector<int> retryable{408, 425, 429, 500, 502, 503, 504};
   size_t seen = 0;
   for (int round = 0; round < 3; ++round) {
     for (int status : final_statuses) {
       INFO("status " << status);
-      const json body = status == 409 ? Envelope(round == 0 ? "conflict" : "idempotency_conflict")
-                        : status < 300  ? kJob  // a good body with the wrong 2xx
-                                        : Envelope("some_code", "refused");
-      fs.Script(json::array({status == 204 ? json{{"status", 204}, {"body", ""}}
-                                           : Answer(status, body)}));
+      const json body = status == 409  ? Envelope(round == 0 ? "conflict" : "idempotency_conflict")
+                        : status < 300 ? kJob  // a good body with the wrong 2xx
+                                       : Envelope("some_code", "refused");
+      fs.Script(json::array(
+          {status == 204 ? json{{"status", 204}, {"body", ""}} : Answer(status, body)}));
       const Error e = ErrorOf(api->Ingest("p", kIngestBody, Key("key-00000001")));
       CHECK(e.http_status == status);
       CHECK_FALSE(e.retryable);
@@ -457,12 +457,12 @@ TEST_CASE_METHOD(ClientTest, "H1: statuses, retries and redirects", "[http][h1]"
   // Redirects are never followed, whatever the target.
   const std::string target = "127.0.0.1:" + std::to_string(fs.Port("target"));
   for (int status : {301, 302, 303, 307, 308}) {
-    for (const std::string& location : std::vector<std::string>{"http://" + target + "/v1/scopes/p/recall",
-                                       "https://" + target + "/", std::string("file:///etc/passwd"),
-                                       std::string("/v1/other")}) {
+    for (const std::string& location : std::vector<std::string>{
+             "http://" + target + "/v1/scopes/p/recall", "https://" + target + "/",
+             std::string("file:///etc/passwd"), std::string("/v1/other")}) {
       INFO(status << " to " << location);
-      fs.Script(json::array({{{"status", status}, {"headers", {{"Location", location}}},
-                              {"body", ""}}}));
+      fs.Script(
+          json::array({{{"status", status}, {"headers", {{"Location", location}}}, {"body", ""}}}));
       const Error e = ErrorOf(api->Recall("p", kRecallBody, {}));
       CHECK(e.http_status == status);
       CHECK_FALSE(e.retryable);
@@ -498,8 +498,9 @@ TEST_CASE_METHOD(ClientTest, "H3: Retry-After from a real server, clamped or rep
     INFO("Retry-After " << values.dump());
     json headers = json::array();
     for (const auto& v : values) headers.push_back({"Retry-After", v});
-    fs.Script(json::array({{{"status", 429}, {"headers", headers}, {"json", Envelope("rate_limited")}},
-                           Answer(202, kJob)}));
+    fs.Script(
+        json::array({{{"status", 429}, {"headers", headers}, {"json", Envelope("rate_limited")}},
+                     Answer(202, kJob)}));
     REQUIRE(api->Ingest("p", kIngestBody, Key("key-00000001")));
     CHECK(rec->Take() == std::vector<ms>{expected});
   }
@@ -527,21 +528,24 @@ TEST_CASE_METHOD(ClientTest,
   const std::vector<Case> in_doubt{
       {"reset before the answer", {{"fault", "reset_before_head"}}, false},
       {"closed before the answer", {{"fault", "close_before_head"}}, false},
-      {"reset after the head", {{"status", 202}, {"body", job}, {"fault", "reset_after_head"}},
+      {"reset after the head",
+       {{"status", 202}, {"body", job}, {"fault", "reset_after_head"}},
        false},
-      {"reset during the body", {{"status", 202}, {"body", job}, {"fault", "reset_mid_body"}},
+      {"reset during the body",
+       {{"status", 202}, {"body", job}, {"fault", "reset_mid_body"}},
        false},
-      {"truncated body", {{"status", 202}, {"body", job}, {"fault", "truncate"}, {"truncate_at", 5}},
+      {"truncated body",
+       {{"status", 202}, {"body", job}, {"fault", "truncate"}, {"truncate_at", 5}},
        false},
       {"Content-Length larger than the body",
        {{"status", 202}, {"body", job}, {"content_length", job.size() + 100}, {"close", true}},
        false},
-      {"chunked body cut short", {{"status", 202}, {"body", job}, {"framing", "chunked"},
-                                  {"fault", "truncate"}}, false},
+      {"chunked body cut short",
+       {{"status", 202}, {"body", job}, {"framing", "chunked"}, {"fault", "truncate"}},
+       false},
       {"garbage instead of a status line", {{"raw", "HELLO\r\n\r\n"}}, false},
       {"stall (no answer)", {{"fault", "stall"}}, true},
-      {"answer later than the timeout", {{"status", 202}, {"body", job}, {"delay_ms", 3000}},
-       true},
+      {"answer later than the timeout", {{"status", 202}, {"body", job}, {"delay_ms", 3000}}, true},
   };
   for (const auto& c : in_doubt) {
     INFO(c.name);
@@ -565,8 +569,8 @@ TEST_CASE_METHOD(ClientTest,
   }
 
   // Not sent: nothing listens; a TLS handshake that fails.
-  for (const std::string& url : std::vector<std::string>{"https://127.0.0.1:" + std::to_string(ClosedPort()),
-                                fs.Https("target")}) {
+  for (const std::string& url : std::vector<std::string>{
+           "https://127.0.0.1:" + std::to_string(ClosedPort()), fs.Https("target")}) {
     INFO(url);
     auto o2 = o;
     o2.base_url = url;
@@ -585,8 +589,8 @@ TEST_CASE_METHOD(ClientTest,
   o3.total_timeout = 1s;
   auto api3 = Make(o3);
   const size_t before = fs.Requests().size();
-  fs.Script(json::array({{{"fault", "reset_before_head"}}, {{"fault", "reset_mid_body"},
-                                                            {"status", 202}, {"body", job}},
+  fs.Script(json::array({{{"fault", "reset_before_head"}},
+                         {{"fault", "reset_mid_body"}, {"status", 202}, {"body", job}},
                          Answer(202, kJob)}));
   REQUIRE(api3->Ingest("p", kIngestBody, Key("key-00000002")));
   const json reqs = fs.Requests();
@@ -611,7 +615,8 @@ TEST_CASE_METHOD(ClientTest,
   CHECK(rec->Take().empty());
 
   auto api4 = Make(o3);  // a fresh connection for every attempt from here
-  fs.Script(json::array({{{"fault", "close_before_head"}}, {{"fault", "close_before_head"}},
+  fs.Script(json::array({{{"fault", "close_before_head"}},
+                         {{"fault", "close_before_head"}},
                          {{"fault", "close_before_head"}}}));
   const Error e = ErrorOf(api4->Ingest("p", kIngestBody, Key("key-00000003")));
   CHECK(e.api_code == "transport_error");
@@ -657,7 +662,7 @@ TEST_CASE_METHOD(ClientTest,
     CHECK(e.api_code == "tls_verification_failed");
     CHECK_FALSE(e.retryable);
     CHECK(e.message.find("[curl 60]") != std::string::npos);
-    CHECK(rec->Take().empty());  // not retried
+    CHECK(rec->Take().empty());              // not retried
     CHECK(fs.Requests(c.listener).empty());  // no HTTP request reached the server
     const Error stats = ErrorOf(api->Stats());
     CHECK(stats.api_code == "tls_verification_failed");
@@ -708,11 +713,13 @@ TEST_CASE_METHOD(ClientTest, "H6: answer size caps and stalls", "[http][h6]") {
     CHECK_FALSE(e.retryable);
   };
   too_large({{"status", 200}, {"body", "x"}, {"repeat", 1024 * 1024}});
-  too_large({{"status", 200}, {"body", "{}"}, {"content_length", 1000000000000LL}, {"close", true}});
+  too_large(
+      {{"status", 200}, {"body", "{}"}, {"content_length", 1000000000000LL}, {"close", true}});
   too_large({{"status", 200}, {"fault", "endless"}});
   too_large({{"status", 200}, {"json", {{"a", std::string(1024 * 1024, ' ')}}}, {"gzip", true}});
   json flood = json::array();
-  for (int i = 0; i < 300; ++i) flood.push_back({"X-Flood-" + std::to_string(i), std::string(1000, 'f')});
+  for (int i = 0; i < 300; ++i)
+    flood.push_back({"X-Flood-" + std::to_string(i), std::string(1000, 'f')});
   too_large({{"status", 200}, {"headers", flood}, {"body", "{}"}});
 
   // Exactly at the cap is fine.
@@ -725,14 +732,14 @@ TEST_CASE_METHOD(ClientTest, "H6: answer size caps and stalls", "[http][h6]") {
   auto o2 = o;
   o2.max_attempts = 2;
   auto api2 = Make(o2);
-  fs.Script(json::array({{{"status", 503}, {"body", "x"}, {"repeat", 1024 * 1024}},
-                         Answer(200, {{"ok", true}})}));
+  fs.Script(json::array(
+      {{{"status", 503}, {"body", "x"}, {"repeat", 1024 * 1024}}, Answer(200, {{"ok", true}})}));
   CHECK(api2->Recall("p", kRecallBody, {}));
   CHECK(rec->Take() == std::vector<ms>{200ms});
 
   // A drip (1 byte every 3 s) is abandoned after about low_speed_time ...
-  fs.Script(json::array({{{"status", 200}, {"body", "{\"a\":1}"}, {"fault", "drip"},
-                          {"drip_ms", 3000}}}));
+  fs.Script(json::array(
+      {{{"status", 200}, {"body", "{\"a\":1}"}, {"fault", "drip"}, {"drip_ms", 3000}}}));
   auto start = std::chrono::steady_clock::now();
   const Error drip = ErrorOf(api->Recall("p", kRecallBody, {}));
   const double drip_seconds = Seconds(std::chrono::steady_clock::now() - start);
@@ -807,17 +814,49 @@ TEST_CASE_METHOD(ClientTest,
   std::string deep;
   for (int i = 0; i < 100000; ++i) deep += "[";
   std::vector<json> actions;
-  for (const std::string& body : std::vector<std::string>{
-           "", "{", "{\"job_id\":\"j\"", "{\"a\":1}}", "{\"a\":1} trailing", "{\"a\":1}{}",
-           "{'a':1}", "{a:1}", "{\"a\":1,}", "{\"a\":01}", "{\"a\":NaN}", "{\"a\":Infinity}",
-           "{\"a\":1e400}", "{\"a\":\"\x01\"}", "{\"a\":\"\xff\"}", "{\"a\":\"\xc3\x28\"}",
-           "{\"a\":\"\xed\xa0\x80\"}", "{\"a\":\"\\ud800\"}", "{\"a\":\"\\x41\"}",
-           "\xef\xbb\xbf{\"job_id\":\"j\"}", "{\"a\":1,\"a\":2}", "{\"o\":{\"k\":1,\"k\":1}}",
-           std::string("{\"a\":1}\0garbage", 15), "[]", "[{\"job_id\":\"j\"}]", "\"job\"", "42",
-           "null", "true", "<html>OK</html>", "OK", deep, "{\"a\":\"unterminated}",
-           "{\"a\":-Infinity}", "{\"a\":.5}", "{\"a\":+1}", "{\"a\":[1,]}",
-           "{\"a\":\"\\udc00\"}", "{\"a\":\"tab\there\"}", "{\"a\":\"\xc0\xaf\"}", "  ",
-           "{\"a\":true}\x1e", std::string("\x1f\x8b\x08\x00", 4)}) {
+  for (const std::string& body : std::vector<std::string>{"",
+                                                          "{",
+                                                          "{\"job_id\":\"j\"",
+                                                          "{\"a\":1}}",
+                                                          "{\"a\":1} trailing",
+                                                          "{\"a\":1}{}",
+                                                          "{'a':1}",
+                                                          "{a:1}",
+                                                          "{\"a\":1,}",
+                                                          "{\"a\":01}",
+                                                          "{\"a\":NaN}",
+                                                          "{\"a\":Infinity}",
+                                                          "{\"a\":1e400}",
+                                                          "{\"a\":\"\x01\"}",
+                                                          "{\"a\":\"\xff\"}",
+                                                          "{\"a\":\"\xc3\x28\"}",
+                                                          "{\"a\":\"\xed\xa0\x80\"}",
+                                                          "{\"a\":\"\\ud800\"}",
+                                                          "{\"a\":\"\\x41\"}",
+                                                          "\xef\xbb\xbf{\"job_id\":\"j\"}",
+                                                          "{\"a\":1,\"a\":2}",
+                                                          "{\"o\":{\"k\":1,\"k\":1}}",
+                                                          std::string("{\"a\":1}\0garbage", 15),
+                                                          "[]",
+                                                          "[{\"job_id\":\"j\"}]",
+                                                          "\"job\"",
+                                                          "42",
+                                                          "null",
+                                                          "true",
+                                                          "<html>OK</html>",
+                                                          "OK",
+                                                          deep,
+                                                          "{\"a\":\"unterminated}",
+                                                          "{\"a\":-Infinity}",
+                                                          "{\"a\":.5}",
+                                                          "{\"a\":+1}",
+                                                          "{\"a\":[1,]}",
+                                                          "{\"a\":\"\\udc00\"}",
+                                                          "{\"a\":\"tab\there\"}",
+                                                          "{\"a\":\"\xc0\xaf\"}",
+                                                          "  ",
+                                                          "{\"a\":true}\x1e",
+                                                          std::string("\x1f\x8b\x08\x00", 4)}) {
     actions.push_back({{"status", 202}, {"body_hex", Hex(body)}});
   }
   // Invalid bodies gzip-encoded or chunked, and a good body that a Content-Length of 0 hides.
@@ -825,8 +864,8 @@ TEST_CASE_METHOD(ClientTest,
   actions.push_back({{"status", 202}, {"body", "[1,2,3]"}, {"gzip", true}});
   actions.push_back({{"status", 202}, {"body", "not json"}, {"framing", "chunked"}});
   actions.push_back({{"status", 202}, {"body", "not json"}, {"framing", "close"}});
-  actions.push_back({{"status", 202}, {"body", "{\"a\":1}"}, {"content_length", 0},
-                     {"close", true}});
+  actions.push_back(
+      {{"status", 202}, {"body", "{\"a\":1}"}, {"content_length", 0}, {"close", true}});
   REQUIRE(actions.size() >= 45);
 
   size_t seen = 0;
@@ -851,8 +890,8 @@ TEST_CASE_METHOD(ClientTest,
   // A body that claims gzip but is not: undecodable, so the outcome is unknown.
   auto o = Options(fs, rec);
   o.max_attempts = 1;
-  fs.Script(json::array({{{"status", 202}, {"headers", {{"Content-Encoding", "gzip"}}},
-                          {"json", kJob}}}));
+  fs.Script(json::array(
+      {{{"status", 202}, {"headers", {{"Content-Encoding", "gzip"}}}, {"json", kJob}}}));
   const Error e = ErrorOf(Make(o)->Ingest("p", kIngestBody, Key("key-00000001")));
   CHECK(e.api_code == "transport_error");
   CHECK(rec->Take().empty());
@@ -870,7 +909,8 @@ TEST_CASE_METHOD(ClientTest, "S1: the API key never appears in an error or a log
                        {"request_id", "req-" + kKey},
                        {"details", {{"authorization", "Bearer " + kKey}}}}}};
   fs.Script(json::array(
-      {{{"status", 401}, {"headers", {{"x-request-id", kKey}, {"WWW-Authenticate", "Bearer"}}},
+      {{{"status", 401},
+        {"headers", {{"x-request-id", kKey}, {"WWW-Authenticate", "Bearer"}}},
         {"json", echo}},
        {{"status", 503}, {"headers", {{"x-request-id", kSecret}}}, {"json", echo}},
        {{"status", 503}, {"json", echo}},
@@ -903,7 +943,7 @@ TEST_CASE_METHOD(ClientTest, "S1: the API key never appears in an error or a log
   CHECK(fs.Requests().size() == 4);
   const std::string text = logs.Text();
   CHECK(text.find("memory API") != std::string::npos);  // the retries were logged ...
-  CHECK_FALSE(HoldsSecret(text));                        // ... without the key
+  CHECK_FALSE(HoldsSecret(text));                       // ... without the key
 }
 
 TEST_CASE_METHOD(ClientTest,
@@ -914,11 +954,16 @@ TEST_CASE_METHOD(ClientTest,
   auto api = Make(o);
   fs.Default(Answer(200, {{"ok", true}}));
 
-  const std::vector<std::string> escaped{"../x", "..%2f", "a/b", "a?b=1", "a#frag", "%2e%2e",
-                                         "%00", "a b", "...", "caf\xc3\xa9", "a\\b",
-                                         std::string(1000, 'z')};
-  const std::vector<std::string> refused{"", ".", "..", "a\r\nX-Injected: 1", "a\nb",
-                                         std::string("a\0b", 3), std::string(10 * 1024, 'k')};
+  const std::vector<std::string> escaped{"../x",   "..%2f",       "a/b",  "a?b=1",
+                                         "a#frag", "%2e%2e",      "%00",  "a b",
+                                         "...",    "caf\xc3\xa9", "a\\b", std::string(1000, 'z')};
+  const std::vector<std::string> refused{"",
+                                         ".",
+                                         "..",
+                                         "a\r\nX-Injected: 1",
+                                         "a\nb",
+                                         std::string("a\0b", 3),
+                                         std::string(10 * 1024, 'k')};
   size_t sent = 0;
   for (const auto& id : escaped) {
     INFO(id.substr(0, 40));
@@ -945,16 +990,17 @@ TEST_CASE_METHOD(ClientTest,
     CHECK(e.message.rfind("memory_id: ", 0) == 0);
   }
   // Header values: agent ids by the service's grammar, keys without control characters.
-  for (const std::string& agent : std::vector<std::string>{"a\r\nX-Injected: 1", "a b", "-lead", std::string(201, 'a'),
-                                  "a\nb"}) {
+  for (const std::string& agent : std::vector<std::string>{"a\r\nX-Injected: 1", "a b", "-lead",
+                                                           std::string(201, 'a'), "a\nb"}) {
     Error e = ErrorOf(api->Recall("p", kRecallBody, {agent}));
     CHECK(e.message.rfind("agent_id: ", 0) == 0);
     e = ErrorOf(api->Ingest("p", kIngestBody, Key("key-00000001", agent)));
     CHECK(e.message.rfind("agent_id: ", 0) == 0);
   }
-  for (const std::string& key : std::vector<std::string>{"k\r\nX-Injected: 1", std::string("k\0k", 3), std::string("")}) {
-    CHECK(ErrorOf(api->Ingest("p", kIngestBody, Key(key))).message.rfind(
-              "idempotency_key: ", 0) == 0);
+  for (const std::string& key :
+       std::vector<std::string>{"k\r\nX-Injected: 1", std::string("k\0k", 3), std::string("")}) {
+    CHECK(ErrorOf(api->Ingest("p", kIngestBody, Key(key))).message.rfind("idempotency_key: ", 0) ==
+          0);
     CHECK(ErrorOf(api->Feedback("p", kRecallBody, {key})).message.rfind("idempotency_key: ", 0) ==
           0);
   }
@@ -1035,8 +1081,8 @@ TEST_CASE_METHOD(ClientTest,
     return tmcra::Ok();
   };
   auto api = Make(o);
-  fs.Script(json::array({Answer(503, Envelope("busy")), Answer(503, Envelope("busy")),
-                         Answer(202, kJob)}));
+  fs.Script(json::array(
+      {Answer(503, Envelope("busy")), Answer(503, Envelope("busy")), Answer(202, kJob)}));
   REQUIRE(api->Ingest("p", kIngestBody, Key("key-00000001")));
   CHECK(guard_calls == 3);
 
@@ -1046,8 +1092,9 @@ TEST_CASE_METHOD(ClientTest,
   Error e = ErrorOf(api->Ingest("p", kIngestBody, Key("key-00000001")));
   // Not retried; kept pending by delivery (not a refusal of the content), and in doubt: the
   // first attempt's 503 came from a server that may have applied it.
-  CHECK(e.message == "the memory connection changed (an earlier attempt reached the server; "
-                     "the outcome is unknown)");
+  CHECK(e.message ==
+        "the memory connection changed (an earlier attempt reached the server; "
+        "the outcome is unknown)");
   CHECK(e.code == Errc::kPermissionDenied);
   CHECK(e.api_code == "transport_error");
   CHECK(tmcra::queue::ClassifyFailure(e, 0) == tmcra::queue::FailureAction::kHold);
@@ -1139,7 +1186,8 @@ TEST_CASE_METHOD(ClientTest,
 
   // An answer that does not match the ids: refused whole (naming the answer's request id),
   // not retried, not remembered.
-  json short_answer = {{"status", 200}, {"json", {{"jobs", json::array({answer["jobs"][1]})}}},
+  json short_answer = {{"status", 200},
+                       {"json", {{"jobs", json::array({answer["jobs"][1]})}}},
                        {"headers", json::array({json::array({"x-request-id", "req-short"})})}};
   fs.Script(json::array({short_answer, Answer(200, answer)}));
   Error e = ErrorOf(api->GetJobs({"job-1", "job-2"}));
@@ -1187,12 +1235,15 @@ TEST_CASE_METHOD(ClientTest,
   auto api = Make(Options(fs, rec));
   const json answer = {{"query_id", "api_1"}, {"scope_name", "p"}};
   const auto with_features = [&](const std::string& value) {
-    return json{{"status", 200}, {"json", answer},
+    return json{{"status", 200},
+                {"json", answer},
                 {"headers", json::array({json::array({"X-TMCRA-Memd-Features", value})})}};
   };
   tmcra::api::RecallOptions unused;
   unused.structured_evidence_unused = true;
-  const auto last_body = [&] { return json::parse(fs.Requests().back()["body"].get<std::string>()); };
+  const auto last_body = [&] {
+    return json::parse(fs.Requests().back()["body"].get<std::string>());
+  };
 
   // Not known yet: the body as given. An answer naming something else teaches nothing.
   fs.Script(json::array({with_features("jobs-batch, prompt-only-snapshots"), Answer(200, answer)}));

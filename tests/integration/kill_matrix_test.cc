@@ -6,17 +6,15 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
-#include "queue/outbox.h"
 #include "base/sqlite_db.h"
+#include "queue/outbox.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -55,8 +53,9 @@ class Client {
   json Request(const std::string& method, json params) {
     const int id = next_id_++;
     try {
-      process_->WriteLine(json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method},
-                               {"params", std::move(params)}}.dump());
+      process_->WriteLine(
+          json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}}
+              .dump());
     } catch (const std::exception&) {
       return nullptr;  // stdin closed: the process is gone
     }
@@ -135,10 +134,13 @@ void CrashWhileReconciling(const TempDir& home, const std::string& failpoint) {
   signal(SIGPIPE, SIG_IGN);
   Subprocess server({TMCRA_MCP_BIN}, ServerEnv(home, failpoint));
   try {
-    server.WriteLine(json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
-                          {"params", InitializeParams()}}.dump());
+    server.WriteLine(json{
+        {"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", InitializeParams()}}
+                         .dump());
     server.WriteLine(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
-    server.WriteLine(json{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+    server.WriteLine(json{{"jsonrpc", "2.0"},
+                          {"id", 2},
+                          {"method", "tools/call"},
                           {"params", {{"name", "tmcra_reconcile"}, {"arguments", json::object()}}}}
                          .dump());
   } catch (const std::exception&) {
@@ -160,12 +162,13 @@ std::set<int> RunUntilKilled(Client& client, bool use_ingest) {
   std::set<int> acknowledged;
   for (int turn = 1; turn <= kTurns; ++turn) {
     if (use_ingest) {
-      json r = client.Tool("tmcra_ingest",
-                           {{"session_id", "kill-session"},
-                            {"messages", {{{"message_id", "u" + std::to_string(turn)},
-                                           {"role", "user"},
-                                           {"content", "user says marker" + std::to_string(turn)},
-                                           {"timestamp", "2026-07-15T00:00:0" + std::to_string(turn) + "Z"}}}}});
+      json r = client.Tool(
+          "tmcra_ingest", {{"session_id", "kill-session"},
+                           {"messages",
+                            {{{"message_id", "u" + std::to_string(turn)},
+                              {"role", "user"},
+                              {"content", "user says marker" + std::to_string(turn)},
+                              {"timestamp", "2026-07-15T00:00:0" + std::to_string(turn) + "Z"}}}}});
       if (r.is_null()) break;
       acknowledged.insert(turn);
       continue;
@@ -251,8 +254,9 @@ TEST_CASE("kill matrix: SIGKILL at every step of a write loses and duplicates no
        "engine.job.before_commit:1"},
   };
   for (const auto& p : points) {
-    const std::string name = std::string(p.failpoint) +
-                             (p.recovery_failpoint ? std::string(" then ") + p.recovery_failpoint : "");
+    const std::string name =
+        std::string(p.failpoint) +
+        (p.recovery_failpoint ? std::string(" then ") + p.recovery_failpoint : "");
     DYNAMIC_SECTION(name) {
       TempDir home;
       std::set<int> acknowledged;
@@ -292,8 +296,9 @@ TEST_CASE("kill matrix, batch delivery: SIGKILL inside a batch loses and duplica
   // server at startup, in one batch; it dies at a failpoint inside that batch, and a third
   // server reconciles.
   constexpr int kItems = 6;
-  for (const char* failpoint : {"deliver.before_send:3", "deliver.after_accept_before_mark:1",
-                                "deliver.after_accept_before_mark:4", "engine.job.before_commit:1"}) {
+  for (const char* failpoint :
+       {"deliver.before_send:3", "deliver.after_accept_before_mark:1",
+        "deliver.after_accept_before_mark:4", "engine.job.before_commit:1"}) {
     DYNAMIC_SECTION(failpoint) {
       TempDir home;
       {
@@ -304,11 +309,14 @@ TEST_CASE("kill matrix, batch delivery: SIGKILL inside a batch loses and duplica
           tmcra::queue::Item item;
           item.scope_name = "personal";
           item.session_id = "batch-session";
-          item.messages = json::array(
-              {{{"message_id", "bu" + n}, {"role", "user"}, {"content", "user says batch" + n},
-                {"timestamp", "2026-07-15T00:00:0" + n + "Z"}},
-               {{"message_id", "ba" + n}, {"role", "assistant"}, {"content", "assistant says batch" + n},
-                {"timestamp", "2026-07-15T00:00:0" + n + "Z"}}});
+          item.messages = json::array({{{"message_id", "bu" + n},
+                                        {"role", "user"},
+                                        {"content", "user says batch" + n},
+                                        {"timestamp", "2026-07-15T00:00:0" + n + "Z"}},
+                                       {{"message_id", "ba" + n},
+                                        {"role", "assistant"},
+                                        {"content", "assistant says batch" + n},
+                                        {"timestamp", "2026-07-15T00:00:0" + n + "Z"}}});
           item.consistency = "eventual";
           item.slow_policy = "auto";
           item.idempotency_key = "batch-kill-key-" + n;

@@ -1,17 +1,15 @@
 // The real binaries as a host runs them: spawned with pipes, ended by EOF or signals.
 #include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -122,7 +120,8 @@ TEST_CASE("embedded memory never loads libcurl, even after a tool call", "[proce
 }
 
 #ifdef TMCRA_ENABLE_FAILPOINTS
-TEST_CASE("remote memory without libcurl is a configuration error naming it", "[process][startup]") {
+TEST_CASE("remote memory without libcurl is a configuration error naming it",
+          "[process][startup]") {
   // Test builds let the loader look for a library that does not exist.
   tmcra::testing::TempDir home;
   auto env = IsolatedEnv(home);
@@ -145,7 +144,8 @@ TEST_CASE("SIGTERM during a long call exits 0 within a second", "[process][lifec
   Subprocess p({TMCRA_TESTSERVER_BIN}, IsolatedEnv(home));
   p.WriteLine(kInit);
   REQUIRE(p.ReadLine());
-  p.WriteLine(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_sleep","arguments":{"ms":60000}}})");
+  p.WriteLine(
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_sleep","arguments":{"ms":60000}}})");
   std::this_thread::sleep_for(100ms);
   const auto start = std::chrono::steady_clock::now();
   p.Signal(SIGTERM);
@@ -165,7 +165,8 @@ TEST_CASE("SIGHUP and SIGINT end the process cleanly too", "[process][lifecycle]
   }
 }
 
-TEST_CASE("a closed stdout (EPIPE) ends the process instead of killing it", "[process][lifecycle]") {
+TEST_CASE("a closed stdout (EPIPE) ends the process instead of killing it",
+          "[process][lifecycle]") {
   tmcra::testing::TempDir home;
   Subprocess p({TMCRA_MCP_BIN}, IsolatedEnv(home));
   p.WriteLine(kInit);
@@ -200,7 +201,8 @@ TEST_CASE("a whole session writes nothing but JSON-RPC to stdout", "[process][st
   p.WriteLine(kInit);
   p.WriteLine(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
   p.WriteLine(R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})");
-  p.WriteLine(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"tmcra_status","arguments":{}}})");
+  p.WriteLine(
+      R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"tmcra_status","arguments":{}}})");
   p.WriteLine("garbage");
   p.WriteLine(R"({"jsonrpc":"2.0","id":4,"method":"server/discover"})");
   p.CloseStdin();

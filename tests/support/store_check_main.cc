@@ -8,9 +8,8 @@
 // IMMEDIATE), prints "held", and keeps it until its stdin ends; then rolls back. For tests that
 // need a writer of the store to wait (a real lock held by a real process).
 #include <iostream>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/sqlite_db.h"
 
@@ -62,8 +61,11 @@ int Records(const std::string& dir) {
   for (;;) {
     auto row = st->Step();
     if (!row || !*row) break;
-    out.push_back({{"scope_name", st->Text(0)}, {"session_id", st->Text(1)},
-                   {"message_id", st->Text(2)}, {"role", st->Text(3)}, {"content", st->Text(4)}});
+    out.push_back({{"scope_name", st->Text(0)},
+                   {"session_id", st->Text(1)},
+                   {"message_id", st->Text(2)},
+                   {"role", st->Text(3)},
+                   {"content", st->Text(4)}});
   }
   std::cout << out.dump() << std::endl;  // stdout-ok: a test tool
   return 0;
@@ -73,7 +75,8 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--hold-write-lock") return HoldWriteLock(argv[2]);
   if (argc == 3 && std::string(argv[1]) == "--records") return Records(argv[2]);
   if (argc != 2) {
-    std::cerr << "usage: tmcra-store-check DATA_DIR | --records DATA_DIR | --hold-write-lock DB_FILE\n";
+    std::cerr
+        << "usage: tmcra-store-check DATA_DIR | --records DATA_DIR | --hold-write-lock DB_FILE\n";
     return 2;
   }
   const std::string dir = argv[1];
@@ -88,13 +91,15 @@ int main(int argc, char** argv) {
   out["outbox_integrity"] = Scalar(**outbox, "PRAGMA integrity_check");
   out["records"] = Scalar(**memory, "SELECT COUNT(*) FROM records");
   out["jobs"] = Scalar(**memory, "SELECT COUNT(*) FROM jobs");
-  out["jobs_not_succeeded"] = Scalar(**memory, "SELECT COUNT(*) FROM jobs WHERE status <> 'succeeded'");
+  out["jobs_not_succeeded"] =
+      Scalar(**memory, "SELECT COUNT(*) FROM jobs WHERE status <> 'succeeded'");
   out["outbox_items"] = Scalar(**outbox, "SELECT COUNT(*) FROM ingest_queue");
   out["outbox_not_succeeded"] =
       Scalar(**outbox, "SELECT COUNT(*) FROM ingest_queue WHERE state <> 'succeeded'");
   json errors = json::object();
-  if (auto e = (*outbox)->Prepare("SELECT state, last_error, COUNT(*) FROM ingest_queue "
-                                  "WHERE state <> 'succeeded' GROUP BY state, last_error LIMIT 20")) {
+  if (auto e =
+          (*outbox)->Prepare("SELECT state, last_error, COUNT(*) FROM ingest_queue "
+                             "WHERE state <> 'succeeded' GROUP BY state, last_error LIMIT 20")) {
     for (;;) {
       auto row = e->Step();
       if (!row || !*row) break;

@@ -1,10 +1,10 @@
 // tmcra-mcp-testserver: the production server plus the test-only tools of test_tools.h.
-#include <exception>
-
 #include <spdlog/spdlog.h>
 
-#include "src/app/app_wiring.h"
+#include <exception>
+
 #include "base/log.h"
+#include "src/app/app_wiring.h"
 #include "tests/support/test_tools.h"
 
 int main() {

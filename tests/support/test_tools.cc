@@ -1,6 +1,6 @@
-#include <algorithm>
 #include "tests/support/test_tools.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 

@@ -2,12 +2,11 @@
 // they are about: derive, and override those.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
-#include "src/api/memory_api.h"
 #include "base/result.h"
+#include "src/api/memory_api.h"
 
 namespace tmcra::testing {
 

@@ -4,9 +4,7 @@
 #include "src/api/http_wire.h"
 
 #include <catch2/catch.hpp>
-
 #include <cstdio>
-
 #include <string>
 #include <vector>
 
@@ -24,20 +22,20 @@ const std::string kKey =
 
 }  // namespace
 
-TEST_CASE("path segments: dot segments, CR/LF/NUL and huge values are refused by name",
-          "[wire]") {
-  for (const std::string& bad : std::vector<std::string>{std::string(""), std::string("."), std::string(".."),
-                                std::string("a\r\nX-Injected: 1"), std::string("a\nb"),
-                                std::string("a\rb"), std::string("a\0b", 3),
-                                std::string(1025, 'a')}) {
+TEST_CASE("path segments: dot segments, CR/LF/NUL and huge values are refused by name", "[wire]") {
+  for (const std::string& bad : std::vector<std::string>{
+           std::string(""), std::string("."), std::string(".."), std::string("a\r\nX-Injected: 1"),
+           std::string("a\nb"), std::string("a\rb"), std::string("a\0b", 3),
+           std::string(1025, 'a')}) {
     auto status = wire::CheckPathSegment(bad, "scope");
     REQUIRE_FALSE(status);
     CHECK(status.error().code == Errc::kInvalidArgument);
     CHECK(status.error().message.rfind("scope: ", 0) == 0);
     if (bad.size() > 3) CHECK(status.error().message.find(bad) == std::string::npos);
   }
-  for (const std::string& ok : std::vector<std::string>{"p", "../x", "a/b", "a?b", "a#b", "%2e%2e", "a b", "...",
-                               "caf\xc3\xa9", std::string(1024, 'a')}) {
+  for (const std::string& ok :
+       std::vector<std::string>{"p", "../x", "a/b", "a?b", "a#b", "%2e%2e", "a b", "...",
+                                "caf\xc3\xa9", std::string(1024, 'a')}) {
     CHECK(wire::CheckPathSegment(ok, "job_id"));
   }
   // What they become on the wire: never a '/', '?', '#', '%' or space of their own.
@@ -50,9 +48,9 @@ TEST_CASE("path segments: dot segments, CR/LF/NUL and huge values are refused by
 TEST_CASE("header values: no control characters, no edge spaces", "[wire]") {
   CHECK(wire::CheckHeaderValue("key-12345678", "idempotency_key"));
   CHECK(wire::CheckHeaderValue("", "x"));
-  for (const std::string& bad : std::vector<std::string>{std::string("a\r\nX-Injected: 1"), std::string("a\nb"),
-                                std::string("a\0b", 3), std::string("a\tb"),
-                                std::string("a\x7f"), std::string(" a"), std::string("a ")}) {
+  for (const std::string& bad : std::vector<std::string>{
+           std::string("a\r\nX-Injected: 1"), std::string("a\nb"), std::string("a\0b", 3),
+           std::string("a\tb"), std::string("a\x7f"), std::string(" a"), std::string("a ")}) {
     auto status = wire::CheckHeaderValue(bad, "idempotency_key");
     REQUIRE_FALSE(status);
     CHECK(status.error().message.rfind("idempotency_key: ", 0) == 0);
@@ -94,15 +92,15 @@ TEST_CASE("an answer must be one strict JSON object", "[wire][h8]") {
       "{\"a\":\"tab\there\"}",
       "{\"a\":\"\xff\"}",
       "{\"a\":\"\xc3\x28\"}",
-      "{\"a\":\"\xed\xa0\x80\"}",           // an encoded surrogate
-      "{\"a\":\"\xc0\xaf\"}",               // overlong
-      "{\"a\":\"\\ud800\"}",                // lone surrogate escape
+      "{\"a\":\"\xed\xa0\x80\"}",  // an encoded surrogate
+      "{\"a\":\"\xc0\xaf\"}",      // overlong
+      "{\"a\":\"\\ud800\"}",       // lone surrogate escape
       "{\"a\":\"\\udc00x\"}",
       "{\"a\":\"\\x41\"}",
       "{\"a\":\"unterminated}",
-      "\xef\xbb\xbf{\"a\":1}",              // BOM
-      "{\"a\":1,\"a\":2}",                  // duplicate key
-      "{\"a\":{\"b\":1,\"b\":1}}",          // duplicate key, nested
+      "\xef\xbb\xbf{\"a\":1}",      // BOM
+      "{\"a\":1,\"a\":2}",          // duplicate key
+      "{\"a\":{\"b\":1,\"b\":1}}",  // duplicate key, nested
       "[]",
       "[{\"a\":1}]",
       "\"text\"",
@@ -139,15 +137,18 @@ TEST_CASE("an answer must be one strict JSON object", "[wire][h8]") {
     REQUIRE_FALSE(refused);
     CHECK(refused.error().message.find("nested deeper than 64 levels") != std::string::npos);
   }
-  auto ok = wire::ParseResponseObject(" {\"job_id\":\"j\",\"n\":[1,2.5,null,true],\"s\":\"caf\xc3\xa9 \\u00e9\"}\n", 202, "");
+  auto ok = wire::ParseResponseObject(
+      " {\"job_id\":\"j\",\"n\":[1,2.5,null,true],\"s\":\"caf\xc3\xa9 \\u00e9\"}\n", 202, "");
   REQUIRE(ok);
   CHECK((*ok)["job_id"] == "j");
   CHECK(wire::ParseResponseObject("{}", 200, ""));
-  CHECK(wire::ParseResponseObject("{\"a\":{},\"b\":{\"a\":1}}", 200, ""));  // same key, other objects
+  CHECK(
+      wire::ParseResponseObject("{\"a\":{},\"b\":{\"a\":1}}", 200, ""));  // same key, other objects
   // The strict parser builds exactly the document nlohmann's own parser builds.
-  const std::string doc = R"({"z":[{"a":1,"b":[true,false,null]},{"a":-2.5e-3,"b":{}}],)"
-                          R"("s":"\u00e9\n\"q\"","big":18446744073709551615,"neg":-9223372036854775808,)"
-                          R"("e":[],"o":{"x":{"y":{"z":"deep"}}},"f":1.0})";
+  const std::string doc =
+      R"({"z":[{"a":1,"b":[true,false,null]},{"a":-2.5e-3,"b":{}}],)"
+      R"("s":"\u00e9\n\"q\"","big":18446744073709551615,"neg":-9223372036854775808,)"
+      R"("e":[],"o":{"x":{"y":{"z":"deep"}}},"f":1.0})";
   auto same = wire::ParseResponseObject(doc, 200, "");
   REQUIRE(same);
   CHECK(*same == nlohmann::json::parse(doc));
@@ -174,9 +175,10 @@ TEST_CASE("the error envelope maps as the contract's api_error", "[wire]") {
   CHECK(e.details_json.empty());
 
   // Not an envelope: code http_error, the status message.
-  for (const std::string& body : std::vector<std::string>{"", "<html>502</html>", "{\"detail\":\"Not Found\"}",
-                                 "{\"error\":\"text\"}", "{\"error\":{\"code\":5}}", "[1]",
-                                 "\xef\xbb\xbf{}", "{\"error\":{\"code\":\"a\",\"code\":\"b\"}}"}) {
+  for (const std::string& body :
+       std::vector<std::string>{"", "<html>502</html>", "{\"detail\":\"Not Found\"}",
+                                "{\"error\":\"text\"}", "{\"error\":{\"code\":5}}", "[1]",
+                                "\xef\xbb\xbf{}", "{\"error\":{\"code\":\"a\",\"code\":\"b\"}}"}) {
     INFO(body);
     e = wire::ApiError(404, body, "");
     CHECK(e.api_code == "http_error");  // a duplicate key makes the envelope unusable too
@@ -240,7 +242,8 @@ TEST_CASE("secrets are scrubbed from any text", "[wire][s1]") {
   CHECK(wire::Redact("nothing here", secrets) == "nothing here");
   CHECK(wire::SecretsOf("").empty());
   CHECK(wire::SecretsOf("plainkey").size() == 1);
-  CHECK(wire::SecretsOf("tmcra_x.short").size() == 1);  // a part under 8 bytes is not scrubbed alone
+  CHECK(wire::SecretsOf("tmcra_x.short").size() ==
+        1);  // a part under 8 bytes is not scrubbed alone
 }
 
 TEST_CASE("SafeText: valid UTF-8, no controls, capped on a character boundary", "[wire]") {
@@ -259,8 +262,8 @@ TEST_CASE("a jobs batch answer is read back per id, or refused whole", "[wire][h
        {{{"job_id", "job_a"}, {"status_code", 200}, {"job", job_a}},
         {{"job_id", "job_b"},
          {"status_code", 404},
-         {"error", {{"code", "not_found"}, {"message", "job not found " + kKey},
-                    {"request_id", "req-1"}}}},
+         {"error",
+          {{"code", "not_found"}, {"message", "job not found " + kKey}, {"request_id", "req-1"}}}},
         {{"job_id", "job_c"}, {"status_code", 200}, {"job", job_c}}}}};
   auto read = wire::ReadJobsBatch(answer, ids, "", wire::SecretsOf(kKey));
   REQUIRE(read);
@@ -279,8 +282,8 @@ TEST_CASE("a jobs batch answer is read back per id, or refused whole", "[wire][h
   CHECK(*(*read)[2] == job_c);
 
   // A retryable status in an entry is retryable, an entry without an envelope still an error.
-  auto busy = wire::ReadJobsBatch(
-      {{"jobs", {{{"job_id", "job_a"}, {"status_code", 503}}}}}, {"job_a"}, "req-9");
+  auto busy = wire::ReadJobsBatch({{"jobs", {{{"job_id", "job_a"}, {"status_code", 503}}}}},
+                                  {"job_a"}, "req-9");
   REQUIRE(busy);
   REQUIRE_FALSE((*busy)[0]);
   CHECK((*busy)[0].error().retryable);
@@ -295,7 +298,8 @@ TEST_CASE("a jobs batch answer is read back per id, or refused whole", "[wire][h
       {"too many entries",
        {{"jobs", {answer["jobs"][0], answer["jobs"][1], answer["jobs"][2], answer["jobs"][2]}}}},
       {"an entry not an object", {{"jobs", {answer["jobs"][0], "job_b", answer["jobs"][2]}}}},
-      {"entries out of order", {{"jobs", {answer["jobs"][1], answer["jobs"][0], answer["jobs"][2]}}}},
+      {"entries out of order",
+       {{"jobs", {answer["jobs"][1], answer["jobs"][0], answer["jobs"][2]}}}},
       {"an entry without job_id",
        {{"jobs", {answer["jobs"][0], {{"status_code", 404}}, answer["jobs"][2]}}}},
       {"a job_id not a string",
@@ -303,26 +307,34 @@ TEST_CASE("a jobs batch answer is read back per id, or refused whole", "[wire][h
       {"no status_code",
        {{"jobs", {{{"job_id", "job_a"}, {"job", job_a}}, answer["jobs"][1], answer["jobs"][2]}}}},
       {"status_code as text",
-       {{"jobs", {{{"job_id", "job_a"}, {"status_code", "200"}, {"job", job_a}},
-                  answer["jobs"][1], answer["jobs"][2]}}}},
+       {{"jobs",
+         {{{"job_id", "job_a"}, {"status_code", "200"}, {"job", job_a}},
+          answer["jobs"][1],
+          answer["jobs"][2]}}}},
       {"status_code 200.0",
-       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 200.0}, {"job", job_a}},
-                  answer["jobs"][1], answer["jobs"][2]}}}},
+       {{"jobs",
+         {{{"job_id", "job_a"}, {"status_code", 200.0}, {"job", job_a}},
+          answer["jobs"][1],
+          answer["jobs"][2]}}}},
       {"status_code 202",
-       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 202}, {"job", job_a}},
-                  answer["jobs"][1], answer["jobs"][2]}}}},
+       {{"jobs",
+         {{{"job_id", "job_a"}, {"status_code", 202}, {"job", job_a}},
+          answer["jobs"][1],
+          answer["jobs"][2]}}}},
       {"status_code 302",
-       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 302}}, answer["jobs"][1],
-                  answer["jobs"][2]}}}},
+       {{"jobs",
+         {{{"job_id", "job_a"}, {"status_code", 302}}, answer["jobs"][1], answer["jobs"][2]}}}},
       {"status_code 600",
-       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 600}}, answer["jobs"][1],
-                  answer["jobs"][2]}}}},
+       {{"jobs",
+         {{{"job_id", "job_a"}, {"status_code", 600}}, answer["jobs"][1], answer["jobs"][2]}}}},
       {"200 without a job",
-       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 200}}, answer["jobs"][1],
-                  answer["jobs"][2]}}}},
+       {{"jobs",
+         {{{"job_id", "job_a"}, {"status_code", 200}}, answer["jobs"][1], answer["jobs"][2]}}}},
       {"200 with a job that is not an object",
-       {{"jobs", {{{"job_id", "job_a"}, {"status_code", 200}, {"job", "succeeded"}},
-                  answer["jobs"][1], answer["jobs"][2]}}}},
+       {{"jobs",
+         {{{"job_id", "job_a"}, {"status_code", 200}, {"job", "succeeded"}},
+          answer["jobs"][1],
+          answer["jobs"][2]}}}},
   };
   for (const auto& [what, body] : bad) {
     INFO(what);

@@ -4,7 +4,6 @@
 #include "src/api/retry_policy.h"
 
 #include <catch2/catch.hpp>
-
 #include <random>
 #include <set>
 #include <string>
@@ -72,7 +71,7 @@ TEST_CASE("Retry-After: digits (and a decimal fraction) clamped to [0, 30] s, el
   CHECK(one("30") == ms(30000));
   CHECK(one("31") == ms(30000));
   CHECK(one("1000000000") == ms(30000));
-  CHECK(one("99999999999999999999") == ms(30000));            // 20 digits: clamped, no overflow
+  CHECK(one("99999999999999999999") == ms(30000));  // 20 digits: clamped, no overflow
   CHECK(one(std::string(5000, '9')) == ms(30000));
   CHECK(one("2.5") == ms(2500));
   CHECK(one("0.25") == ms(250));
@@ -82,11 +81,30 @@ TEST_CASE("Retry-After: digits (and a decimal fraction) clamped to [0, 30] s, el
   CHECK(one("\t7") == ms(7000));
   CHECK(one("007") == ms(7000));
   // Not understood: backoff instead.
-  for (const std::string& v : std::vector<std::string>
-       {"", " ", "-1", "-0", "+5", "abc", "1e9", "1E3", "inf", "nan", "Infinity", "0x10", "5s",
-        "5 s", "5.", ".5", "5..0", "1,5", "1_000", "\xef\xbc\x95" /* fullwidth 5 */,
-        "Wed, 21 Oct 2015 07:28:00 GMT", "Fri, 31 Dec 2100 23:59:59 GMT",
-        "Thu, 99 Foo 2015 99:99:99 GMT", "5\r\nX-Injected: 1"}) {
+  for (const std::string& v : std::vector<std::string>{"",
+                                                       " ",
+                                                       "-1",
+                                                       "-0",
+                                                       "+5",
+                                                       "abc",
+                                                       "1e9",
+                                                       "1E3",
+                                                       "inf",
+                                                       "nan",
+                                                       "Infinity",
+                                                       "0x10",
+                                                       "5s",
+                                                       "5 s",
+                                                       "5.",
+                                                       ".5",
+                                                       "5..0",
+                                                       "1,5",
+                                                       "1_000",
+                                                       "\xef\xbc\x95" /* fullwidth 5 */,
+                                                       "Wed, 21 Oct 2015 07:28:00 GMT",
+                                                       "Fri, 31 Dec 2100 23:59:59 GMT",
+                                                       "Thu, 99 Foo 2015 99:99:99 GMT",
+                                                       "5\r\nX-Injected: 1"}) {
     INFO(v);
     CHECK_FALSE(one(v).has_value());
   }
@@ -95,8 +113,7 @@ TEST_CASE("Retry-After: digits (and a decimal fraction) clamped to [0, 30] s, el
   CHECK_FALSE(ParseRetryAfter({"5", "10"}).has_value());
 }
 
-TEST_CASE("the default schedule: 503 503 503 sleeps 0.2 s then 0.4 s, then gives up",
-          "[retry]") {
+TEST_CASE("the default schedule: 503 503 503 sleeps 0.2 s then 0.4 s, then gives up", "[retry]") {
   auto step = NextStep(Answered(503, 202), 1, 3, 0.5);
   CHECK(step.retry);
   CHECK(step.delay == 200ms);
@@ -111,8 +128,8 @@ TEST_CASE("the default schedule: 503 503 503 sleeps 0.2 s then 0.4 s, then gives
 TEST_CASE("what is final: the expected status, other statuses, fatal outcomes", "[retry]") {
   CHECK(NextStep(Answered(202, 202), 1, 3, 0).reason == Reason::kSuccess);
   // Another 2xx is not success (200 where 202 is expected), and not retried.
-  for (int status : {200, 201, 204, 301, 302, 307, 308, 400, 401, 402, 403, 404, 409, 410, 411,
-                     413, 422, 501, 505}) {
+  for (int status : {200, 201, 204, 301, 302, 307, 308, 400, 401, 402, 403, 404, 409, 410, 411, 413,
+                     422, 501, 505}) {
     INFO(status);
     const auto step = NextStep(Answered(status, 202), 1, 3, 0);
     CHECK_FALSE(step.retry);
@@ -162,11 +179,21 @@ TEST_CASE("transport failures back off with 0 to 50 ms of jitter", "[retry]") {
 TEST_CASE("10,000 random schedules: every delay within its bounds, never over budget",
           "[retry][property]") {
   std::mt19937_64 rng(20261130);
-  const std::vector<int> statuses{200, 201, 202, 204, 301, 308, 400, 401, 403, 404, 408, 409,
-                                  410, 422, 425, 429, 500, 501, 502, 503, 504};
-  const std::vector<std::vector<std::string>> retry_afters{
-      {}, {"0"}, {"5"}, {"30"}, {"31"}, {"-1"}, {"abc"}, {"1e9"}, {"99999999999999999999"},
-      {"Wed, 21 Oct 2015 07:28:00 GMT"}, {"Fri, 31 Dec 2100 23:59:59 GMT"}, {"2.5"}, {"5", "5"}};
+  const std::vector<int> statuses{200, 201, 202, 204, 301, 308, 400, 401, 403, 404, 408,
+                                  409, 410, 422, 425, 429, 500, 501, 502, 503, 504};
+  const std::vector<std::vector<std::string>> retry_afters{{},
+                                                           {"0"},
+                                                           {"5"},
+                                                           {"30"},
+                                                           {"31"},
+                                                           {"-1"},
+                                                           {"abc"},
+                                                           {"1e9"},
+                                                           {"99999999999999999999"},
+                                                           {"Wed, 21 Oct 2015 07:28:00 GMT"},
+                                                           {"Fri, 31 Dec 2100 23:59:59 GMT"},
+                                                           {"2.5"},
+                                                           {"5", "5"}};
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   int retries = 0;
   for (int schedule = 0; schedule < 10000; ++schedule) {
@@ -178,9 +205,15 @@ TEST_CASE("10,000 random schedules: every delay within its bounds, never over bu
       REQUIRE(attempts <= max_attempts);
       AttemptOutcome outcome;
       switch (rng() % 4) {
-        case 0: outcome = Failed(AttemptKind::kNotSent); break;
-        case 1: outcome = Failed(AttemptKind::kInDoubt); break;
-        case 2: outcome = Failed(AttemptKind::kFatal); break;
+        case 0:
+          outcome = Failed(AttemptKind::kNotSent);
+          break;
+        case 1:
+          outcome = Failed(AttemptKind::kInDoubt);
+          break;
+        case 2:
+          outcome = Failed(AttemptKind::kFatal);
+          break;
         default:
           outcome = Answered(statuses[rng() % statuses.size()], expected,
                              retry_afters[rng() % retry_afters.size()]);
@@ -191,8 +224,7 @@ TEST_CASE("10,000 random schedules: every delay within its bounds, never over bu
       REQUIRE(step.delay <= tmcra::api::kRetryAfterMax);
       if (!step.retry) {
         REQUIRE(step.delay == 0ms);
-        const bool success =
-            outcome.kind == AttemptKind::kAnswered && outcome.status == expected;
+        const bool success = outcome.kind == AttemptKind::kAnswered && outcome.status == expected;
         REQUIRE((step.reason == Reason::kSuccess) == success);
         break;
       }

@@ -1,7 +1,6 @@
 #include "base/canonical_json.h"
 
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <string>
 
@@ -37,7 +36,8 @@ TEST_CASE("canonical JSON matches Python's json.dumps byte for byte", "[common][
 TEST_CASE("idempotency keys derive from canonical {scope, body}", "[common][canonical]") {
   for (const auto& row : LoadJsonl("vectors/idempotency-keys.jsonl")) {
     const json wrapper{{"scope", row["scope"]}, {"body", row["body"]}};
-    const std::string key = "mcp-ingest-" + tmcra::Sha256Hex(tmcra::CanonicalJson(wrapper)).substr(0, 40);
+    const std::string key =
+        "mcp-ingest-" + tmcra::Sha256Hex(tmcra::CanonicalJson(wrapper)).substr(0, 40);
     CHECK(key == row["key"].get<std::string>());
     CHECK(key.size() == 51);
   }

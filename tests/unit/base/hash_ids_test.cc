@@ -1,7 +1,5 @@
 #include <catch2/catch.hpp>
-
 #include <cstdint>
-
 #include <regex>
 #include <set>
 #include <string>
@@ -12,8 +10,7 @@
 #include "base/sha256.h"
 
 TEST_CASE("SHA-256 hex matches known digests", "[common][sha256]") {
-  CHECK(tmcra::Sha256Hex("") ==
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(tmcra::Sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   CHECK(tmcra::Sha256Hex("abc") ==
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   // Two blocks (the context is reused between calls and after a longer input).

@@ -3,7 +3,6 @@
 #include "base/identifiers.h"
 
 #include <catch2/catch.hpp>
-
 #include <regex>
 #include <string>
 #include <vector>
@@ -51,12 +50,30 @@ TEST_CASE("identifier grammars of the service", "[base][identifiers]") {
   CHECK_FALSE(IsValidIntegrationId("x\n"));
 }
 
-TEST_CASE("scope names: the hand-written check agrees with the service's pattern", "[base][identifiers]") {
+TEST_CASE("scope names: the hand-written check agrees with the service's pattern",
+          "[base][identifiers]") {
   const std::regex pattern{std::string(tmcra::kScopePattern)};
-  std::vector<std::string> names = {"", "a", "A", "0", "_a", ".a", "-a", "a_b.c-d", "a b",
-                                    "a/b", "a\\b", "a\nb", "a\0b", "é", "aé", "a:b", "a@b",
-                                    std::string(128, 'x'), std::string(129, 'x'),
-                                    "x" + std::string(127, '-'), "x" + std::string(128, '-')};
+  std::vector<std::string> names = {"",
+                                    "a",
+                                    "A",
+                                    "0",
+                                    "_a",
+                                    ".a",
+                                    "-a",
+                                    "a_b.c-d",
+                                    "a b",
+                                    "a/b",
+                                    "a\\b",
+                                    "a\nb",
+                                    "a\0b",
+                                    "é",
+                                    "aé",
+                                    "a:b",
+                                    "a@b",
+                                    std::string(128, 'x'),
+                                    std::string(129, 'x'),
+                                    "x" + std::string(127, '-'),
+                                    "x" + std::string(128, '-')};
   names.push_back(std::string("a\0", 2));
   // Every one- and two-byte name, so each byte value meets both positions.
   for (int c = 0; c < 256; ++c) {
@@ -65,16 +82,22 @@ TEST_CASE("scope names: the hand-written check agrees with the service's pattern
   }
   for (const auto& name : names) {
     INFO("name of " << name.size() << " bytes");
-    CHECK(IsValidScope(name) ==
-          std::regex_match(name.begin(), name.end(), pattern));
+    CHECK(IsValidScope(name) == std::regex_match(name.begin(), name.end(), pattern));
   }
 }
 
 TEST_CASE("agent, integration and request ids agree with their patterns", "[base][identifiers]") {
   const std::regex agent{std::string(tmcra::kAgentIdPattern)};
   const std::regex integration{std::string(tmcra::kIntegrationIdPattern)};
-  std::vector<std::string> names = {"", "a", "a:b", "a@b", "a/b", "a b", std::string(128, 'x'),
-                                    std::string(129, 'x'), std::string(200, 'x'),
+  std::vector<std::string> names = {"",
+                                    "a",
+                                    "a:b",
+                                    "a@b",
+                                    "a/b",
+                                    "a b",
+                                    std::string(128, 'x'),
+                                    std::string(129, 'x'),
+                                    std::string(200, 'x'),
                                     std::string(201, 'x')};
   for (int c = 0; c < 256; ++c) {
     names.emplace_back(1, static_cast<char>(c));

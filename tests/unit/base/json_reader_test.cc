@@ -4,15 +4,14 @@
 // UTF-8 BOM and stops at a NUL byte.
 #include "base/json_reader.h"
 
-#include <catch2/catch.hpp>
-
-#include "base/json_depth.h"
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
+
+#include "base/json_depth.h"
 
 using json = nlohmann::json;
 using tmcra::ReadJsonStrict;
@@ -65,17 +64,39 @@ bool Agree(const std::string& text) {
 }
 
 std::string RandomText(std::mt19937& rng, int depth) {
-  static const char* kStrings[] = {"\"\"", "\"a\"", "\"\\u00e9\\n\\\"\"", "\"caf\xc3\xa9\"",
-                                   "\"\\ud83d\\ude00\"", "\"\\/\\b\\f\\r\\t\\\\\"", "\"\xf0\x9f\x98\x80\""};
-  static const char* kNumbers[] = {"0", "-0", "1", "-1", "0.5", "-0.0", "1e3", "1E-3", "2.5e+10",
-                                   "18446744073709551615", "18446744073709551616",
-                                   "-9223372036854775808", "-9223372036854775809", "1e308",
-                                   "123456789012345678901234567890", "0.1", "5e-324"};
+  static const char* kStrings[] = {"\"\"",
+                                   "\"a\"",
+                                   "\"\\u00e9\\n\\\"\"",
+                                   "\"caf\xc3\xa9\"",
+                                   "\"\\ud83d\\ude00\"",
+                                   "\"\\/\\b\\f\\r\\t\\\\\"",
+                                   "\"\xf0\x9f\x98\x80\""};
+  static const char* kNumbers[] = {"0",
+                                   "-0",
+                                   "1",
+                                   "-1",
+                                   "0.5",
+                                   "-0.0",
+                                   "1e3",
+                                   "1E-3",
+                                   "2.5e+10",
+                                   "18446744073709551615",
+                                   "18446744073709551616",
+                                   "-9223372036854775808",
+                                   "-9223372036854775809",
+                                   "1e308",
+                                   "123456789012345678901234567890",
+                                   "0.1",
+                                   "5e-324"};
   switch (rng() % (depth > 4 ? 4 : 6)) {
-    case 0: return kStrings[rng() % std::size(kStrings)];
-    case 1: return kNumbers[rng() % std::size(kNumbers)];
-    case 2: return (rng() % 3 == 0) ? "null" : (rng() % 2 ? "true" : "false");
-    case 3: return " " + std::string(kNumbers[rng() % std::size(kNumbers)]) + "\n";
+    case 0:
+      return kStrings[rng() % std::size(kStrings)];
+    case 1:
+      return kNumbers[rng() % std::size(kNumbers)];
+    case 2:
+      return (rng() % 3 == 0) ? "null" : (rng() % 2 ? "true" : "false");
+    case 3:
+      return " " + std::string(kNumbers[rng() % std::size(kNumbers)]) + "\n";
     case 4: {
       std::string out = "[";
       for (size_t i = rng() % 4; i > 0; --i) {
@@ -104,9 +125,14 @@ std::string Mutate(std::string text, std::mt19937& rng) {
     const size_t at = rng() % text.size();
     const char b = kBytes[rng() % (sizeof kBytes - 1)];
     switch (rng() % 3) {
-      case 0: text[at] = b; break;
-      case 1: text.insert(text.begin() + static_cast<std::ptrdiff_t>(at), b); break;
-      default: text.erase(at, 1);
+      case 0:
+        text[at] = b;
+        break;
+      case 1:
+        text.insert(text.begin() + static_cast<std::ptrdiff_t>(at), b);
+        break;
+      default:
+        text.erase(at, 1);
     }
   }
   return text;
@@ -116,29 +142,75 @@ std::string Mutate(std::string text, std::mt19937& rng) {
 
 TEST_CASE("ReadJsonStrict accepts and builds what json::parse does, on edge cases",
           "[common][json]") {
-  const char* accepted[] = {
-      "{}", "[]", " {\"a\" : [1, -2, 3.5, true, false, null]} ", "\"\\u0000\"", "0", "-0",
-      "18446744073709551615", "18446744073709551616", "-9223372036854775808",
-      "-9223372036854775809", "1E+2", "\"\\uD834\\uDD1E\"", "\"\x7f\"", "[[[[]]]]",
-      "{\"a\":{\"a\":{\"a\":1}}}", "\"\xf4\x8f\xbf\xbf\"", "1e-400"};
+  const char* accepted[] = {"{}",
+                            "[]",
+                            " {\"a\" : [1, -2, 3.5, true, false, null]} ",
+                            "\"\\u0000\"",
+                            "0",
+                            "-0",
+                            "18446744073709551615",
+                            "18446744073709551616",
+                            "-9223372036854775808",
+                            "-9223372036854775809",
+                            "1E+2",
+                            "\"\\uD834\\uDD1E\"",
+                            "\"\x7f\"",
+                            "[[[[]]]]",
+                            "{\"a\":{\"a\":{\"a\":1}}}",
+                            "\"\xf4\x8f\xbf\xbf\"",
+                            "1e-400"};
   for (const char* text : accepted) CHECK(Agree(text));
-  const char* refused[] = {
-      "", " ", "{", "}", "[1,]", "{\"a\":1,}", "{a:1}", "01", "1.", ".5", "+1", "-", "1e",
-      "1e+", "NaN", "Infinity", "1e999", "-1e999", "tru", "nulll", "\"abc", "\"\\x\"",
-      "\"\\u12\"", "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"\x01\"",
-      "\"\xc3\"", "\"\xc0\x80\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\"\xff\"",
-      "[1 2]", "{\"a\" 1}", "{} {}", "[] x", "// c\n1", "'a'"};
+  const char* refused[] = {"",
+                           " ",
+                           "{",
+                           "}",
+                           "[1,]",
+                           "{\"a\":1,}",
+                           "{a:1}",
+                           "01",
+                           "1.",
+                           ".5",
+                           "+1",
+                           "-",
+                           "1e",
+                           "1e+",
+                           "NaN",
+                           "Infinity",
+                           "1e999",
+                           "-1e999",
+                           "tru",
+                           "nulll",
+                           "\"abc",
+                           "\"\\x\"",
+                           "\"\\u12\"",
+                           "\"\\ud800\"",
+                           "\"\\udc00\"",
+                           "\"\\ud800\\u0041\"",
+                           "\"\x01\"",
+                           "\"\xc3\"",
+                           "\"\xc0\x80\"",
+                           "\"\xed\xa0\x80\"",
+                           "\"\xf4\x90\x80\x80\"",
+                           "\"\xff\"",
+                           "[1 2]",
+                           "{\"a\" 1}",
+                           "{} {}",
+                           "[] x",
+                           "// c\n1",
+                           "'a'"};
   for (const char* text : refused) CHECK_FALSE(Agree(text));
 }
 
-TEST_CASE("ReadJsonStrict reads a byte that stops a clean run at every position", "[common][json]") {
+TEST_CASE("ReadJsonStrict reads a byte that stops a clean run at every position",
+          "[common][json]") {
   // Strings are scanned eight bytes at a time: each kind of byte that stops the scan (escapes,
   // a raw control byte, a closing quote, UTF-8 valid and not), at each offset within and across
   // those words, in runs of clean ASCII of every length up to 40; the answer and the value must
   // be json::parse's.
-  const std::string specials[] = {"\\n", "\\\"", "\\\\", "\\u00e9", "\\ud83d\\ude00", "\\/",
-                                  "\x1f", "\x7f", " ", "~", "\xc3\xa9", "\xe2\x82\xac",
-                                  "\xf0\x9f\x98\x80", "\xff", "\xc3", "\x80", "\"", "\t"};
+  const std::string specials[] = {
+      "\\n", "\\\"", "\\\\",     "\\u00e9",      "\\ud83d\\ude00",   "\\/",  "\x1f", "\x7f",
+      " ",   "~",    "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xff", "\xc3", "\x80",
+      "\"",  "\t"};
   int accepted = 0;
   int refused = 0;
   for (size_t length = 0; length <= 40; ++length) {
@@ -146,7 +218,8 @@ TEST_CASE("ReadJsonStrict reads a byte that stops a clean run at every position"
       for (const auto& special : specials) {
         std::string body(length, 'a');
         body.insert(pos, special);
-        (Agree("[\"" + body + "\"]") ? accepted : refused) += 1;  // Agree REQUIREs json::parse's answer
+        (Agree("[\"" + body + "\"]") ? accepted : refused) +=
+            1;  // Agree REQUIREs json::parse's answer
       }
     }
   }
@@ -154,7 +227,8 @@ TEST_CASE("ReadJsonStrict reads a byte that stops a clean run at every position"
   CHECK(refused > 4000);
 }
 
-TEST_CASE("JsonNestingDepth skips strings whatever they hold, at every position", "[common][json]") {
+TEST_CASE("JsonNestingDepth skips strings whatever they hold, at every position",
+          "[common][json]") {
   // The bytes inside a string are skipped eight at a time: brackets, escaped quotes and
   // backslashes, control and non-ASCII bytes at each offset; the depth must be a byte-at-a-time
   // count's.
@@ -180,8 +254,8 @@ TEST_CASE("JsonNestingDepth skips strings whatever they hold, at every position"
     }
     return std::min(deepest, limit + 1);
   };
-  const std::string specials[] = {"[", "{", "\\\"", "\\\\", "\\\\\"[", "\\", "\"", "\x01", "\xc3\xa9",
-                                  "\xff", "\\u005b", "]]"};
+  const std::string specials[] = {"[",  "{",    "\\\"",     "\\\\", "\\\\\"[", "\\",
+                                  "\"", "\x01", "\xc3\xa9", "\xff", "\\u005b", "]]"};
   for (size_t length = 0; length <= 24; ++length) {
     for (size_t pos = 0; pos <= length; ++pos) {
       for (const auto& special : specials) {
@@ -223,7 +297,8 @@ TEST_CASE("ReadJsonStrict refuses nesting deeper than max_depth", "[common][json
 }
 
 TEST_CASE("ReadJsonStrict refuses a repeated key at any depth", "[common][json]") {
-  for (const char* text : {"{\"a\":1,\"a\":2}", "[{\"b\":1,\"b\":1}]", "{\"x\":{\"\\u0061\":1,\"a\":2}}"}) {
+  for (const char* text :
+       {"{\"a\":1,\"a\":2}", "[{\"b\":1,\"b\":1}]", "{\"x\":{\"\\u0061\":1,\"a\":2}}"}) {
     json out;
     const auto r = ReadJsonStrict(text, out);
     CHECK_FALSE(r.ok);
@@ -360,8 +435,8 @@ TEST_CASE("a number no double holds is refused and named by its path", "[common]
 
 TEST_CASE("ReadJsonStrictPastOverflow reads the rest, each such number null", "[common][json]") {
   json out;
-  auto r = tmcra::ReadJsonStrictPastOverflow(
-      R"({"id":7,"params":{"x":1e400,"y":-1e999,"z":[1]}})", out);
+  auto r =
+      tmcra::ReadJsonStrictPastOverflow(R"({"id":7,"params":{"x":1e400,"y":-1e999,"z":[1]}})", out);
   CHECK_FALSE(r.ok);
   CHECK(r.number_out_of_range);
   CHECK(r.number_paths == std::vector<json>{json::array({"params", "x"})});
@@ -370,8 +445,8 @@ TEST_CASE("ReadJsonStrictPastOverflow reads the rest, each such number null", "[
   r = tmcra::ReadJsonStrictPastOverflow(R"([{"a":1e400,"b":1e400},{"c":1},{"d":[1e400]},1e400])",
                                         out);
   CHECK(r.number_out_of_range);
-  CHECK(r.number_paths == std::vector<json>{json::array({0, "a"}), json::array({2, "d", 0}),
-                                            json::array({3})});
+  CHECK(r.number_paths ==
+        std::vector<json>{json::array({0, "a"}), json::array({2, "d", 0}), json::array({3})});
   CHECK(out == json::parse(R"([{"a":null,"b":null},{"c":1},{"d":[null]},null])"));
   // Any other fault: refused as usual, nothing read.
   for (const char* text : {R"({"a":1e400,})", R"({"a":1e400,"a":1})", R"([1e400] x)"}) {

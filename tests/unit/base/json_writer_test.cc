@@ -2,27 +2,49 @@
 // on random values with random bytes (invalid UTF-8 included).
 #include "base/json_writer.h"
 
-#include "base/json_scan.h"
-
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "base/json_scan.h"
+
 using json = nlohmann::json;
 
 namespace {
 
-std::string Reference(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string Reference(const json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 std::string RandomBytes(std::mt19937& rng) {
-  static const std::string kPieces[] = {"a", "\"", "\\", "/", "\n", "\t", "\x01", "\x1f", "\x7f",
-                                        "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xc3",
-                                        "\x80", "\xed\xa0\x80", "\xc0\x80", "\xf4\x90\x80\x80",
-                                        "\xff", "\xe2\x82", " ", "{", "\b", "\f", "\r", "\0"};
+  static const std::string kPieces[] = {"a",
+                                        "\"",
+                                        "\\",
+                                        "/",
+                                        "\n",
+                                        "\t",
+                                        "\x01",
+                                        "\x1f",
+                                        "\x7f",
+                                        "\xc3\xa9",
+                                        "\xe2\x82\xac",
+                                        "\xf0\x9f\x98\x80",
+                                        "\xc3",
+                                        "\x80",
+                                        "\xed\xa0\x80",
+                                        "\xc0\x80",
+                                        "\xf4\x90\x80\x80",
+                                        "\xff",
+                                        "\xe2\x82",
+                                        " ",
+                                        "{",
+                                        "\b",
+                                        "\f",
+                                        "\r",
+                                        "\0"};
   std::string out;
   const size_t n = rng() % 12;
   for (size_t i = 0; i < n; ++i) {
@@ -38,12 +60,18 @@ std::string RandomBytes(std::mt19937& rng) {
 
 json RandomValue(std::mt19937& rng, int depth) {
   switch (rng() % (depth > 3 ? 6 : 8)) {
-    case 0: return nullptr;
-    case 1: return rng() % 2 == 0;
-    case 2: return static_cast<int64_t>(rng()) - static_cast<int64_t>(rng()) * 4096;
-    case 3: return static_cast<uint64_t>(rng()) << 32 | rng();
-    case 4: return std::ldexp(static_cast<double>(rng()), static_cast<int>(rng() % 200) - 100);
-    case 5: return RandomBytes(rng);
+    case 0:
+      return nullptr;
+    case 1:
+      return rng() % 2 == 0;
+    case 2:
+      return static_cast<int64_t>(rng()) - static_cast<int64_t>(rng()) * 4096;
+    case 3:
+      return static_cast<uint64_t>(rng()) << 32 | rng();
+    case 4:
+      return std::ldexp(static_cast<double>(rng()), static_cast<int>(rng() % 200) - 100);
+    case 5:
+      return RandomBytes(rng);
     case 6: {
       json a = json::array();
       for (size_t i = rng() % 5; i > 0; --i) a.push_back(RandomValue(rng, depth + 1));
@@ -63,12 +91,33 @@ TEST_CASE("DumpJson writes what nlohmann's dump writes, on edge cases", "[common
   std::string controls;
   for (int c = 0; c < 0x20; ++c) controls.push_back(static_cast<char>(c));
   const json cases[] = {
-      nullptr, true, false, 0, -1, std::numeric_limits<int64_t>::min(),
-      std::numeric_limits<int64_t>::max(), std::numeric_limits<uint64_t>::max(), 0.1, -0.0, 1.0,
-      1e300, 5e-324, std::nan(""), std::numeric_limits<double>::infinity(), "", controls,
-      "\x7f quote \" backslash \\ slash / tab \t", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
-      "lone \x80 continuation", "truncated \xe2\x82", "overlong \xc0\x80", "surrogate \xed\xa0\x80",
-      "too high \xf4\x90\x80\x80", "\xff\xfe", json::array(), json::object(),
+      nullptr,
+      true,
+      false,
+      0,
+      -1,
+      std::numeric_limits<int64_t>::min(),
+      std::numeric_limits<int64_t>::max(),
+      std::numeric_limits<uint64_t>::max(),
+      0.1,
+      -0.0,
+      1.0,
+      1e300,
+      5e-324,
+      std::nan(""),
+      std::numeric_limits<double>::infinity(),
+      "",
+      controls,
+      "\x7f quote \" backslash \\ slash / tab \t",
+      "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+      "lone \x80 continuation",
+      "truncated \xe2\x82",
+      "overlong \xc0\x80",
+      "surrogate \xed\xa0\x80",
+      "too high \xf4\x90\x80\x80",
+      "\xff\xfe",
+      json::array(),
+      json::object(),
       json{{"b", 1}, {"a", {1, 2.5, "x"}}, {"\n\"key", {{"nested", json::object()}}}},
       json::binary({1, 2, 3})};
   for (const auto& v : cases) {
@@ -95,9 +144,9 @@ TEST_CASE("DumpJson escapes a byte that needs it at every position of a long run
   // The writer skips clean runs sixteen bytes at a time (SSE2), then eight: each kind of byte
   // that stops it, at each offset within and across those blocks, in runs of clean ASCII of
   // every length up to 40.
-  const std::string specials[] = {std::string(1, '\0'), "\x1f", "\"", "\\", "\x7f", " ", "~",
-                                  "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xff",
-                                  "\xc3", "\x80", "\"\\", "\n\n"};
+  const std::string specials[] = {
+      std::string(1, '\0'), "\x1f", "\"",   "\\",   "\x7f", " ",   "~", "\xc3\xa9", "\xe2\x82\xac",
+      "\xf0\x9f\x98\x80",   "\xff", "\xc3", "\x80", "\"\\", "\n\n"};
   for (size_t length = 0; length <= 40; ++length) {
     for (size_t pos = 0; pos <= length; ++pos) {
       for (const auto& special : specials) {
@@ -115,8 +164,10 @@ TEST_CASE("DumpJson escapes a byte that needs it at every position of a long run
   }
 }
 
-TEST_CASE("PlainJsonRun stops at the first byte a JSON string cannot carry as it is for every "
-          "byte at every position", "[common][json]") {
+TEST_CASE(
+    "PlainJsonRun stops at the first byte a JSON string cannot carry as it is for every "
+    "byte at every position",
+    "[common][json]") {
   // Every byte value at every offset of a 48-byte clean buffer, scanned at each length, against
   // the byte-by-byte rule: PlainJsonRun (sixteen bytes at a time with SSE2, then the rest) and
   // internal::PlainJsonRunWords (eight, then one: the path without SSE2, which PlainJsonRun

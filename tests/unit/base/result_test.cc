@@ -1,7 +1,6 @@
 #include "base/result.h"
 
 #include <catch2/catch.hpp>
-
 #include <memory>
 #include <string>
 

@@ -131,8 +131,9 @@ TEST_CASE("opening a file twice in one process keeps the first connection's lock
   const std::string path = dir.File("memory.db");
   auto first = Database::Open({path});
   REQUIRE(first);
-  REQUIRE((*first)->Exec("CREATE TABLE records(message_id TEXT); "
-                         "INSERT INTO records VALUES('m1')"));
+  REQUIRE(
+      (*first)->Exec("CREATE TABLE records(message_id TEXT); "
+                     "INSERT INTO records VALUES('m1')"));
   auto second = Database::Open({path});  // a second connection of this process
   REQUIRE(second);
   // Another process opens the same file and closes it.

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "base/private_dirs.h"
@@ -84,8 +83,7 @@ TEST_CASE("a store directory owned by another user is refused", "[db][permission
   CHECK_FALSE(Exists(data + "/keys.db"));
 }
 
-TEST_CASE("a store file owned by another user is refused, -wal and -shm too",
-          "[db][permissions]") {
+TEST_CASE("a store file owned by another user is refused, -wal and -shm too", "[db][permissions]") {
   if (!NeedRoot()) return;
   TempDir tmp;
   const std::string path = tmp.File("memory.db");
@@ -102,8 +100,7 @@ TEST_CASE("a store file owned by another user is refused, -wal and -shm too",
   CHECK(Database::Open({path}));
 }
 
-TEST_CASE("a store file group or others can write is refused, not repaired",
-          "[db][permissions]") {
+TEST_CASE("a store file group or others can write is refused, not repaired", "[db][permissions]") {
   TempDir tmp;
   const std::string path = tmp.File("outbox.sqlite3");
   MakeStore(path);

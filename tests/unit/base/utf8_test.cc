@@ -1,7 +1,6 @@
 #include "base/utf8.h"
 
 #include <catch2/catch.hpp>
-
 #include <random>
 #include <string>
 
@@ -12,10 +11,10 @@ using tmcra::SanitizeUtf8;
 TEST_CASE("code point length counts what Python's len() counts", "[common][utf8]") {
   CHECK(CodePointLength("") == 0);
   CHECK(CodePointLength("hello") == 5);
-  CHECK(CodePointLength("caf\xc3\xa9") == 4);                 // café
-  CHECK(CodePointLength("\xe6\x9c\xac\xe7\x95\xaa") == 2);     // 本番
-  CHECK(CodePointLength("deploy \xf0\x9f\x9a\x80") == 8);      // emoji is one code point
-  CHECK(CodePointLength("\xff\xfe") == 2);                     // invalid bytes count one each
+  CHECK(CodePointLength("caf\xc3\xa9") == 4);               // café
+  CHECK(CodePointLength("\xe6\x9c\xac\xe7\x95\xaa") == 2);  // 本番
+  CHECK(CodePointLength("deploy \xf0\x9f\x9a\x80") == 8);   // emoji is one code point
+  CHECK(CodePointLength("\xff\xfe") == 2);                  // invalid bytes count one each
 }
 
 TEST_CASE("UTF-8 validation rejects overlongs, surrogates and truncation", "[common][utf8]") {
@@ -48,8 +47,8 @@ TEST_CASE("the ASCII fast path counts and validates as a byte-at-a-time scan doe
     }
     return true;
   };
-  const std::string tails[] = {"", "\xc3\xa9", "\xe6\x9c\xac", "\xf0\x9f\x9a\x80", "\xff",
-                               "\xe6\x9c", "\xc0\xaf", "\x80"};
+  const std::string tails[] = {"",     "\xc3\xa9", "\xe6\x9c\xac", "\xf0\x9f\x9a\x80",
+                               "\xff", "\xe6\x9c", "\xc0\xaf",     "\x80"};
   std::mt19937 rng(7);
   for (size_t lead = 0; lead < 20; ++lead) {
     for (const std::string& tail : tails) {

@@ -60,8 +60,9 @@ class ConfigFixture {
   // Writes the installer's binding and, when `identity` is given, the identity file.
   void InstallLocal(const std::optional<std::string>& identity,
                     const std::string& profile = "lite-cpu") {
-    WriteFile(Binding(), R"({"schemaVersion":1,"mode":"local","dataRoot":")" + DataRoot() +
-                             R"(","profile":")" + profile + R"("})",
+    WriteFile(Binding(),
+              R"({"schemaVersion":1,"mode":"local","dataRoot":")" + DataRoot() +
+                  R"(","profile":")" + profile + R"("})",
               0644);
     if (identity) WriteFile(Identity(profile), *identity);
   }

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <cstdio>
 
 #include "tests/unit/config/config_test_util.h"

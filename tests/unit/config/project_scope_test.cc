@@ -1,16 +1,16 @@
 // The project scope rule on real directories: a repository's subdirectories and linked
 // worktrees share one scope, named after the repository and its origin.
+#include "src/config/project_scope.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include "base/identifiers.h"
-#include "src/config/project_scope.h"
 #include "tests/support/temp_dir.h"
 
 using tmcra::config::FindProject;
@@ -18,13 +18,12 @@ using tmcra::testing::TempDir;
 
 namespace {
 
-void Write(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 }  // namespace
 
-TEST_CASE("subdirectories and linked worktrees of a repository share its scope", "[config][scope]") {
+TEST_CASE("subdirectories and linked worktrees of a repository share its scope",
+          "[config][scope]") {
   TempDir dir;
   const std::string repo = dir.File("My Repo");
   mkdir(repo.c_str(), 0700);
@@ -33,7 +32,8 @@ TEST_CASE("subdirectories and linked worktrees of a repository share its scope",
   mkdir((repo + "/.git/worktrees/wt").c_str(), 0700);
   mkdir((repo + "/src").c_str(), 0700);
   mkdir((repo + "/src/deep").c_str(), 0700);
-  Write(repo + "/.git/config", "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = git@example.com:acme/widgets.git\n");
+  Write(repo + "/.git/config",
+        "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = git@example.com:acme/widgets.git\n");
   const std::string wt = dir.File("wt");
   mkdir(wt.c_str(), 0700);
   Write(wt + "/.git", "gitdir: " + repo + "/.git/worktrees/wt\n");

@@ -4,7 +4,6 @@
 #include "src/config/settings.h"
 
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <vector>
 
@@ -153,9 +152,9 @@ TEST_CASE("service mode: environment over config file over defaults", "[config]"
     CHECK_FALSE(s.expires_at);  // expiresAt belongs to the file's credential, not this one
   }
   SECTION("blank environment values fall through") {
-    for (const char* name : {"TMCRA_BASE_URL", "TMCRA_API_KEY", "TMCRA_DEFAULT_SCOPE",
-                             "TMCRA_AGENT_ID", "TMCRA_INTEGRATION_ID",
-                             "TMCRA_REQUEST_TIMEOUT_SECONDS", "TMCRA_MAX_ATTEMPTS"}) {
+    for (const char* name :
+         {"TMCRA_BASE_URL", "TMCRA_API_KEY", "TMCRA_DEFAULT_SCOPE", "TMCRA_AGENT_ID",
+          "TMCRA_INTEGRATION_ID", "TMCRA_REQUEST_TIMEOUT_SECONDS", "TMCRA_MAX_ATTEMPTS"}) {
       f.Set(name, " \t");
     }
     const Settings s = Load(f);
@@ -305,17 +304,22 @@ TEST_CASE("local identity: fail closed, even with cloud settings", "[config]") {
   }
   SECTION("invalid bindings") {
     const std::string root = f.DataRoot();
-    for (const std::string& binding : std::vector<std::string>{
-             std::string("[1]"),
-             std::string("not json"),
-             R"({"schemaVersion":2,"mode":"local","dataRoot":")" + root + R"(","profile":"lite-cpu"})",
-             R"({"schemaVersion":"1","mode":"local","dataRoot":")" + root + R"(","profile":"lite-cpu"})",
-             R"({"schemaVersion":1,"mode":"cloud","dataRoot":")" + root + R"(","profile":"lite-cpu"})",
-             std::string(R"({"schemaVersion":1,"mode":"local","dataRoot":"relative/root","profile":"lite-cpu"})"),
-             R"({"schemaVersion":1,"mode":"local","profile":"lite-cpu"})",
-             R"({"schemaVersion":1,"mode":"local","dataRoot":")" + root + R"(","profile":"custom"})",
-             R"({"schemaVersion":1,"mode":"local","dataRoot":")" + root + R"(","profile":"../../x"})",
-             R"({"schemaVersion":1,"mode":"local","dataRoot":")" + root + R"("})"}) {
+    for (
+        const std::string& binding : std::vector<std::string>{
+            std::string("[1]"), std::string("not json"),
+            R"({"schemaVersion":2,"mode":"local","dataRoot":")" + root +
+                R"(","profile":"lite-cpu"})",
+            R"({"schemaVersion":"1","mode":"local","dataRoot":")" + root +
+                R"(","profile":"lite-cpu"})",
+            R"({"schemaVersion":1,"mode":"cloud","dataRoot":")" + root +
+                R"(","profile":"lite-cpu"})",
+            std::string(
+                R"({"schemaVersion":1,"mode":"local","dataRoot":"relative/root","profile":"lite-cpu"})"),
+            R"({"schemaVersion":1,"mode":"local","profile":"lite-cpu"})",
+            R"({"schemaVersion":1,"mode":"local","dataRoot":")" + root + R"(","profile":"custom"})",
+            R"({"schemaVersion":1,"mode":"local","dataRoot":")" + root +
+                R"(","profile":"../../x"})",
+            R"({"schemaVersion":1,"mode":"local","dataRoot":")" + root + R"("})"}) {
       INFO(binding);
       WriteFile(f.Binding(), binding, 0600);
       const std::string error = LoadError(f);
@@ -400,7 +404,8 @@ TEST_CASE("a baseUrl that is not a string is an error, not the default host", "[
   ConfigFixture f;
   for (const char* bad : {"8443", R"(["https://memory.example.com"])", R"({"url":"x"})", "true"}) {
     INFO(bad);
-    WriteFile(f.DeviceConfig(), std::string(R"({"accessToken":"tok-secret","baseUrl":)") + bad + "}");
+    WriteFile(f.DeviceConfig(),
+              std::string(R"({"accessToken":"tok-secret","baseUrl":)") + bad + "}");
     const std::string error = LoadError(f);
     CHECK(Contains(error, "baseUrl"));
     CHECK(Contains(error, "must be a string"));
@@ -618,8 +623,9 @@ TEST_CASE("the guard notices a switch to local memory", "[config][guard]") {
   WriteFile(f.Identity(), R"({"deploymentMode":"local","baseUrl":"http://127.0.0.1:2059/",
                              "apiKey":" synthetic-local-key "})");
   CHECK(CheckActiveConnection(local, f.Env()));  // same values once normalised
-  WriteFile(f.Identity(),
-            R"({"deploymentMode":"local","baseUrl":"http://127.0.0.1:2060","apiKey":"synthetic-local-key"})");
+  WriteFile(
+      f.Identity(),
+      R"({"deploymentMode":"local","baseUrl":"http://127.0.0.1:2060","apiKey":"synthetic-local-key"})");
   CHECK_FALSE(CheckActiveConnection(local, f.Env()));
 
   // A binding that became invalid stops requests too.

@@ -5,9 +5,7 @@
 #include <curl/curl.h>
 
 #include <catch2/catch.hpp>
-
 #include <string>
-
 
 using tmcra::config::QuoteSegment;
 using tmcra::config::RedactUrl;
@@ -151,7 +149,8 @@ std::string Lower(std::string s) {
 
 }  // namespace
 
-TEST_CASE("base URL table: accepted exactly as specified, no parser differential", "[config][url]") {
+TEST_CASE("base URL table: accepted exactly as specified, no parser differential",
+          "[config][url]") {
   STATIC_REQUIRE(sizeof kUrlTable / sizeof kUrlTable[0] >= 40);
   for (const UrlCase& c : kUrlTable) {
     INFO("url=" << c.url << " local=" << c.local_mode);
@@ -232,7 +231,8 @@ TEST_CASE("QuoteSegment matches urllib.parse.quote(v, safe='')", "[config][url]"
   CHECK(QuoteSegment("\xff") == "%FF");
   CHECK(QuoteSegment("\\:@!$'()*,;") == "%5C%3A%40%21%24%27%28%29%2A%2C%3B");
   // Whatever the input, the result is one segment: no '/', '?', '#', CR, LF or raw '%' escapes.
-  const std::string nasty = QuoteSegment(std::string("/..?#\r\n%\0 ", 10) + std::string(10000, 'x'));
+  const std::string nasty =
+      QuoteSegment(std::string("/..?#\r\n%\0 ", 10) + std::string(10000, 'x'));
   CHECK(nasty.find_first_of("/?#\r\n ") == std::string::npos);
 }
 

@@ -19,7 +19,8 @@ const std::string kContent =
 TEST_CASE("blocks split only before block headers", "[controls][budget]") {
   auto blocks = SplitEvidenceBlocks(kContent);
   REQUIRE(blocks.size() == 5);
-  CHECK(blocks[2] == "[Immutable source window 1 | date=d]\nfirst fact\n\nwith a blank line inside");
+  CHECK(blocks[2] ==
+        "[Immutable source window 1 | date=d]\nfirst fact\n\nwith a blank line inside");
   CHECK(SplitEvidenceBlocks("").size() == 1);
 }
 
@@ -30,10 +31,12 @@ TEST_CASE("selection keeps whole blocks within budget and drops duplicates", "[c
   CHECK(all.ToJson()["estimatedTokens"] == (all.characters + 2) / 3);
   CHECK(all.ToJson()["tokenEstimateOnly"] == true);
 
-  auto visible = SelectEvidence(kContent, 100000, "[Immutable neighboring source | date=d]\nneighbour");
+  auto visible =
+      SelectEvidence(kContent, 100000, "[Immutable neighboring source | date=d]\nneighbour");
   REQUIRE(visible.omitted.size() == 1);
   CHECK(visible.omitted[0]["reason"] == "duplicate");
-  CHECK(visible.omitted[0]["hash"] == tmcra::Sha256Hex("[Immutable neighboring source | date=d]\nneighbour"));
+  CHECK(visible.omitted[0]["hash"] ==
+        tmcra::Sha256Hex("[Immutable neighboring source | date=d]\nneighbour"));
 
   // A budget that fits the first two blocks and the small neighbour, but not the larger ones:
   // the scan goes on after a miss.

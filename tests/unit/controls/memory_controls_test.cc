@@ -4,8 +4,6 @@
 // protocol across processes (busy, stale-lock recovery, no lost update).
 #include "src/controls/memory_controls.h"
 
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -13,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -102,35 +101,52 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 int WaitChild(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status)
+                           : 100 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 }  // namespace
 
-TEST_CASE("memory controls: a missing state reads as TMCRA's defaults and reading writes nothing", "[controls]") {
+TEST_CASE("memory controls: a missing state reads as TMCRA's defaults and reading writes nothing",
+          "[controls]") {
   TempDir dir;
   const std::string root = dir.File("state");
   ControlStore store(root);
   auto policy = store.GetPolicy(kKey, "s1");
   REQUIRE(policy);
-  CHECK(policy->ToJson() == json{{"key", kKey}, {"sessionId", "s1"}, {"mode", "normal"},
-                                 {"generation", 0}, {"turnHash", nullptr},
-                                 {"parentTurnHash", nullptr}, {"parentGeneration", nullptr},
-                                 {"read", true}, {"write", true}});
+  CHECK(policy->ToJson() == json{{"key", kKey},
+                                 {"sessionId", "s1"},
+                                 {"mode", "normal"},
+                                 {"generation", 0},
+                                 {"turnHash", nullptr},
+                                 {"parentTurnHash", nullptr},
+                                 {"parentGeneration", nullptr},
+                                 {"read", true},
+                                 {"write", true}});
   CHECK(*store.BudgetChars(kKey) == 12000);
   const json dash = Ok(store.Control(kKey, "s1", "dashboard", json::object()));
-  CHECK(dash == json{{"policy", {{"sessionId", "s1"}, {"mode", "normal"}, {"generation", 0},
-                                 {"turnHash", nullptr}, {"parentTurnHash", nullptr},
-                                 {"parentGeneration", nullptr}, {"read", true}, {"write", true}}},
-                     {"tasks", json::array()}, {"budgetChars", 12000}, {"recent", json::array()}});
+  CHECK(dash == json{{"policy",
+                      {{"sessionId", "s1"},
+                       {"mode", "normal"},
+                       {"generation", 0},
+                       {"turnHash", nullptr},
+                       {"parentTurnHash", nullptr},
+                       {"parentGeneration", nullptr},
+                       {"read", true},
+                       {"write", true}}},
+                     {"tasks", json::array()},
+                     {"budgetChars", 12000},
+                     {"recent", json::array()}});
   CHECK(*store.MayWrite(*policy));
   CHECK(Ok(store.Continuation(kKey, "s1", "继续")) ==
         json{{"query", "继续"}, {"task", nullptr}, {"candidates", json::array()}});
   CHECK_FALSE(Exists(root));  // nothing above writes
 }
 
-TEST_CASE("memory controls: a mode switch bumps the generation and invalidates earlier captures, even back to normal",
-          "[controls][modes]") {
+TEST_CASE(
+    "memory controls: a mode switch bumps the generation and invalidates earlier captures, even "
+    "back to normal",
+    "[controls][modes]") {
   TempDir dir;
   ControlStore store(dir.path());
   const Policy before = *store.GetPolicy(kKey, "s1");
@@ -155,12 +171,14 @@ TEST_CASE("memory controls: a mode switch bumps the generation and invalidates e
   // A capture taken in normal mode whose session is now recall_only cannot write either.
   REQUIRE(store.Control(kKey, "s2", "mode", {{"mode", "recall_only"}}));
   CHECK_FALSE(*store.MayWrite(other));
-  CHECK(ErrorText(store.Control(kKey, "s1", "mode", {{"mode", "paused"}})) == "Invalid memory mode");
+  CHECK(ErrorText(store.Control(kKey, "s1", "mode", {{"mode", "paused"}})) ==
+        "Invalid memory mode");
   CHECK(ErrorText(store.Control(kKey, "s1", "mode", json::object())) == "Invalid memory mode");
   CHECK(ErrorText(store.Control(kKey, "s1", "mode", {{"mode", 1}})) == "Invalid memory mode");
 }
 
-TEST_CASE("memory controls: normal, recall_only and off: the read/write table", "[controls][modes]") {
+TEST_CASE("memory controls: normal, recall_only and off: the read/write table",
+          "[controls][modes]") {
   TempDir dir;
   ControlStore store(dir.path());
   struct Row {
@@ -168,8 +186,8 @@ TEST_CASE("memory controls: normal, recall_only and off: the read/write table", 
     bool read;
     bool write;
   };
-  for (const Row& row : {Row{"normal", true, true}, Row{"recall_only", true, false},
-                         Row{"off", false, false}}) {
+  for (const Row& row :
+       {Row{"normal", true, true}, Row{"recall_only", true, false}, Row{"off", false, false}}) {
     INFO(row.mode);
     const std::string session = "session-" + row.mode;
     REQUIRE(store.Control(kKey, session, "mode", {{"mode", row.mode}}));
@@ -243,14 +261,16 @@ TEST_CASE("memory controls: sub-agent sessions are bound by their parent", "[con
   CHECK(bad.error().message == "Exact session_id is required");
 }
 
-TEST_CASE("memory controls: a correction vetoes its own turn, not older or later ones", "[controls][correction]") {
+TEST_CASE("memory controls: a correction vetoes its own turn, not older or later ones",
+          "[controls][correction]") {
   // TMCRA's test_correction_turn_veto_does_not_drop_unrelated_older_turn.
   TempDir dir;
   ControlStore store(dir.path());
   const Policy first = *store.BeginTurn(kKey, "s", "first");
   const Policy correction = *store.BeginTurn(kKey, "s", "correction");
   CHECK(Ok(store.Control(kKey, "s", "correction_start", nullptr)) ==
-        json{{"automaticCapture", "suppressed"}, {"turnIdentified", true},
+        json{{"automaticCapture", "suppressed"},
+             {"turnIdentified", true},
              {"originalMemoryChanged", false}});
   CHECK(*store.MayWrite(first));
   CHECK_FALSE(*store.MayWrite(correction));
@@ -264,11 +284,14 @@ TEST_CASE("memory controls: a correction vetoes its own turn, not older or later
   CHECK(file["sessions"][Sha256Hex("s")]["suppressedTurns"] ==
         json{{Sha256Hex("correction"), true}});
   // Without a current turn the correction is unidentified.
-  CHECK(Ok(store.Control(kKey, "fresh", "correction_start", json::object()))["turnIdentified"] == false);
+  CHECK(Ok(store.Control(kKey, "fresh", "correction_start", json::object()))["turnIdentified"] ==
+        false);
 }
 
-TEST_CASE("memory controls: turn-less suppression ends with a new turn or a mode switch (deviation from contract 9.4 item 21)",
-          "[controls][correction]") {
+TEST_CASE(
+    "memory controls: turn-less suppression ends with a new turn or a mode switch (deviation from "
+    "contract 9.4 item 21)",
+    "[controls][correction]") {
   TempDir dir;
   ControlStore store(dir.path());
   // A session that never prepares turns: its captures have no turn hash.
@@ -298,8 +321,8 @@ TEST_CASE("memory controls: turn-less suppression ends with a new turn or a mode
   SECTION("a mode switch ends it without reviving anything captured before") {
     REQUIRE(store.Control(kKey, "s", "mode", {{"mode", "recall_only"}}));
     REQUIRE(store.Control(kKey, "s", "mode", {{"mode", "normal"}}));
-    CHECK_FALSE(*store.MayWrite(legacy));                       // older generation
-    CHECK(*store.MayWrite(*store.GetPolicy(kKey, "s")));        // new activity is captured
+    CHECK_FALSE(*store.MayWrite(legacy));                 // older generation
+    CHECK(*store.MayWrite(*store.GetPolicy(kKey, "s")));  // new activity is captured
   }
   SECTION("setting the same mode again does not end it") {
     REQUIRE(store.Control(kKey, "s", "mode", {{"mode", "normal"}}));
@@ -310,9 +333,9 @@ TEST_CASE("memory controls: turn-less suppression ends with a new turn or a mode
 TEST_CASE("memory controls: tasks: create, update, complete", "[controls][tasks]") {
   TempDir dir;
   ControlStore store(dir.path());
-  const json created = Ok(store.Control(kKey, "s1", "task",
-                                        {{"objective", "  Ship the 发布 feature \n"},
-                                         {"nextStep", "write tests"}}));
+  const json created =
+      Ok(store.Control(kKey, "s1", "task",
+                       {{"objective", "  Ship the 发布 feature \n"}, {"nextStep", "write tests"}}));
   const std::string id = created["id"];
   CHECK(id.rfind("task_", 0) == 0);
   CHECK(id.size() == 5 + 36);
@@ -331,19 +354,20 @@ TEST_CASE("memory controls: tasks: create, update, complete", "[controls][tasks]
   CHECK(updated["objective"] == "Ship the 发布 feature");
   CHECK(updated["summary"] == "42");
   CHECK(updated["nextStep"] == "write tests");
-  CHECK(Ok(store.Control(kKey, "s2", "task", {{"id", id}, {"summary", json::array({"a", true})}}))
-            ["summary"] == "['a', True]");
+  CHECK(Ok(store.Control(kKey, "s2", "task",
+                         {{"id", id}, {"summary", json::array({"a", true})}}))["summary"] ==
+        "['a', True]");
   // Deviation: a null field is "not given" (TMCRA's Python would store "None").
   CHECK(Ok(store.Control(kKey, "s2", "task", {{"id", id}, {"summary", nullptr}}))["summary"] ==
         "['a', True]");
 
   // Fields are cut at 4000 code points, not bytes.
-  const json long_task = Ok(store.Control(
-      kKey, "s1", "task", {{"objective", std::string(2000, 'x') + [] {
-                             std::string s;
-                             for (int i = 0; i < 3000; ++i) s += "界";
-                             return s;
-                           }()}}));
+  const json long_task =
+      Ok(store.Control(kKey, "s1", "task", {{"objective", std::string(2000, 'x') + [] {
+                                               std::string s;
+                                               for (int i = 0; i < 3000; ++i) s += "界";
+                                               return s;
+                                             }()}}));
   const std::string objective = long_task["objective"];
   CHECK(objective.size() == 2000 + 2000 * 3);
 
@@ -354,11 +378,13 @@ TEST_CASE("memory controls: tasks: create, update, complete", "[controls][tasks]
   CHECK(file["sessions"][Sha256Hex("s1")]["taskId"].is_null());
   CHECK(file["tasks"][id]["status"] == "completed");
   CHECK(Ok(store.Control(kKey, "s1", "task", {{"id", id}}))["status"] == "active");
-  CHECK(Ok(store.Control(kKey, "s1", "task", {{"id", id}, {"status", "blocked"}}))["status"] == "blocked");
+  CHECK(Ok(store.Control(kKey, "s1", "task", {{"id", id}, {"status", "blocked"}}))["status"] ==
+        "blocked");
 
   // Errors, and none of them writes.
   const std::string before = ReadFile(dir.File(kKey + ".json"));
-  CHECK(ErrorText(store.Control(kKey, "s1", "task", {{"id", "task_missing"}})) == "Unknown task in this scope");
+  CHECK(ErrorText(store.Control(kKey, "s1", "task", {{"id", "task_missing"}})) ==
+        "Unknown task in this scope");
   CHECK(ErrorText(store.Control(kKey, "s1", "task", {{"id", 7}})) == "Unknown task in this scope");
   CHECK(ErrorText(store.Control(kKey, "s1", "task", json::object())) ==
         "Task objective and valid status required");
@@ -371,7 +397,8 @@ TEST_CASE("memory controls: tasks: create, update, complete", "[controls][tasks]
   CHECK(ReadFile(dir.File(kKey + ".json")) == before);
   REQUIRE(store.Control(kKey, "quiet", "mode", {{"mode", "recall_only"}}));
   const std::string before_quiet = ReadFile(dir.File(kKey + ".json"));
-  CHECK(ErrorText(store.Control(kKey, "quiet", "task", {{"objective", "o"}})) == "Task capture is disabled");
+  CHECK(ErrorText(store.Control(kKey, "quiet", "task", {{"objective", "o"}})) ==
+        "Task capture is disabled");
   CHECK(ReadFile(dir.File(kKey + ".json")) == before_quiet);
 
   // Tasks are per key (scope), shared by the key's sessions.
@@ -380,18 +407,42 @@ TEST_CASE("memory controls: tasks: create, update, complete", "[controls][tasks]
   CHECK(Ok(store.Control(kOtherKey, "s3", "dashboard", json::object()))["tasks"].empty());
 }
 
-TEST_CASE("memory controls: continuation phrases, English and Chinese", "[controls][continuation]") {
-  for (const char* yes : {"继续", "好的，继续", "好，继续。", "好 继续", "好的,,，  继续!!", "接着", "接着做",
-                          "接着来", "往下", "往下做", "往下走！", "补齐这些", "完成这些", "Continue",
-                          "CONTINUE.", "go on!", "Go On", "carry on", "Carry On。", "resume",
-                          "RESUME!!", "  continue  ", "好的，\u3000继续", "continue\u3000!",
-                          "continue\n\n", "好\u00a0继续", "re\u017fume", "cont\u0130nue"}) {
+TEST_CASE("memory controls: continuation phrases, English and Chinese",
+          "[controls][continuation]") {
+  for (const char* yes : {"继续",
+                          "好的，继续",
+                          "好，继续。",
+                          "好 继续",
+                          "好的,,，  继续!!",
+                          "接着",
+                          "接着做",
+                          "接着来",
+                          "往下",
+                          "往下做",
+                          "往下走！",
+                          "补齐这些",
+                          "完成这些",
+                          "Continue",
+                          "CONTINUE.",
+                          "go on!",
+                          "Go On",
+                          "carry on",
+                          "Carry On。",
+                          "resume",
+                          "RESUME!!",
+                          "  continue  ",
+                          "好的，\u3000继续",
+                          "continue\u3000!",
+                          "continue\n\n",
+                          "好\u00a0继续",
+                          "re\u017fume",
+                          "cont\u0130nue"}) {
     INFO(yes);
     CHECK(IsContinuation(yes));
   }
   for (const char* no : {"continue the work", "please continue", "继续吧", "好的", "", "gone",
-                         "GO  ON", "的继续", "continuer", "接着做做", "ｃｏｎｔｉｎｕｅ", "carry\u00a0on",
-                         "继续\u200b", "resumé", "继 续", "continue?"}) {
+                         "GO  ON", "的继续", "continuer", "接着做做", "ｃｏｎｔｉｎｕｅ",
+                         "carry\u00a0on", "继续\u200b", "resumé", "继 续", "continue?"}) {
     INFO(no);
     CHECK_FALSE(IsContinuation(no));
   }
@@ -400,21 +451,25 @@ TEST_CASE("memory controls: continuation phrases, English and Chinese", "[contro
   CHECK_FALSE(IsContinuation(std::string(200000, 'x')));
 }
 
-TEST_CASE("memory controls: continuation picks the session's task, the single task, or offers candidates",
-          "[controls][continuation]") {
+TEST_CASE(
+    "memory controls: continuation picks the session's task, the single task, or offers candidates",
+    "[controls][continuation]") {
   // TMCRA's test_task_ambiguity_scope_isolation_and_budget, the task half.
   TempDir dir;
   ControlStore store(dir.path());
   const json first = Ok(store.Control(kKey, "author", "task",
                                       {{"objective", "Migrate the billing DB"},
-                                       {"summary", "schema copied"}, {"nextStep", "backfill rows"}}));
+                                       {"summary", "schema copied"},
+                                       {"nextStep", "backfill rows"}}));
   json single = Ok(store.Continuation(kKey, "another-session", "继续"));
   CHECK(single["task"]["id"] == first["id"]);
-  CHECK(single["query"] == "继续\nCurrent task: Migrate the billing DB\nLast observed result: schema "
-                           "copied\nNext step: backfill rows");
+  CHECK(single["query"] ==
+        "继续\nCurrent task: Migrate the billing DB\nLast observed result: schema "
+        "copied\nNext step: backfill rows");
   CHECK(single["candidates"].empty());
 
-  const json second = Ok(store.Control(kKey, "author2", "task", {{"objective", "Write the release notes"}}));
+  const json second =
+      Ok(store.Control(kKey, "author2", "task", {{"objective", "Write the release notes"}}));
   json ambiguous = Ok(store.Continuation(kKey, "another-session", "continue"));
   CHECK(ambiguous["task"].is_null());
   CHECK(ambiguous["query"] == "continue");
@@ -424,7 +479,8 @@ TEST_CASE("memory controls: continuation picks the session's task, the single ta
   // The session's own task wins; empty summary and next step read as "".
   json own = Ok(store.Continuation(kKey, "author2", "  go on  "));
   CHECK(own["task"]["id"] == second["id"]);
-  CHECK(own["query"] == "  go on  \nCurrent task: Write the release notes\nLast observed result: \nNext step: ");
+  CHECK(own["query"] ==
+        "  go on  \nCurrent task: Write the release notes\nLast observed result: \nNext step: ");
   // Another key (scope) has no candidates.
   CHECK(Ok(store.Continuation(kOtherKey, "author2", "继续"))["candidates"].empty());
   // A completed task is not continued.
@@ -502,7 +558,7 @@ TEST_CASE("memory controls: BeginTurnForRecall is BeginTurn, then ForRecall of t
     CHECK(state_text(dir.path()) == state_text(twin_dir.path()));  // the same turn recorded
   };
   same("s", "t1", "what is the DB?");  // no state file yet
-  same("s", "t1", "continue");          // a replayed prepare
+  same("s", "t1", "continue");         // a replayed prepare
   REQUIRE(store.Control(kKey, "author", "task", {{"objective", "Migrate the billing DB"}}));
   REQUIRE(store.Control(kKey, "s", "budget", {{"budgetChars", 3000}}));
   same("s", "t2", "继续");
@@ -522,19 +578,23 @@ TEST_CASE("memory controls: BeginTurnForRecall is BeginTurn, then ForRecall of t
   same("s", "   ", "continue");   // a blank turn id
 }
 
-TEST_CASE("memory controls: budget: an int in 1000..64000, bool and float rejected", "[controls][budget]") {
+TEST_CASE("memory controls: budget: an int in 1000..64000, bool and float rejected",
+          "[controls][budget]") {
   TempDir dir;
   ControlStore store(dir.path());
-  CHECK(Ok(store.Control(kKey, "s", "budget", {{"budgetChars", 1000}})) == json{{"budgetChars", 1000}});
+  CHECK(Ok(store.Control(kKey, "s", "budget", {{"budgetChars", 1000}})) ==
+        json{{"budgetChars", 1000}});
   CHECK(*store.BudgetChars(kKey) == 1000);
-  CHECK(Ok(store.Control(kKey, "s", "budget", {{"budgetChars", 64000}})) == json{{"budgetChars", 64000}});
+  CHECK(Ok(store.Control(kKey, "s", "budget", {{"budgetChars", 64000}})) ==
+        json{{"budgetChars", 64000}});
   for (const json& bad : {json(999), json(64001), json(-5), json(true), json(false), json(2000.0),
                           json("2000"), json(nullptr), json(1e30)}) {
     INFO(bad.dump());
     CHECK(ErrorText(store.Control(kKey, "s", "budget", {{"budgetChars", bad}})) ==
           "budgetChars must be 1000..64000");
   }
-  CHECK(ErrorText(store.Control(kKey, "s", "budget", json::object())) == "budgetChars must be 1000..64000");
+  CHECK(ErrorText(store.Control(kKey, "s", "budget", json::object())) ==
+        "budgetChars must be 1000..64000");
   CHECK(*store.BudgetChars(kKey) == 64000);
   CHECK(*store.BudgetChars(kOtherKey) == 12000);  // per key
   CHECK(Ok(store.Control(kKey, "t", "dashboard", json::object()))["budgetChars"] == 64000);
@@ -543,20 +603,24 @@ TEST_CASE("memory controls: budget: an int in 1000..64000, bool and float reject
 TEST_CASE("memory controls: errors are values with TMCRA's messages", "[controls][errors]") {
   TempDir dir;
   ControlStore store(dir.path());
-  for (const std::string& key : {std::string("short"), std::string(64, 'A'), kKey + "0", std::string(64, 'g')}) {
+  for (const std::string& key :
+       {std::string("short"), std::string(64, 'A'), kKey + "0", std::string(64, 'g')}) {
     auto r = store.GetPolicy(key, "s");
     REQUIRE_FALSE(r);
     CHECK(r.error().code == Errc::kInvalidArgument);
     CHECK(r.error().message == "Invalid memory control key");
-    CHECK(store.Control(key, "s", "mode", {{"mode", "off"}}).error().message == "Invalid memory control key");
+    CHECK(store.Control(key, "s", "mode", {{"mode", "off"}}).error().message ==
+          "Invalid memory control key");
   }
   CHECK(store.GetPolicy(kKey, " \t\n").error().message == "Exact session_id is required");
   CHECK(store.GetPolicy(kKey, "\u3000").error().message == "Exact session_id is required");
-  CHECK(store.Control(kKey, "", "budget", {{"budgetChars", 2000}}).error().message == "Exact session_id is required");
+  CHECK(store.Control(kKey, "", "budget", {{"budgetChars", 2000}}).error().message ==
+        "Exact session_id is required");
   CHECK(store.BeginTurn(kKey, "s", "  ").error().message == "An exact host turn ID is required");
   CHECK(store.BeginTurn(kKey, "  ", "t").error().message == "Exact session_id is required");
   CHECK(store.SuppressTurn(kKey, "").error().message == "Exact session_id is required");
-  CHECK(store.Control(kKey, "s", "reset", json::object()).error().message == "Unknown memory control action");
+  CHECK(store.Control(kKey, "s", "reset", json::object()).error().message ==
+        "Unknown memory control action");
   CHECK(store.Control(kKey, "s", "mode", json::array()).error().code == Errc::kInvalidArgument);
   CHECK_FALSE(Exists(dir.File(kKey + ".json")));  // no failed call wrote
 
@@ -578,7 +642,8 @@ TEST_CASE("memory controls: errors are values with TMCRA's messages", "[controls
   CHECK(store.GetPolicy(kKey, "s").error().code == Errc::kDataLoss);
   WriteFile(path, R"({"schemaVersion": 1, "sessions": []})");
   CHECK(store.GetPolicy(kKey, "s").error().code == Errc::kDataLoss);
-  WriteFile(path, R"({"schemaVersion": 1, "sessions": {")" + Sha256Hex("s") + R"(": {"mode": 3}}})");
+  WriteFile(path,
+            R"({"schemaVersion": 1, "sessions": {")" + Sha256Hex("s") + R"(": {"mode": 3}}})");
   CHECK(store.GetPolicy(kKey, "s").error().code == Errc::kDataLoss);
   CHECK(store.GetPolicy(kKey, "t"));  // other rows are fine
   // A hand-written minimal file: missing containers read as empty.
@@ -593,8 +658,10 @@ TEST_CASE("memory controls: errors are values with TMCRA's messages", "[controls
   CHECK_FALSE(broken.Control(kKey, "s", "mode", {{"mode", "off"}}));
 }
 
-TEST_CASE("memory controls: a state written by TMCRA is read, and written back byte for byte as Python writes it",
-          "[controls][format]") {
+TEST_CASE(
+    "memory controls: a state written by TMCRA is read, and written back byte for byte as Python "
+    "writes it",
+    "[controls][format]") {
   TempDir dir;
   ControlStore store(dir.path());
   const std::string s1 = Sha256Hex("s1");
@@ -621,8 +688,8 @@ TEST_CASE("memory controls: a state written by TMCRA is read, and written back b
   CHECK_FALSE(p2.write);
   CHECK(*store.BudgetChars(kKey) == 15000);
   const json dash = Ok(store.Control(kKey, "s1", "dashboard", json::object()));
-  CHECK(dash["recent"] == json::parse(R"([{"kind": "write", "jobId": "job_1", "sessionKey": ")" + s1 +
-                                      R"(", "at": "2026-01-02T03:04:05.000Z"}])"));
+  CHECK(dash["recent"] == json::parse(R"([{"kind": "write", "jobId": "job_1", "sessionKey": ")" +
+                                      s1 + R"(", "at": "2026-01-02T03:04:05.000Z"}])"));
   CHECK(dash["tasks"][0]["objective"] == "发布 \"v2\" \\ path\n\tnext\u0001 🚀");
   CHECK(Ok(store.Continuation(kKey, "s1", "接着做"))["task"]["id"] == "task_1");
 
@@ -635,21 +702,27 @@ TEST_CASE("memory controls: a state written by TMCRA is read, and written back b
 
   // A compact file as the JS plugins write it (JSON.stringify) is read too, and new rows and
   // members are appended in the order Python would add them.
-  WriteFile(path, R"({"schemaVersion":1,"sessions":{},"tasks":{},"recent":[],"budgetChars":12000})");
+  WriteFile(path,
+            R"({"schemaVersion":1,"sessions":{},"tasks":{},"recent":[],"budgetChars":12000})");
   REQUIRE(store.Control(kKey, "s1", "mode", {{"mode", "off"}}));
-  CHECK(ReadFile(path) == R"({"schemaVersion": 1, "sessions": {")" + s1 +
-                              R"(": {"mode": "off", "generation": 1, "taskId": null}}, "tasks": {}, "recent": [], "budgetChars": 12000})");
+  CHECK(
+      ReadFile(path) ==
+      R"({"schemaVersion": 1, "sessions": {")" + s1 +
+          R"(": {"mode": "off", "generation": 1, "taskId": null}}, "tasks": {}, "recent": [], "budgetChars": 12000})");
   REQUIRE(store.BeginTurn(kKey, "s2", "x"));
   REQUIRE(store.SuppressTurn(kKey, "s2"));
-  CHECK(ReadFile(path) == R"({"schemaVersion": 1, "sessions": {")" + s1 +
-                              R"(": {"mode": "off", "generation": 1, "taskId": null}, ")" + s2 +
-                              R"(": {"mode": "normal", "generation": 0, "taskId": null, "currentTurnHash": ")" +
-                              Sha256Hex("x") + R"(", "suppressedTurns": {")" + Sha256Hex("x") +
-                              R"(": true}, "suppressLegacyCapture": true}}, "tasks": {}, "recent": [], "budgetChars": 12000})");
+  CHECK(
+      ReadFile(path) ==
+      R"({"schemaVersion": 1, "sessions": {")" + s1 +
+          R"(": {"mode": "off", "generation": 1, "taskId": null}, ")" + s2 +
+          R"(": {"mode": "normal", "generation": 0, "taskId": null, "currentTurnHash": ")" +
+          Sha256Hex("x") + R"(", "suppressedTurns": {")" + Sha256Hex("x") +
+          R"(": true}, "suppressLegacyCapture": true}}, "tasks": {}, "recent": [], "budgetChars": 12000})");
 }
 
-TEST_CASE("memory controls: the state directory is 0700 and every file 0600, with nothing left behind",
-          "[controls][permissions]") {
+TEST_CASE(
+    "memory controls: the state directory is 0700 and every file 0600, with nothing left behind",
+    "[controls][permissions]") {
   TempDir dir;
   const std::string root = dir.File("a/b/memory-controls");
   const mode_t old_mask = umask(0);  // prove the modes do not depend on the umask
@@ -669,7 +742,8 @@ TEST_CASE("memory controls: the state directory is 0700 and every file 0600, wit
   CHECK(Mode(root + "/" + kKey + ".json") == 0600);
 }
 
-TEST_CASE("memory controls: Policy JSON round-trips, and reads TMCRA's captures", "[controls][policy]") {
+TEST_CASE("memory controls: Policy JSON round-trips, and reads TMCRA's captures",
+          "[controls][policy]") {
   Policy p;
   p.key = kKey;
   p.session_id = "a:subagent:b";
@@ -678,9 +752,15 @@ TEST_CASE("memory controls: Policy JSON round-trips, and reads TMCRA's captures"
   p.parent_generation = 2;
   p.write = false;
   const json j = p.ToJson();
-  CHECK(j == json{{"key", kKey}, {"sessionId", "a:subagent:b"}, {"mode", "normal"},
-                  {"generation", 4}, {"turnHash", "t"}, {"parentTurnHash", nullptr},
-                  {"parentGeneration", 2}, {"read", true}, {"write", false}});
+  CHECK(j == json{{"key", kKey},
+                  {"sessionId", "a:subagent:b"},
+                  {"mode", "normal"},
+                  {"generation", 4},
+                  {"turnHash", "t"},
+                  {"parentTurnHash", nullptr},
+                  {"parentGeneration", 2},
+                  {"read", true},
+                  {"write", false}});
   auto back = Policy::FromJson(j);
   REQUIRE(back);
   CHECK(back->ToJson() == j);
@@ -695,20 +775,26 @@ TEST_CASE("memory controls: Policy JSON round-trips, and reads TMCRA's captures"
   ControlStore store(dir.path());
   CHECK(*store.MayWrite(*py));
   // A sub-agent capture without a parent generation never matches (Python compares with None).
-  auto orphan = Policy::FromJson({{"key", kKey}, {"sessionId", "a:subagent:b"}, {"generation", 0},
-                                  {"write", true}});
+  auto orphan = Policy::FromJson(
+      {{"key", kKey}, {"sessionId", "a:subagent:b"}, {"generation", 0}, {"write", true}});
   REQUIRE(orphan);
   CHECK_FALSE(*store.MayWrite(*orphan));
   // Errors name the field.
   CHECK(Policy::FromJson(json::array()).error().message == "capture: must be an object");
-  CHECK(Policy::FromJson({{"sessionId", "s"}, {"generation", 0}}).error().message == "capture.key: must be a string");
-  CHECK(Policy::FromJson({{"key", kKey}, {"generation", 0}}).error().message == "capture.sessionId: must be a string");
-  CHECK(Policy::FromJson({{"key", kKey}, {"sessionId", "s"}, {"generation", true}}).error().message ==
-        "capture.generation: must be an integer");
+  CHECK(Policy::FromJson({{"sessionId", "s"}, {"generation", 0}}).error().message ==
+        "capture.key: must be a string");
+  CHECK(Policy::FromJson({{"key", kKey}, {"generation", 0}}).error().message ==
+        "capture.sessionId: must be a string");
+  CHECK(
+      Policy::FromJson({{"key", kKey}, {"sessionId", "s"}, {"generation", true}}).error().message ==
+      "capture.generation: must be an integer");
   CHECK(Policy::FromJson({{"key", kKey}, {"sessionId", "s"}, {"generation", 0}, {"turnHash", 5}})
-            .error().message == "capture.turnHash: must be a string or null");
-  CHECK(Policy::FromJson({{"key", kKey}, {"sessionId", "s"}, {"generation", 0}, {"parentGeneration", "1"}})
-            .error().message == "capture.parentGeneration: must be an integer or null");
+            .error()
+            .message == "capture.turnHash: must be a string or null");
+  CHECK(Policy::FromJson(
+            {{"key", kKey}, {"sessionId", "s"}, {"generation", 0}, {"parentGeneration", "1"}})
+            .error()
+            .message == "capture.parentGeneration: must be an integer or null");
   // A capture that cannot write is refused without reading anything (even with a bad key).
   Policy closed;
   closed.key = "bad";
@@ -783,7 +869,8 @@ TEST_CASE("memory controls: the lock is respected across processes", "[controls]
       // holder is never broken, however old its lock.
       const int fd = open(lock.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
       flock(fd, LOCK_EX);
-      const std::string content = "{\"pid\": " + std::to_string(getpid()) + ", \"host\": \"" + HostName() + "\"}\n";
+      const std::string content =
+          "{\"pid\": " + std::to_string(getpid()) + ", \"host\": \"" + HostName() + "\"}\n";
       (void)!write(fd, content.data(), content.size());
       SetAge(lock, 60);
       (void)!write(ready[1], "x", 1);
@@ -861,12 +948,14 @@ TEST_CASE("memory controls: stale locks are recovered, fresh ones respected", "[
     CHECK(*store.BudgetChars(kKey) == 2000);
   }
   SECTION("a fresh lock of a live pid is respected") {
-    WriteFile(lock, "{\"pid\": " + std::to_string(getpid()) + ", \"host\": \"" + HostName() + "\"}");
+    WriteFile(lock,
+              "{\"pid\": " + std::to_string(getpid()) + ", \"host\": \"" + HostName() + "\"}");
     CHECK_FALSE(timed_write(3000, &seconds));
     CHECK(Exists(lock));
   }
   SECTION("a live pid's lock without flock (not a tmcra-mcp holder) is broken after 10 s") {
-    WriteFile(lock, "{\"pid\": " + std::to_string(getpid()) + ", \"host\": \"" + HostName() + "\"}");
+    WriteFile(lock,
+              "{\"pid\": " + std::to_string(getpid()) + ", \"host\": \"" + HostName() + "\"}");
     SetAge(lock, 30);
     REQUIRE(timed_write(5000, &seconds));
     CHECK(*store.BudgetChars(kKey) == 5000);
@@ -911,7 +1000,8 @@ json RunWriters(const std::string& root, int processes, int each) {
 
 std::set<std::string> Objectives(const json& state) {
   std::set<std::string> out;
-  for (const auto& [id, task] : state["tasks"].items()) out.insert(task["objective"].get<std::string>());
+  for (const auto& [id, task] : state["tasks"].items())
+    out.insert(task["objective"].get<std::string>());
   return out;
 }
 
@@ -926,7 +1016,8 @@ TEST_CASE("memory controls: concurrent writers in several processes all land", "
   CHECK(Listing(dir.File("state")) == std::set<std::string>{kKey + ".json"});
 }
 
-TEST_CASE("memory controls: writers racing to break one stale lock lose no update", "[controls][lock]") {
+TEST_CASE("memory controls: writers racing to break one stale lock lose no update",
+          "[controls][lock]") {
   for (int trial = 0; trial < 5; ++trial) {
     INFO("trial " << trial);
     TempDir dir;
@@ -940,7 +1031,8 @@ TEST_CASE("memory controls: writers racing to break one stale lock lose no updat
   }
 }
 
-TEST_CASE("memory controls: concurrent writers in one process (threads) all land", "[controls][lock]") {
+TEST_CASE("memory controls: concurrent writers in one process (threads) all land",
+          "[controls][lock]") {
   TempDir dir;
   ControlStore store(dir.path());
   std::vector<std::thread> threads;

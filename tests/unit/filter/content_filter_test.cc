@@ -1,10 +1,9 @@
 // The content filter on hand-picked texts: secrets redacted by kind, private spans and recalled
 // memory dropped, the rest left as it was, and a second pass changing nothing.
-#include <catch2/catch.hpp>
-
-#include <string>
-
 #include "filter/content_filter.h"
+
+#include <catch2/catch.hpp>
+#include <string>
 
 using tmcra::filter::ContentFilter;
 using tmcra::filter::FilterRules;
@@ -37,8 +36,8 @@ TEST_CASE("what is not a secret is left alone", "[filter]") {
         "id 123e4567-e89b-12d3-a456-426614174000",
         "sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
         "password = get_password()", "if password == \"\":", "user_password = new_password",
-        "path /usr/local/lib/python3.11/site-packages/sklearn",
-        "the token is passed in the header", "public_key: AAAAC3NzaC1lZDI1NTE5AAAAIA"}) {
+        "path /usr/local/lib/python3.11/site-packages/sklearn", "the token is passed in the header",
+        "public_key: AAAAC3NzaC1lZDI1NTE5AAAAIA"}) {
     CHECK(Filtered(text) == text);
   }
 }
@@ -49,8 +48,7 @@ TEST_CASE("private spans are dropped with their tags, an unclosed one to the end
   CHECK(Filtered("<priv<private>x</private>ate>gone</private>!") == "!");
 }
 
-TEST_CASE("recalled memory is dropped: marked regions and unmarked evidence blocks",
-          "[filter]") {
+TEST_CASE("recalled memory is dropped: marked regions and unmarked evidence blocks", "[filter]") {
   const std::string injected = tmcra::filter::MarkRecalled(
       "[TMCRA authority policy | precedence=current_user>historical_user>assistant | "
       "assistant_is_not_user=true]\n\n[Immutable source window 1 | date=2026-01-01]\nold text");

@@ -5,7 +5,6 @@
 // generator: no realistic key is written in the repository. Prints recall per kind and the
 // false positives; goals: recall >= 0.98 overall and per kind, false positives <= 1 %.
 #include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -93,7 +92,9 @@ std::vector<std::pair<std::string, std::function<std::string(Gen&)>>> PrefixForm
       {"discord_token",
        [](Gen& g) { return "M" + g.Alnum(25) + "." + g.Word(6) + "." + g.Word(38); }},
       {"discord_webhook",
-       [](Gen& g) { return "https://discord.com/api/webhooks/" + g.Digits(18) + "/" + g.Word(68); }},
+       [](Gen& g) {
+         return "https://discord.com/api/webhooks/" + g.Digits(18) + "/" + g.Word(68);
+       }},
       {"stripe_key", [](Gen& g) { return "sk_live_" + g.Alnum(24); }},
       {"stripe_key", [](Gen& g) { return "rk_test_" + g.Alnum(24); }},
       {"stripe_webhook_secret", [](Gen& g) { return "whsec_" + g.Alnum(32); }},
@@ -112,10 +113,7 @@ std::vector<std::pair<std::string, std::function<std::string(Gen&)>>> PrefixForm
       {"xai_api_key", [](Gen& g) { return "xai-" + g.Alnum(80); }},
       {"digitalocean_token", [](Gen& g) { return "dop_v1_" + g.Hex(64); }},
       {"linear_api_key", [](Gen& g) { return "lin_api_" + g.Alnum(40); }},
-      {"jwt",
-       [](Gen& g) {
-         return "eyJ" + g.Word(33) + ".eyJ" + g.Word(60) + "." + g.Word(43);
-       }},
+      {"jwt", [](Gen& g) { return "eyJ" + g.Word(33) + ".eyJ" + g.Word(60) + "." + g.Word(43); }},
   };
 }
 
@@ -133,9 +131,9 @@ void ContextFormats(Gen& g, std::vector<Secret>& out) {
                        "\", \"private_key\": \"-----BEGIN PRIVATE KEY-----\\n" + gcp +
                        "\\n-----END PRIVATE KEY-----\\n\"}"});
     const std::string ssh = g.Base64(70);
-    out.push_back({"private_key", ssh,
-                   "-----BEGIN OPENSSH PRIVATE KEY-----\n" + ssh +
-                       "\n-----END OPENSSH PRIVATE KEY-----"});
+    out.push_back(
+        {"private_key", ssh,
+         "-----BEGIN OPENSSH PRIVATE KEY-----\n" + ssh + "\n-----END OPENSSH PRIVATE KEY-----"});
     const std::string azure = g.Base64(86) + "==";
     out.push_back({"azure_storage_key", azure,
                    "DefaultEndpointsProtocol=https;AccountName=acct" + g.Digits(3) +
@@ -143,7 +141,8 @@ void ContextFormats(Gen& g, std::vector<Secret>& out) {
     const std::string sas = g.Word(43) + "%3D";
     out.push_back({"azure_sas_token", sas,
                    "https://acct.blob.core.windows.net/c/f.txt?sv=2022-11-02&ss=b&srt=o&sp=r"
-                   "&se=2026-12-31&sig=" + sas});
+                   "&se=2026-12-31&sig=" +
+                       sas});
     const std::string pw = g.Alnum(14);
     out.push_back({"url_password", pw, "DATABASE_URL=postgres://app:" + pw + "@db.internal/app"});
     const std::string mongo = g.Alnum(16);
@@ -158,8 +157,8 @@ void ContextFormats(Gen& g, std::vector<Secret>& out) {
     const std::string yaml = g.Alnum(16);
     out.push_back({"password_assignment", yaml, "spring:\n  datasource:\n    password: " + yaml});
     const std::string json = g.Alnum(18);
-    out.push_back({"password_assignment", json, "{\"username\": \"svc\", \"password\": \"" +
-                                                    json + "\"}"});
+    out.push_back(
+        {"password_assignment", json, "{\"username\": \"svc\", \"password\": \"" + json + "\"}"});
     const std::string bearer = g.Word(40);
     out.push_back({"authorization_header", bearer,
                    "curl -H \"Authorization: Bearer " + bearer + "\" https://api.example.com"});
@@ -295,9 +294,9 @@ TEST_CASE("a corpus of generated secrets and look-alikes: recall and false posit
   const double recall = static_cast<double>(found) / static_cast<double>(secrets.size());
   const double fp_rate =
       static_cast<double>(false_positives) / static_cast<double>(look_alikes.size());
-  std::printf("kinds %zu, secrets %zu, recall %.3f; look-alikes %zu, false positives %d (%.2f %%)\n",
-              per_kind.size(), secrets.size(), recall, look_alikes.size(), false_positives,
-              100 * fp_rate);
+  std::printf(
+      "kinds %zu, secrets %zu, recall %.3f; look-alikes %zu, false positives %d (%.2f %%)\n",
+      per_kind.size(), secrets.size(), recall, look_alikes.size(), false_positives, 100 * fp_rate);
   CHECK(per_kind.size() >= 30);
   CHECK(recall >= 0.98);
   for (const auto& [kind, counts] : per_kind) {
@@ -312,9 +311,9 @@ TEST_CASE("hostile input: invalid UTF-8 and long runs of near-secrets pass witho
   const tmcra::filter::ContentFilter filter;
   std::vector<std::string> inputs = {std::string("\xff\xfe\xc3(\x80 ghp_ \xe2\x82", 12)};
   for (const std::string piece :
-       {"ghp_abcdefghijklmnopqrstuvwxyz012345678 ", "password=", "-----BEGIN ", "://user:",
-        "eyJ", "[", "<private>", "[Immutable source window 1 | ", "Bearer ", "AKIA", "sig=",
-        "[[tmcra:recalled-memory]]", "\\n\\n", "sk-", "a", "=", ":", "@"}) {
+       {"ghp_abcdefghijklmnopqrstuvwxyz012345678 ", "password=", "-----BEGIN ", "://user:", "eyJ",
+        "[", "<private>", "[Immutable source window 1 | ", "Bearer ", "AKIA",
+        "sig=", "[[tmcra:recalled-memory]]", "\\n\\n", "sk-", "a", "=", ":", "@"}) {
     std::string text;
     while (text.size() < 200000) text += piece;
     inputs.push_back(text);

@@ -1,10 +1,11 @@
 // The hook events over the real embedded engine and a real outbox in a temp dir: a prompt is
 // bound and given recalled memory in an untrusted envelope, its Stop stores the exact turn
 // once, and the events around them (failures, subagents, compaction) store what they promise.
+#include "src/hooks/hook_runner.h"
+
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <memory>
 #include <string>
@@ -12,14 +13,13 @@
 
 #include "filter/content_filter.h"
 #include "src/api/embedded_memory_api.h"
-#include "src/hooks/hook_runner.h"
 #include "src/tools/outbox_sender.h"
 #include "tests/support/temp_dir.h"
 
 using json = nlohmann::json;
 using tmcra::hooks::Event;
-using tmcra::hooks::Host;
 using tmcra::hooks::HookInput;
+using tmcra::hooks::Host;
 using tmcra::testing::TempDir;
 
 namespace {
@@ -74,7 +74,8 @@ struct Fixture {
   }
 };
 
-HookInput Prompt(const std::string& session, const std::string& text, Host host = Host::kClaudeCode) {
+HookInput Prompt(const std::string& session, const std::string& text,
+                 Host host = Host::kClaudeCode) {
   HookInput in;
   in.host = host;
   in.event = Event::kUserPromptSubmit;
@@ -205,7 +206,9 @@ TEST_CASE("PreCompact stores the transcript's turns not stored yet, once", "[hoo
     std::ofstream out(path);
     const auto line = [&out](const char* type, const std::string& text) {
       out << json{{"type", type},
-                  {"message", {{"role", type}, {"content", json::array({{{"type", "text"}, {"text", text}}})}}}}
+                  {"message",
+                   {{"role", type},
+                    {"content", json::array({{{"type", "text"}, {"text", text}}})}}}}
                  .dump()
           << "\n";
     };
@@ -239,10 +242,29 @@ TEST_CASE("a slash command's answer is never taken for the turn before it", "[ho
   const std::string path = f.dir.File("claude.jsonl");
   {
     std::ofstream out(path);
-    out << json{{"type", "user"}, {"message", {{"role", "user"}, {"content", "Refactor the parser into smaller functions please"}}}}.dump() << "\n";
-    out << json{{"type", "user"}, {"message", {{"role", "user"}, {"content", "<command-name>/review</command-name>"}}}}.dump() << "\n";
-    out << json{{"type", "user"}, {"isMeta", true}, {"message", {{"role", "user"}, {"content", "Review the diff"}}}}.dump() << "\n";
-    out << json{{"type", "assistant"}, {"message", {{"role", "assistant"}, {"content", json::array({{{"type", "text"}, {"text", "The review found nothing."}}})}}}}.dump() << "\n";
+    out << json{{"type", "user"},
+                {"message",
+                 {{"role", "user"},
+                  {"content", "Refactor the parser into smaller functions please"}}}}
+               .dump()
+        << "\n";
+    out << json{{"type", "user"},
+                {"message",
+                 {{"role", "user"}, {"content", "<command-name>/review</command-name>"}}}}
+               .dump()
+        << "\n";
+    out << json{{"type", "user"},
+                {"isMeta", true},
+                {"message", {{"role", "user"}, {"content", "Review the diff"}}}}
+               .dump()
+        << "\n";
+    out << json{{"type", "assistant"},
+                {"message",
+                 {{"role", "assistant"},
+                  {"content",
+                   json::array({{{"type", "text"}, {"text", "The review found nothing."}}})}}}}
+               .dump()
+        << "\n";
   }
   HookInput stop = Stop("s1", "The review found nothing.");
   stop.transcript_path = path;
@@ -261,7 +283,8 @@ TEST_CASE("the envelope keeps to its byte cap and says what it left out", "[hook
     f.Run(Stop("s1", "Noted fact " + std::to_string(i) + " about the widget service."));
   }
   f.deps.options.context_bytes = 1500;
-  const std::string context = Context(f.Run(Prompt("s2", "What does the widget service depend on?")));
+  const std::string context =
+      Context(f.Run(Prompt("s2", "What does the widget service depend on?")));
   REQUIRE_FALSE(context.empty());
   CHECK(context.size() <= 1500);
   CHECK(context.find("left out to stay within 1500 bytes") != std::string::npos);
@@ -269,9 +292,10 @@ TEST_CASE("the envelope keeps to its byte cap and says what it left out", "[hook
 
 TEST_CASE("hook input is read for each host and refused clearly when malformed", "[hooks]") {
   using tmcra::hooks::ParseHookInput;
-  auto codex = ParseHookInput(Host::kCodex, Event::kStop,
-                              R"({"session_id":"s","turn_id":"t1","hook_event_name":"Stop",)"
-                              R"("last_assistant_message":null,"stop_hook_active":false,"model":"m"})");
+  auto codex =
+      ParseHookInput(Host::kCodex, Event::kStop,
+                     R"({"session_id":"s","turn_id":"t1","hook_event_name":"Stop",)"
+                     R"("last_assistant_message":null,"stop_hook_active":false,"model":"m"})");
   REQUIRE(codex);
   CHECK(codex->host_turn_id == "t1");
   CHECK_FALSE(codex->last_assistant_message);
@@ -284,11 +308,13 @@ TEST_CASE("hook input is read for each host and refused clearly when malformed",
   CHECK(ParseHookInput(Host::kCodex, Event::kStop, "[1]").error().message ==
         "hook input: must be a JSON object");
   CHECK(ParseHookInput(Host::kCodex, Event::kUserPromptSubmit, R"({"session_id":"s","prompt":7})")
-            .error().message == "hook input.prompt: must be a string");
+            .error()
+            .message == "hook input.prompt: must be a string");
   CHECK(ParseHookInput(Host::kCodex, Event::kStop, R"({"prompt":"x"})").error().message ==
         "hook input.session_id: missing");
   CHECK(ParseHookInput(Host::kCodex, Event::kStop, R"({"session_id":"s","hook_event_name":"Nope"})")
-            .error().message.find("not Stop") != std::string::npos);
+            .error()
+            .message.find("not Stop") != std::string::npos);
   CHECK_FALSE(ParseHookInput(Host::kCodex, Event::kStop, "{\"session_id\":\"\xff\"}"));
   CHECK_FALSE(tmcra::hooks::ParseEventName("Unknown"));
 }
@@ -321,8 +347,9 @@ TEST_CASE("a Stop whose prompt was never bound stores the turn from the transcri
   CHECK(f.Records() == 2);
 }
 
-TEST_CASE("SessionStart gives a brief only when asked, and PostToolUse stores a clipped observation",
-          "[hooks]") {
+TEST_CASE(
+    "SessionStart gives a brief only when asked, and PostToolUse stores a clipped observation",
+    "[hooks]") {
   Fixture f;
   f.Run(Prompt("s1", "The release train leaves every second Thursday"));
   f.Run(Stop("s1", "Noted: the release train leaves every second Thursday."));

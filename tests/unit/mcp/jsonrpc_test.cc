@@ -1,7 +1,6 @@
 #include "src/mcp/jsonrpc.h"
 
 #include <catch2/catch.hpp>
-
 #include <string>
 
 using namespace tmcra::mcp;
@@ -60,8 +59,7 @@ TEST_CASE("serialize is one line and replaces invalid UTF-8", "[mcp][jsonrpc]") 
   CHECK(MakeError(nullptr, rpc::kParseError, "x")["id"].is_null());
 }
 
-TEST_CASE("a tool result line is the serialized result message, byte for byte",
-          "[mcp][jsonrpc]") {
+TEST_CASE("a tool result line is the serialized result message, byte for byte", "[mcp][jsonrpc]") {
   const json structured_values[] = {
       json::object(),
       json{{"query_id", "q1"}, {"b", {1, 2.5, nullptr, true}}, {"a", "quote \" back \\ nl \n"}},
@@ -72,7 +70,8 @@ TEST_CASE("a tool result line is the serialized result message, byte for byte",
   for (const auto& structured : structured_values) {
     for (const auto& id : ids) {
       for (const bool with_structured : {true, false}) {
-        json result{{"content", json::array({{{"type", "text"}, {"text", Serialize(structured)}}})}};
+        json result{
+            {"content", json::array({{{"type", "text"}, {"text", Serialize(structured)}}})}};
         if (with_structured) result["structuredContent"] = structured;
         INFO(Serialize(MakeResult(id, result)));
         CHECK(SerializeToolResult(id, structured, with_structured) ==

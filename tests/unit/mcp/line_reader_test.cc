@@ -1,7 +1,6 @@
 #include "src/mcp/line_reader.h"
 
 #include <catch2/catch.hpp>
-
 #include <string>
 #include <vector>
 

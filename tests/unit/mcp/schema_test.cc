@@ -34,7 +34,8 @@ std::string Problem(const char* args) {
 TEST_CASE("valid arguments pass", "[mcp][schema]") {
   CHECK(Problem(R"({"scope":"ab"})").empty());
   CHECK(Problem(R"({"scope":"本番","limit":8,"ratio":0.5,"mode":"b","id":"abc","agent":null,
-                    "messages":[{"role":"user"}]})").empty());
+                    "messages":[{"role":"user"}]})")
+            .empty());
   CHECK(Problem(R"({"scope":"a","limit":3.0})").empty());  // 3.0 is an integer
 }
 
@@ -46,13 +47,16 @@ TEST_CASE("each failure names the field", "[mcp][schema]") {
   CHECK(Problem(R"({"scope":"a","limit":0})") == "arguments.limit: must be >= 1");
   CHECK(Problem(R"({"scope":"a","limit":9})") == "arguments.limit: must be <= 8");
   CHECK(Problem(R"({"scope":"a","limit":1.5})") == "arguments.limit: expected integer, got number");
-  CHECK(Problem(R"({"scope":"a","limit":true})") == "arguments.limit: expected integer, got boolean");
+  CHECK(Problem(R"({"scope":"a","limit":true})") ==
+        "arguments.limit: expected integer, got boolean");
   CHECK(Problem(R"({"scope":"a","ratio":0})") == "arguments.ratio: must be > 0");
   CHECK(Problem(R"({"scope":"a","mode":"c"})") == R"(arguments.mode: must be one of "a", "b")");
-  CHECK(Problem(R"({"scope":"a","id":"A1"})") == "arguments.id: does not match the pattern ^[a-z]+$");
+  CHECK(Problem(R"({"scope":"a","id":"A1"})") ==
+        "arguments.id: does not match the pattern ^[a-z]+$");
   CHECK(Problem(R"({"scope":"a","agent":3})") == "arguments.agent: expected string, got integer");
   CHECK(Problem(R"({"scope":"a","extra":1})") == "arguments.extra: is not a known field");
-  CHECK(Problem(R"({"scope":"a","messages":[]})") == "arguments.messages: must have at least 1 items");
+  CHECK(Problem(R"({"scope":"a","messages":[]})") ==
+        "arguments.messages: must have at least 1 items");
   CHECK(Problem(R"({"scope":"a","messages":[{"role":"user"},{"role":"x"}]})") ==
         R"(arguments.messages[1].role: must be one of "user", "assistant")");
   CHECK(Problem(R"({"scope":"a","messages":[{}]})") == "arguments.messages[0].role: is required");
@@ -61,7 +65,9 @@ TEST_CASE("each failure names the field", "[mcp][schema]") {
 }
 
 TEST_CASE("count keywords work however the integer is spelled", "[mcp][schema]") {
-  const json built{{"type", "array"}, {"minItems", 1}, {"maxItems", int64_t{2}},
+  const json built{{"type", "array"},
+                   {"minItems", 1},
+                   {"maxItems", int64_t{2}},
                    {"items", {{"type", "string"}, {"minLength", 2}}}};
   CHECK(ValidateSchema(json::array(), built, "a").value_or("") == "a: must have at least 1 items");
   CHECK(ValidateSchema(json{"x"}, built, "a").value_or("") ==

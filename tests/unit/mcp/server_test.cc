@@ -2,10 +2,9 @@
 // schema validation, batches, cancellation, elicitation and limits.
 #include "src/mcp/server.h"
 
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -92,8 +91,7 @@ TEST_CASE("initialize without protocolVersion is invalid params, a second one is
   CHECK(s.Call(2, "initialize", {{"protocolVersion", "2025-06-18"}})["error"]["code"] == -32600);
 }
 
-TEST_CASE("ping, server/discover and unknown methods are answered at any time",
-          "[mcp][dispatch]") {
+TEST_CASE("ping, server/discover and unknown methods are answered at any time", "[mcp][dispatch]") {
   PipeSession s(MakeServer());
   CHECK(s.Call(1, "ping")["result"] == json::object());
   json discover = s.Call("server-discover-probe-1", "server/discover",
@@ -206,8 +204,9 @@ TEST_CASE("a number no double holds is an invalid input, answered with the reque
   CHECK(r["id"].is_null());
   CHECK(r["error"]["code"] == -32600);
   // The usual answers come first: an unknown method or tool.
-  CHECK(answer(R"({"jsonrpc":"2.0","id":6,"method":"nope","params":{"x":1e400}})")["error"]
-             ["code"] == -32601);
+  CHECK(
+      answer(R"({"jsonrpc":"2.0","id":6,"method":"nope","params":{"x":1e400}})")["error"]["code"] ==
+      -32601);
   CHECK(answer(R"({"jsonrpc":"2.0","id":7,"method":"tools/call",)"
                R"("params":{"name":"nope","arguments":{"x":1e400}}})")["error"]["message"] ==
         "Unknown tool: nope");
@@ -361,10 +360,13 @@ TEST_CASE("an unknown tool is -32602 and a throwing tool is a tool error", "[mcp
 TEST_CASE("a cancelled call stops its work and sends no response", "[mcp][cancel]") {
   PipeSession s(MakeServer(HandOffDelay()));
   s.Initialize("2025-11-25");
-  s.Send({{"jsonrpc", "2.0"}, {"id", 10}, {"method", "tools/call"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 10},
+          {"method", "tools/call"},
           {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 60000}}}}}});
   std::this_thread::sleep_for(50ms);
-  s.Send({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"method", "notifications/cancelled"},
           {"params", {{"requestId", 10}, {"reason", "user"}}}});
   // Answers keep flowing while the call winds down, and no response for id 10 ever comes.
   CHECK(s.Call(11, "ping")["id"] == 11);
@@ -383,12 +385,15 @@ TEST_CASE("long calls cancelled one after another: every ping is answered at onc
   s.Initialize("2025-11-25");
   for (int i = 0; i < 20; ++i) {
     INFO("call " << i);
-    s.Send({{"jsonrpc", "2.0"}, {"id", i}, {"method", "tools/call"},
+    s.Send({{"jsonrpc", "2.0"},
+            {"id", i},
+            {"method", "tools/call"},
             {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 60000}}}}}});
     s.Send({{"jsonrpc", "2.0"}, {"id", "p" + std::to_string(i)}, {"method", "ping"}});
     json pong = s.Read(1s);
     REQUIRE(pong["id"] == "p" + std::to_string(i));
-    s.Send({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"},
+    s.Send({{"jsonrpc", "2.0"},
+            {"method", "notifications/cancelled"},
             {"params", {{"requestId", i}, {"reason", "user"}}}});
   }
   CHECK(s.Call("last", "ping")["id"] == "last");
@@ -399,7 +404,9 @@ TEST_CASE("long calls cancelled one after another: every ping is answered at onc
 TEST_CASE("concurrent calls run in parallel and each gets its own answer", "[mcp][tools]") {
   PipeSession s(MakeServer());
   s.Initialize("2025-11-25");
-  s.Send({{"jsonrpc", "2.0"}, {"id", "slow"}, {"method", "tools/call"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", "slow"},
+          {"method", "tools/call"},
           {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 300}}}}}});
   json fast = CallTool(s, "fast", "test_echo", {{"flag", false}});
   CHECK(fast["result"]["structuredContent"]["echo"]["flag"] == false);
@@ -408,15 +415,18 @@ TEST_CASE("concurrent calls run in parallel and each gets its own answer", "[mcp
   CHECK(slow["result"]["structuredContent"]["slept_ms"] >= 300);
 }
 
-TEST_CASE("several messages in one write: every call answered, a ping at once",
-          "[mcp][tools]") {
+TEST_CASE("several messages in one write: every call answered, a ping at once", "[mcp][tools]") {
   // The reading thread keeps the chunk's first call (the standby reads on if it runs long);
   // the chunk's other calls go to pooled threads, and the ping is answered while they run.
   PipeSession s(MakeServer(HandOffDelay()));
   s.Initialize("2025-11-25");
-  const json a{{"jsonrpc", "2.0"}, {"id", "a"}, {"method", "tools/call"},
+  const json a{{"jsonrpc", "2.0"},
+               {"id", "a"},
+               {"method", "tools/call"},
                {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 200}}}}}};
-  const json b{{"jsonrpc", "2.0"}, {"id", "b"}, {"method", "tools/call"},
+  const json b{{"jsonrpc", "2.0"},
+               {"id", "b"},
+               {"method", "tools/call"},
                {"params", {{"name", "test_echo"}, {"arguments", {{"flag", true}}}}}};
   const json ping{{"jsonrpc", "2.0"}, {"id", "p"}, {"method", "ping"}};
   s.SendLine(a.dump() + "\n" + b.dump() + "\n" + ping.dump());
@@ -437,9 +447,12 @@ TEST_CASE("a call and its cancellation in one write: no answer, and the session 
           "[mcp][cancel]") {
   PipeSession s(MakeServer());
   s.Initialize("2025-11-25");
-  const json call{{"jsonrpc", "2.0"}, {"id", 7}, {"method", "tools/call"},
+  const json call{{"jsonrpc", "2.0"},
+                  {"id", 7},
+                  {"method", "tools/call"},
                   {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 60000}}}}}};
-  const json cancel{{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"},
+  const json cancel{{"jsonrpc", "2.0"},
+                    {"method", "notifications/cancelled"},
                     {"params", {{"requestId", 7}, {"reason", "user"}}}};
   s.SendLine(call.dump() + "\n" + cancel.dump());
   CHECK(s.Call(8, "ping")["id"] == 8);
@@ -459,9 +472,13 @@ TEST_CASE("a thousand calls back to back, one and two per write, each answered o
   s.Initialize("2025-11-25");
   int answered = 0;
   for (int i = 0; i < 1000; i += 2) {
-    const json one{{"jsonrpc", "2.0"}, {"id", i}, {"method", "tools/call"},
+    const json one{{"jsonrpc", "2.0"},
+                   {"id", i},
+                   {"method", "tools/call"},
                    {"params", {{"name", "test_echo"}, {"arguments", {{"flag", i % 4 == 0}}}}}};
-    const json two{{"jsonrpc", "2.0"}, {"id", i + 1}, {"method", "tools/call"},
+    const json two{{"jsonrpc", "2.0"},
+                   {"id", i + 1},
+                   {"method", "tools/call"},
                    {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", (i / 2) % 4}}}}}};
     if (i % 4 == 0) {
       s.SendLine(one.dump() + "\n" + two.dump());
@@ -509,7 +526,9 @@ TEST_CASE("input that cannot be read ends Run() with 1", "[mcp][lifecycle]") {
 TEST_CASE("end of input lets a short call finish and exits 0", "[mcp][lifecycle]") {
   PipeSession s(MakeServer());
   s.Initialize("2025-11-25");
-  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 1},
+          {"method", "tools/call"},
           {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 100}}}}}});
   std::this_thread::sleep_for(20ms);
   CHECK(s.Finish() == 0);
@@ -518,11 +537,12 @@ TEST_CASE("end of input lets a short call finish and exits 0", "[mcp][lifecycle]
   CHECK(r["result"]["structuredContent"]["cancelled"] == false);
 }
 
-TEST_CASE("end of input cancels a long call and still exits within a second",
-          "[mcp][lifecycle]") {
+TEST_CASE("end of input cancels a long call and still exits within a second", "[mcp][lifecycle]") {
   PipeSession s(MakeServer());
   s.Initialize("2025-11-25");
-  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 1},
+          {"method", "tools/call"},
           {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 60000}}}}}});
   std::this_thread::sleep_for(20ms);
   const auto start = std::chrono::steady_clock::now();
@@ -534,7 +554,9 @@ namespace {
 
 // Plays the client's side of an elicitation: reads the request, checks it, answers.
 json Elicit(PipeSession& s, const std::string& version, const json& answer, json* request_out) {
-  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 1},
+          {"method", "tools/call"},
           {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "Save this?"}}}}}});
   json request = s.Read();
   if (request_out != nullptr) *request_out = request;
@@ -555,8 +577,7 @@ json Elicit(PipeSession& s, const std::string& version, const json& answer, json
 
 }  // namespace
 
-TEST_CASE("elicitation round trips through the reader while the call waits",
-          "[mcp][elicitation]") {
+TEST_CASE("elicitation round trips through the reader while the call waits", "[mcp][elicitation]") {
   SECTION("accept, decline and cancel on 2025-11-25 with mode form") {
     for (const char* action : {"accept", "decline", "cancel"}) {
       PipeSession s(MakeServer());
@@ -597,7 +618,9 @@ TEST_CASE("elicitation round trips through the reader while the call waits",
   SECTION("a version without elicitation never sends it") {
     PipeSession s(MakeServer());
     s.Initialize("2025-03-26", {{"elicitation", json::object()}});
-    s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+    s.Send({{"jsonrpc", "2.0"},
+            {"id", 1},
+            {"method", "tools/call"},
             {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "x"}}}}}});
     json r = s.Read();
     CHECK(r["id"] == 1);
@@ -631,7 +654,9 @@ TEST_CASE("an elicitation answer holding a number no double holds is an error an
           "[mcp][elicitation]") {
   PipeSession s(MakeServer());
   s.Initialize("2025-11-25", {{"elicitation", json::object()}});
-  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 1},
+          {"method", "tools/call"},
           {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "Save this?"}}}}}});
   json request = s.Read();
   REQUIRE(request["method"] == "elicitation/create");
@@ -648,13 +673,18 @@ TEST_CASE("an elicitation answer and a new call in one write are both handled",
   // same chunk, is answered too (by the thread that read it, once the chunk is handled).
   PipeSession s(MakeServer(HandOffDelay()));
   s.Initialize("2025-11-25", {{"elicitation", json::object()}});
-  s.Send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 1},
+          {"method", "tools/call"},
           {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "Save this?"}}}}}});
   json request = s.Read();
   REQUIRE(request["method"] == "elicitation/create");
-  const json reply{{"jsonrpc", "2.0"}, {"id", request["id"]},
+  const json reply{{"jsonrpc", "2.0"},
+                   {"id", request["id"]},
                    {"result", {{"action", "accept"}, {"content", {{"confirm", true}}}}}};
-  const json next{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+  const json next{{"jsonrpc", "2.0"},
+                  {"id", 2},
+                  {"method", "tools/call"},
                   {"params", {{"name", "test_echo"}, {"arguments", {{"flag", true}}}}}};
   s.SendLine(reply.dump() + "\n" + next.dump());
   std::map<int, json> answers;
@@ -668,7 +698,8 @@ TEST_CASE("an elicitation answer and a new call in one write are both handled",
   CHECK(answers[2]["echo"]["flag"] == true);
 }
 
-TEST_CASE("back-to-back elicitations: each waiting call gets its answer read", "[mcp][elicitation]") {
+TEST_CASE("back-to-back elicitations: each waiting call gets its answer read",
+          "[mcp][elicitation]") {
   // The thread that reads a call answers it; while the call waits for its elicitation answer,
   // a standby takes the reading over. The next call comes as soon as the previous answer is
   // out, so the thread that answered it is still finishing while the new reader starts the
@@ -678,7 +709,9 @@ TEST_CASE("back-to-back elicitations: each waiting call gets its answer read", "
   s.Initialize("2025-11-25", {{"elicitation", json::object()}});
   for (int i = 1; i <= 300; ++i) {
     INFO("call " << i);
-    s.Send({{"jsonrpc", "2.0"}, {"id", i}, {"method", "tools/call"},
+    s.Send({{"jsonrpc", "2.0"},
+            {"id", i},
+            {"method", "tools/call"},
             {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "?"}}}}}});
     json request = s.Read(10s);
     REQUIRE(request["method"] == "elicitation/create");
@@ -695,7 +728,9 @@ TEST_CASE("a long call does not hold up the input: a ping is answered while it r
   // runs long, so the ping is read and answered long before the call ends.
   PipeSession s(MakeServer(HandOffDelay()));
   s.Initialize("2025-11-25");
-  s.Send({{"jsonrpc", "2.0"}, {"id", "slow"}, {"method", "tools/call"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", "slow"},
+          {"method", "tools/call"},
           {"params", {{"name", "test_sleep"}, {"arguments", {{"ms", 3000}}}}}});
   std::this_thread::sleep_for(50ms);
   s.Send({{"jsonrpc", "2.0"}, {"id", "ping"}, {"method", "ping"}});
@@ -708,12 +743,14 @@ TEST_CASE("a long call does not hold up the input: a ping is answered while it r
 TEST_CASE("cancelling a call mid-elicitation cancels the elicitation too", "[mcp][elicitation]") {
   PipeSession s(MakeServer(HandOffDelay()));
   s.Initialize("2025-11-25", {{"elicitation", json::object()}});
-  s.Send({{"jsonrpc", "2.0"}, {"id", 5}, {"method", "tools/call"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 5},
+          {"method", "tools/call"},
           {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "?"}}}}}});
   json request = s.Read();
   REQUIRE(request["method"] == "elicitation/create");
-  s.Send({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"},
-          {"params", {{"requestId", 5}}}});
+  s.Send(
+      {{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 5}}}});
   json notice = s.Read();
   CHECK(notice["method"] == "notifications/cancelled");
   CHECK(notice["params"]["requestId"] == request["id"]);
@@ -723,8 +760,11 @@ TEST_CASE("cancelling a call mid-elicitation cancels the elicitation too", "[mcp
 TEST_CASE("an unanswered elicitation times out", "[mcp][elicitation]") {
   PipeSession s(MakeServer());
   s.Initialize("2025-11-25", {{"elicitation", json::object()}});
-  s.Send({{"jsonrpc", "2.0"}, {"id", 5}, {"method", "tools/call"},
-          {"params", {{"name", "test_elicit"}, {"arguments", {{"message", "?"}, {"timeout_ms", 100}}}}}});
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 5},
+          {"method", "tools/call"},
+          {"params",
+           {{"name", "test_elicit"}, {"arguments", {{"message", "?"}, {"timeout_ms", 100}}}}}});
   CHECK(s.Read()["method"] == "elicitation/create");
   CHECK(s.Read()["method"] == "notifications/cancelled");
   json r = s.Read();

@@ -2,7 +2,7 @@
 // pipelined request behind one in progress does not run once its client has gone; past the
 // connection cap the connection waiting longest for its head makes room, never one with a
 // request in progress; a head past its deadline closes the connection.
-#include <catch2/catch.hpp>
+#include "memd/http_listener.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,13 +11,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
-
-#include "memd/http_listener.h"
 
 using tmcra::memd::HttpApp;
 using tmcra::memd::HttpListener;
@@ -132,8 +131,9 @@ void Pause(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 TEST_CASE("pipelined requests are answered in order, one at a time", "[memd][listener]") {
   ListenerFixture f(ListenerOptions{});
   const int fd = f.Connect();
-  f.Write(fd, "GET /a HTTP/1.1\r\n\r\nGET /count HTTP/1.1\r\n\r\nGET /c HTTP/1.1\r\n"
-              "Connection: close\r\n\r\n");
+  f.Write(fd,
+          "GET /a HTTP/1.1\r\n\r\nGET /count HTTP/1.1\r\n\r\nGET /c HTTP/1.1\r\n"
+          "Connection: close\r\n\r\n");
   const std::string all = ListenerFixture::ReadAll(fd);
   close(fd);
   const size_t a = all.find("\r\n\r\n/a");
@@ -160,8 +160,10 @@ TEST_CASE("a pipelined request behind one in progress does not run once its clie
   CHECK(f.listener_.stats().requests <= 1);
 }
 
-TEST_CASE("past the connection cap, the connection waiting longest for its head makes room, and a "
-          "request in progress is never the one", "[memd][listener]") {
+TEST_CASE(
+    "past the connection cap, the connection waiting longest for its head makes room, and a "
+    "request in progress is never the one",
+    "[memd][listener]") {
   ListenerOptions options;
   options.max_connections = 3;
   ListenerFixture f(options);
@@ -175,7 +177,7 @@ TEST_CASE("past the connection cap, the connection waiting longest for its head 
   Pause(50);
   const int newest = f.Connect();  // the fourth: the silent one (oldest waiting) goes
   CHECK(ListenerFixture::ClosedWithin(silent, 1000));
-  const int fifth = f.Connect();   // then the partial head
+  const int fifth = f.Connect();  // then the partial head
   CHECK(ListenerFixture::ClosedWithin(partial, 1000));
   CHECK(f.listener_.stats().evicted == 2);
   // The request in progress is answered.

@@ -1,9 +1,8 @@
 // The request-head parser, the framing rules and the log escaping of tmcra-memd's HTTP layer.
-#include <catch2/catch.hpp>
-
-#include <string>
-
 #include "memd/http_message.h"
+
+#include <catch2/catch.hpp>
+#include <string>
 
 using tmcra::memd::CheckFraming;
 using tmcra::memd::HeadState;
@@ -30,7 +29,8 @@ int RefusedWith(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("a request head: method, target, version, headers, and the bytes it took", "[memd][http]") {
+TEST_CASE("a request head: method, target, version, headers, and the bytes it took",
+          "[memd][http]") {
   const std::string text =
       "\r\nPOST /v1/scopes/a/recall?x=1 HTTP/1.1\r\nHost: h\r\nX-A:  spaced value \t\r\n"
       "content-length: 2\r\n\r\n{}GET /next";
@@ -83,12 +83,14 @@ TEST_CASE("framing: a body needs one decimal Content-Length, on a method that ha
   CHECK(framing("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").refuse_status == 411);
   CHECK(framing("GET / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n").refuse_status == 411);
   CHECK(framing("POST / HTTP/1.1\r\n\r\n").refuse_status == 411);
-  CHECK(framing("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n")
-            .refuse_status == 400);
+  CHECK(
+      framing("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n").refuse_status ==
+      400);
   CHECK(framing("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n").refuse_status == 400);
   CHECK(framing("POST / HTTP/1.1\r\nContent-Length: 1e3\r\n\r\n").refuse_status == 400);
-  CHECK(framing("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n")
-            .refuse_status == 400);
+  CHECK(
+      framing("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n").refuse_status ==
+      400);
   CHECK(framing("GET / HTTP/1.1\r\nContent-Length: 3\r\n\r\n").refuse_status == 400);
   CHECK(framing("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n").refuse_status == 0);
   CHECK(framing("POST / HTTP/1.1\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\n")
@@ -119,8 +121,9 @@ TEST_CASE("an answer's head: status line, headers, Content-Length, Connection", 
   CHECK(tmcra::memd::ResponseHead(res, false, 5) ==
         "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 2\r\n"
         "Connection: close\r\n\r\n");
-  CHECK(tmcra::memd::ResponseHead(res, true, 5).find("Connection: keep-alive\r\nKeep-Alive: "
-                                                     "timeout=5\r\n\r\n") != std::string::npos);
+  CHECK(tmcra::memd::ResponseHead(res, true, 5)
+            .find("Connection: keep-alive\r\nKeep-Alive: "
+                  "timeout=5\r\n\r\n") != std::string::npos);
 }
 
 TEST_CASE("log fields: printable ASCII kept, every other byte escaped, long text cut",

@@ -1,12 +1,12 @@
 // tmcra-memd's key store: key shape, hashed storage, permissions, scope limits, revocation.
-#include <catch2/catch.hpp>
+#include "memd/key_store.h"
 
 #include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <iterator>
 
-#include "memd/key_store.h"
 #include "base/sha256.h"
 #include "tests/support/temp_dir.h"
 
@@ -67,8 +67,9 @@ TEST_CASE("malformed, unknown, wrong-secret and revoked tokens do not authentica
   const std::string wrong = "tmcra_" + id + "." + std::string(64, 'a');
   for (const std::string& token :
        {std::string("tmcra_abc"), std::string("Bearer x"), std::string("tmcra_st_") + id + ".x",
-        "tmcra_" + id + "." + std::string(63, 'a'), "tmcra_" + std::string(24, 'f') + "." +
-        std::string(64, 'b'), wrong, created->token + " "}) {
+        "tmcra_" + id + "." + std::string(63, 'a'),
+        "tmcra_" + std::string(24, 'f') + "." + std::string(64, 'b'), wrong,
+        created->token + " "}) {
     auto outcome = store->Authenticate(token);
     REQUIRE(outcome);
     CHECK_FALSE(outcome->key);

@@ -3,7 +3,7 @@
 // with that entry's 500 and the others as usual, a busy store with the whole request's 503,
 // and GET /v1/jobs/{id} the same as the batch entry. The store's own error text stays in the
 // log. Plain HTTP on 127.0.0.1 (no TLS material), a raw HTTP/1.1 client.
-#include <catch2/catch.hpp>
+#include "memd/memd_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,16 +12,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cctype>
 #include <cerrno>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "memd/key_store.h"
-#include "memd/memd_server.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/unused_memory_api.h"
 
@@ -72,8 +71,8 @@ Answer Send(int port, const std::string& method, const std::string& target,
   std::string request = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
                         "Authorization: Bearer " + token + "\r\nConnection: close\r\n";
   if (method == "POST") {
-    request += "Content-Type: application/json\r\nContent-Length: " +
-               std::to_string(body.size()) + "\r\n";
+    request +=
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   }
   request += "\r\n" + body;
   for (size_t done = 0; done < request.size();) {

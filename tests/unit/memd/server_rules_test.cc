@@ -1,13 +1,13 @@
 // tmcra-memd's request and response rules that need no socket.
-#include <catch2/catch.hpp>
+#include "memd/server_rules.h"
 
 #include <zlib.h>
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "memd/server_rules.h"
 #include "src/api/http_wire.h"
 
 using namespace tmcra::memd;  // NOLINT: test file
@@ -139,10 +139,10 @@ TEST_CASE("loopback peers: 127.0.0.0/8, ::1 and their IPv4-mapped form, nothing 
     INFO(yes);
     CHECK(IsLoopbackPeer(yes));
   }
-  for (const char* no : {"", "127", "127.0.0", "127.0.0.1.5", "127.0.0.256", "127.0.0.1x",
-                         "127..0.1", "127.0.0.", "1127.0.0.1", "128.0.0.1", "10.0.0.1",
-                         "192.168.1.1", "::2", "::", "::ffff:10.0.0.1", "::ffff:", "fe80::1",
-                         "localhost", "127.0.0.0001"}) {
+  for (const char* no :
+       {"", "127", "127.0.0", "127.0.0.1.5", "127.0.0.256", "127.0.0.1x", "127..0.1", "127.0.0.",
+        "1127.0.0.1", "128.0.0.1", "10.0.0.1", "192.168.1.1", "::2", "::", "::ffff:10.0.0.1",
+        "::ffff:", "fe80::1", "localhost", "127.0.0.0001"}) {
     INFO(no);
     CHECK_FALSE(IsLoopbackPeer(no));
   }
@@ -165,10 +165,9 @@ TEST_CASE("gzip is offered only when accepted, and round-trips") {
   CHECK(Gunzip(*gz) == text);
   // The deflate state is reused between answers: each one is a whole gzip member of its own.
   for (int i = 0; i < 5; ++i) {
-    const std::string other = std::to_string(i) +
-                              std::string(static_cast<size_t>(2000 + 100 * i),
-                                          static_cast<char>('a' + i)) +
-                              "end";
+    const std::string other =
+        std::to_string(i) +
+        std::string(static_cast<size_t>(2000 + 100 * i), static_cast<char>('a' + i)) + "end";
     auto again = Gzip(other);
     REQUIRE(again);
     CHECK(Gunzip(*again) == other);
@@ -244,8 +243,8 @@ TEST_CASE("jobs batch: the answer's entries are what the client reads back") {
   const json job = {{"job_id", "job_a"}, {"status", "succeeded"}};
   const json a = JobsBatchEntry("job_a", job, "req-7");
   CHECK(a == json{{"job_id", "job_a"}, {"status_code", 200}, {"job", job}});
-  const json b = JobsBatchEntry(
-      "job_b", tmcra::Error::Api(404, "not_found", "job not found"), "req-7");
+  const json b =
+      JobsBatchEntry("job_b", tmcra::Error::Api(404, "not_found", "job not found"), "req-7");
   CHECK(b["status_code"] == 404);
   CHECK(b["error"]["code"] == "not_found");
   CHECK(b["error"]["request_id"] == "req-7");

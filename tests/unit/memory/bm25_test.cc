@@ -3,10 +3,9 @@
 // SQL; and a clear error on a bad argument.
 #include "memory/bm25.h"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -25,9 +24,9 @@ using tmcra::testing::TempDir;
 
 namespace {
 
-const std::vector<std::string> kWords = {"alpha", "bravo", "charlie", "delta", "echo",
-                                         "foxtrot", "golf", "hotel", "india", "juliet",
-                                         "kilo", "lima", "119", "port", "cluster"};
+const std::vector<std::string> kWords = {"alpha",   "bravo", "charlie", "delta", "echo",
+                                         "foxtrot", "golf",  "hotel",   "india", "juliet",
+                                         "kilo",    "lima",  "119",     "port",  "cluster"};
 
 // A store of `sessions` x 10 messages of 1..40 words drawn unevenly from kWords.
 std::string MakeStore(const TempDir& dir, int sessions) {
@@ -55,8 +54,7 @@ std::string MakeStore(const TempDir& dir, int sessions) {
     tmcra::memory::IngestContext context;
     context.idempotency_key = "bm25-test-" + std::to_string(s);
     REQUIRE((*engine)->Ingest(s % 3 ? "a" : "b",
-                              {{"session_id", "s" + std::to_string(s)},
-                               {"messages", messages}},
+                              {{"session_id", "s" + std::to_string(s)}, {"messages", messages}},
                               context));
   }
   REQUIRE((*engine)->RunPendingJobs());
@@ -94,8 +92,9 @@ int64_t DocumentCount(tmcra::db::Database& db, const std::string& word) {
     REQUIRE(row);
     return st->Int(0);
   }
-  REQUIRE(db.Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.v USING "
-                  "fts5vocab(main, records_fts, 'row')"));
+  REQUIRE(
+      db.Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.v USING "
+              "fts5vocab(main, records_fts, 'row')"));
   auto st = db.Prepare("SELECT doc FROM temp.v WHERE term = ?");
   REQUIRE(st);
   st->Bind(1, word);
@@ -149,10 +148,14 @@ TEST_CASE("tmcra_bm25 scores every row as FTS5's bm25 does", "[memory][bm25]") {
   REQUIRE(tmcra::memory::RegisterBm25(**db, &lengths));
 
   const std::vector<std::vector<std::string>> queries = {
-      {"alpha"}, {"lima"}, {"119", "port"}, {"cluster", "alpha", "kilo"},
+      {"alpha"},
+      {"lima"},
+      {"119", "port"},
+      {"cluster", "alpha", "kilo"},
       {"juliet", "india", "hotel", "golf", "foxtrot", "echo", "delta"},
       // Two-word phrases: occurrences are counted per phrase match, as bm25() counts them.
-      {"alpha bravo", "kilo"}, {"alpha alpha", "charlie delta"}};
+      {"alpha bravo", "kilo"},
+      {"alpha alpha", "charlie delta"}};
   SECTION("with FTS5's own length lookup (nothing read into memory yet)") {
     CHECK(lengths.highest() == 0);
     for (const auto& q : queries) CompareScores(**db, q);
@@ -191,15 +194,18 @@ namespace {
 // tmcra_rank's list for `words` OR-ed within `scope`, or nullopt when it returned NULL.
 // With `postings`, the words' postings come from (or go into) its cache.
 std::optional<std::vector<tmcra::memory::RankedRow>> Rank(
-    tmcra::db::Database& db, const std::vector<std::string>& words, int64_t scope_id,
-    int64_t limit, tmcra::memory::RankPostings* postings = nullptr) {
+    tmcra::db::Database& db, const std::vector<std::string>& words, int64_t scope_id, int64_t limit,
+    tmcra::memory::RankPostings* postings = nullptr) {
   const auto [match, counts] = MatchAndCounts(db, words);
   auto st = db.Prepare(std::string("SELECT tmcra_rank(records_fts, ?2, ?3, ?4, ?5") +
                        (postings != nullptr ? ", ?6" : "") +
                        ") FROM records_fts WHERE records_fts MATCH ?1 LIMIT 1");
   REQUIRE(st);
   std::vector<tmcra::memory::RankedRow> rows;
-  st->Bind(1, match).Bind(2, counts).Bind(3, scope_id).Bind(4, limit)
+  st->Bind(1, match)
+      .Bind(2, counts)
+      .Bind(3, scope_id)
+      .Bind(4, limit)
       .BindPointer(5, &rows, tmcra::memory::kRankedRowsPointer);
   if (postings != nullptr) st->BindPointer(6, postings, tmcra::memory::kRankPostingsPointer);
   auto row = st->Step();
@@ -238,8 +244,7 @@ TEST_CASE("tmcra_rank ranks a scope as SQL does with tmcra_bm25, to the last bit
   TempDir dir;
   const std::string path = MakeStore(dir, 60);
   // Ties: rows with the same words and length score the same; the newest must win a place.
-  IngestMore(path, "bm25-test-ties", "ties",
-             std::vector<std::string>(100, "tango tango uniform"));
+  IngestMore(path, "bm25-test-ties", "ties", std::vector<std::string>(100, "tango tango uniform"));
   auto db = tmcra::db::Database::Open({path});
   REQUIRE(db);
   RowFacts facts;
@@ -252,10 +257,16 @@ TEST_CASE("tmcra_rank ranks a scope as SQL does with tmcra_bm25, to the last bit
     REQUIRE(tx);
     REQUIRE(facts.CatchUp(**db));
     const std::vector<std::vector<std::string>> queries = {
-        {"alpha"}, {"lima"}, {"119", "port"}, {"cluster", "alpha", "kilo"},
+        {"alpha"},
+        {"lima"},
+        {"119", "port"},
+        {"cluster", "alpha", "kilo"},
         {"juliet", "india", "hotel", "golf", "foxtrot", "echo", "delta"},
-        {"alpha bravo", "kilo"}, {"alpha alpha", "charlie delta"},
-        {"tango"}, {"uniform", "kilo"}, {"nothing-here", "kilo"}};
+        {"alpha bravo", "kilo"},
+        {"alpha alpha", "charlie delta"},
+        {"tango"},
+        {"uniform", "kilo"},
+        {"nothing-here", "kilo"}};
     int compared = 0;
     // "a" holds two thirds of the generated rows and all the ties, "b" one third.
     for (const std::string scope : {"a", "b"}) {
@@ -332,9 +343,12 @@ TEST_CASE("tmcra_rank with cached postings ranks as without them in newer and ol
   RowFacts facts;
   REQUIRE(tmcra::memory::RegisterBm25(**db, &facts));
   tmcra::memory::PostingsCache cache(64 << 20);
-  const std::vector<std::vector<std::string>> queries = {
-      {"alpha"}, {"kilo"}, {"119", "port"}, {"cluster", "alpha", "kilo"},
-      {"alpha bravo", "kilo"}, {"lima", "golf", "juliet"}};
+  const std::vector<std::vector<std::string>> queries = {{"alpha"},
+                                                         {"kilo"},
+                                                         {"119", "port"},
+                                                         {"cluster", "alpha", "kilo"},
+                                                         {"alpha bravo", "kilo"},
+                                                         {"lima", "golf", "juliet"}};
   {
     auto tx = tmcra::db::Transaction::Deferred(**db);
     REQUIRE(tx);
@@ -395,7 +409,7 @@ TEST_CASE("tmcra_rank with cached postings ranks as without them in newer and ol
       CHECK(cache.Find("alpha bravo", 603)->rows.back() == 603);  // to a phrase's as well
       CHECK(CompareCached(**db, facts, cache, queries) > 100);
       CHECK(cache.stats().misses == before.misses);  // none walked again
-      REQUIRE(cache.CatchUp(**db, all, {}, 603));        // nothing older is held now
+      REQUIRE(cache.CatchUp(**db, all, {}, 603));    // nothing older is held now
       CHECK(cache.stats().caught_up == 9);
     }
     const std::vector<std::string> kilo{"kilo"};
@@ -432,7 +446,10 @@ TEST_CASE("tmcra_rank with cached postings ranks as without them in newer and ol
     REQUIRE(st);
     std::vector<tmcra::memory::RankedRow> rows;
     const auto [match, counts] = MatchAndCounts(**db, {"alpha", "kilo"});
-    st->Bind(1, match).Bind(2, counts).Bind(3, int64_t{0}).Bind(4, int64_t{5})
+    st->Bind(1, match)
+        .Bind(2, counts)
+        .Bind(3, int64_t{0})
+        .Bind(4, int64_t{5})
         .BindPointer(5, &rows, tmcra::memory::kRankedRowsPointer)
         .BindPointer(6, &postings, tmcra::memory::kRankPostingsPointer);
     auto row = st->Step();
@@ -553,8 +570,10 @@ TEST_CASE("tmcra_rank ranks the CJK index with its own lengths, as FTS5's bm25 d
           text += " ";
         }
         text += "tail" + std::to_string(rng() % 3);
-        messages.push_back({{"message_id", "m" + std::to_string(m)}, {"role", "user"},
-                            {"content", text}, {"timestamp", "2026-07-15T00:00:00Z"}});
+        messages.push_back({{"message_id", "m" + std::to_string(m)},
+                            {"role", "user"},
+                            {"content", text},
+                            {"timestamp", "2026-07-15T00:00:00Z"}});
       }
       tmcra::memory::IngestContext context;
       context.idempotency_key = "bm25-cjk-" + std::to_string(s);
@@ -589,13 +608,12 @@ TEST_CASE("tmcra_rank ranks the CJK index with its own lengths, as FTS5's bm25 d
         continue;
       }
       ++with;
-      const auto cjk = tmcra::memory::CjkIndexText(
-          [&] {
-            auto c = (*db)->Prepare("SELECT content FROM records WHERE event_seq = ?");
-            c->Bind(1, seq);
-            REQUIRE(*c->Step());
-            return c->Text(0);
-          }());
+      const auto cjk = tmcra::memory::CjkIndexText([&] {
+        auto c = (*db)->Prepare("SELECT content FROM records WHERE event_seq = ?");
+        c->Bind(1, seq);
+        REQUIRE(*c->Step());
+        return c->Text(0);
+      }());
       const auto tokens = static_cast<uint32_t>(std::count(cjk.begin(), cjk.end(), ' ') + 1);
       CHECK(facts.CjkLength(seq) == tokens);
     }
@@ -649,8 +667,10 @@ TEST_CASE("tmcra_rank ranks the CJK index with its own lengths, as FTS5's bm25 d
     CHECK(prefix_counts_of({"東"}).second == std::to_string(holding));  // remembered
   }
   std::vector<std::pair<std::string, std::string>> queries;
-  for (const std::vector<std::string>& grams :
-       {std::vector<std::string>{"東京"}, {"大阪", "会議"}, {"東京", "京大", "議"}, {"阪会", "議東"}}) {
+  for (const std::vector<std::string>& grams : {std::vector<std::string>{"東京"},
+                                                {"大阪", "会議"},
+                                                {"東京", "京大", "議"},
+                                                {"阪会", "議東"}}) {
     queries.push_back(counts_of(grams));
   }
   for (const std::vector<std::string>& stems :
@@ -667,8 +687,11 @@ TEST_CASE("tmcra_rank ranks the CJK index with its own lengths, as FTS5's bm25 d
             "records_cjk MATCH ?1 LIMIT 1");
         REQUIRE(rank);
         std::vector<tmcra::memory::RankedRow> ours;
-        rank->Bind(1, match).Bind(2, counts).Bind(3, static_cast<int64_t>(*facts.ScopeId(scope)))
-            .Bind(4, limit).BindPointer(5, &ours, tmcra::memory::kRankedRowsPointer);
+        rank->Bind(1, match)
+            .Bind(2, counts)
+            .Bind(3, static_cast<int64_t>(*facts.ScopeId(scope)))
+            .Bind(4, limit)
+            .BindPointer(5, &ours, tmcra::memory::kRankedRowsPointer);
         REQUIRE(*rank->Step());
         REQUIRE_FALSE(rank->IsNull(0));
         auto sql = (*db)->Prepare(
@@ -715,9 +738,13 @@ TEST_CASE("RowFacts reads the CJK lengths the index's back-fill adds to rows it 
     REQUIRE(engine);
     tmcra::memory::IngestContext context;
     context.idempotency_key = key;
-    REQUIRE((*engine)->Ingest("a", {{"session_id", key}, {"messages", {{{"message_id", "m"},
-                                    {"role", "user"}, {"content", text},
-                                    {"timestamp", "2026-07-15T00:00:00Z"}}}}},
+    REQUIRE((*engine)->Ingest("a",
+                              {{"session_id", key},
+                               {"messages",
+                                {{{"message_id", "m"},
+                                  {"role", "user"},
+                                  {"content", text},
+                                  {"timestamp", "2026-07-15T00:00:00Z"}}}}},
                               context));
     REQUIRE((*engine)->RunPendingJobs());  // the jobs, then the back-fill
   };
@@ -768,16 +795,21 @@ TEST_CASE("CJK counts are not remembered while the index's back-fill has records
     REQUIRE(engine);
     tmcra::memory::IngestContext context;
     context.idempotency_key = "bm25-cjk-count-1";
-    REQUIRE((*engine)->Ingest("a", {{"session_id", "s1"}, {"messages", {{{"message_id", "m"},
-                                    {"role", "user"}, {"content", "東京で会議"},
-                                    {"timestamp", "2026-07-15T00:00:00Z"}}}}},
+    REQUIRE((*engine)->Ingest("a",
+                              {{"session_id", "s1"},
+                               {"messages",
+                                {{{"message_id", "m"},
+                                  {"role", "user"},
+                                  {"content", "東京で会議"},
+                                  {"timestamp", "2026-07-15T00:00:00Z"}}}}},
                               context));
     REQUIRE((*engine)->RunPendingJobs());
   }
   auto db = tmcra::db::Database::Open({options.path});
   REQUIRE(db);
-  REQUIRE((*db)->Exec("CREATE VIRTUAL TABLE temp.records_cjk_vocab USING "
-                      "fts5vocab(main, records_cjk, 'row')"));
+  REQUIRE(
+      (*db)->Exec("CREATE VIRTUAL TABLE temp.records_cjk_vocab USING "
+                  "fts5vocab(main, records_cjk, 'row')"));
   // Record 2, written as an earlier build does: no CJK row yet, the watermark below it.
   REQUIRE((*db)->Exec(
       "INSERT INTO records(record_id, scope_name, session_id, message_id, role, content, "
@@ -821,9 +853,9 @@ TEST_CASE("tmcra_rank refuses bad arguments, naming itself", "[memory][bm25]") {
                        Case{"x", 5, true, 4},       // a bad document count
                        Case{"1,2", 5, true, 4}}) {  // two counts for one phrase
     INFO(c.counts << " limit " << c.limit << " bound " << c.bind << " args " << c.args);
-    auto st = db.value()->Prepare(
-        std::string("SELECT tmcra_rank(records_fts, ?2, ?3") + (c.args == 4 ? ", ?4, ?5" : "") +
-        ") FROM records_fts WHERE records_fts MATCH ?1 LIMIT 1");
+    auto st = db.value()->Prepare(std::string("SELECT tmcra_rank(records_fts, ?2, ?3") +
+                                  (c.args == 4 ? ", ?4, ?5" : "") +
+                                  ") FROM records_fts WHERE records_fts MATCH ?1 LIMIT 1");
     REQUIRE(st);
     st->Bind(1, "\"alpha\"").Bind(2, c.counts).Bind(3, int64_t{0});
     if (c.args == 4) {
@@ -897,8 +929,9 @@ TEST_CASE("WordCounts gives the exact count for the caller's snapshot, newer or 
   const auto open = [&] {
     auto db = tmcra::db::Database::Open({path});
     REQUIRE(db);
-    REQUIRE(db.value()->Exec("CREATE VIRTUAL TABLE temp.records_fts_vocab USING "
-                             "fts5vocab(main, records_fts, 'row')"));
+    REQUIRE(
+        db.value()->Exec("CREATE VIRTUAL TABLE temp.records_fts_vocab USING "
+                         "fts5vocab(main, records_fts, 'row')"));
     return std::move(*db);
   };
   auto db = open();
@@ -968,8 +1001,9 @@ TEST_CASE("WordCounts remembers a word the vocabulary lacks for that snapshot on
   const std::string path = MakeStore(dir, 10);
   auto db = tmcra::db::Database::Open({path});
   REQUIRE(db);
-  REQUIRE(db.value()->Exec("CREATE VIRTUAL TABLE temp.records_fts_vocab USING "
-                           "fts5vocab(main, records_fts, 'row')"));
+  REQUIRE(
+      db.value()->Exec("CREATE VIRTUAL TABLE temp.records_fts_vocab USING "
+                       "fts5vocab(main, records_fts, 'row')"));
   tmcra::memory::WordCounts counts;
   auto missing = counts.Get(**db, "zulu", 100);
   REQUIRE(missing);

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -103,7 +102,8 @@ bool Shows(Engine& engine, const std::string& query, const std::string& session)
   auto answer = engine.Recall("a", {{"query", query}, {"max_windows", 8}});
   REQUIRE(answer);
   bool found = false;
-  for (const auto& w : (*answer)["evidence"]["windows"]) found = found || w["session_id"] == session;
+  for (const auto& w : (*answer)["evidence"]["windows"])
+    found = found || w["session_id"] == session;
   return found;
 }
 
@@ -129,9 +129,10 @@ IndexShape Made(int segments, int64_t pages, int64_t largest, int levels = 4,
 
 }  // namespace
 
-TEST_CASE("the compaction rules: a full rewrite when 1/8 beside the largest, small folds past "
-          "16 segments, a merge in progress first",
-          "[memory][compaction]") {
+TEST_CASE(
+    "the compaction rules: a full rewrite when 1/8 beside the largest, small folds past "
+    "16 segments, a merge in progress first",
+    "[memory][compaction]") {
   using tmcra::memory::ChooseCompaction;
   using tmcra::memory::CompactionStep;
   using tmcra::memory::kMaxLevelsForFullMerge;
@@ -163,9 +164,15 @@ TEST_CASE("the compaction rules: a full rewrite when 1/8 beside the largest, sma
 TEST_CASE("structure records parse in both layouts and refuse damage", "[memory][compaction]") {
   // Cookie, 2 levels, 3 segments, write counter 7; level 0: merging 0, 2 segments (ids 1, 2;
   // pages 1..4 and 1..1); level 1: 1 segment (id 3, pages 5..300, two-byte varint 300).
-  const std::string v1("\0\0\0\1" "\x02\x03\x07" "\x00\x02" "\x01\x01\x04" "\x02\x01\x01"
-                       "\x00\x01" "\x03\x05\x82\x2c",
-                       21);
+  const std::string v1(
+      "\0\0\0\1"
+      "\x02\x03\x07"
+      "\x00\x02"
+      "\x01\x01\x04"
+      "\x02\x01\x01"
+      "\x00\x01"
+      "\x03\x05\x82\x2c",
+      21);
   auto shape = tmcra::memory::ParseIndexShape(v1);
   REQUIRE(shape);
   CHECK(shape->segments == 3);
@@ -180,9 +187,14 @@ TEST_CASE("structure records parse in both layouts and refuse damage", "[memory]
   REQUIRE(shape);
   CHECK(shape->merging);
   // The 3.44 layout: a marker after the cookie and five more fields per segment.
-  const std::string v2("\0\0\0\1" "\xff\x00\x00\x01" "\x01\x01\x07" "\x00\x01"
-                       "\x01\x01\x09" "\x00\x00\x00\x00\x05",
-                       21);
+  const std::string v2(
+      "\0\0\0\1"
+      "\xff\x00\x00\x01"
+      "\x01\x01\x07"
+      "\x00\x01"
+      "\x01\x01\x09"
+      "\x00\x00\x00\x00\x05",
+      21);
   shape = tmcra::memory::ParseIndexShape(v2);
   REQUIRE(shape);
   CHECK(shape->segments == 1);
@@ -343,12 +355,13 @@ TEST_CASE("one small write at a time: segments stay few and full rewrites rare",
     // A chat turn: one short message, its own job and transaction, then the idle worker's turn.
     tmcra::memory::IngestContext context;
     context.idempotency_key = "compaction-note-" + std::to_string(i);
-    json message{{"message_id", "m0"}, {"role", "user"},
+    json message{{"message_id", "m0"},
+                 {"role", "user"},
                  {"content", "note " + std::to_string(i) + " about port " + std::to_string(i)},
                  {"timestamp", "2026-07-16T00:00:00Z"}};
-    REQUIRE(engine->Ingest("a", {{"session_id", "note" + std::to_string(i)},
-                                 {"messages", json::array({message})}},
-                           context));
+    REQUIRE(engine->Ingest(
+        "a", {{"session_id", "note" + std::to_string(i)}, {"messages", json::array({message})}},
+        context));
     REQUIRE(engine->RunPendingJobs());
     REQUIRE(engine->CompactIndexes());
     most = std::max(most, Shape(path).segments);

@@ -5,17 +5,16 @@
 
 #include <sys/stat.h>
 
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <random>
 #include <set>
 #include <thread>
 
-#include "memory/render.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
+#include "memory/render.h"
 #include "src/controls/evidence_budget.h"
 #include "tests/support/temp_dir.h"
 
@@ -113,41 +112,77 @@ TEST_CASE("ingest validation follows the service's rules and names the field", "
   const json ok = Message("m1", "user", "hello");
   std::vector<Case> cases = {
       {"body not object", json::array(), "p", "key-12345", "body"},
-      {"extra top-level field", {{"session_id", "s"}, {"messages", {ok}}, {"x", 1}}, "p", "key-12345", "x"},
+      {"extra top-level field",
+       {{"session_id", "s"}, {"messages", {ok}}, {"x", 1}},
+       "p",
+       "key-12345",
+       "x"},
       {"missing session", {{"messages", {ok}}}, "p", "key-12345", "session_id"},
       {"blank session", Body({ok}, "   "), "p", "key-12345", "session_id"},
       {"session too long", Body({ok}, std::string(201, 's')), "p", "key-12345", "session_id"},
       {"missing messages", {{"session_id", "s"}}, "p", "key-12345", "messages"},
-      {"messages not a list", {{"session_id", "s"}, {"messages", "x"}}, "p", "key-12345", "messages"},
+      {"messages not a list",
+       {{"session_id", "s"}, {"messages", "x"}},
+       "p",
+       "key-12345",
+       "messages"},
       {"no messages", Body(json::array()), "p", "key-12345", "messages"},
       {"too many messages", Body(json(std::vector<json>(1001, ok))), "p", "key-12345", "messages"},
       {"message not object", Body({42}), "p", "key-12345", "messages.0"},
-      {"extra message field", Body({With(Message("m", "user", "x"), {{"extra", 1}}), ok}), "p", "key-12345", "messages.0.extra"},
-      {"missing message_id", Body({{{"role", "user"}, {"content", "x"}, {"timestamp", "2026-01-01T00:00:00Z"}}}), "p", "key-12345", "messages.0.message_id"},
-      {"long message_id", Body({Message(long_id, "user", "x")}), "p", "key-12345", "messages.0.message_id"},
+      {"extra message field", Body({With(Message("m", "user", "x"), {{"extra", 1}}), ok}), "p",
+       "key-12345", "messages.0.extra"},
+      {"missing message_id",
+       Body({{{"role", "user"}, {"content", "x"}, {"timestamp", "2026-01-01T00:00:00Z"}}}), "p",
+       "key-12345", "messages.0.message_id"},
+      {"long message_id", Body({Message(long_id, "user", "x")}), "p", "key-12345",
+       "messages.0.message_id"},
       {"bad role", Body({Message("m", "robot", "x")}), "p", "key-12345", "messages.0.role"},
-      {"blank content", Body({Message("m", "user", "   ")}), "p", "key-12345", "messages.0.content"},
-      {"content too long", Body({Message("m", "user", std::string(200001, 'c'))}), "p", "key-12345", "messages.0.content"},
-      {"missing timestamp", Body({{{"message_id", "m"}, {"role", "user"}, {"content", "x"}}}), "p", "key-12345", "messages.0.timestamp"},
-      {"bad timestamp", Body({Message("m", "user", "x", "yesterday")}), "p", "key-12345", "messages.0.timestamp"},
-      {"impossible date", Body({Message("m", "user", "x", "2026-02-30T00:00:00Z")}), "p", "key-12345", "messages.0.timestamp"},
-      {"duplicate ids", Body({Message("m", "user", "x"), Message("m", "assistant", "y")}), "p", "key-12345", "messages.1.message_id"},
-      {"metadata not object", Body({With(Message("m", "user", "x"), {{"metadata", 5}})}), "p", "key-12345", "messages.0.metadata"},
-      {"actor_role mismatch", Body({With(Message("m", "user", "x"), {{"metadata", {{"actor_role", "assistant"}}}})}), "p", "key-12345", "messages.0.metadata.actor_role"},
-      {"user with agent_id", Body({With(Message("m", "user", "x"), {{"metadata", {{"agent_id", "a"}}}})}), "p", "key-12345", "messages.0.metadata.agent_id"},
-      {"user with nested agent", Body({With(Message("m", "user", "x"), {{"metadata", {{"agent", {{"name", "a"}}}}}})}), "p", "key-12345", "messages.0.metadata.agent.name"},
-      {"long agent_role", Body({With(Message("m", "assistant", "x"), {{"metadata", {{"agent_role", std::string(121, 'r')}}}})}), "p", "key-12345", "messages.0.metadata.agent_role"},
-      {"bad consistency", With(Body({ok}), {{"consistency", "strong"}}), "p", "key-12345", "consistency"},
-      {"bad slow_policy", With(Body({ok}), {{"slow_policy", "never"}}), "p", "key-12345", "slow_policy"},
-      {"metadata list", With(Body({ok}), {{"metadata", json::array()}}), "p", "key-12345", "metadata"},
+      {"blank content", Body({Message("m", "user", "   ")}), "p", "key-12345",
+       "messages.0.content"},
+      {"content too long", Body({Message("m", "user", std::string(200001, 'c'))}), "p", "key-12345",
+       "messages.0.content"},
+      {"missing timestamp", Body({{{"message_id", "m"}, {"role", "user"}, {"content", "x"}}}), "p",
+       "key-12345", "messages.0.timestamp"},
+      {"bad timestamp", Body({Message("m", "user", "x", "yesterday")}), "p", "key-12345",
+       "messages.0.timestamp"},
+      {"impossible date", Body({Message("m", "user", "x", "2026-02-30T00:00:00Z")}), "p",
+       "key-12345", "messages.0.timestamp"},
+      {"duplicate ids", Body({Message("m", "user", "x"), Message("m", "assistant", "y")}), "p",
+       "key-12345", "messages.1.message_id"},
+      {"metadata not object", Body({With(Message("m", "user", "x"), {{"metadata", 5}})}), "p",
+       "key-12345", "messages.0.metadata"},
+      {"actor_role mismatch",
+       Body({With(Message("m", "user", "x"), {{"metadata", {{"actor_role", "assistant"}}}})}), "p",
+       "key-12345", "messages.0.metadata.actor_role"},
+      {"user with agent_id",
+       Body({With(Message("m", "user", "x"), {{"metadata", {{"agent_id", "a"}}}})}), "p",
+       "key-12345", "messages.0.metadata.agent_id"},
+      {"user with nested agent",
+       Body({With(Message("m", "user", "x"), {{"metadata", {{"agent", {{"name", "a"}}}}}})}), "p",
+       "key-12345", "messages.0.metadata.agent.name"},
+      {"long agent_role",
+       Body({With(Message("m", "assistant", "x"),
+                  {{"metadata", {{"agent_role", std::string(121, 'r')}}}})}),
+       "p", "key-12345", "messages.0.metadata.agent_role"},
+      {"bad consistency", With(Body({ok}), {{"consistency", "strong"}}), "p", "key-12345",
+       "consistency"},
+      {"bad slow_policy", With(Body({ok}), {{"slow_policy", "never"}}), "p", "key-12345",
+       "slow_policy"},
+      {"metadata list", With(Body({ok}), {{"metadata", json::array()}}), "p", "key-12345",
+       "metadata"},
       {"bad scope", Body({ok}), "-bad", "key-12345", "scope"},
       {"short key", Body({ok}), "p", "short", "Idempotency-Key"},
       {"long key", Body({ok}), "p", std::string(201, 'k'), "Idempotency-Key"},
   };
   json many_keys = json::object();
   for (int i = 0; i < 65; ++i) many_keys["k" + std::to_string(i)] = i;
-  cases.push_back({"65 metadata keys", Body({With(Message("m", "user", "x"), {{"metadata", many_keys}})}), "p", "key-12345", "messages.0.metadata"});
-  cases.push_back({"metadata over 8 KiB", Body({With(Message("m", "user", "x"), {{"metadata", {{"big", std::string(9000, 'b')}}}})}), "p", "key-12345", "messages.0.metadata"});
+  cases.push_back({"65 metadata keys",
+                   Body({With(Message("m", "user", "x"), {{"metadata", many_keys}})}), "p",
+                   "key-12345", "messages.0.metadata"});
+  cases.push_back(
+      {"metadata over 8 KiB",
+       Body({With(Message("m", "user", "x"), {{"metadata", {{"big", std::string(9000, 'b')}}}})}),
+       "p", "key-12345", "messages.0.metadata"});
   for (const auto& c : cases) {
     INFO(c.name);
     auto r = e->Ingest(c.scope, c.body, Key(c.key));
@@ -202,8 +237,8 @@ TEST_CASE("same key and payload replays, a different payload conflicts", "[memor
 TEST_CASE("jobs go pending -> running -> succeeded with watermarks", "[memory][jobs]") {
   TempDir dir;
   auto e = OpenEngine(dir);
-  const std::string job = Ingest(*e, "p", Body({Message("m1", "user", "a"), Message("m2", "assistant", "b")}),
-                                 "key-jobs-1");
+  const std::string job = Ingest(
+      *e, "p", Body({Message("m1", "user", "a"), Message("m2", "assistant", "b")}), "key-jobs-1");
   auto pending = e->GetJob(job);
   REQUIRE(pending);
   CHECK((*pending)["status"] == "pending");
@@ -228,7 +263,8 @@ TEST_CASE("jobs go pending -> running -> succeeded with watermarks", "[memory][j
 TEST_CASE("a job left running by a dead process is taken over after its lease", "[memory][jobs]") {
   TempDir dir;
   auto e = OpenEngine(dir);
-  const std::string job = Ingest(*e, "p", Body({Message("m1", "user", "lease test")}), "key-lease-1");
+  const std::string job =
+      Ingest(*e, "p", Body({Message("m1", "user", "lease test")}), "key-lease-1");
   auto claimed = e->ClaimJobForTest(/*lease_seconds=*/0.2);
   REQUIRE(claimed);
   REQUIRE(*claimed == job);
@@ -247,7 +283,8 @@ TEST_CASE("the worker thread runs jobs by itself, and a second engine shares the
   TempDir dir;
   auto a = OpenEngine(dir, /*worker=*/true);
   auto b = OpenEngine(dir, /*worker=*/false);
-  const std::string job = Ingest(*b, "p", Body({Message("m1", "user", "shared file")}), "key-shared");
+  const std::string job =
+      Ingest(*b, "p", Body({Message("m1", "user", "shared file")}), "key-shared");
   for (int i = 0; i < 200 && (*b->GetJob(job))["status"] != "succeeded"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -305,7 +342,7 @@ TEST_CASE("a WAL that readers kept from being reset is truncated by the worker",
     REQUIRE((*e.GetJob(last_job))["status"] == "succeeded");
     INFO("WAL bytes while the snapshot is held: " << wal_bytes());
     CHECK(wal_bytes() > 4 * options.wal_limit_bytes);  // held: nothing could reset it
-  }  // the snapshot ends (rolled back)
+  }                                                    // the snapshot ends (rolled back)
   int64_t bytes = wal_bytes();
   for (int i = 0; i < 400 && bytes > 0; ++i) {  // the worker backs off to 2, 4 … s while held
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -366,7 +403,8 @@ TEST_CASE("recall request validation", "[memory][recall]") {
 TEST_CASE("wait_for_job_id errors follow the service", "[memory][recall]") {
   TempDir dir;
   auto e = OpenEngine(dir);
-  const std::string job = Ingest(*e, "p", Body({Message("m1", "user", "wait for me")}), "key-wait-01");
+  const std::string job =
+      Ingest(*e, "p", Body({Message("m1", "user", "wait for me")}), "key-wait-01");
   auto missing = e->Recall("p", {{"query", "wait"}, {"wait_for_job_id", "job_missing"}});
   REQUIRE_FALSE(missing);
   CHECK(missing.error().http_status == 404);
@@ -388,9 +426,11 @@ TEST_CASE("a window holds the hit and its session neighbours", "[memory][recall]
   auto e = OpenEngine(dir);
   json messages = json::array();
   for (int i = 0; i < 10; ++i) {
-    const std::string text = i == 5 ? "the deploy key rotates every ninety days" : "filler turn " + std::to_string(i);
-    messages.push_back(Message("m" + std::to_string(i), i % 2 ? "assistant" : "user", text,
-                               "2026-07-15T00:00:" + std::string(i < 10 ? "0" : "") + std::to_string(i) + "Z"));
+    const std::string text =
+        i == 5 ? "the deploy key rotates every ninety days" : "filler turn " + std::to_string(i);
+    messages.push_back(
+        Message("m" + std::to_string(i), i % 2 ? "assistant" : "user", text,
+                "2026-07-15T00:00:" + std::string(i < 10 ? "0" : "") + std::to_string(i) + "Z"));
   }
   Ingest(*e, "p", Body(messages), "key-window-1");
   Ingest(*e, "p", Body({Message("x1", "user", "filler in another session")}, "s2"), "key-window-2");
@@ -406,7 +446,8 @@ TEST_CASE("a window holds the hit and its session neighbours", "[memory][recall]
   CHECK(r["prompt_evidence"]["neighbor_block_count"] == 4);
   const std::string content = Content(r);
   CHECK(content.rfind(tmcra::memory::kAuthorityPolicyBlock, 0) == 0);
-  CHECK(content.find("[Immutable source window 1 | date=2026-07-15T00:00:05Z | actor=assistant | session=s1 | memory_id=rec_") != std::string::npos);
+  CHECK(content.find("[Immutable source window 1 | date=2026-07-15T00:00:05Z | actor=assistant | "
+                     "session=s1 | memory_id=rec_") != std::string::npos);
   CHECK(r["prompt_evidence"]["content_sha256"] == tmcra::Sha256Hex(content));
   CHECK(r["prompt_evidence"]["content_character_count"] == tmcra::CodePointLength(content));
   CHECK(r["prompt_evidence"]["source_text_verbatim"] == true);
@@ -418,17 +459,19 @@ TEST_CASE("prompt_only: the same prompt evidence and snapshot, no windows", "[me
   for (int s = 0; s < 3; ++s) {
     json messages = json::array();
     for (int i = 0; i < 6; ++i) {
-      messages.push_back(Message("m" + std::to_string(s) + std::to_string(i), i % 2 ? "assistant" : "user",
-                                 i == 3 ? "the staging cluster restarts at noon on Fridays"
-                                        : "filler turn " + std::to_string(i),
-                                 "2026-07-15T00:0" + std::to_string(s) + ":0" + std::to_string(i) + "Z"));
+      messages.push_back(
+          Message("m" + std::to_string(s) + std::to_string(i), i % 2 ? "assistant" : "user",
+                  i == 3 ? "the staging cluster restarts at noon on Fridays"
+                         : "filler turn " + std::to_string(i),
+                  "2026-07-15T00:0" + std::to_string(s) + ":0" + std::to_string(i) + "Z"));
     }
     Ingest(*e, "p", Body(messages, "s" + std::to_string(s)), "key-projection-" + std::to_string(s));
   }
   REQUIRE(e->RunPendingJobs());
   for (const std::string mode : {"raw", "compiled"}) {
     INFO(mode);
-    json full = Recall(*e, "p", "when does the staging cluster restart?", {{"evidence_mode", mode}});
+    json full =
+        Recall(*e, "p", "when does the staging cluster restart?", {{"evidence_mode", mode}});
     json light = Recall(*e, "p", "when does the staging cluster restart?",
                         {{"evidence_mode", mode}, {"response_projection", "prompt_only"}});
     REQUIRE(full["evidence"]["windows"].size() == 3);
@@ -445,8 +488,10 @@ TEST_CASE("hits close together merge into one window", "[memory][recall]") {
   auto e = OpenEngine(dir);
   json messages = json::array();
   for (int i = 0; i < 8; ++i) {
-    const std::string text = (i == 2 || i == 4) ? "quokka sighting number " + std::to_string(i) : "other " + std::to_string(i);
-    messages.push_back(Message("m" + std::to_string(i), "user", text, "2026-07-15T00:00:0" + std::to_string(i) + "Z"));
+    const std::string text = (i == 2 || i == 4) ? "quokka sighting number " + std::to_string(i)
+                                                : "other " + std::to_string(i);
+    messages.push_back(Message("m" + std::to_string(i), "user", text,
+                               "2026-07-15T00:00:0" + std::to_string(i) + "Z"));
   }
   Ingest(*e, "p", Body(messages), "key-merge-01");
   REQUIRE(e->RunPendingJobs());
@@ -462,18 +507,22 @@ TEST_CASE("at most eight windows, best first, recency breaking ties", "[memory][
   for (int s = 0; s < 12; ++s) {
     char ts[32];
     std::snprintf(ts, sizeof ts, "2026-07-%02dT00:00:00Z", s + 1);
-    Ingest(*e, "p", Body({Message("a", "user", "pangolin note from session " + std::to_string(s), ts)},
-                         "sess" + std::to_string(s)),
+    Ingest(*e, "p",
+           Body({Message("a", "user", "pangolin note from session " + std::to_string(s), ts)},
+                "sess" + std::to_string(s)),
            "key-cap-" + std::to_string(s) + "-xxxx");
   }
-  Ingest(*e, "p", Body({Message("a", "user", "pangolin pangolin pangolin habitat facts", "2026-01-01T00:00:00Z")}, "best"),
+  Ingest(*e, "p",
+         Body({Message("a", "user", "pangolin pangolin pangolin habitat facts",
+                       "2026-01-01T00:00:00Z")},
+              "best"),
          "key-cap-best-xx");
   REQUIRE(e->RunPendingJobs());
   json r = Recall(*e, "p", "pangolin habitat");
   const json& windows = r["evidence"]["windows"];
   REQUIRE(windows.size() == 8);
-  CHECK(windows[0]["session_id"] == "best");       // the most relevant first
-  CHECK(windows[1]["session_id"] == "sess11");     // then equal scores, newest first
+  CHECK(windows[0]["session_id"] == "best");    // the most relevant first
+  CHECK(windows[1]["session_id"] == "sess11");  // then equal scores, newest first
   CHECK(windows[2]["session_id"] == "sess10");
   CHECK(r["prompt_evidence"]["window_count"] == 8);
 }
@@ -486,8 +535,9 @@ TEST_CASE("equal scores go to the newest message by time, not by the order writt
   for (int s = 11; s >= 0; --s) {
     char ts[32];
     std::snprintf(ts, sizeof ts, "2026-07-%02dT00:00:00Z", s + 1);
-    Ingest(*e, "p", Body({Message("a", "user", "okapi note from session " + std::to_string(s), ts)},
-                         "sess" + std::to_string(s)),
+    Ingest(*e, "p",
+           Body({Message("a", "user", "okapi note from session " + std::to_string(s), ts)},
+                "sess" + std::to_string(s)),
            "key-rev-" + std::to_string(s) + "-xxxx");
   }
   REQUIRE(e->RunPendingJobs());
@@ -508,8 +558,9 @@ TEST_CASE("ranked in SQL, equal scores past the cut keep the newest rows", "[mem
   for (int s = 0; s < 100; ++s) {
     char ts[32];
     std::snprintf(ts, sizeof ts, "2026-07-01T%02d:%02d:00Z", s / 60, s % 60);  // newer each
-    Ingest(*e, "p", Body({Message("a", "user", "café quagga note from the same session", ts)},
-                         "sess" + std::to_string(s)),
+    Ingest(*e, "p",
+           Body({Message("a", "user", "café quagga note from the same session", ts)},
+                "sess" + std::to_string(s)),
            "key-sqltie-p-" + std::to_string(s));
   }
   REQUIRE(e->RunPendingJobs());
@@ -536,10 +587,11 @@ TEST_CASE("ranked in SQL, equal scores past the cut keep the newest rows", "[mem
 TEST_CASE("CJK and accented text are findable", "[memory][recall]") {
   TempDir dir;
   auto e = OpenEngine(dir);
-  Ingest(*e, "p", Body({Message("j", "user", "本番環境のポートは 8123 です"),
-                        Message("c", "user", "默认超时时间是三十秒"),
-                        Message("f", "user", "Le café de Zoë ouvre à huit heures"),
-                        Message("n", "assistant", "unrelated english text")}),
+  Ingest(*e, "p",
+         Body({Message("j", "user", "本番環境のポートは 8123 です"),
+               Message("c", "user", "默认超时时间是三十秒"),
+               Message("f", "user", "Le café de Zoë ouvre à huit heures"),
+               Message("n", "assistant", "unrelated english text")}),
          "key-cjk-0001");
   REQUIRE(e->RunPendingJobs());
   CHECK(Content(Recall(*e, "p", "本番環境のポート")).find("8123") != std::string::npos);
@@ -555,10 +607,14 @@ TEST_CASE("two-character and one-character CJK words are found inside sentences"
   // None of these words stands alone: the word index holds each sentence as one token, and the
   // trigram index cannot look up fewer than three characters.
   // Each in a session of its own, so a window holds its hit alone.
-  const std::vector<std::string> texts = {
-      "明日は東京で会議があります", "大阪の天気は晴れです", "我们的服务端口是八零八零",
-      "내일 서울에서 회의가 있습니다", "黒猫が好き", "这是我的猫", "犬の散歩は朝です",
-      "unrelated english text"};
+  const std::vector<std::string> texts = {"明日は東京で会議があります",
+                                          "大阪の天気は晴れです",
+                                          "我们的服务端口是八零八零",
+                                          "내일 서울에서 회의가 있습니다",
+                                          "黒猫が好き",
+                                          "这是我的猫",
+                                          "犬の散歩は朝です",
+                                          "unrelated english text"};
   for (size_t i = 0; i < texts.size(); ++i) {
     Ingest(*e, "p", Body({Message("m", "user", texts[i])}, "s" + std::to_string(i)),
            "key-cjk-short-" + std::to_string(i));
@@ -607,15 +663,18 @@ TEST_CASE("lone characters are chosen like bigrams: the commonest of several is 
   json sunday = Recall(*e, "p", "日");
   CHECK(sunday["evidence"]["query_terms"]["cjk_terms"] == 1);
   REQUIRE_FALSE(sunday["evidence"]["windows"].empty());
-  CHECK(sunday["evidence"]["windows"][0]["records"][0]["text"].get<std::string>().rfind("日曜", 0) == 0);
+  CHECK(sunday["evidence"]["windows"][0]["records"][0]["text"].get<std::string>().rfind("日曜",
+                                                                                        0) == 0);
 }
 
-TEST_CASE("a store from before the CJK index is migrated in place", "[memory][recall][cjk][migration]") {
+TEST_CASE("a store from before the CJK index is migrated in place",
+          "[memory][recall][cjk][migration]") {
   TempDir dir;
   {
     auto e = OpenEngine(dir);
-    Ingest(*e, "p", Body({Message("tokyo", "user", "明日は東京で会議があります"),
-                          Message("en", "user", "an english line about puffins")}),
+    Ingest(*e, "p",
+           Body({Message("tokyo", "user", "明日は東京で会議があります"),
+                 Message("en", "user", "an english line about puffins")}),
            "key-cjk-migrate");
     REQUIRE(e->RunPendingJobs());
   }
@@ -635,7 +694,8 @@ TEST_CASE("a store from before the CJK index is migrated in place", "[memory][re
   CHECK(e->Stats()->cjk_index_backlog == 0);
   CHECK(Content(Recall(*e, "p", "東京")).find("明日は東京で会議があります") != std::string::npos);
   // New records join the migrated index; only records with CJK text have a row in it.
-  Ingest(*e, "p", Body({Message("osaka", "user", "大阪の天気は晴れです")}, "s2"), "key-cjk-migrate-2");
+  Ingest(*e, "p", Body({Message("osaka", "user", "大阪の天気は晴れです")}, "s2"),
+         "key-cjk-migrate-2");
   REQUIRE(e->RunPendingJobs());
   CHECK(Content(Recall(*e, "p", "大阪")).find("大阪の天気") != std::string::npos);
   tmcra::db::Database::Options options;
@@ -668,12 +728,15 @@ void WriteAsEarlierBuild(const TempDir& dir, const std::string& scope,
         "occurred_at, timestamp, metadata_json, job_id) VALUES(?, ?, ?, 'm', 'user', ?, "
         "1784073600, '2026-07-15T00:00:00Z', '{}', 'job_old')");
     REQUIRE(insert);
-    insert->Bind(1, "rec_old_" + scope + std::to_string(i)).Bind(2, scope)
-        .Bind(3, "old-" + std::to_string(i)).Bind(4, texts[i]);
+    insert->Bind(1, "rec_old_" + scope + std::to_string(i))
+        .Bind(2, scope)
+        .Bind(3, "old-" + std::to_string(i))
+        .Bind(4, texts[i]);
     REQUIRE(insert->Run());
     const int64_t seq = (*db)->LastInsertRowId();
     for (const char* index : {"records_fts", "records_tri"}) {
-      auto st = (*db)->Prepare(std::string("INSERT INTO ") + index + "(rowid, content) VALUES(?, ?)");
+      auto st =
+          (*db)->Prepare(std::string("INSERT INTO ") + index + "(rowid, content) VALUES(?, ?)");
       REQUIRE(st);
       st->Bind(1, seq).Bind(2, texts[i]);
       REQUIRE(st->Run());
@@ -687,7 +750,8 @@ TEST_CASE("records an earlier build writes into an upgraded store join the CJK i
           "[memory][recall][cjk][migration]") {
   TempDir dir;
   auto e = OpenEngine(dir);
-  Ingest(*e, "p", Body({Message("a", "user", "明日は東京で会議があります")}, "s1"), "key-cjk-old-1");
+  Ingest(*e, "p", Body({Message("a", "user", "明日は東京で会議があります")}, "s1"),
+         "key-cjk-old-1");
   REQUIRE(e->RunPendingJobs());
   CHECK(Content(Recall(*e, "p", "会議")).find("東京で会議") != std::string::npos);
   WriteAsEarlierBuild(dir, "p", {"旧版の記録です"});
@@ -712,7 +776,8 @@ TEST_CASE("CJK recalls on many threads, beside a writer and the CJK index's back
   auto opened = Engine::Open(options);
   REQUIRE(opened);
   auto& e = *opened;
-  Ingest(*e, "p", Body({Message("f", "user", "金庫の暗証番号は七七三一です")}, "fact"), "key-cjk-t-0");
+  Ingest(*e, "p", Body({Message("f", "user", "金庫の暗証番号は七七三一です")}, "fact"),
+         "key-cjk-t-0");
   REQUIRE(e->RunPendingJobs());
   std::vector<std::string> old;
   for (int i = 0; i < 40; ++i) old.push_back("旧版の記録、番号" + std::to_string(i));
@@ -722,8 +787,9 @@ TEST_CASE("CJK recalls on many threads, beside a writer and the CJK index's back
     for (int i = 0; i < 20; ++i) {
       IngestContext c;
       c.idempotency_key = "key-cjk-t-" + std::to_string(i + 1);
-      if (!e->Ingest("p", Body({Message("m", "user", "番号の記録 " + std::to_string(i))},
-                               "more-" + std::to_string(i)),
+      if (!e->Ingest("p",
+                     Body({Message("m", "user", "番号の記録 " + std::to_string(i))},
+                          "more-" + std::to_string(i)),
                      c)) {
         ++failures;
       }
@@ -777,8 +843,8 @@ TEST_CASE("accented queries find unaccented text and rare words beat common ones
   auto e = OpenEngine(dir);
   json messages = json::array();
   for (int i = 0; i < 60; ++i) {
-    messages.push_back(Message("c" + std::to_string(i), "user", "common chatter line " + std::to_string(i),
-                               "2026-07-15T00:00:00Z"));
+    messages.push_back(Message("c" + std::to_string(i), "user",
+                               "common chatter line " + std::to_string(i), "2026-07-15T00:00:00Z"));
   }
   Ingest(*e, "p", Body(messages, "noise"), "key-common-1");
   Ingest(*e, "p", Body({Message("r", "user", "the resume of the common zebra42 project")}, "fact"),
@@ -830,7 +896,8 @@ TEST_CASE("recalls on many threads, beside a writer, all answer from consistent 
           "[memory][recall]") {
   TempDir dir;
   auto e = OpenEngine(dir, /*worker=*/true);
-  Ingest(*e, "p", Body({Message("f", "user", "the vault code is quartz-7731")}, "fact"), "key-fact-1");
+  Ingest(*e, "p", Body({Message("f", "user", "the vault code is quartz-7731")}, "fact"),
+         "key-fact-1");
   REQUIRE(e->RunPendingJobs());
   std::atomic<int> failures{0};
   std::atomic<int> found{0};
@@ -838,8 +905,9 @@ TEST_CASE("recalls on many threads, beside a writer, all answer from consistent 
     for (int i = 0; i < 20; ++i) {
       IngestContext c;
       c.idempotency_key = "key-more-" + std::to_string(i);
-      if (!e->Ingest("p", Body({Message("m", "user", "quartz filler " + std::to_string(i))},
-                               "more-" + std::to_string(i)),
+      if (!e->Ingest("p",
+                     Body({Message("m", "user", "quartz filler " + std::to_string(i))},
+                          "more-" + std::to_string(i)),
                      c)) {
         ++failures;
       }
@@ -1012,9 +1080,9 @@ TEST_CASE("batch ingest stores every item as its own job in one call", "[memory]
   auto e = OpenEngine(dir);
   json items = json::array();
   for (int i = 0; i < 3; ++i) {
-    items.push_back(With(Body({Message("m", "user", "batch item " + std::to_string(i))},
-                              "s" + std::to_string(i)),
-                         {{"idempotency_key", "batch-key-" + std::to_string(i)}}));
+    items.push_back(With(
+        Body({Message("m", "user", "batch item " + std::to_string(i))}, "s" + std::to_string(i)),
+        {{"idempotency_key", "batch-key-" + std::to_string(i)}}));
   }
   IngestContext context;
   auto r = e->IngestBatch("p", {{"items", items}}, context);
@@ -1061,9 +1129,9 @@ TEST_CASE("recall through memory-mapped readers sees each write as the store gro
   for (int i = 0; i < 40; ++i) {
     json messages = json::array();
     for (int m = 0; m < 20; ++m) {
-      messages.push_back(Message("m" + std::to_string(m), "user",
-                                 "batch" + std::to_string(i) + " note " + std::to_string(m) +
-                                     " " + filler));
+      messages.push_back(
+          Message("m" + std::to_string(m), "user",
+                  "batch" + std::to_string(i) + " note " + std::to_string(m) + " " + filler));
     }
     Ingest(e, "p", Body(std::move(messages), "s" + std::to_string(i)),
            "key-mmap-" + std::to_string(i) + "-xxxx");
@@ -1089,8 +1157,8 @@ TEST_CASE("recall with the postings cache answers as without it while the store 
   options.postings_cache_bytes = 0;
   auto plain = Engine::Open(options);
   REQUIRE(plain);
-  const std::vector<std::string> queries = {"okapi", "okapi zebra", "quartz vault okapi",
-                                            "zebra", "nothing matches this"};
+  const std::vector<std::string> queries = {"okapi", "okapi zebra", "quartz vault okapi", "zebra",
+                                            "nothing matches this"};
   const auto same = [&](const std::string& query) {
     json a = Recall(**cached, "p", query);
     json b = Recall(**plain, "p", query);

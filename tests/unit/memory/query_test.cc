@@ -1,10 +1,9 @@
 #include "memory/query.h"
 
-#include "memory/cjk.h"
-
 #include <catch2/catch.hpp>
-
 #include <random>
+
+#include "memory/cjk.h"
 
 using tmcra::memory::ParseQuery;
 
@@ -76,10 +75,32 @@ TEST_CASE("every CJK term of a query is found in the index text of the same stri
           "[memory][query][cjk]") {
   using tmcra::memory::CjkIndexText;
   // Code points of every class the two sides treat differently, and bytes that are not UTF-8.
-  const std::vector<std::string> pieces = {
-      "a", "Z", "7", " ", "-", "_", "\xc3\xa9", "\xd0\xbf", "東", "京", "猫", "の", "ー", "カ",
-      "ｶ", "서", "울", "々", "、", "。", "！", "\xf0\xa0\xae\xb7", "\xf0\x9f\x98\x80", "\xff",
-      "\xe4\xba", "\xe3\x80\x80"};
+  const std::vector<std::string> pieces = {"a",
+                                           "Z",
+                                           "7",
+                                           " ",
+                                           "-",
+                                           "_",
+                                           "\xc3\xa9",
+                                           "\xd0\xbf",
+                                           "東",
+                                           "京",
+                                           "猫",
+                                           "の",
+                                           "ー",
+                                           "カ",
+                                           "ｶ",
+                                           "서",
+                                           "울",
+                                           "々",
+                                           "、",
+                                           "。",
+                                           "！",
+                                           "\xf0\xa0\xae\xb7",
+                                           "\xf0\x9f\x98\x80",
+                                           "\xff",
+                                           "\xe4\xba",
+                                           "\xe3\x80\x80"};
   std::mt19937 rng(5);
   int bigrams = 0;
   int prefixes = 0;

@@ -1,10 +1,8 @@
 // Delivery through a scripted Sender (a misbehaving memory cannot be made real here).
 #include "queue/delivery.h"
-#include "base/clock.h"
-
-#include <catch2/catch.hpp>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -15,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "tests/support/temp_dir.h"
 
 using json = nlohmann::json;
@@ -71,8 +70,9 @@ class ScriptedSender final : public tmcra::queue::Sender {
 Result<Batch> AcceptAll(const std::vector<Item>& items) {
   Batch out;
   for (const auto& item : items) {
-    out.push_back(json{{"jobs", {{{"job_id", "job-" + item.idempotency_key}, {"status", "pending"}}}},
-                       {"status", "submitted"}});
+    out.push_back(
+        json{{"jobs", {{{"job_id", "job-" + item.idempotency_key}, {"status", "pending"}}}},
+             {"status", "submitted"}});
   }
   return out;
 }
@@ -264,8 +264,8 @@ Item ItemIn(const std::string& key, const std::string& scope,
   item.agent_id = std::move(agent);
   item.messages = json::array();
   for (int i = 0; i < messages; ++i) {
-    item.messages.push_back({{"message_id", key + "-" + std::to_string(i)}, {"role", "user"},
-                             {"content", "x"}});
+    item.messages.push_back(
+        {{"message_id", key + "-" + std::to_string(i)}, {"role", "user"}, {"content", "x"}});
   }
   return item;
 }
@@ -276,8 +276,10 @@ std::vector<std::string> All(tmcra::queue::Outbox& ob) {
 
 }  // namespace
 
-TEST_CASE("pending items go in batches of one scope and agent id, within 100 items and 5000 "
-          "messages", "[queue][delivery][batch]") {
+TEST_CASE(
+    "pending items go in batches of one scope and agent id, within 100 items and 5000 "
+    "messages",
+    "[queue][delivery][batch]") {
   TempDir dir;
   ScriptedSender sender;
   sender.batch = AcceptAll;
@@ -303,7 +305,7 @@ TEST_CASE("pending items go in batches of one scope and agent id, within 100 ite
     sizes.insert(batch.size());
     for (const auto& key : batch) {
       CHECK(scope_of[key] == scope_of[batch.front()]);  // one scope and agent id per batch
-      CHECK(keys.insert(key).second);                     // each item in one batch only
+      CHECK(keys.insert(key).second);                   // each item in one batch only
     }
   }
   // p: 100 + 100 + 50; q: 3; p with agent-1: 2; big (1200 messages each): 4 + 4, then 1 alone.
@@ -417,7 +419,8 @@ TEST_CASE("a retryable failure of a whole batch backs off every item and never r
   DeliveryService service(options, sender, nullptr);
   auto& ob = **service.outbox();
   std::vector<std::string> ids;
-  for (int i = 0; i < 5; ++i) ids.push_back(*ob.Enqueue(NewItem("key-rb-" + std::to_string(i) + "-xxxx")));
+  for (int i = 0; i < 5; ++i)
+    ids.push_back(*ob.Enqueue(NewItem("key-rb-" + std::to_string(i) + "-xxxx")));
   auto changed = service.DeliverBatch(ids);
   REQUIRE(changed);
   CHECK(*changed == 0);
@@ -455,7 +458,8 @@ TEST_CASE("a batch answer with the wrong number of results is sent again item by
   DeliveryService service(Options(dir), sender, nullptr);
   auto& ob = **service.outbox();
   std::vector<std::string> ids;
-  for (int i = 0; i < 3; ++i) ids.push_back(*ob.Enqueue(NewItem("key-mm-" + std::to_string(i) + "-xxxx")));
+  for (int i = 0; i < 3; ++i)
+    ids.push_back(*ob.Enqueue(NewItem("key-mm-" + std::to_string(i) + "-xxxx")));
   REQUIRE(service.DeliverBatch(ids));
   CHECK(sender.submits == 3);
   for (const auto& id : ids) CHECK(ob.Get(id)->state == "submitted");
@@ -465,9 +469,8 @@ TEST_CASE("the write gate discards items on the batch path too", "[queue][delive
   TempDir dir;
   ScriptedSender sender;
   sender.batch = AcceptAll;
-  DeliveryService service(Options(dir), sender, [](const Item& item) {
-    return item.idempotency_key != "key-gated-01";
-  });
+  DeliveryService service(Options(dir), sender,
+                          [](const Item& item) { return item.idempotency_key != "key-gated-01"; });
   auto& ob = **service.outbox();
   const std::string a = *ob.Enqueue(NewItem("key-kept-001"));
   const std::string b = *ob.Enqueue(NewItem("key-gated-01"));
@@ -518,9 +521,11 @@ TEST_CASE("background delivery drains a backlog in batches, each item submitted 
   };
   DeliveryService service(Options(dir, "pid-" + std::to_string(getpid()) + "-bg"), sender, nullptr);
   auto& ob = **service.outbox();
-  for (int i = 0; i < 450; ++i) REQUIRE(ob.Enqueue(NewItem("key-bl-" + std::to_string(i) + "-xxx")));
+  for (int i = 0; i < 450; ++i)
+    REQUIRE(ob.Enqueue(NewItem("key-bl-" + std::to_string(i) + "-xxx")));
   service.Start();
-  for (int i = 0; i < 500 && ob.GetCounts()->succeeded < 450; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 500 && ob.GetCounts()->succeeded < 450; ++i)
+    std::this_thread::sleep_for(10ms);
   service.Stop();
   CHECK(ob.GetCounts()->succeeded == 450);
   std::lock_guard lock(mu);
@@ -612,7 +617,8 @@ TEST_CASE("job polls run several at once when asked, each item's outcome its own
   DeliveryService service(options, sender, nullptr);
   auto& ob = **service.outbox();
   std::vector<std::string> ids;
-  for (int i = 0; i < 120; ++i) ids.push_back(*ob.Enqueue(NewItem("key-pp-xx-" + std::to_string(i))));
+  for (int i = 0; i < 120; ++i)
+    ids.push_back(*ob.Enqueue(NewItem("key-pp-xx-" + std::to_string(i))));
   REQUIRE(service.DeliverBatch(ids));  // submits
   REQUIRE(service.DeliverBatch(ids));  // polls
   CHECK(most_in_flight.load() > 1);
@@ -640,12 +646,14 @@ TEST_CASE("a round's job polls run while its pending items are sent, not before 
   DeliveryService service(options, sender, nullptr);
   auto& ob = **service.outbox();
   std::vector<std::string> first;
-  for (int i = 0; i < 128; ++i) first.push_back(*ob.Enqueue(NewItem("key-ov-a-" + std::to_string(i))));
+  for (int i = 0; i < 128; ++i)
+    first.push_back(*ob.Enqueue(NewItem("key-ov-a-" + std::to_string(i))));
   REQUIRE(*service.DeliverBatch(first) == 128);  // submitted: 2 batches, nothing to poll
   REQUIRE(polled_at_batch == std::vector<int>{0, 0});
   polled_at_batch.clear();
   std::vector<std::string> second;
-  for (int i = 0; i < 200; ++i) second.push_back(*ob.Enqueue(NewItem("key-ov-b-" + std::to_string(i))));
+  for (int i = 0; i < 200; ++i)
+    second.push_back(*ob.Enqueue(NewItem("key-ov-b-" + std::to_string(i))));
   // One round as the background loop makes it: the submitted items first, then the pending.
   auto due = ob.Due(1000);
   REQUIRE(due);
@@ -840,8 +848,10 @@ TEST_CASE("chunked polls: short answers, shared jobs, large items and odd receip
   }
 }
 
-TEST_CASE("with jobs_per_poll, a cancelled round starts no more calls and records no unpolled "
-          "item", "[queue][delivery][batch]") {
+TEST_CASE(
+    "with jobs_per_poll, a cancelled round starts no more calls and records no unpolled "
+    "item",
+    "[queue][delivery][batch]") {
   TempDir dir;
   ScriptedSender sender;
   sender.batch = AcceptAll;

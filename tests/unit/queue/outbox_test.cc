@@ -31,7 +31,9 @@ Item NewItem(const std::string& key, const std::string& text = "hello") {
   Item item;
   item.scope_name = "p";
   item.session_id = "s";
-  item.messages = json::array({{{"message_id", "m"}, {"role", "user"}, {"content", text},
+  item.messages = json::array({{{"message_id", "m"},
+                                {"role", "user"},
+                                {"content", text},
                                 {"timestamp", "2026-07-15T00:00:00Z"}}});
   item.consistency = "eventual";
   item.slow_policy = "auto";
@@ -241,8 +243,10 @@ TEST_CASE("a committed turn refuses a different answer, pending or delivered",
   CHECK(ob->Get(*first)->messages.empty());
 }
 
-TEST_CASE("once a turn's write has succeeded, the outbox keeps none of the memory its recall "
-          "injected", "[queue][lifecycle]") {
+TEST_CASE(
+    "once a turn's write has succeeded, the outbox keeps none of the memory its recall "
+    "injected",
+    "[queue][lifecycle]") {
   TempDir dir;
   auto ob = Open(dir);
   PreparedTurn t = Turn("t1");
@@ -347,8 +351,8 @@ TEST_CASE("claims and outcomes for several items at once, each on its own terms"
   const std::string me = "pid-" + std::to_string(getpid()) + "-me";
   const std::string live = "pid-" + std::to_string(getppid()) + "-other";
   REQUIRE(*ob->Claim(ids[2], live, 60));  // held by a live process: not ours to take
-  auto claimed = ob->ClaimEach({ids[0], ids[1], ids[2], "mcp-item-missing", ids[3], ids[4], ids[5]},
-                               me, 60);
+  auto claimed =
+      ob->ClaimEach({ids[0], ids[1], ids[2], "mcp-item-missing", ids[3], ids[4], ids[5]}, me, 60);
   REQUIRE(claimed);
   CHECK(*claimed == std::vector<bool>{true, true, false, false, true, true, true});
   CHECK_FALSE(*ob->Claim(ids[0], live, 60));  // really claimed
@@ -358,9 +362,11 @@ TEST_CASE("claims and outcomes for several items at once, each on its own terms"
   std::vector<Outcome> outcomes(6);
   outcomes[0] = {ids[0], Outcome::Kind::kMarkSubmitted, submitted, "", 0, false};
   outcomes[1] = {ids[1], Outcome::Kind::kMarkSucceeded, finished, "", 0, false};
-  outcomes[2] = {ids[3], Outcome::Kind::kMarkDeadLetter, nullptr, "validation_error: bad", 0, false};
+  outcomes[2] = {ids[3], Outcome::Kind::kMarkDeadLetter, nullptr, "validation_error: bad", 0,
+                 false};
   outcomes[3] = {ids[4], Outcome::Kind::kRetryLater, nullptr, "transport_error: down", 1e12, false};
-  outcomes[4] = {ids[5], Outcome::Kind::kMarkDeadLetter, nullptr, "discarded_by_memory_mode", 0, true};
+  outcomes[4] = {ids[5], Outcome::Kind::kMarkDeadLetter, nullptr, "discarded_by_memory_mode", 0,
+                 true};
   outcomes[5] = {ids[2], Outcome::Kind::kReleaseOnly, nullptr, "", 0, false};
   REQUIRE(ob->RecordEach(outcomes, me));
   CHECK(ob->Get(ids[0])->state == "submitted");
@@ -381,10 +387,10 @@ TEST_CASE("claims and outcomes for several items at once, each on its own terms"
   CHECK_FALSE(*ob->Claim(ids[2], me, 60));
   // All or nothing: an outcome for an unknown item rolls every one of them back.
   REQUIRE(*ob->Claim(ids[2], live, 60));
-  auto bad = ob->RecordEach({{ids[0], Outcome::Kind::kMarkSucceeded, finished, "", 0, false},
-                             {"mcp-item-missing", Outcome::Kind::kMarkSucceeded, finished, "", 0,
-                              false}},
-                            live);
+  auto bad =
+      ob->RecordEach({{ids[0], Outcome::Kind::kMarkSucceeded, finished, "", 0, false},
+                      {"mcp-item-missing", Outcome::Kind::kMarkSucceeded, finished, "", 0, false}},
+                     live);
   REQUIRE_FALSE(bad);
   CHECK(ob->Get(ids[0])->state == "submitted");
 }
@@ -413,8 +419,8 @@ TEST_CASE("delivery reads an item without its recall, keeping the captured polic
     auto light = ob->GetForDelivery(id);
     REQUIRE(whole);
     REQUIRE(light);
-    const bool has_capture = whole->recall_receipt.is_object() &&
-                             whole->recall_receipt.contains("_local_capture");
+    const bool has_capture =
+        whole->recall_receipt.is_object() && whole->recall_receipt.contains("_local_capture");
     if (has_capture) {
       CHECK(light->recall_receipt ==
             json{{"_local_capture", whole->recall_receipt["_local_capture"]}});
@@ -431,8 +437,7 @@ TEST_CASE("delivery reads an item without its recall, keeping the captured polic
   CHECK(ob->GetForDelivery("mcp-item-missing").error().code == Errc::kNotFound);
 }
 
-TEST_CASE("a delivery round's peek: what a batch and a poll need, no content",
-          "[queue][batch]") {
+TEST_CASE("a delivery round's peek: what a batch and a poll need, no content", "[queue][batch]") {
   TempDir dir;
   auto ob = Open(dir);
   Item item = NewItem("key-peek-0001");

@@ -4,15 +4,13 @@
 // finds. Random answers (fixed seed) with the watermark keys at random places, members in
 // random order, escaped and repeated keys, then the same texts damaged byte by byte.
 #include <catch2/catch.hpp>
-
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "receipts/receipts.h"
 #include "base/json_reader.h"
+#include "receipts/receipts.h"
 
 using json = nlohmann::json;
 using tmcra::ElidedMember;
@@ -34,25 +32,44 @@ class Generator {
   // Keys as written in the text: watermark keys (more often), plain ones, one that only its
   // escape spells as another ("a\u0062" is "ab"), non-ASCII, and ones that sort around them.
   std::string Key() {
-    static const std::vector<std::string> keys = {
-        "\"source_event_seq\"", "\"promoted_event_seq\"", "\"indexed_event_seq\"",
-        "\"source_raw_token_estimate\"", "\"source_event_seq\"", "\"a\"", "\"ab\"",
-        "\"a\\u0062\"", "\"snapshot\"", "\"windows\"", "\"\xc3\xa9t\xc3\xa9\"", "\"Z\"", "\"\""};
+    static const std::vector<std::string> keys = {"\"source_event_seq\"",
+                                                  "\"promoted_event_seq\"",
+                                                  "\"indexed_event_seq\"",
+                                                  "\"source_raw_token_estimate\"",
+                                                  "\"source_event_seq\"",
+                                                  "\"a\"",
+                                                  "\"ab\"",
+                                                  "\"a\\u0062\"",
+                                                  "\"snapshot\"",
+                                                  "\"windows\"",
+                                                  "\"\xc3\xa9t\xc3\xa9\"",
+                                                  "\"Z\"",
+                                                  "\"\""};
     return keys[Pick(keys.size())];
   }
 
   std::string Scalar() {
     switch (Pick(10)) {
-      case 0: return std::to_string(static_cast<int64_t>(Pick(1000)) - 500);
-      case 1: return "18446744073709551615";
-      case 2: return "-9223372036854775808";
-      case 3: return "123456789012345678901234567890";  // a double
-      case 4: return "1.5";
-      case 5: return "2e3";
-      case 6: return Pick(2) ? "true" : "false";
-      case 7: return "null";
-      case 8: return "\"x\\n\\u00e9\\ud83d\\ude00\"";
-      default: return std::to_string(Pick(100000));
+      case 0:
+        return std::to_string(static_cast<int64_t>(Pick(1000)) - 500);
+      case 1:
+        return "18446744073709551615";
+      case 2:
+        return "-9223372036854775808";
+      case 3:
+        return "123456789012345678901234567890";  // a double
+      case 4:
+        return "1.5";
+      case 5:
+        return "2e3";
+      case 6:
+        return Pick(2) ? "true" : "false";
+      case 7:
+        return "null";
+      case 8:
+        return "\"x\\n\\u00e9\\ud83d\\ude00\"";
+      default:
+        return std::to_string(Pick(100000));
     }
   }
 
@@ -87,14 +104,17 @@ class Generator {
   std::string Answer() {
     deep_ = Pick(8) == 0;
     limit_ = deep_ ? kDepth + 2 : 6;
-    std::vector<std::string> members = {
-        "\"query_id\":\"q\"", "\"scope_name\":\"s\"",
-        "\"source_event_seq\":" + Scalar(), "\"zeta\":" + Value(1),
-        "\"debug\":" + Value(1)};
+    std::vector<std::string> members = {"\"query_id\":\"q\"", "\"scope_name\":\"s\"",
+                                        "\"source_event_seq\":" + Scalar(), "\"zeta\":" + Value(1),
+                                        "\"debug\":" + Value(1)};
     switch (Pick(8)) {
-      case 0: members.push_back("\"evidence\":" + Value(2)); break;  // any kind
-      case 1: break;                                                 // none
-      default: members.push_back("\"evidence\":" + Object(1));
+      case 0:
+        members.push_back("\"evidence\":" + Value(2));
+        break;  // any kind
+      case 1:
+        break;  // none
+      default:
+        members.push_back("\"evidence\":" + Object(1));
     }
     std::shuffle(members.begin(), members.end(), rng_);
     std::string out = "{";
@@ -159,21 +179,26 @@ TEST_CASE("an elided evidence reads like the whole one: random answers", "[recei
     if (r.ok && v.contains("evidence") && v["evidence"].is_object()) ++elided;
     if (r.too_deep) ++too_deep;
   }
-  CHECK(elided > 500);  // many answers had an evidence object to elide (and no repeated key)
+  CHECK(elided > 500);   // many answers had an evidence object to elide (and no repeated key)
   CHECK(too_deep > 20);  // and some went past the depth cap
 }
 
 TEST_CASE("an elided evidence reads like the whole one: damaged answers", "[receipts][elide]") {
   Generator gen(7);
-  const std::string damage[] = {"", "\"", "{", "}", "[", "]", ",", ":", "\\", "\x01", "\xff",
-                                "\xc3", "1", "-", ".", "e", "n", "\\u", "\\ud800"};
+  const std::string damage[] = {"",     "\"",   "{", "}", "[", "]", ",", ":",   "\\",     "\x01",
+                                "\xff", "\xc3", "1", "-", ".", "e", "n", "\\u", "\\ud800"};
   for (int i = 0; i < 1500; ++i) {
     std::string text = gen.Answer();
     const size_t at = gen.Pick(text.size());
     switch (gen.Pick(3)) {
-      case 0: text.erase(at, 1 + gen.Pick(3)); break;
-      case 1: text.insert(at, damage[gen.Pick(std::size(damage))]); break;
-      default: text[at] = damage[1 + gen.Pick(std::size(damage) - 1)][0];
+      case 0:
+        text.erase(at, 1 + gen.Pick(3));
+        break;
+      case 1:
+        text.insert(at, damage[gen.Pick(std::size(damage))]);
+        break;
+      default:
+        text[at] = damage[1 + gen.Pick(std::size(damage) - 1)][0];
     }
     CheckSame(text);
   }

@@ -410,7 +410,8 @@ TEST_CASE("a job id is a safe id: it goes into a URL path", "[receipts][job]") {
     CHECK(r.error().code == tmcra::Errc::kProtocol);
     CHECK_FALSE(r.error().retryable);
     CHECK(r.error().message.rfind("job.job_id: must be a safe id (1..128 printable ASCII "
-                                  "characters, no '/', '\\' or '..')", 0) == 0);
+                                  "characters, no '/', '\\' or '..')",
+                                  0) == 0);
     CHECK_FALSE(tmcra::receipts::IsSafeServerId(id));
   }
   CHECK(receipt("../../x").error().message.find("(got \"../../x\")") != std::string::npos);

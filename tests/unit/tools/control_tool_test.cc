@@ -2,7 +2,6 @@
 #include "src/tools/control_tool.h"
 
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <sstream>
 
@@ -30,10 +29,10 @@ struct Fixture {
   std::unique_ptr<PipeSession> session;
   int next_id = 1;
 
-  explicit Fixture(std::string default_scope = "personal",
-                   std::function<json()> delivery = [] {
-                     return json{{"pending", 2}, {"dead_letter", 0}};
-                   }) {
+  explicit Fixture(
+      std::string default_scope = "personal", std::function<json()> delivery = [] {
+        return json{{"pending", 2}, {"dead_letter", 0}};
+      }) {
     store = std::make_unique<ControlStore>(dir.File("controls"));
     auto server = std::make_unique<tmcra::mcp::Server>(tmcra::mcp::ServerOptions{});
     tmcra::tools::ControlToolDeps deps;
@@ -104,23 +103,30 @@ TEST_CASE("tmcra_memory_control: each operation through the tool", "[tools][cont
 
   CHECK(f.Ok({{"session_id", "s1"}, {"operation", "mode"}, {"arguments", {{"mode", "off"}}}}) ==
         json{{"mode", "off"}, {"generation", 1}, {"disabledContentBackfill", false}});
-  CHECK(f.Ok({{"session_id", "s1"}, {"operation", "mode"}, {"arguments", {{"mode", "normal"}}},
+  CHECK(f.Ok({{"session_id", "s1"},
+              {"operation", "mode"},
+              {"arguments", {{"mode", "normal"}}},
               {"scope", nullptr}})["generation"] == 2);
-  CHECK(f.Ok({{"session_id", "s1"}, {"operation", "budget"}, {"arguments", {{"budgetChars", 20000}}}}) ==
-        json{{"budgetChars", 20000}});
-  const json task = f.Ok({{"session_id", "s1"}, {"operation", "task"},
+  CHECK(f.Ok({{"session_id", "s1"},
+              {"operation", "budget"},
+              {"arguments", {{"budgetChars", 20000}}}}) == json{{"budgetChars", 20000}});
+  const json task = f.Ok({{"session_id", "s1"},
+                          {"operation", "task"},
                           {"arguments", {{"objective", "Ship it"}, {"nextStep", "tests"}}}});
   CHECK(task["objective"] == "Ship it");
   CHECK(task["status"] == "active");
-  const json done = f.Ok({{"session_id", "s1"}, {"operation", "task"},
+  const json done = f.Ok({{"session_id", "s1"},
+                          {"operation", "task"},
                           {"arguments", {{"id", task["id"]}, {"status", "completed"}}}});
   CHECK(done["status"] == "completed");
   CHECK(done["nextStep"] == "tests");
   CHECK(f.Ok({{"session_id", "s1"}, {"operation", "correction_start"}, {"arguments", nullptr}}) ==
-        json{{"automaticCapture", "suppressed"}, {"turnIdentified", false},
+        json{{"automaticCapture", "suppressed"},
+             {"turnIdentified", false},
              {"originalMemoryChanged", false}});
 
-  const json after = f.Ok({{"session_id", "s1"}, {"operation", "dashboard"}, {"arguments", json::object()}});
+  const json after =
+      f.Ok({{"session_id", "s1"}, {"operation", "dashboard"}, {"arguments", json::object()}});
   CHECK(after["policy"]["generation"] == 2);
   CHECK(after["budgetChars"] == 20000);
   REQUIRE(after["tasks"].size() == 1);
@@ -132,20 +138,26 @@ TEST_CASE("tmcra_memory_control: each operation through the tool", "[tools][cont
   CHECK(*budget == 20000);
 }
 
-TEST_CASE("tmcra_memory_control: the scope selects the controls, the session id is exact", "[tools][controls]") {
+TEST_CASE("tmcra_memory_control: the scope selects the controls, the session id is exact",
+          "[tools][controls]") {
   Fixture f;
-  REQUIRE(f.Ok({{"session_id", "s"}, {"operation", "budget"}, {"scope", "work"},
+  REQUIRE(f.Ok({{"session_id", "s"},
+                {"operation", "budget"},
+                {"scope", "work"},
                 {"arguments", {{"budgetChars", 5000}}}}) == json{{"budgetChars", 5000}});
   CHECK(*f.store->BudgetChars(KeyFor("work")) == 5000);
   CHECK(*f.store->BudgetChars(KeyFor("personal")) == 12000);
-  CHECK(f.Ok({{"session_id", "s"}, {"operation", "dashboard"}, {"scope", " work "}})["budgetChars"] == 5000);
+  CHECK(
+      f.Ok({{"session_id", "s"}, {"operation", "dashboard"}, {"scope", " work "}})["budgetChars"] ==
+      5000);
   // " s" and "s" are different sessions (TMCRA hashes the exact id).
   f.Ok({{"session_id", " s"}, {"operation", "mode"}, {"arguments", {{"mode", "off"}}}});
   CHECK(f.Ok({{"session_id", "s"}, {"operation", "dashboard"}})["policy"]["mode"] == "normal");
   CHECK(f.Ok({{"session_id", " s"}, {"operation", "dashboard"}})["policy"]["mode"] == "off");
 }
 
-TEST_CASE("tmcra_memory_control: errors name the field or carry TMCRA's message", "[tools][controls]") {
+TEST_CASE("tmcra_memory_control: errors name the field or carry TMCRA's message",
+          "[tools][controls]") {
   Fixture f;
   const std::string prefix = "Error executing tool tmcra_memory_control: ";
   struct Case {
@@ -159,13 +171,17 @@ TEST_CASE("tmcra_memory_control: errors name the field or carry TMCRA's message"
       {{{"session_id", "s"}}, "arguments.operation"},
       {{{"session_id", "s"}, {"operation", "reset"}}, "arguments.operation"},
       {{{"session_id", "s"}, {"operation", "mode"}, {"arguments", "off"}}, "arguments.arguments"},
-      {{{"session_id", "s"}, {"operation", "mode"}, {"arguments", json::array()}}, "arguments.arguments"},
+      {{{"session_id", "s"}, {"operation", "mode"}, {"arguments", json::array()}},
+       "arguments.arguments"},
       {{{"session_id", "s"}, {"operation", "dashboard"}, {"extra", 1}}, "arguments.extra"},
-      {{{"session_id", "s"}, {"operation", "dashboard"}, {"scope", "bad scope!"}}, prefix + "arguments.scope"},
+      {{{"session_id", "s"}, {"operation", "dashboard"}, {"scope", "bad scope!"}},
+       prefix + "arguments.scope"},
       {{{"session_id", "s"}, {"operation", "dashboard"}, {"scope", 7}}, "arguments.scope"},
-      {{{"session_id", "   "}, {"operation", "dashboard"}}, prefix + "Exact session_id is required"},
+      {{{"session_id", "   "}, {"operation", "dashboard"}},
+       prefix + "Exact session_id is required"},
       {{{"session_id", "s"}, {"operation", "mode"}}, prefix + "Invalid memory mode"},
-      {{{"session_id", "s"}, {"operation", "mode"}, {"arguments", {{"mode", "silent"}}}}, prefix + "Invalid memory mode"},
+      {{{"session_id", "s"}, {"operation", "mode"}, {"arguments", {{"mode", "silent"}}}},
+       prefix + "Invalid memory mode"},
       {{{"session_id", "s"}, {"operation", "budget"}, {"arguments", {{"budgetChars", true}}}},
        prefix + "budgetChars must be 1000..64000"},
       {{{"session_id", "s"}, {"operation", "budget"}, {"arguments", {{"budgetChars", 100}}}},
@@ -190,8 +206,9 @@ TEST_CASE("tmcra_memory_control: errors name the field or carry TMCRA's message"
   CHECK(dash["tasks"].empty());
 }
 
-TEST_CASE("tmcra_memory_control: without a default scope the call must name one, delivery may be absent",
-          "[tools][controls]") {
+TEST_CASE(
+    "tmcra_memory_control: without a default scope the call must name one, delivery may be absent",
+    "[tools][controls]") {
   Fixture f("", nullptr);
   CHECK(f.Fail({{"session_id", "s"}, {"operation", "dashboard"}}) ==
         "Error executing tool tmcra_memory_control: arguments.scope: scope is required when "
@@ -200,17 +217,21 @@ TEST_CASE("tmcra_memory_control: without a default scope the call must name one,
   CHECK(dash["delivery"] == json::object());
 }
 
-TEST_CASE("tmcra_memory_control: a busy lock is a tool error with TMCRA's message", "[tools][controls]") {
+TEST_CASE("tmcra_memory_control: a busy lock is a tool error with TMCRA's message",
+          "[tools][controls]") {
   Fixture f;
   const std::string root = f.dir.File("controls");
   f.Ok({{"session_id", "s"}, {"operation", "budget"}, {"arguments", {{"budgetChars", 2000}}}});
   const std::string lock = root + "/" + KeyFor("personal") + ".lock";
   { std::ofstream(lock).flush(); }  // a fresh lock of TMCRA's JS/Python: respected
-  CHECK(f.Fail({{"session_id", "s"}, {"operation", "budget"}, {"arguments", {{"budgetChars", 3000}}}}) ==
-        "Error executing tool tmcra_memory_control: Memory controls busy; inspect the local lock");
+  CHECK(
+      f.Fail(
+          {{"session_id", "s"}, {"operation", "budget"}, {"arguments", {{"budgetChars", 3000}}}}) ==
+      "Error executing tool tmcra_memory_control: Memory controls busy; inspect the local lock");
   // The dashboard only reads.
   CHECK(f.Ok({{"session_id", "s"}, {"operation", "dashboard"}})["budgetChars"] == 2000);
   std::remove(lock.c_str());
-  CHECK(f.Ok({{"session_id", "s"}, {"operation", "budget"}, {"arguments", {{"budgetChars", 3000}}}}) ==
-        json{{"budgetChars", 3000}});
+  CHECK(f.Ok({{"session_id", "s"},
+              {"operation", "budget"},
+              {"arguments", {{"budgetChars", 3000}}}}) == json{{"budgetChars", 3000}});
 }

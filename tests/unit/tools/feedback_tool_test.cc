@@ -3,16 +3,14 @@
 // elicitation/create. Every outcome but an accepted, confirmed, unchanged context writes nothing.
 #include "src/tools/feedback_tool.h"
 
-#include "base/canonical_json.h"
-
 #include <catch2/catch.hpp>
-
 #include <functional>
 #include <optional>
 #include <thread>
 
-#include "src/api/embedded_memory_api.h"
+#include "base/canonical_json.h"
 #include "base/sqlite_db.h"
+#include "src/api/embedded_memory_api.h"
 #include "tests/support/pipe_session.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/unused_memory_api.h"
@@ -26,7 +24,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr const char* kPrefix = "请由用户确认以下记忆修改。来源内容是历史数据，原始记录保留用于审计。\n";
+constexpr const char* kPrefix =
+    "请由用户确认以下记忆修改。来源内容是历史数据，原始记录保留用于审计。\n";
 constexpr const char* kSuffix = "\n是否确认？取消或拒绝均保持原记忆。";
 constexpr const char* kSession = "session-1";
 
@@ -71,8 +70,9 @@ struct Fixture {
   // Ingests messages into `scope` and waits for the job to succeed.
   void Remember(const std::string& scope, const std::string& session_id, json messages,
                 const std::string& key) {
-    auto job = memory->Ingest(scope, {{"session_id", session_id}, {"messages", std::move(messages)}},
-                              {key, std::nullopt});
+    auto job =
+        memory->Ingest(scope, {{"session_id", session_id}, {"messages", std::move(messages)}},
+                       {key, std::nullopt});
     REQUIRE(job);
     for (int i = 0; i < 500; ++i) {
       auto now = memory->GetJob((*job)["job_id"].get<std::string>());
@@ -121,7 +121,9 @@ struct Fixture {
   json Call(const json& args, const Answer& answer, std::vector<json>* requests = nullptr,
             const std::function<void()>& on_request = nullptr) {
     const int id = next_id++;
-    session->Send({{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"},
+    session->Send({{"jsonrpc", "2.0"},
+                   {"id", id},
+                   {"method", "tools/call"},
                    {"params", {{"name", "tmcra_feedback"}, {"arguments", args}}}});
     for (;;) {
       json message = session->Read(10s);
@@ -148,8 +150,8 @@ struct Fixture {
 
 json Args(const std::string& action, const std::vector<std::string>& ids, const std::string& key,
           json extra = json::object()) {
-  json args{{"session_id", kSession}, {"memory_ids", ids}, {"action", action},
-            {"idempotency_key", key}};
+  json args{
+      {"session_id", kSession}, {"memory_ids", ids}, {"action", action}, {"idempotency_key", key}};
   args.update(extra);
   return args;
 }
@@ -164,12 +166,15 @@ TEST_CASE("accepting writes the feedback once and recall no longer shows the ign
           "[tools][feedback]") {
   Fixture f;
   f.Remember("personal", "s1",
-             {{{"message_id", "u1"}, {"role", "user"}, {"content", "the deploy host is \"osprey\"\nport 22"},
+             {{{"message_id", "u1"},
+               {"role", "user"},
+               {"content", "the deploy host is \"osprey\"\nport 22"},
                {"timestamp", "2026-07-15T00:00:00Z"}}},
              "key-accept-1");
   const std::string id = f.IdOf("deploy host osprey", "the deploy host is \"osprey\"\nport 22");
   std::vector<json> requests;
-  const json result = f.Call(Args("ignore", {id, id}, "logical-feedback-one"), Reply(kAccept), &requests);
+  const json result =
+      f.Call(Args("ignore", {id, id}, "logical-feedback-one"), Reply(kAccept), &requests);
   REQUIRE_FALSE(result.contains("isError"));
   const json view = result["structuredContent"];
   CHECK(view["feedback_id"].get<std::string>().rfind("fb_", 0) == 0);
@@ -203,14 +208,17 @@ TEST_CASE("a confirmed correction shows the replacement, is recalled, and is sto
           "[tools][feedback]") {
   Fixture f;
   f.Remember("personal", "s1",
-             {{{"message_id", "u1"}, {"role", "user"}, {"content", "old fact: the bucket is wren"},
+             {{{"message_id", "u1"},
+               {"role", "user"},
+               {"content", "old fact: the bucket is wren"},
                {"timestamp", "2026-07-15T00:00:00Z"}}},
              "key-correct-1");
   const std::string id = f.IdOf("bucket wren", "old fact: the bucket is wren");
   const int64_t records = (*f.memory->Stats())["records"];
   std::vector<json> requests;
-  const json args = Args("correct", {id}, "logical-feedback-correct",
-                         {{"replacement", "corrected fact: the bucket is finch"}, {"query_id", "api_q1"}});
+  const json args =
+      Args("correct", {id}, "logical-feedback-correct",
+           {{"replacement", "corrected fact: the bucket is finch"}, {"query_id", "api_q1"}});
   const json result = f.Call(args, Reply(kAccept), &requests);
   REQUIRE_FALSE(result.contains("isError"));
   const json view = result["structuredContent"];
@@ -220,7 +228,8 @@ TEST_CASE("a confirmed correction shows the replacement, is recalled, and is sto
   REQUIRE(requests.size() == 1);
   const std::string message = requests[0]["params"]["message"];
   CHECK(message.find("\"original\": \"old fact: the bucket is wren\"") != std::string::npos);
-  CHECK(message.find("\"replacement\": \"corrected fact: the bucket is finch\"}") != std::string::npos);
+  CHECK(message.find("\"replacement\": \"corrected fact: the bucket is finch\"}") !=
+        std::string::npos);
 
   const json retry = f.Call(args, Reply(kAccept));
   CHECK(retry["structuredContent"]["feedback_id"] == view["feedback_id"]);
@@ -241,16 +250,19 @@ TEST_CASE("a confirmed correction shows the replacement, is recalled, and is sto
   other["replacement"] = "corrected fact: the bucket is heron";
   const json refused = f.Call(other, Reply(kAccept));
   CHECK(refused.value("isError", false));
-  CHECK(Text(refused).rfind(
-            "Error executing tool tmcra_feedback: idempotency_conflict (HTTP 409)", 0) == 0);
+  CHECK(Text(refused).rfind("Error executing tool tmcra_feedback: idempotency_conflict (HTTP 409)",
+                            0) == 0);
   CHECK(f.FeedbackRows() == 1);
   CHECK_FALSE(f.Shows("bucket", "heron"));
 }
 
-TEST_CASE("decline, cancel, an unconfirmed accept, a bad answer, a timeout and a client without "
-          "elicitation write nothing and say which",
-          "[tools][feedback]") {
-  const json remember = {{{"message_id", "u1"}, {"role", "user"}, {"content", "the pager rota starts monday"},
+TEST_CASE(
+    "decline, cancel, an unconfirmed accept, a bad answer, a timeout and a client without "
+    "elicitation write nothing and say which",
+    "[tools][feedback]") {
+  const json remember = {{{"message_id", "u1"},
+                          {"role", "user"},
+                          {"content", "the pager rota starts monday"},
                           {"timestamp", "2026-07-15T00:00:00Z"}}};
   SECTION("answers") {
     Fixture f;
@@ -306,17 +318,22 @@ TEST_CASE("decline, cancel, an unconfirmed accept, a bad answer, a timeout and a
 TEST_CASE("a call cancelled while waiting for confirmation writes nothing", "[tools][feedback]") {
   Fixture f;
   f.Remember("personal", "s1",
-             {{{"message_id", "u1"}, {"role", "user"}, {"content", "the vpn realm is tern"},
+             {{{"message_id", "u1"},
+               {"role", "user"},
+               {"content", "the vpn realm is tern"},
                {"timestamp", "2026-07-15T00:00:00Z"}}},
              "key-cancel-1");
   const std::string id = f.IdOf("vpn realm", "the vpn realm is tern");
-  f.session->Send({{"jsonrpc", "2.0"}, {"id", 77}, {"method", "tools/call"},
-                   {"params", {{"name", "tmcra_feedback"},
-                               {"arguments", Args("ignore", {id}, "logical-feedback-cancel")}}}});
+  f.session->Send({{"jsonrpc", "2.0"},
+                   {"id", 77},
+                   {"method", "tools/call"},
+                   {"params",
+                    {{"name", "tmcra_feedback"},
+                     {"arguments", Args("ignore", {id}, "logical-feedback-cancel")}}}});
   json request = f.session->Read(10s);
   REQUIRE(request["method"] == "elicitation/create");
-  f.session->Send({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"},
-                   {"params", {{"requestId", 77}}}});
+  f.session->Send(
+      {{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 77}}}});
   // The server withdraws its elicitation; a late accept changes nothing.
   json withdrawn = f.session->Read(5s);
   CHECK(withdrawn["method"] == "notifications/cancelled");
@@ -331,7 +348,9 @@ TEST_CASE("the session's policy gates the tool: skipped when off, context_change
           "[tools][feedback]") {
   Fixture f;
   f.Remember("personal", "s1",
-             {{{"message_id", "u1"}, {"role", "user"}, {"content", "the build cache lives on plover"},
+             {{{"message_id", "u1"},
+               {"role", "user"},
+               {"content", "the build cache lives on plover"},
                {"timestamp", "2026-07-15T00:00:00Z"}}},
              "key-policy-1");
   const std::string id = f.IdOf("build cache", "the build cache lives on plover");
@@ -353,13 +372,13 @@ TEST_CASE("the session's policy gates the tool: skipped when off, context_change
     // Writes turned off; then off and back on (the generation moved: no backfill).
     for (bool back_to_normal : {false, true}) {
       INFO(back_to_normal);
-      const json r = f.Call(Args("ignore", {id}, "logical-feedback-switch"), Reply(kAccept), nullptr,
-                            [&] {
-                              REQUIRE(f.controls->Control(key, kSession, "mode", {{"mode", "recall_only"}}));
-                              if (back_to_normal) {
-                                REQUIRE(f.controls->Control(key, kSession, "mode", {{"mode", "normal"}}));
-                              }
-                            });
+      const json r =
+          f.Call(Args("ignore", {id}, "logical-feedback-switch"), Reply(kAccept), nullptr, [&] {
+            REQUIRE(f.controls->Control(key, kSession, "mode", {{"mode", "recall_only"}}));
+            if (back_to_normal) {
+              REQUIRE(f.controls->Control(key, kSession, "mode", {{"mode", "normal"}}));
+            }
+          });
       CHECK(r["structuredContent"] == json{{"applied", false}, {"status", "context_changed"}});
       REQUIRE(f.controls->Control(key, kSession, "mode", {{"mode", "normal"}}));
     }
@@ -372,20 +391,25 @@ TEST_CASE("sources that are not exact, previews too large and bad arguments writ
           "[tools][feedback]") {
   Fixture f;
   f.Remember("personal", "s1",
-             {{{"message_id", "u1"}, {"role", "user"}, {"content", "the log bucket is dunlin"},
+             {{{"message_id", "u1"},
+               {"role", "user"},
+               {"content", "the log bucket is dunlin"},
                {"timestamp", "2026-07-15T00:00:00Z"}},
-              {{"message_id", "u2"}, {"role", "user"}, {"content", "huge " + std::string(32000, 'h')},
+              {{"message_id", "u2"},
+               {"role", "user"},
+               {"content", "huge " + std::string(32000, 'h')},
                {"timestamp", "2026-07-15T00:00:01Z"}}},
              "key-exact-1");
   const std::string id = f.IdOf("log bucket dunlin", "the log bucket is dunlin");
   std::vector<json> requests;
 
-  const json unknown = f.Call(Args("ignore", {id, "rec_unknown"}, "logical-feedback-x"), Reply(kAccept),
-                              &requests);
+  const json unknown =
+      f.Call(Args("ignore", {id, "rec_unknown"}, "logical-feedback-x"), Reply(kAccept), &requests);
   CHECK(unknown["structuredContent"] == json{{"applied", false}, {"status", "needs_exact_source"}});
 
   const std::string huge = f.IdOf("huge", "huge " + std::string(32000, 'h'));
-  const json large = f.Call(Args("ignore", {huge}, "logical-feedback-y"), Reply(kAccept), &requests);
+  const json large =
+      f.Call(Args("ignore", {huge}, "logical-feedback-y"), Reply(kAccept), &requests);
   CHECK(large["structuredContent"] == json{{"applied", false}, {"status", "preview_too_large"}});
 
   // Other scopes' records are not exact sources here.
@@ -398,15 +422,23 @@ TEST_CASE("sources that are not exact, previews too large and bad arguments writ
     json args;
     std::string message;
   } bad[] = {
-      {Args("ignore", {}, "logical-feedback-b"), "Exact memory IDs and an 8..200 character idempotency key are required"},
-      {Args("ignore", {"  "}, "logical-feedback-b"), "Exact memory IDs and an 8..200 character idempotency key are required"},
-      {Args("ignore", {std::string(201, 'r')}, "logical-feedback-b"), "Exact memory IDs and an 8..200 character idempotency key are required"},
-      {Args("ignore", std::vector<std::string>(101, id), "logical-feedback-b"), "Exact memory IDs and an 8..200 character idempotency key are required"},
-      {Args("ignore", {id}, "short"), "Exact memory IDs and an 8..200 character idempotency key are required"},
-      {Args("ignore", {id}, std::string(201, 'k')), "Exact memory IDs and an 8..200 character idempotency key are required"},
+      {Args("ignore", {}, "logical-feedback-b"),
+       "Exact memory IDs and an 8..200 character idempotency key are required"},
+      {Args("ignore", {"  "}, "logical-feedback-b"),
+       "Exact memory IDs and an 8..200 character idempotency key are required"},
+      {Args("ignore", {std::string(201, 'r')}, "logical-feedback-b"),
+       "Exact memory IDs and an 8..200 character idempotency key are required"},
+      {Args("ignore", std::vector<std::string>(101, id), "logical-feedback-b"),
+       "Exact memory IDs and an 8..200 character idempotency key are required"},
+      {Args("ignore", {id}, "short"),
+       "Exact memory IDs and an 8..200 character idempotency key are required"},
+      {Args("ignore", {id}, std::string(201, 'k')),
+       "Exact memory IDs and an 8..200 character idempotency key are required"},
       {Args("correct", {id}, "logical-feedback-b"), "Correction text must be 1..4000 characters"},
-      {Args("correct", {id}, "logical-feedback-b", {{"replacement", "   "}}), "Correction text must be 1..4000 characters"},
-      {Args("correct", {id}, "logical-feedback-b", {{"replacement", std::string(4001, 'x')}}), "Correction text must be 1..4000 characters"},
+      {Args("correct", {id}, "logical-feedback-b", {{"replacement", "   "}}),
+       "Correction text must be 1..4000 characters"},
+      {Args("correct", {id}, "logical-feedback-b", {{"replacement", std::string(4001, 'x')}}),
+       "Correction text must be 1..4000 characters"},
   };
   int n = 0;
   for (const auto& c : bad) {
@@ -428,7 +460,8 @@ TEST_CASE("sources that are not exact, previews too large and bad arguments writ
     REQUIRE(may);
     CHECK_FALSE(*may);
   }
-  const json bad_action = f.Call(Args("delete", {id}, "logical-feedback-b"), Reply(kAccept), &requests);
+  const json bad_action =
+      f.Call(Args("delete", {id}, "logical-feedback-b"), Reply(kAccept), &requests);
   CHECK(bad_action["isError"] == true);
   CHECK(Text(bad_action).find("arguments.action") != std::string::npos);
 
@@ -465,8 +498,10 @@ class ScriptedApi final : public tmcra::testing::UnusedMemoryApi {
 json Page(const std::string& id, json page_extra = json::object()) {
   json page{{"limit", 25}, {"offset", 0}, {"truncated", false}, {"next_cursor", nullptr}};
   page.update(page_extra);
-  return {{"memory_id", id}, {"scope_name", "personal"},
-          {"items", {{{"text", "part one"}}, {{"text", "part two"}}}}, {"page", page}};
+  return {{"memory_id", id},
+          {"scope_name", "personal"},
+          {"items", {{{"text", "part one"}}, {{"text", "part two"}}}},
+          {"page", page}};
 }
 
 }  // namespace
@@ -488,7 +523,9 @@ TEST_CASE("the Memory API's answers are checked: inexact pages, errors and a bad
   int next = 1;
   const auto call = [&](const json& args) {
     const int id = next++;
-    s.Send({{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"},
+    s.Send({{"jsonrpc", "2.0"},
+            {"id", id},
+            {"method", "tools/call"},
             {"params", {{"name", "tmcra_feedback"}, {"arguments", args}}}});
     for (;;) {
       json m = s.Read(10s);
@@ -503,10 +540,12 @@ TEST_CASE("the Memory API's answers are checked: inexact pages, errors and a bad
   const json args = Args("restore", {"fb_1", "rec_2", "fb_1"}, "logical-feedback-scripted",
                          {{"query_id", "api_q"}});
 
-  for (const json& extra : {json{{"has_more", true}}, json{{"has_more", 1}}, json{{"truncated", true}},
-                            json{{"next_cursor", "c2"}}}) {
+  for (const json& extra : {json{{"has_more", true}}, json{{"has_more", 1}},
+                            json{{"truncated", true}}, json{{"next_cursor", "c2"}}}) {
     INFO(extra.dump());
-    api.evidence = [&](std::string_view id) -> Result<json> { return Page(std::string(id), extra); };
+    api.evidence = [&](std::string_view id) -> Result<json> {
+      return Page(std::string(id), extra);
+    };
     CHECK(call(args)["structuredContent"]["status"] == "needs_exact_source");
   }
   api.evidence = [](std::string_view) -> Result<json> { return Page("someone-else"); };
@@ -522,29 +561,34 @@ TEST_CASE("the Memory API's answers are checked: inexact pages, errors and a bad
   };
   const json unavailable = call(args);
   CHECK(unavailable["isError"] == true);
-  CHECK(Text(unavailable) == "Error executing tool tmcra_feedback: unavailable (HTTP 503): try later");
+  CHECK(Text(unavailable) ==
+        "Error executing tool tmcra_feedback: unavailable (HTTP 503): try later");
   CHECK(api.feedback_calls == 0);
 
   // Exact pages (has_more false) and a good view: the body is TMCRA's, sent once.
   api.evidence = [](std::string_view id) -> Result<json> {
     return Page(std::string(id), {{"has_more", false}});
   };
-  api.feedback = []() -> Result<json> { return json{{"feedback_id", "fb_new"}, {"effective", true}}; };
+  api.feedback = []() -> Result<json> {
+    return json{{"feedback_id", "fb_new"}, {"effective", true}};
+  };
   const json ok = call(args);
   CHECK(ok["structuredContent"] == json{{"feedback_id", "fb_new"}, {"effective", true}});
   CHECK(api.feedback_calls == 1);
   CHECK(api.last_key == "logical-feedback-scripted");
   CHECK(api.last_limit == 25);
-  CHECK(api.last_body == json{{"rating", "helpful"}, {"action", "restore"},
-                              {"memory_ids", {"fb_1", "rec_2", "fb_1"}}, {"query_id", "api_q"}});
+  CHECK(api.last_body == json{{"rating", "helpful"},
+                              {"action", "restore"},
+                              {"memory_ids", {"fb_1", "rec_2", "fb_1"}},
+                              {"query_id", "api_q"}});
 
   // The ids a host passes back into URL paths (a restore's memory id, a job to wait for) are
   // safe ids (receipts::IsSafeServerId), as a job receipt's job_id.
-  for (const json& bad : {json::array(), json{{"effective", true}}, json{{"feedback_id", 5}},
-                          json{{"feedback_id", " "}}, json{{"feedback_id", "../../x"}},
-                          json{{"feedback_id", "fb 1"}},
-                          json{{"feedback_id", "fb_1"}, {"correction_job_id", "../jobs/x"}},
-                          json{{"feedback_id", "fb_1"}, {"correction_job_id", 5}}}) {
+  for (const json& bad :
+       {json::array(), json{{"effective", true}}, json{{"feedback_id", 5}},
+        json{{"feedback_id", " "}}, json{{"feedback_id", "../../x"}}, json{{"feedback_id", "fb 1"}},
+        json{{"feedback_id", "fb_1"}, {"correction_job_id", "../jobs/x"}},
+        json{{"feedback_id", "fb_1"}, {"correction_job_id", 5}}}) {
     INFO(bad.dump());
     api.feedback = [bad]() -> Result<json> { return bad; };
     const json r = call(args);
@@ -586,6 +630,7 @@ TEST_CASE("exact-source rule and the preview's JSON text", "[tools][feedback]") 
   v["z"] = "é \"q\" \\ \n\t\x01 \u2028";
   v["a"] = nlohmann::ordered_json::array({1, nullptr, true, 1.5});
   v["m"] = nlohmann::ordered_json::object();
-  CHECK(tmcra::PythonJsonDumps(v) ==
-        "{\"z\": \"é \\\"q\\\" \\\\ \\n\\t\\u0001 \u2028\", \"a\": [1, null, true, 1.5], \"m\": {}}");
+  CHECK(
+      tmcra::PythonJsonDumps(v) ==
+      "{\"z\": \"é \\\"q\\\" \\\\ \\n\\t\\u0001 \u2028\", \"a\": [1, null, true, 1.5], \"m\": {}}");
 }

@@ -1,7 +1,6 @@
 #include "src/tools/ingest_body.h"
 
 #include <catch2/catch.hpp>
-
 #include <fstream>
 
 using json = nlohmann::json;
@@ -46,20 +45,27 @@ TEST_CASE("the ingest body is built exactly as TMCRA's client builds it", "[tool
 
 TEST_CASE("ingest body rules for agents and timestamps", "[tools][ingest]") {
   const auto build = [](const char* text) {
-    return BuildIngestBody(json::parse(text), {std::nullopt, "configured_default", "0"}, "2026-01-01T00:00:00Z");
+    return BuildIngestBody(json::parse(text), {std::nullopt, "configured_default", "0"},
+                           "2026-01-01T00:00:00Z");
   };
-  auto user_agent = build(R"({"session_id":"s","messages":[{"message_id":"m","role":"user","content":"x","agent_id":"a"}]})");
+  auto user_agent = build(
+      R"({"session_id":"s","messages":[{"message_id":"m","role":"user","content":"x","agent_id":"a"}]})");
   REQUIRE_FALSE(user_agent);
-  CHECK(user_agent.error().message == "arguments.messages[0].agent_id: user messages use target_agent_id, not agent_id");
-  auto target = build(R"({"session_id":"s","messages":[{"message_id":"m","role":"tool","content":"x","target_agent_id":"a"}]})");
+  CHECK(user_agent.error().message ==
+        "arguments.messages[0].agent_id: user messages use target_agent_id, not agent_id");
+  auto target = build(
+      R"({"session_id":"s","messages":[{"message_id":"m","role":"tool","content":"x","target_agent_id":"a"}]})");
   REQUIRE_FALSE(target);
   CHECK(target.error().message.find("arguments.messages[0].target_agent_id") == 0);
-  auto bad_ts = build(R"({"session_id":"s","messages":[{"message_id":"m","role":"user","content":"x","timestamp":"soon"}]})");
+  auto bad_ts = build(
+      R"({"session_id":"s","messages":[{"message_id":"m","role":"user","content":"x","timestamp":"soon"}]})");
   REQUIRE_FALSE(bad_ts);
   CHECK(bad_ts.error().message.find("arguments.messages[0].timestamp") == 0);
-  auto bad_agent = build(R"({"session_id":"s","messages":[{"message_id":"m","role":"assistant","content":"x","agent_id":"has space"}]})");
+  auto bad_agent = build(
+      R"({"session_id":"s","messages":[{"message_id":"m","role":"assistant","content":"x","agent_id":"has space"}]})");
   REQUIRE_FALSE(bad_agent);
-  auto ok = build(R"({"session_id":" s ","messages":[{"message_id":" m ","role":"system","content":" x ","timestamp":"2026-07-15T09:00:00+09:00"}]})");
+  auto ok = build(
+      R"({"session_id":" s ","messages":[{"message_id":" m ","role":"system","content":" x ","timestamp":"2026-07-15T09:00:00+09:00"}]})");
   REQUIRE(ok);
   CHECK((*ok)["session_id"] == "s");
   CHECK((*ok)["messages"][0]["message_id"] == "m");

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <memory>
 #include <string>
 
@@ -66,8 +65,10 @@ std::string Text(const json& result) { return result["content"][0]["text"].get<s
 
 json CommitArgs(const std::string& message_id, const std::string& content,
                 const std::string& consistency = "read_your_writes") {
-  return {{"turn_id", "turn-1"}, {"assistant_message_id", message_id},
-          {"assistant_content", content}, {"consistency", consistency}};
+  return {{"turn_id", "turn-1"},
+          {"assistant_message_id", message_id},
+          {"assistant_content", content},
+          {"consistency", consistency}};
 }
 
 }  // namespace
@@ -78,7 +79,8 @@ TEST_CASE("a committed turn refuses a different answer and replays the same one"
   INFO(consistency);
   Fixture f;
   const json prepare =
-      f.Call("tmcra_turn_prepare", {{"turn_id", "turn-1"}, {"session_id", "s1"},
+      f.Call("tmcra_turn_prepare", {{"turn_id", "turn-1"},
+                                    {"session_id", "s1"},
                                     {"user_message_id", "u1"},
                                     {"user_content", "Which port does osprey use?"}});
   REQUIRE_FALSE(prepare.contains("isError"));
@@ -88,9 +90,9 @@ TEST_CASE("a committed turn refuses a different answer and replays the same one"
 
   // Another answer for the same turn: refused, naming the turn and both messages, whether the
   // first is still pending (eventual) or already delivered (read_your_writes).
-  for (const json& other : {CommitArgs("a2", "Port 9000.", consistency),
-                            CommitArgs("a1", "Port 9000.", consistency),
-                            CommitArgs("a2", "Port 8443.", consistency)}) {
+  for (const json& other :
+       {CommitArgs("a2", "Port 9000.", consistency), CommitArgs("a1", "Port 9000.", consistency),
+        CommitArgs("a2", "Port 8443.", consistency)}) {
     INFO(other.dump());
     const json refused = f.Call("tmcra_turn_commit", other);
     CHECK(refused.value("isError", false));
@@ -99,8 +101,7 @@ TEST_CASE("a committed turn refuses a different answer and replays the same one"
     CHECK(text.find("Error executing tool tmcra_turn_commit: turn turn-1 already has a committed "
                     "answer (assistant message \"a1\")") == 0);
     CHECK(text.find("a different assistant message (\"" +
-                    other["assistant_message_id"].get<std::string>() + "\")") !=
-          std::string::npos);
+                    other["assistant_message_id"].get<std::string>() + "\")") != std::string::npos);
   }
 
   // The same answer again (a retry after a crash, with a new derived key since it has no
@@ -120,10 +121,13 @@ TEST_CASE("a committed turn refuses a different answer and replays the same one"
 
 TEST_CASE("tmcra_ingest refuses a reused idempotency key with another body", "[tools][lifecycle]") {
   Fixture f;
-  const json args = {{"session_id", "s1"}, {"idempotency_key", "ingest-key-reused"},
-                     {"messages", {{{"message_id", "m1"}, {"role", "user"},
-                                    {"content", "The build host is kestrel."},
-                                    {"timestamp", "2026-07-15T00:00:00Z"}}}}};
+  const json args = {{"session_id", "s1"},
+                     {"idempotency_key", "ingest-key-reused"},
+                     {"messages",
+                      {{{"message_id", "m1"},
+                        {"role", "user"},
+                        {"content", "The build host is kestrel."},
+                        {"timestamp", "2026-07-15T00:00:00Z"}}}}};
   const json first = f.Call("tmcra_ingest", args);
   REQUIRE_FALSE(first.contains("isError"));
   const json same = f.Call("tmcra_ingest", args);
@@ -133,8 +137,9 @@ TEST_CASE("tmcra_ingest refuses a reused idempotency key with another body", "[t
   other["messages"][0]["content"] = "The build host is merlin.";
   const json refused = f.Call("tmcra_ingest", other);
   CHECK(refused.value("isError", false));
-  CHECK(Text(refused) == "Error executing tool tmcra_ingest: idempotency key is already bound to "
-                         "a different ingest");
+  CHECK(Text(refused) ==
+        "Error executing tool tmcra_ingest: idempotency key is already bound to "
+        "a different ingest");
   const auto counts = f.Outbox().GetCounts();
   CHECK(counts->pending + counts->submitted + counts->succeeded == 1);
 }
@@ -142,7 +147,8 @@ TEST_CASE("tmcra_ingest refuses a reused idempotency key with another body", "[t
 TEST_CASE("with the host's hooks running the lifecycle, the turn tools write nothing and say so",
           "[tools][lifecycle]") {
   Fixture f("codex");
-  const json prepared = f.Call("tmcra_turn_prepare", {{"turn_id", "turn-1"}, {"session_id", "s"},
+  const json prepared = f.Call("tmcra_turn_prepare", {{"turn_id", "turn-1"},
+                                                      {"session_id", "s"},
                                                       {"user_message_id", "u1"},
                                                       {"user_content", "hello there"}});
   CHECK_FALSE(prepared.value("isError", false));
@@ -154,9 +160,11 @@ TEST_CASE("with the host's hooks running the lifecycle, the turn tools write not
   CHECK_FALSE(*f.Outbox().GetTurn("turn-1"));
   CHECK(f.Figures()["records"] == 0);
   // The other tools work as before.
-  const json ingested = f.Call("tmcra_ingest", {{"session_id", "s"}, {"consistency", "read_your_writes"},
-                                                {"messages", {{{"message_id", "m1"}, {"role", "user"},
-                                                               {"content", "kept"}}}}});
+  const json ingested =
+      f.Call("tmcra_ingest",
+             {{"session_id", "s"},
+              {"consistency", "read_your_writes"},
+              {"messages", {{{"message_id", "m1"}, {"role", "user"}, {"content", "kept"}}}}});
   CHECK_FALSE(ingested.value("isError", false));
   // The ingest's job runs on the engine's worker: wait for it before counting records.
   const json waited = f.Call("tmcra_wait_job", {{"job_id", ingested["structuredContent"]["job_id"]},

@@ -3,13 +3,12 @@
 #include "src/tools/memory_tools.h"
 
 #include <catch2/catch.hpp>
-
 #include <functional>
 #include <thread>
 
+#include "base/sha256.h"
 #include "src/api/embedded_memory_api.h"
 #include "src/api/http_wire.h"
-#include "base/sha256.h"
 #include "tests/support/pipe_session.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/unused_memory_api.h"
@@ -85,7 +84,8 @@ TEST_CASE("ingest, wait, recall with wait_for_job_id finds the exact text", "[to
         tmcra::Sha256Hex(tmcra::filter::MarkRecalled(content)));
   CHECK(r["selection"]["tokenEstimateOnly"] == true);
   CHECK(r["receipt_type"] == "recall");
-  json with_evidence = f.Call("tmcra_recall", {{"query", "heron"}, {"include_structured_evidence", true}});
+  json with_evidence =
+      f.Call("tmcra_recall", {{"query", "heron"}, {"include_structured_evidence", true}});
   CHECK(with_evidence["structuredContent"].contains("evidence"));
   CHECK(with_evidence["structuredContent"]["evidence"]["windows"].size() == 1);
   // Without it the engine is asked for the prompt evidence only: the same receipt otherwise.
@@ -105,8 +105,9 @@ TEST_CASE("the embedded memory asks the engine for prompt_only only when the evi
   Fixture f;
   json ingest = f.Call("tmcra_ingest", kPair);
   const std::string job = ingest["structuredContent"]["job_id"];
-  REQUIRE(f.Call("tmcra_wait_job", {{"job_id", job}, {"poll_interval_seconds", 0.1}})
-              ["structuredContent"]["status"] == "succeeded");
+  REQUIRE(f.Call("tmcra_wait_job",
+                 {{"job_id", job},
+                  {"poll_interval_seconds", 0.1}})["structuredContent"]["status"] == "succeeded");
   const json body = {{"query", "heron"}, {"evidence_mode", "auto"}, {"max_windows", 8}};
   tmcra::api::RecallOptions unused;
   unused.structured_evidence_unused = true;
@@ -138,7 +139,8 @@ TEST_CASE("retrying the same ingest replays the job and stores nothing twice", "
   // Without timestamps the derived key differs (as TMCRA's), but the messages are kept once.
   f.Call("tmcra_ingest", kPair);
   json last = f.Call("tmcra_ingest", kPair);
-  f.Call("tmcra_wait_job", {{"job_id", last["structuredContent"]["job_id"]}, {"poll_interval_seconds", 0.1}});
+  f.Call("tmcra_wait_job",
+         {{"job_id", last["structuredContent"]["job_id"]}, {"poll_interval_seconds", 0.1}});
   for (int i = 0; i < 100 && f.Figures()["jobs_pending"] != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -174,29 +176,65 @@ TEST_CASE("bad input is rejected naming the field, and the store is unchanged", 
       {"tmcra_ingest", {{"messages", {ok_message}}}, "arguments.session_id"},
       {"tmcra_ingest", {{"session_id", "s"}}, "arguments.messages"},
       {"tmcra_ingest", {{"session_id", "s"}, {"messages", json::array()}}, "arguments.messages"},
-      {"tmcra_ingest", {{"session_id", "s"}, {"messages", {{{"message_id", "m"}, {"role", "robot"}, {"content", "x"}}}}}, "arguments.messages[0].role"},
-      {"tmcra_ingest", {{"session_id", "s"}, {"messages", {{{"message_id", "m"}, {"role", "user"}, {"content", ""}}}}}, "arguments.messages[0].content"},
-      {"tmcra_ingest", {{"session_id", "s"}, {"messages", {{{"message_id", "m"}, {"role", "user"}, {"content", "   "}}}}}, "arguments.messages[0].content"},
-      {"tmcra_ingest", {{"session_id", "s"}, {"messages", {{{"message_id", "m"}, {"role", "user"}, {"content", "x"}, {"extra", 1}}}}}, "arguments.messages[0].extra"},
-      {"tmcra_ingest", {{"session_id", "s"}, {"messages", {{{"message_id", "m"}, {"role", "user"}, {"content", "x"}, {"timestamp", "later"}}}}}, "arguments.messages[0].timestamp"},
-      {"tmcra_ingest", {{"session_id", "s"}, {"messages", {{{"message_id", "m"}, {"role", "user"}, {"content", "x"}, {"agent_id", "a"}}}}}, "arguments.messages[0].agent_id"},
-      {"tmcra_ingest", {{"session_id", "s"}, {"messages", {ok_message, ok_message}}}, "arguments.messages[1].message_id"},
-      {"tmcra_ingest", {{"session_id", "s"}, {"messages", {ok_message}}, {"consistency", "strong"}}, "arguments.consistency"},
-      {"tmcra_ingest", {{"session_id", "s"}, {"messages", {ok_message}}, {"idempotency_key", "short"}}, "arguments.idempotency_key"},
-      {"tmcra_ingest", {{"session_id", "s"}, {"messages", {ok_message}}, {"scope", "bad scope!"}}, "arguments.scope"},
-      {"tmcra_ingest", {{"session_id", "s"}, {"messages", {ok_message}}, {"agent_id", "no spaces allowed"}}, "arguments.agent_id"},
+      {"tmcra_ingest",
+       {{"session_id", "s"},
+        {"messages", {{{"message_id", "m"}, {"role", "robot"}, {"content", "x"}}}}},
+       "arguments.messages[0].role"},
+      {"tmcra_ingest",
+       {{"session_id", "s"},
+        {"messages", {{{"message_id", "m"}, {"role", "user"}, {"content", ""}}}}},
+       "arguments.messages[0].content"},
+      {"tmcra_ingest",
+       {{"session_id", "s"},
+        {"messages", {{{"message_id", "m"}, {"role", "user"}, {"content", "   "}}}}},
+       "arguments.messages[0].content"},
+      {"tmcra_ingest",
+       {{"session_id", "s"},
+        {"messages", {{{"message_id", "m"}, {"role", "user"}, {"content", "x"}, {"extra", 1}}}}},
+       "arguments.messages[0].extra"},
+      {"tmcra_ingest",
+       {{"session_id", "s"},
+        {"messages",
+         {{{"message_id", "m"}, {"role", "user"}, {"content", "x"}, {"timestamp", "later"}}}}},
+       "arguments.messages[0].timestamp"},
+      {"tmcra_ingest",
+       {{"session_id", "s"},
+        {"messages",
+         {{{"message_id", "m"}, {"role", "user"}, {"content", "x"}, {"agent_id", "a"}}}}},
+       "arguments.messages[0].agent_id"},
+      {"tmcra_ingest",
+       {{"session_id", "s"}, {"messages", {ok_message, ok_message}}},
+       "arguments.messages[1].message_id"},
+      {"tmcra_ingest",
+       {{"session_id", "s"}, {"messages", {ok_message}}, {"consistency", "strong"}},
+       "arguments.consistency"},
+      {"tmcra_ingest",
+       {{"session_id", "s"}, {"messages", {ok_message}}, {"idempotency_key", "short"}},
+       "arguments.idempotency_key"},
+      {"tmcra_ingest",
+       {{"session_id", "s"}, {"messages", {ok_message}}, {"scope", "bad scope!"}},
+       "arguments.scope"},
+      {"tmcra_ingest",
+       {{"session_id", "s"}, {"messages", {ok_message}}, {"agent_id", "no spaces allowed"}},
+       "arguments.agent_id"},
       {"tmcra_ingest", {{"session_id", "   "}, {"messages", {ok_message}}}, "arguments.session_id"},
       {"tmcra_recall", json::object(), "arguments.query"},
       {"tmcra_recall", {{"query", ""}}, "arguments.query"},
       {"tmcra_recall", {{"query", "x"}, {"evidence_mode", "magic"}}, "arguments.evidence_mode"},
-      {"tmcra_recall", {{"query", "x"}, {"include_structured_evidence", "yes"}}, "arguments.include_structured_evidence"},
-      {"tmcra_recall", {{"query", "x"}, {"wait_for_job_id", std::string(101, 'j')}}, "arguments.wait_for_job_id"},
+      {"tmcra_recall",
+       {{"query", "x"}, {"include_structured_evidence", "yes"}},
+       "arguments.include_structured_evidence"},
+      {"tmcra_recall",
+       {{"query", "x"}, {"wait_for_job_id", std::string(101, 'j')}},
+       "arguments.wait_for_job_id"},
       {"tmcra_recall", {{"query", "x"}, {"scope", "-x"}}, "arguments.scope"},
       {"tmcra_get_job", json::object(), "arguments.job_id"},
       {"tmcra_get_job", {{"job_id", 7}}, "arguments.job_id"},
       {"tmcra_wait_job", {{"job_id", "j"}, {"timeout_seconds", 0}}, "arguments.timeout_seconds"},
       {"tmcra_wait_job", {{"job_id", "j"}, {"timeout_seconds", 901}}, "arguments.timeout_seconds"},
-      {"tmcra_wait_job", {{"job_id", "j"}, {"poll_interval_seconds", 31}}, "arguments.poll_interval_seconds"},
+      {"tmcra_wait_job",
+       {{"job_id", "j"}, {"poll_interval_seconds", 31}},
+       "arguments.poll_interval_seconds"},
   };
   for (const auto& c : cases) {
     INFO(c.tool << " " << c.args.dump());
@@ -237,7 +275,8 @@ class ScriptedApi final : public tmcra::api::MemoryApi {
   }
   Result<json> GetJob(std::string_view) override { return next(); }
   Result<json> Evidence(std::string_view, std::string_view, int) override { return next(); }
-  Result<json> Feedback(std::string_view, const json&, const tmcra::api::FeedbackOptions&) override {
+  Result<json> Feedback(std::string_view, const json&,
+                        const tmcra::api::FeedbackOptions&) override {
     return next();
   }
   json Describe() const override { return {{"mode", "scripted"}}; }
@@ -256,9 +295,9 @@ std::unique_ptr<tmcra::mcp::Server> MemoryToolsOver(tmcra::api::MemoryApi& api) 
 }
 
 json GoodJob(const std::string& status) {
-  return {{"job_id", "job_1"}, {"tenant_id", "t"}, {"scope_name", "personal"},
-          {"job_type", "ingest"}, {"status", status}, {"attempts", 0},
-          {"created_at", 1.0}, {"updated_at", 1.0}, {"status_url", "https://x/v1/jobs/job_1"}};
+  return {{"job_id", "job_1"},    {"tenant_id", "t"},  {"scope_name", "personal"},
+          {"job_type", "ingest"}, {"status", status},  {"attempts", 0},
+          {"created_at", 1.0},    {"updated_at", 1.0}, {"status_url", "https://x/v1/jobs/job_1"}};
 }
 
 }  // namespace
@@ -273,7 +312,9 @@ TEST_CASE("a response that fails receipt validation never reaches the host as su
     return s.Call(id++, "tools/call", {{"name", tool}, {"arguments", args}})["result"];
   };
   const std::vector<json> bad_recalls = {
-      json::array(), json("text"), json::object(),
+      json::array(),
+      json("text"),
+      json::object(),
       {{"query_id", "q"}, {"scope_name", "personal"}, {"index_job_id", "i"}},
   };
   for (const auto& bad : bad_recalls) {
@@ -284,7 +325,8 @@ TEST_CASE("a response that fails receipt validation never reaches the host as su
   }
   json wrong_scope = GoodJob("pending");
   wrong_scope["scope_name"] = "someone-else";
-  for (const auto& bad : {json(nullptr), json{{"jobs", json::array()}, {"scope_name", "personal"}}, wrong_scope}) {
+  for (const auto& bad :
+       {json(nullptr), json{{"jobs", json::array()}, {"scope_name", "personal"}}, wrong_scope}) {
     api.next = [bad]() -> Result<json> { return bad; };
     json r = call("tmcra_ingest", kPair);
     CHECK(r["isError"] == true);
@@ -298,11 +340,13 @@ TEST_CASE("a response that fails receipt validation never reaches the host as su
 
   // wait_job: a job that stays pending times out with TMCRA's message.
   api.next = []() -> Result<json> { return GoodJob("pending"); };
-  json timeout = call("tmcra_wait_job", {{"job_id", "job_1"}, {"timeout_seconds", 0.3},
-                                         {"poll_interval_seconds", 0.1}});
+  json timeout =
+      call("tmcra_wait_job",
+           {{"job_id", "job_1"}, {"timeout_seconds", 0.3}, {"poll_interval_seconds", 0.1}});
   CHECK(timeout["isError"] == true);
   CHECK(Text(timeout) ==
-        "Error executing tool tmcra_wait_job: job_wait_timeout: job job_1 did not finish within 0.3s");
+        "Error executing tool tmcra_wait_job: job_wait_timeout: job job_1 did not finish within "
+        "0.3s");
   int polls = 0;
   api.next = [&polls]() -> Result<json> {
     ++polls;
@@ -314,10 +358,14 @@ TEST_CASE("a response that fails receipt validation never reaches the host as su
 
   // A cancelled wait stops polling and sends no response.
   api.next = []() -> Result<json> { return GoodJob("pending"); };
-  s.Send({{"jsonrpc", "2.0"}, {"id", 999}, {"method", "tools/call"},
+  s.Send({{"jsonrpc", "2.0"},
+          {"id", 999},
+          {"method", "tools/call"},
           {"params", {{"name", "tmcra_wait_job"}, {"arguments", {{"job_id", "job_1"}}}}}});
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  s.Send({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 999}}}});
+  s.Send({{"jsonrpc", "2.0"},
+          {"method", "notifications/cancelled"},
+          {"params", {{"requestId", 999}}}});
   CHECK(s.Call(1000, "ping")["id"] == 1000);
   CHECK_FALSE(s.ReadLine(std::chrono::milliseconds(300)).has_value());
 }
@@ -364,7 +412,8 @@ TEST_CASE("tmcra_recall reads the evidence it drops without building it: the sam
       R"("evidence":{"windows":[{"source_event_seq":7,"promoted_event_seq":6,"text":"x"}],)"
       R"("snapshot":{"source_event_seq":9,"records":3}},)"
       R"("evidence_route":{"requested":"auto","selected":"raw","reasons":["windows"]},)"
-      R"("prompt_evidence":)" + prompt.dump() + R"(,"debug":null})";
+      R"("prompt_evidence":)" +
+      prompt.dump() + R"(,"debug":null})";
   TextApi api;
   api.text = text;
   PipeSession s(MemoryToolsOver(api));
@@ -372,9 +421,10 @@ TEST_CASE("tmcra_recall reads the evidence it drops without building it: the sam
   const json dropped =
       s.Call(1, "tools/call", {{"name", "tmcra_recall"}, {"arguments", {{"query", "build"}}}});
   CHECK(api.asked_to_elide);
-  const json kept = s.Call(2, "tools/call",
-                           {{"name", "tmcra_recall"},
-                            {"arguments", {{"query", "build"}, {"include_structured_evidence", true}}}});
+  const json kept =
+      s.Call(2, "tools/call",
+             {{"name", "tmcra_recall"},
+              {"arguments", {{"query", "build"}, {"include_structured_evidence", true}}}});
   CHECK_FALSE(api.asked_to_elide);
   const json& a = dropped["result"]["structuredContent"];
   const json& b = kept["result"]["structuredContent"];
@@ -382,8 +432,10 @@ TEST_CASE("tmcra_recall reads the evidence it drops without building it: the sam
   REQUIRE(b.is_object());
   CHECK_FALSE(a.contains("evidence"));
   CHECK(b["evidence"]["snapshot"]["records"] == 3);
-  const json expected{{"source_event_seq", 9}, {"promoted_event_seq", 6},
-                      {"indexed_event_seq", nullptr}, {"source_raw_token_estimate", nullptr},
+  const json expected{{"source_event_seq", 9},
+                      {"promoted_event_seq", 6},
+                      {"indexed_event_seq", nullptr},
+                      {"source_raw_token_estimate", nullptr},
                       {"available", true}};
   CHECK(a["watermarks"] == expected);
   CHECK(b["watermarks"] == expected);

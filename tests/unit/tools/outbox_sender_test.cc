@@ -6,7 +6,6 @@
 #include "src/tools/outbox_sender.h"
 
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <functional>
 #include <string>
@@ -30,11 +29,16 @@ Item TurnItem(const std::string& key, const std::string& scope = "p",
   Item item;
   item.scope_name = scope;
   item.session_id = "s-" + key;
-  item.messages = json::array(
-      {{{"message_id", "u-" + key}, {"role", "user"}, {"content", "question " + key},
-        {"timestamp", "2026-11-30T00:00:00Z"}, {"metadata", {{"actor_role", "user"}}}},
-       {{"message_id", "a-" + key}, {"role", "assistant"}, {"content", "answer " + key},
-        {"timestamp", "2026-11-30T00:00:01Z"}, {"metadata", {{"actor_role", "assistant"}}}}});
+  item.messages = json::array({{{"message_id", "u-" + key},
+                                {"role", "user"},
+                                {"content", "question " + key},
+                                {"timestamp", "2026-11-30T00:00:00Z"},
+                                {"metadata", {{"actor_role", "user"}}}},
+                               {{"message_id", "a-" + key},
+                                {"role", "assistant"},
+                                {"content", "answer " + key},
+                                {"timestamp", "2026-11-30T00:00:01Z"},
+                                {"metadata", {{"actor_role", "assistant"}}}}});
   item.consistency = "eventual";
   item.slow_policy = "auto";
   item.idempotency_key = key;
@@ -103,8 +107,8 @@ TEST_CASE("a batch item and the same item sent alone are one write", "[tools][ou
   TempDir dir;
   auto memory = Memory(dir);
   tmcra::tools::MemoryApiSender sender(*memory);
-  for (const std::optional<std::string>& agent : {std::optional<std::string>(),
-                                                  std::optional<std::string>("agent-7")}) {
+  for (const std::optional<std::string>& agent :
+       {std::optional<std::string>(), std::optional<std::string>("agent-7")}) {
     INFO("agent " << agent.value_or("none"));
     const std::string tag = agent ? "agent" : "plain";
     const std::vector<Item> items = {TurnItem("key-" + tag + "-batch-1", "p", agent),
@@ -156,8 +160,10 @@ TEST_CASE("a batch with an invalid item is refused whole, and so are mixed scope
   CHECK_FALSE(mixed.error().retryable);
 }
 
-TEST_CASE("batch delivery to the embedded memory writes every message once and a bad item "
-          "dead-letters alone", "[tools][outbox][batch]") {
+TEST_CASE(
+    "batch delivery to the embedded memory writes every message once and a bad item "
+    "dead-letters alone",
+    "[tools][outbox][batch]") {
   TempDir dir;
   auto memory = Memory(dir);
   tmcra::tools::MemoryApiSender sender(*memory);
@@ -167,7 +173,8 @@ TEST_CASE("batch delivery to the embedded memory writes every message once and a
   tmcra::queue::DeliveryService service(options, sender, nullptr);
   auto& ob = **service.outbox();
   std::vector<std::string> ids;
-  for (int i = 0; i < 130; ++i) ids.push_back(*ob.Enqueue(TurnItem("key-many-" + std::to_string(i))));
+  for (int i = 0; i < 130; ++i)
+    ids.push_back(*ob.Enqueue(TurnItem("key-many-" + std::to_string(i))));
   Item bad = TurnItem("key-bad-in-batch");
   bad.messages[1]["content"] = "   ";  // blank after trimming: refused by validation
   const std::string bad_id = *ob.Enqueue(bad);
@@ -186,8 +193,10 @@ TEST_CASE("batch delivery to the embedded memory writes every message once and a
   CHECK((*stats)["records"] == 260);
 }
 
-TEST_CASE("job polls in batches: each job validated as alone, one by one where the memory has "
-          "no batch endpoint", "[tools][outbox][batch]") {
+TEST_CASE(
+    "job polls in batches: each job validated as alone, one by one where the memory has "
+    "no batch endpoint",
+    "[tools][outbox][batch]") {
   TempDir dir;
   auto memory = Memory(dir);
   ScriptedJobs scripted(*memory);
