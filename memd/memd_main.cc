@@ -176,10 +176,6 @@ std::optional<int> BoundedInt(const std::string& text, long long min, long long 
   return static_cast<int>(v);
 }
 
-std::optional<int> PositiveInt(const std::string& text, long long max) {
-  return BoundedInt(text, 1, max);
-}
-
 std::string AbsoluteDir(const std::string& dir) {
   return std::filesystem::absolute(dir).lexically_normal().string();
 }
@@ -348,8 +344,110 @@ void TuneAllocatorForServing() {
   mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
 }
 
-int ServeCommand(int argc, char** argv, const sigset_t& signals) {
-  TuneAllocatorForServing();
+// What `serve`'s command line asks for, checked.
+struct ServeConfig {
+  tmcra::memd::ServerOptions options;
+  std::string data_dir_arg;
+  bool local = false;
+  bool listen_given = false;
+  bool job_worker = true;
+  std::optional<std::string> public_url;
+  size_t postings_cache_mib = 64;
+  tmcra::filter::FilterRules filter_rules;
+};
+
+// --listen, --tls-cert, --tls-key and --local; a usage error's text, or nothing.
+std::optional<std::string> ParseEndpoint(const Args& args, ServeConfig& c) {
+  c.options.tls_cert_file = args.Get("tls-cert").value_or("");
+  c.options.tls_key_file = args.Get("tls-key").value_or("");
+  c.listen_given = args.Get("listen").has_value();
+  if (c.listen_given) {
+    auto listen = tmcra::memd::ParseListen(*args.Get("listen"));
+    if (!listen) return listen.error().message;
+    c.options.listen = *listen;
+  }
+  if (c.local) {
+    if (!c.options.tls_cert_file.empty() || !c.options.tls_key_file.empty()) {
+      return "--local serves plain HTTP on loopback; it takes no --tls-cert/--tls-key";
+    }
+    if (c.options.listen.host != "127.0.0.1") {
+      return "--local listens on 127.0.0.1 only (numeric loopback)";
+    }
+  } else if (c.options.tls_cert_file.empty() || c.options.tls_key_file.empty()) {
+    return "--tls-cert and --tls-key are required (or --local for plain HTTP on 127.0.0.1)";
+  }
+  return std::nullopt;
+}
+
+// One numeric option: `apply` gets the value when it is in [min, max]; else `message`.
+template <class Apply>
+std::optional<std::string> NumberOption(const Args& args, const char* name, long long min,
+                                        long long max, const char* message, Apply apply) {
+  auto v = args.Get(name);
+  if (!v) return std::nullopt;
+  auto n = BoundedInt(*v, min, max);
+  if (!n) return std::string(message);
+  apply(*n);
+  return std::nullopt;
+}
+
+// The numeric limits, in the order the usage lists them; the first usage error's text.
+std::optional<std::string> ParseLimits(const Args& args, ServeConfig& c) {
+  auto& o = c.options;
+  const std::optional<std::string> errors[] = {
+      NumberOption(args, "threads", 1, 1024, "--threads must be 1..1024",
+                   [&](int n) { o.threads = n; }),
+      NumberOption(args, "max-connections", 1, 65536, "--max-connections must be 1..65536",
+                   [&](int n) { o.max_connections = n; }),
+      NumberOption(args, "max-connections-per-address", 0, 65536,
+                   "--max-connections-per-address must be 0..65536",
+                   [&](int n) { o.max_connections_per_address = n; }),
+      NumberOption(args, "head-timeout", 1, 3600, "--head-timeout must be 1..3600 seconds",
+                   [&](int n) { o.head_timeout_seconds = n; }),
+      NumberOption(args, "max-concurrency", 1, 100000,
+                   "--max-concurrency must be a positive number",
+                   [&](int n) { o.max_concurrency = n; }),
+      NumberOption(args, "max-body-bytes", 1, 1LL << 30, "--max-body-bytes must be 1..1073741824",
+                   [&](int n) { o.max_body_bytes = static_cast<size_t>(n); }),
+      NumberOption(args, "postings-cache-mib", 0, 65536, "--postings-cache-mib must be 0..65536",
+                   [&](int n) { c.postings_cache_mib = static_cast<size_t>(n); }),
+      NumberOption(args, "request-timeout", 1, 86400, "--request-timeout must be 1..86400 seconds",
+                   [&](int n) { o.request_timeout_seconds = n; }),
+  };
+  for (const auto& error : errors) {
+    if (error) return error;
+  }
+  static_assert(sizeof(size_t) >= 8, "--postings-cache-mib << 20 must fit");
+  return std::nullopt;
+}
+
+// --gzip and the content filter's options; a usage error's text, or nothing.
+std::optional<std::string> ParseContentOptions(const Args& args, ServeConfig& c) {
+  if (auto v = args.Get("gzip")) {
+    if (*v == "auto") {
+      c.options.gzip = tmcra::memd::GzipPolicy::kAuto;
+    } else if (*v == "always") {
+      c.options.gzip = tmcra::memd::GzipPolicy::kAlways;
+    } else if (*v == "never") {
+      c.options.gzip = tmcra::memd::GzipPolicy::kNever;
+    } else {
+      return "--gzip must be auto, always or never";
+    }
+  }
+  if (auto v = args.Get("redact-secrets")) {
+    if (*v != "on" && *v != "off") return "--redact-secrets must be on or off";
+    c.filter_rules.redact_secrets = *v == "on";
+  }
+  c.filter_rules.extra_prefixes = args.All("redact-extra-prefix");
+  for (const std::string& prefix : c.filter_rules.extra_prefixes) {
+    if (prefix.size() < 3) return "--redact-extra-prefix must be 3 characters or more";
+  }
+  c.filter_rules.allow = args.All("redact-allow");
+  return std::nullopt;
+}
+
+// `serve`'s command line, checked; a usage error's text, or nothing.
+std::optional<std::string> ParseServe(int argc, char** argv, ServeConfig& c) {
   std::string error;
   auto args =
       ParseArgs(argc, argv, 2,
@@ -358,192 +456,99 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
                  "max-concurrency", "max-body-bytes", "gzip", "request-timeout",
                  "postings-cache-mib", "redact-secrets", "redact-extra-prefix", "redact-allow"},
                 {"local", "no-job-worker"}, &error);
-  if (!args) return UsageError(error);
-  if (!args->positional.empty()) return UsageError("serve takes no positional argument");
+  if (!args) return error;
+  if (!args->positional.empty()) return "serve takes no positional argument";
   const auto data_dir_arg = args->Get("data-dir");
-  if (!data_dir_arg || data_dir_arg->empty()) return UsageError("--data-dir is required");
-  const bool local = args->Flag("local");
+  if (!data_dir_arg || data_dir_arg->empty()) return "--data-dir is required";
+  c.data_dir_arg = *data_dir_arg;
+  c.local = args->Flag("local");
+  c.job_worker = !args->Flag("no-job-worker");
+  c.public_url = args->Get("public-url");
+  if (auto e = ParseEndpoint(*args, c)) return e;
+  if (auto e = ParseLimits(*args, c)) return e;
+  if (auto e = ParseContentOptions(*args, c)) return e;
+  return std::nullopt;
+}
 
-  tmcra::memd::ServerOptions options;
-  options.tls_cert_file = args->Get("tls-cert").value_or("");
-  options.tls_key_file = args->Get("tls-key").value_or("");
-  const bool listen_given = args->Get("listen").has_value();
-  if (listen_given) {
-    auto listen = tmcra::memd::ParseListen(*args->Get("listen"));
-    if (!listen) return UsageError(listen.error().message);
-    options.listen = *listen;
-  }
-  if (local) {
-    if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
-      return UsageError("--local serves plain HTTP on loopback; it takes no --tls-cert/--tls-key");
-    }
-    if (options.listen.host != "127.0.0.1") {
-      return UsageError("--local listens on 127.0.0.1 only (numeric loopback)");
-    }
-  } else if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
-    return UsageError(
-        "--tls-cert and --tls-key are required (or --local for plain HTTP on 127.0.0.1)");
-  }
-  if (auto v = args->Get("threads")) {
-    auto n = PositiveInt(*v, 1024);
-    if (!n) return UsageError("--threads must be 1..1024");
-    options.threads = *n;
-  }
-  if (auto v = args->Get("max-connections")) {
-    auto n = PositiveInt(*v, 65536);
-    if (!n) return UsageError("--max-connections must be 1..65536");
-    options.max_connections = static_cast<int>(*n);
-  }
-  if (auto v = args->Get("max-connections-per-address")) {
-    auto n = BoundedInt(*v, 0, 65536);
-    if (!n) return UsageError("--max-connections-per-address must be 0..65536");
-    options.max_connections_per_address = static_cast<int>(*n);
-  }
-  if (auto v = args->Get("head-timeout")) {
-    auto n = PositiveInt(*v, 3600);
-    if (!n) return UsageError("--head-timeout must be 1..3600 seconds");
-    options.head_timeout_seconds = static_cast<int>(*n);
-  }
-  if (auto v = args->Get("max-concurrency")) {
-    auto n = PositiveInt(*v, 100000);
-    if (!n) return UsageError("--max-concurrency must be a positive number");
-    options.max_concurrency = *n;
-  }
-  if (auto v = args->Get("max-body-bytes")) {
-    auto n = PositiveInt(*v, 1LL << 30);
-    if (!n) return UsageError("--max-body-bytes must be 1..1073741824");
-    options.max_body_bytes = static_cast<size_t>(*n);
-  }
-  size_t postings_cache_mib = 64;
-  if (auto v = args->Get("postings-cache-mib")) {
-    auto n = BoundedInt(*v, 0, 65536);
-    if (!n) return UsageError("--postings-cache-mib must be 0..65536");
-    postings_cache_mib = static_cast<size_t>(*n);
-  }
-  static_assert(sizeof(size_t) >= 8, "--postings-cache-mib << 20 must fit");
-  if (auto v = args->Get("request-timeout")) {
-    auto n = PositiveInt(*v, 86400);
-    if (!n) return UsageError("--request-timeout must be 1..86400 seconds");
-    options.request_timeout_seconds = static_cast<int>(*n);
-  }
-  if (auto v = args->Get("gzip")) {
-    if (*v == "auto") {
-      options.gzip = tmcra::memd::GzipPolicy::kAuto;
-    } else if (*v == "always") {
-      options.gzip = tmcra::memd::GzipPolicy::kAlways;
-    } else if (*v == "never") {
-      options.gzip = tmcra::memd::GzipPolicy::kNever;
-    } else {
-      return UsageError("--gzip must be auto, always or never");
-    }
-  }
-  tmcra::filter::FilterRules filter_rules;
-  if (auto v = args->Get("redact-secrets")) {
-    if (*v != "on" && *v != "off") return UsageError("--redact-secrets must be on or off");
-    filter_rules.redact_secrets = *v == "on";
-  }
-  filter_rules.extra_prefixes = args->All("redact-extra-prefix");
-  for (const std::string& prefix : filter_rules.extra_prefixes) {
-    if (prefix.size() < 3) return UsageError("--redact-extra-prefix must be 3 characters or more");
-  }
-  filter_rules.allow = args->All("redact-allow");
-  if (options.threads < options.max_concurrency) {
-    spdlog::warn(
-        "--threads {} is below --max-concurrency {}: requests wait for a worker "
-        "instead of being answered 429",
-        options.threads, options.max_concurrency);
-  }
-
-  const std::string data_dir = AbsoluteDir(*data_dir_arg);
-  if (auto s = tmcra::MakePrivateDirs(data_dir); !s) {
-    spdlog::critical("cannot create {}: {}", data_dir, s.error().ToString());
-    return 1;
-  }
-  auto keys = OpenKeys(data_dir);
-  if (!keys) return 1;
-
-  std::optional<tmcra::memd::PreviousIdentity> previous;
-  if (local) previous = tmcra::memd::ReadLocalIdentity(tmcra::memd::LocalIdentityPath(data_dir));
-
-  // Bind. --local without --listen first tries the port of the previous identity, so the
-  // baseUrl that running MCP hosts hold stays valid.
-  std::unique_ptr<tmcra::memd::Server> server;
-  int port = -1;
-  if (local && !listen_given && previous && previous->port) {
-    auto first = options;
+// Binds the listening socket. --local without --listen first tries the port of the previous
+// identity, so the baseUrl that running MCP hosts hold stays valid. Returns the port, or -1
+// (logged).
+int BindServer(const ServeConfig& c, tmcra::memd::KeyStore& keys,
+               const std::optional<tmcra::memd::PreviousIdentity>& previous,
+               std::unique_ptr<tmcra::memd::Server>& server) {
+  if (c.local && !c.listen_given && previous && previous->port) {
+    auto first = c.options;
     first.listen.port = *previous->port;
-    server = std::make_unique<tmcra::memd::Server>(first, *keys);
+    server = std::make_unique<tmcra::memd::Server>(first, keys);
     auto bound = server->Bind();
-    if (bound) {
-      port = *bound;
-    } else {
-      spdlog::info("--local: the previous port {} is taken ({}); picking a free one",
-                   *previous->port, bound.error().message);
-    }
+    if (bound) return *bound;
+    spdlog::info("--local: the previous port {} is taken ({}); picking a free one", *previous->port,
+                 bound.error().message);
   }
-  if (port < 0) {
-    server = std::make_unique<tmcra::memd::Server>(options, *keys);
-    auto bound = server->Bind();
-    if (!bound) {
-      spdlog::critical("{}", bound.error().message);
-      return 1;
-    }
-    port = *bound;
+  server = std::make_unique<tmcra::memd::Server>(c.options, keys);
+  auto bound = server->Bind();
+  if (!bound) {
+    spdlog::critical("{}", bound.error().message);
+    return -1;
   }
-  const std::string origin = options.listen.Origin(local ? "http" : "https", port);
+  return *bound;
+}
 
+// The engine's options for serving: the public base URL of job links, the worker, the
+// readers' shared mapping and the postings cache.
+tmcra::memory::EngineOptions ServingEngine(ServeConfig& c, const std::string& data_dir,
+                                           const std::string& origin) {
   tmcra::memory::EngineOptions engine;
   engine.path = data_dir + "/memory.db";
-  engine.public_base_url = args->Get("public-url").value_or(origin);
+  engine.public_base_url = c.public_url.value_or(origin);
   while (!engine.public_base_url.empty() && engine.public_base_url.back() == '/') {
     engine.public_base_url.pop_back();
   }
-  engine.start_worker = !args->Flag("no-job-worker");
+  engine.start_worker = c.job_worker;
   engine.warm_recall = true;  // before the readiness line, not in the first client's recall
   // Recall's connections share the kernel's copy of the file's pages instead of each reading
   // its own (docs/memd.md, "Memory").
   engine.reader_mmap_bytes = int64_t{1} << 30;
-  engine.postings_cache_bytes = postings_cache_mib << 20;
-  engine.filter_rules = std::move(filter_rules);
-  tmcra::api::EmbeddedMemoryApi memory(engine);
-  // Open the store now: a broken store fails the start, and jobs accepted before a stop run
-  // at once (the worker starts with them).
-  auto stats = memory.Stats();
-  if (!stats) {
-    spdlog::critical("cannot open the memory store {}: {}", engine.path, stats.error().ToString());
-    return 1;
-  }
-  spdlog::info("memory store {}: {}", engine.path, stats->dump());
-  if (!engine.start_worker) spdlog::warn("--no-job-worker: ingest jobs are stored, not run");
+  engine.postings_cache_bytes = c.postings_cache_mib << 20;
+  engine.filter_rules = std::move(c.filter_rules);
+  return engine;
+}
 
-  nlohmann::json ready{{"listening", origin}};
-  if (local) {
-    auto key = LocalKey(*keys, previous);
-    if (!key) {
-      spdlog::critical("--local: cannot make a key: {}", key.error().ToString());
-      return 1;
-    }
-    const std::string binding = tmcra::memd::LocalBindingPath();
-    if (auto s = tmcra::memd::WriteLocalFiles(data_dir, port, *key, binding); !s) {
-      spdlog::critical("--local: {}", s.error().ToString());
-      return 1;
-    }
-    ready["identity"] = tmcra::memd::LocalIdentityPath(data_dir);
-    ready["binding"] = binding;
-    spdlog::info("--local: wrote {} and {}", tmcra::memd::LocalIdentityPath(data_dir), binding);
+// --local: the key and the files that tell MCP hosts on this machine where memd is; adds them
+// to the readiness line. False when they cannot be made (logged).
+bool WriteLocalIdentity(tmcra::memd::KeyStore& keys,
+                        const std::optional<tmcra::memd::PreviousIdentity>& previous,
+                        const std::string& data_dir, int port, nlohmann::json& ready) {
+  auto key = LocalKey(keys, previous);
+  if (!key) {
+    spdlog::critical("--local: cannot make a key: {}", key.error().ToString());
+    return false;
   }
+  const std::string binding = tmcra::memd::LocalBindingPath();
+  if (auto s = tmcra::memd::WriteLocalFiles(data_dir, port, *key, binding); !s) {
+    spdlog::critical("--local: {}", s.error().ToString());
+    return false;
+  }
+  ready["identity"] = tmcra::memd::LocalIdentityPath(data_dir);
+  ready["binding"] = binding;
+  spdlog::info("--local: wrote {} and {}", tmcra::memd::LocalIdentityPath(data_dir), binding);
+  return true;
+}
 
-  g_server.store(server.get());
+// Prints the readiness line, serves until a signal stops the server, and waits for the stop.
+int ServeUntilStopped(tmcra::memd::Server& server, tmcra::api::EmbeddedMemoryApi& memory,
+                      const ServeConfig& c, const std::string& origin, const nlohmann::json& ready,
+                      const sigset_t& signals) {
+  g_server.store(&server);
   std::thread(SignalLoop, signals).detach();
-
   spdlog::info(
       "tmcra-memd {} listening on {} ({} threads, {} concurrent requests, {} byte "
       "bodies)",
-      tmcra::kVersion, origin, options.threads, options.max_concurrency, options.max_body_bytes);
+      tmcra::kVersion, origin, c.options.threads, c.options.max_concurrency,
+      c.options.max_body_bytes);
   std::fprintf(stdout, "%s\n", ready.dump().c_str());  // stdout-ok: the readiness line
   std::fflush(stdout);
-
-  auto served = server->Serve(memory);
+  auto served = server.Serve(memory);
   {
     std::lock_guard lock(g_stop_mu);
     g_server.store(nullptr);
@@ -554,6 +559,47 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     return 1;
   }
   spdlog::info("stopped: every request in progress was answered");
+  return 0;
+}
+
+int ServeCommand(int argc, char** argv, const sigset_t& signals) {
+  TuneAllocatorForServing();
+  ServeConfig c;
+  if (auto usage = ParseServe(argc, argv, c)) return UsageError(*usage);
+  if (c.options.threads < c.options.max_concurrency) {
+    spdlog::warn(
+        "--threads {} is below --max-concurrency {}: requests wait for a worker "
+        "instead of being answered 429",
+        c.options.threads, c.options.max_concurrency);
+  }
+  const std::string data_dir = AbsoluteDir(c.data_dir_arg);
+  if (auto s = tmcra::MakePrivateDirs(data_dir); !s) {
+    spdlog::critical("cannot create {}: {}", data_dir, s.error().ToString());
+    return 1;
+  }
+  auto keys = OpenKeys(data_dir);
+  if (!keys) return 1;
+  std::optional<tmcra::memd::PreviousIdentity> previous;
+  if (c.local) previous = tmcra::memd::ReadLocalIdentity(tmcra::memd::LocalIdentityPath(data_dir));
+  std::unique_ptr<tmcra::memd::Server> server;
+  const int port = BindServer(c, *keys, previous, server);
+  if (port < 0) return 1;
+  const std::string origin = c.options.listen.Origin(c.local ? "http" : "https", port);
+  const tmcra::memory::EngineOptions engine = ServingEngine(c, data_dir, origin);
+  tmcra::api::EmbeddedMemoryApi memory(engine);
+  // Open the store now: a broken store fails the start, and jobs accepted before a stop run
+  // at once (the worker starts with them).
+  auto stats = memory.Stats();
+  if (!stats) {
+    spdlog::critical("cannot open the memory store {}: {}", engine.path, stats.error().ToString());
+    return 1;
+  }
+  spdlog::info("memory store {}: {}", engine.path, stats->dump());
+  if (!engine.start_worker) spdlog::warn("--no-job-worker: ingest jobs are stored, not run");
+  nlohmann::json ready{{"listening", origin}};
+  if (c.local && !WriteLocalIdentity(*keys, previous, data_dir, port, ready)) return 1;
+  const int status = ServeUntilStopped(*server, memory, c, origin, ready, signals);
+  if (status != 0) return status;
   if (auto last = memory.Stats()) spdlog::info("memory store {}: {}", engine.path, last->dump());
   return 0;
 }

@@ -265,7 +265,7 @@ Result<bool> DeliveryService::Step(Outbox& outbox, const std::string& item_id, b
   auto item = outbox.GetForDelivery(item_id);
   if (!item) return item.error();
   if (item->state == kPending) {
-    if (gate_ && !gate_(*item)) {
+    if (GateRefuses(*item)) {
       if (auto s = Apply(outbox, Discard(*item)); !s) return s.error();
       if (changed != nullptr) *changed = true;
       return false;
@@ -452,7 +452,7 @@ int DeliveryService::SubmitGroup(Outbox& ob, const std::vector<std::string>& ite
       outcomes.push_back(std::move(release));
       continue;
     }
-    if (gate_ && !gate_(*item)) {
+    if (GateRefuses(*item)) {
       outcomes.push_back(Discard(*item));
       ++changed;
       continue;

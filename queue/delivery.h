@@ -204,6 +204,8 @@ class DeliveryService {
   DeliveryOptions options_;
   Sender& sender_;
   WriteGate gate_;
+  // Whether the write gate refuses a pending item (it is then discarded, never sent).
+  bool GateRefuses(const Item& item) const { return gate_ && !gate_(item); }
 
   std::mutex open_mu_;
   std::unique_ptr<Outbox> outbox_;

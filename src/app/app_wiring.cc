@@ -129,12 +129,7 @@ void MakeDelivery(const config::Settings& settings, App& app) {
   controls::ControlStore* store = app.controls.get();
   app.delivery = std::make_unique<queue::DeliveryService>(
       delivery, *app.sender, [store](const queue::Item& item) {
-        if (!item.recall_receipt.is_object() || !item.recall_receipt.contains("_local_capture")) {
-          return true;
-        }
-        auto capture = controls::Policy::FromJson(item.recall_receipt["_local_capture"]);
-        if (!capture) return false;
-        auto allowed = store->MayWrite(*capture);
+        auto allowed = store->MayWriteCaptured(item.recall_receipt);
         return allowed && *allowed;
       });
 }

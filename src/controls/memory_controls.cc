@@ -1226,6 +1226,14 @@ Result<RecallControls> ControlStore::BeginTurnForRecall(const std::string& key,
   });
 }
 
+Result<bool> ControlStore::MayWriteCaptured(const json& recall_receipt) {
+  if (!recall_receipt.is_object()) return true;
+  const auto it = recall_receipt.find("_local_capture");
+  if (it == recall_receipt.end() || it->is_null()) return true;
+  TMCRA_ASSIGN_OR_RETURN(const Policy capture, Policy::FromJson(*it));
+  return MayWrite(capture);
+}
+
 Result<bool> ControlStore::MayWrite(const Policy& capture) {
   return Guarded([&]() -> Result<bool> {
     if (!capture.write) return false;

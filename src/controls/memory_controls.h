@@ -109,6 +109,9 @@ class ControlStore {
                                                           const std::string& prompt);
   // may_write(capture) of §4.2.2, against the current state.
   [[nodiscard]] Result<bool> MayWrite(const Policy& capture);
+  // The write gate of an outbox item or prepared turn: MayWrite of the capture its recall
+  // receipt holds under "_local_capture"; true when it holds none (nothing was captured).
+  [[nodiscard]] Result<bool> MayWriteCaptured(const json& recall_receipt);
   // suppress_turn: the session's current turn (if any) is never captured; legacy capture of the
   // session is suppressed.
   [[nodiscard]] Status SuppressTurn(const std::string& key, const std::string& session_id);

@@ -116,6 +116,21 @@ json PrepareSchema() {
       {"additionalProperties", false}};
 }
 
+// Binds the user turn `turn_id` durably in the outbox, with the recall it was given.
+Status BindUserTurn(queue::Outbox& outbox, const std::string& turn_id, const std::string& scope,
+                    const std::string& session, const std::string& message_id,
+                    const std::string& content, const json& recall) {
+  queue::PreparedTurn turn;
+  turn.turn_id = turn_id;
+  turn.scope_name = scope;
+  turn.session_id = session;
+  turn.user_message_id = message_id;
+  turn.user_content = content;
+  turn.user_timestamp = FormatIsoUtc(NowSeconds());
+  turn.recall_receipt = recall;
+  return outbox.PrepareTurn(turn);
+}
+
 ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_memory) {
   const char* kTool = "tmcra_turn_prepare";
   auto resolved = Resolve(args, deps.default_scope, deps.default_agent_id);
@@ -179,15 +194,11 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_mem
   } else if (content.empty() || !recall_memory) {
     // Nothing to recall with (the whole message was private), or no recall wanted.
     recall = {{"injectable_context", {{"content", ""}}}, {"_local_capture", capture.ToJson()}};
-    queue::PreparedTurn turn;
-    turn.turn_id = turn_id;
-    turn.scope_name = resolved->scope;
-    turn.session_id = session;
-    turn.user_message_id = message_id;
-    turn.user_content = content;
-    turn.user_timestamp = FormatIsoUtc(NowSeconds());
-    turn.recall_receipt = recall;
-    if (auto s = (*outbox)->PrepareTurn(turn); !s) return Failure(kTool, s.error());
+    if (auto s =
+            BindUserTurn(**outbox, turn_id, resolved->scope, session, message_id, content, recall);
+        !s) {
+      return Failure(kTool, s.error());
+    }
   } else {
     RecallRequest request;
     request.scope = resolved->scope;
@@ -203,15 +214,11 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_mem
     TMCRA_FAILPOINT("prepare.after_recall_before_persist");
     // Persisted even when writing is not allowed (TMCRA persists nothing then, so the host's
     // later commit fails with "turn_id is unknown"); the commit then reports a skip instead.
-    queue::PreparedTurn turn;
-    turn.turn_id = turn_id;
-    turn.scope_name = resolved->scope;
-    turn.session_id = session;
-    turn.user_message_id = message_id;
-    turn.user_content = content;
-    turn.user_timestamp = FormatIsoUtc(NowSeconds());
-    turn.recall_receipt = recall;
-    if (auto s = (*outbox)->PrepareTurn(turn); !s) return Failure(kTool, s.error());
+    if (auto s =
+            BindUserTurn(**outbox, turn_id, resolved->scope, session, message_id, content, recall);
+        !s) {
+      return Failure(kTool, s.error());
+    }
   }
   if (!capture.write) {
     return ToolResult::Ok({{"status", "recall_only"},
@@ -310,14 +317,8 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   resolve_args["scope"] = t.scope_name;
   auto resolved = Resolve(resolve_args, deps.default_scope, deps.default_agent_id);
   if (!resolved) return Failure(kTool, resolved.error());
-  const json capture_json =
-      t.recall_receipt.is_object() && t.recall_receipt.contains("_local_capture")
-          ? t.recall_receipt["_local_capture"]
-          : json(nullptr);
-  if (t.state != "committed" && deps.controls != nullptr && !capture_json.is_null()) {
-    auto capture = controls::Policy::FromJson(capture_json);
-    if (!capture) return Failure(kTool, capture.error());
-    auto allowed = deps.controls->MayWrite(*capture);
+  if (t.state != "committed" && deps.controls != nullptr) {
+    auto allowed = deps.controls->MayWriteCaptured(t.recall_receipt);
     if (!allowed) return Failure(kTool, allowed.error());
     if (!*allowed) {
       return ToolResult::Ok(
