@@ -735,34 +735,171 @@ Result<int> Engine::ClaimJobs(db::Database& db, int max_jobs, std::vector<std::s
 
 // Step 2: writes the records of the claimed jobs and their indexes, and finishes the jobs,
 // atomically. Returns how many jobs were claimed.
+namespace {
+
+// The statements a job transaction runs, prepared once per transaction.
+struct JobStatements {
+  db::Statement load;      // a claimed job's scope and payload
+  db::Statement insert;    // a record (ignored when the message is stored already)
+  db::Statement fts;       // the word index
+  db::Statement tri;       // the trigram index
+  db::Statement cjk;       // the CJK index
+  db::Statement advance;   // the CJK index's watermark
+  db::Statement existing;  // the seq of a message stored before
+  db::Statement upsert;    // the scope's counts and watermark
+  db::Statement done;      // a job's outcome
+
+  static Result<JobStatements> Prepare(db::Database& db) {
+    auto load = db.Prepare(
+        "SELECT scope_name, payload_json FROM jobs WHERE job_id = ? AND status = 'running' "
+        "AND lease_owner = ?");
+    auto insert = db.Prepare(
+        "INSERT OR IGNORE INTO records(record_id, scope_name, session_id, message_id, role, "
+        "content, occurred_at, timestamp, metadata_json, agent_id, target_agent_id, job_id) "
+        "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    auto fts = db.Prepare("INSERT INTO records_fts(rowid, content) VALUES(?, ?)");
+    auto tri = db.Prepare("INSERT INTO records_tri(rowid, content) VALUES(?, ?)");
+    auto cjk = db.Prepare("INSERT INTO records_cjk(rowid, grams) VALUES(?, ?)");
+    auto advance = db.Prepare(kCjkAdvanceSql);
+    auto existing = db.Prepare(
+        "SELECT event_seq FROM records WHERE scope_name = ? AND session_id = ? AND message_id = "
+        "?");
+    auto upsert = db.Prepare(
+        "INSERT INTO scopes(name, record_count, last_event_seq, last_job_id, created_at, "
+        "updated_at) VALUES(?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT(name) DO UPDATE SET "
+        "record_count = record_count + ?2, last_event_seq = MAX(COALESCE(last_event_seq, 0), ?3), "
+        "last_job_id = ?4, updated_at = ?5");
+    auto done = db.Prepare(
+        "UPDATE jobs SET status = ?, finished_at = ?, updated_at = ?, heartbeat_at = ?, "
+        "lease_owner = NULL, lease_expires_at = NULL, result_json = ?, error_json = ?, "
+        "payload_json = NULL WHERE job_id = ?");
+    for (auto* st : {&load, &insert, &fts, &tri, &cjk, &advance, &existing, &upsert, &done}) {
+      if (!*st) return st->error();
+    }
+    return JobStatements{std::move(*load),     std::move(*insert), std::move(*fts),
+                         std::move(*tri),      std::move(*cjk),    std::move(*advance),
+                         std::move(*existing), std::move(*upsert), std::move(*done)};
+  }
+};
+
+// What one job wrote: the newest seq of its messages, and how many were new or stored before.
+struct JobTally {
+  int64_t max_seq = 0;
+  int64_t written = 0;
+  int64_t duplicates = 0;
+};
+
+// Marks a job failed because its stored payload cannot be read.
+Status FailUnreadableJob(JobStatements& st, const std::string& job_id, double now) {
+  st.done.Reset();
+  st.done.Bind(1, "failed")
+      .Bind(2, now)
+      .Bind(3, now)
+      .Bind(4, now)
+      .BindNull(5)
+      .Bind(6,
+            json{{"code", "invalid_payload"}, {"message", "stored payload is unreadable"}}.dump())
+      .Bind(7, job_id);
+  return st.done.Run();
+}
+
+// Adds a new record's text to the word index, and where it has non-ASCII text to the trigram
+// index (which serves queries with non-ASCII words: CJK has no spaces; ASCII-only text cannot
+// hold such a word, and the word index finds it) and the CJK index (a row only for a record
+// with CJK text; never deleted: records are not, and a contentless FTS5 row could only be
+// deleted with its exact text).
+Status IndexRecord(JobStatements& st, int64_t seq, const std::string& content) {
+  const bool non_ascii =
+      std::any_of(content.begin(), content.end(), [](char c) { return (c & 0x80) != 0; });
+  for (db::Statement* index : {&st.fts, &st.tri}) {
+    if (index == &st.tri && !non_ascii) continue;
+    index->Reset();
+    index->Bind(1, seq).Bind(2, content);
+    TMCRA_RETURN_IF_ERROR(index->Run());
+  }
+  if (non_ascii) {
+    const std::string grams = CjkIndexText(content);
+    if (!grams.empty()) {
+      st.cjk.Reset();
+      st.cjk.Bind(1, seq).Bind(2, grams);
+      TMCRA_RETURN_IF_ERROR(st.cjk.Run());
+    }
+  }
+  return Ok();
+}
+
+// Stores one message of a job as a record and indexes it; a message stored before (a retry
+// under another key) keeps its one copy. Returns the record's seq (0 if none is found).
+Result<int64_t> WriteMessage(db::Database& db, JobStatements& st, const std::string& job_id,
+                             const std::string& scope, const IngestRequest& request,
+                             const IngestMessage& m, JobTally& tally) {
+  const auto text_field = [&](const char* key) -> std::optional<std::string> {
+    auto it = m.metadata.find(key);
+    if (it == m.metadata.end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+  };
+  st.insert.Reset();
+  st.insert.Bind(1, NewId("rec_"))
+      .Bind(2, scope)
+      .Bind(3, request.session_id)
+      .Bind(4, m.message_id)
+      .Bind(5, m.role)
+      .Bind(6, m.content)
+      .Bind(7, m.occurred_at)
+      .Bind(8, m.timestamp)
+      .Bind(9, CanonicalJson(m.metadata))
+      .Bind(10, text_field("agent_id"))
+      .Bind(11, text_field("target_agent_id"))
+      .Bind(12, job_id);
+  TMCRA_RETURN_IF_ERROR(st.insert.Run());
+  int64_t seq = 0;
+  if (db.Changes() == 1) {
+    seq = db.LastInsertRowId();
+    TMCRA_RETURN_IF_ERROR(IndexRecord(st, seq, m.content));
+    ++tally.written;
+  } else {
+    st.existing.Reset();
+    st.existing.Bind(1, scope).Bind(2, request.session_id).Bind(3, m.message_id);
+    TMCRA_ASSIGN_OR_RETURN(const bool found, st.existing.Step());
+    if (found) seq = st.existing.Int(0);
+    ++tally.duplicates;
+  }
+  tally.max_seq = std::max(tally.max_seq, seq);
+  return seq;
+}
+
+// The scope's counts and watermark, and the job's outcome.
+Status FinishJob(JobStatements& st, const std::string& job_id, const std::string& scope,
+                 const JobTally& tally, double now) {
+  st.upsert.Reset();
+  st.upsert.Bind(1, scope)
+      .Bind(2, tally.written)
+      .Bind(3, tally.max_seq)
+      .Bind(4, job_id)
+      .Bind(5, now);
+  TMCRA_RETURN_IF_ERROR(st.upsert.Run());
+  const json result{
+      {"watermarks", {{"source_event_seq", tally.max_seq}, {"indexed_event_seq", tally.max_seq}}},
+      {"index", {{"active_index", "fts5"}}},
+      {"records_written", tally.written},
+      {"records_deduplicated", tally.duplicates}};
+  st.done.Reset();
+  st.done.Bind(1, "succeeded")
+      .Bind(2, now)
+      .Bind(3, now)
+      .Bind(4, now)
+      .Bind(5, result.dump())
+      .BindNull(6)
+      .Bind(7, job_id);
+  return st.done.Run();
+}
+
+}  // namespace
+
 Result<int> Engine::WriteClaimedJobs(db::Database& db, const std::vector<std::string>& claimed) {
   auto tx = db::Transaction::Immediate(db);
   if (!tx) return tx.error();
-  auto load = db.Prepare(
-      "SELECT scope_name, payload_json FROM jobs WHERE job_id = ? AND status = 'running' "
-      "AND lease_owner = ?");
-  auto insert = db.Prepare(
-      "INSERT OR IGNORE INTO records(record_id, scope_name, session_id, message_id, role, "
-      "content, occurred_at, timestamp, metadata_json, agent_id, target_agent_id, job_id) "
-      "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  auto fts = db.Prepare("INSERT INTO records_fts(rowid, content) VALUES(?, ?)");
-  auto tri = db.Prepare("INSERT INTO records_tri(rowid, content) VALUES(?, ?)");
-  auto cjk = db.Prepare("INSERT INTO records_cjk(rowid, grams) VALUES(?, ?)");
-  auto advance = db.Prepare(kCjkAdvanceSql);
-  auto existing = db.Prepare(
-      "SELECT event_seq FROM records WHERE scope_name = ? AND session_id = ? AND message_id = ?");
-  auto upsert = db.Prepare(
-      "INSERT INTO scopes(name, record_count, last_event_seq, last_job_id, created_at, updated_at) "
-      "VALUES(?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT(name) DO UPDATE SET "
-      "record_count = record_count + ?2, last_event_seq = MAX(COALESCE(last_event_seq, 0), ?3), "
-      "last_job_id = ?4, updated_at = ?5");
-  auto done = db.Prepare(
-      "UPDATE jobs SET status = ?, finished_at = ?, updated_at = ?, heartbeat_at = ?, "
-      "lease_owner = NULL, lease_expires_at = NULL, result_json = ?, error_json = ?, "
-      "payload_json = NULL WHERE job_id = ?");
-  for (auto* st : {&load, &insert, &fts, &tri, &cjk, &advance, &existing, &upsert, &done}) {
-    if (!*st) return st->error();
-  }
+  TMCRA_ASSIGN_OR_RETURN(JobStatements st, JobStatements::Prepare(db));
   // Whether every record so far is in the CJK index (the watermark is the newest record): then
   // the records written here, which are, move it on. Otherwise RepairCjkIndex looks at them.
   auto indexed = CjkWatermark(db);
@@ -772,111 +909,32 @@ Result<int> Engine::WriteClaimedJobs(db::Database& db, const std::vector<std::st
   int64_t newest_written = 0;
   const double now = NowSeconds();
   for (const std::string& job_id : claimed) {
-    load->Reset();
-    load->Bind(1, job_id).Bind(2, owner_);
-    auto row = load->Step();
-    if (!row) return row.error();
-    if (!*row) continue;  // someone else took it over
-    const std::string scope = load->Text(0);
-    const json payload = ParseJsonLenient(load->Text(1));
+    st.load.Reset();
+    st.load.Bind(1, job_id).Bind(2, owner_);
+    TMCRA_ASSIGN_OR_RETURN(const bool found, st.load.Step());
+    if (!found) continue;  // someone else took it over
+    const std::string scope = st.load.Text(0);
+    const json payload = ParseJsonLenient(st.load.Text(1));
     if (payload.is_discarded() || !payload.is_object()) {
-      done->Reset();
-      done->Bind(1, "failed")
-          .Bind(2, now)
-          .Bind(3, now)
-          .Bind(4, now)
-          .BindNull(5)
-          .Bind(
-              6,
-              json{{"code", "invalid_payload"}, {"message", "stored payload is unreadable"}}.dump())
-          .Bind(7, job_id);
-      if (auto s = done->Run(); !s) return s.error();
+      TMCRA_RETURN_IF_ERROR(FailUnreadableJob(st, job_id, now));
       continue;
     }
     const IngestRequest request = IngestRequest::FromJson(payload);
-    int64_t max_seq = 0;
-    int64_t written = 0;
-    int64_t duplicates = 0;
+    JobTally tally;
     for (const auto& m : request.messages) {
-      const auto text_field = [&](const char* key) -> std::optional<std::string> {
-        auto it = m.metadata.find(key);
-        if (it == m.metadata.end() || !it->is_string()) return std::nullopt;
-        return it->get<std::string>();
-      };
-      insert->Reset();
-      insert->Bind(1, NewId("rec_"))
-          .Bind(2, scope)
-          .Bind(3, request.session_id)
-          .Bind(4, m.message_id)
-          .Bind(5, m.role)
-          .Bind(6, m.content)
-          .Bind(7, m.occurred_at)
-          .Bind(8, m.timestamp)
-          .Bind(9, CanonicalJson(m.metadata))
-          .Bind(10, text_field("agent_id"))
-          .Bind(11, text_field("target_agent_id"))
-          .Bind(12, job_id);
-      if (auto s = insert->Run(); !s) return s.error();
-      int64_t seq = 0;
-      if (db.Changes() == 1) {
-        seq = db.LastInsertRowId();
-        newest_written = std::max(newest_written, seq);
-        // The trigram index serves queries with non-ASCII words (CJK has no spaces); ASCII-only
-        // text cannot contain such a word, and the word index finds it, so it stays out.
-        const bool non_ascii =
-            std::any_of(m.content.begin(), m.content.end(), [](char c) { return (c & 0x80) != 0; });
-        for (auto* index : {&fts, &tri}) {
-          if (index == &tri && !non_ascii) continue;
-          (*index)->Reset();
-          (*index)->Bind(1, seq).Bind(2, m.content);
-          if (auto s = (*index)->Run(); !s) return s.error();
-        }
-        // The CJK index holds a row only for a record with CJK text (never deleted: records
-        // are not, and a contentless FTS5 row could only be deleted with its exact text).
-        if (non_ascii) {
-          const std::string grams = CjkIndexText(m.content);
-          if (!grams.empty()) {
-            cjk->Reset();
-            cjk->Bind(1, seq).Bind(2, grams);
-            if (auto s = cjk->Run(); !s) return s.error();
-          }
-        }
-        ++written;
-      } else {
-        // The same message was stored before (a retry under another key): keep one copy.
-        existing->Reset();
-        existing->Bind(1, scope).Bind(2, request.session_id).Bind(3, m.message_id);
-        auto e = existing->Step();
-        if (!e) return e.error();
-        if (*e) seq = existing->Int(0);
-        ++duplicates;
-      }
-      max_seq = std::max(max_seq, seq);
+      const int64_t written_before = tally.written;
+      TMCRA_ASSIGN_OR_RETURN(const int64_t seq,
+                             WriteMessage(db, st, job_id, scope, request, m, tally));
+      if (tally.written > written_before) newest_written = std::max(newest_written, seq);
     }
-    upsert->Reset();
-    upsert->Bind(1, scope).Bind(2, written).Bind(3, max_seq).Bind(4, job_id).Bind(5, now);
-    if (auto s = upsert->Run(); !s) return s.error();
-    const json result{
-        {"watermarks", {{"source_event_seq", max_seq}, {"indexed_event_seq", max_seq}}},
-        {"index", {{"active_index", "fts5"}}},
-        {"records_written", written},
-        {"records_deduplicated", duplicates}};
-    done->Reset();
-    done->Bind(1, "succeeded")
-        .Bind(2, now)
-        .Bind(3, now)
-        .Bind(4, now)
-        .Bind(5, result.dump())
-        .BindNull(6)
-        .Bind(7, job_id);
-    if (auto s = done->Run(); !s) return s.error();
+    TMCRA_RETURN_IF_ERROR(FinishJob(st, job_id, scope, tally, now));
   }
   if (*indexed == *before && newest_written > *before) {
-    advance->Bind(1, newest_written);
-    if (auto s = advance->Run(); !s) return s.error();
+    st.advance.Bind(1, newest_written);
+    TMCRA_RETURN_IF_ERROR(st.advance.Run());
   }
   TMCRA_FAILPOINT("engine.job.before_commit");
-  if (auto s = tx->Commit(); !s) return s.error();
+  TMCRA_RETURN_IF_ERROR(tx->Commit());
   index_writes_.fetch_add(1);  // the indexes may need compacting now
   return static_cast<int>(claimed.size());
 }
@@ -1062,16 +1120,98 @@ bool Engine::BoundWal(db::Database& db) {
   return false;
 }
 
-void Engine::WorkerLoop() {
+struct Engine::WorkerSchedule {
   using Clock = std::chrono::steady_clock;
-  // Compaction waits for a pause in the jobs, so a burst of writes (a delivery draining its
-  // outbox) is not slowed by rewrites that its next job would start over.
-  const auto quiet = std::chrono::milliseconds(options_.compaction_quiet_ms);
   std::optional<Clock::time_point> last_job;              // when this worker last ran a job
   Clock::time_point retry_at = Clock::time_point::min();  // after a failed compaction step
   std::optional<Clock::time_point> wal_next;              // when BoundWal looks next
   std::chrono::seconds wal_backoff{1};
   Clock::time_point repair_next = Clock::time_point::min();  // when RepairCjkIndex looks next
+};
+
+// Opens the worker's own connection, with tmcra_bm25 registered; false (logged) when it cannot.
+bool Engine::OpenWorkerDb() {
+  if (worker_db_) return true;
+  auto opened = db::Database::Open({options_.path});
+  if (!opened) {
+    spdlog::warn("memory job worker: {}", opened.error().ToString());
+  } else if (auto s = RegisterBm25(**opened, row_facts_.get()); !s) {
+    spdlog::warn("memory job worker: {}", s.error().ToString());
+  } else {
+    worker_db_ = std::move(*opened);
+  }
+  return worker_db_ != nullptr;
+}
+
+// Truncates the WAL when it is past its limit, looking again after 1 s, or after a backoff
+// doubling up to 60 s while readers keep it from being truncated.
+void Engine::BoundWalWhenDue(WorkerSchedule& schedule) {
+  using Clock = WorkerSchedule::Clock;
+  if (const auto now = Clock::now(); schedule.wal_next && now < *schedule.wal_next) return;
+  schedule.wal_backoff = BoundWal(*worker_db_)
+                             ? std::min(schedule.wal_backoff * 2, std::chrono::seconds(60))
+                             : std::chrono::seconds(1);
+  if (schedule.wal_backoff == std::chrono::seconds(60)) {
+    spdlog::warn(
+        "the WAL of {} stays past {} bytes: a reader has held one snapshot for "
+        "minutes (the WAL cannot be truncated until it ends)",
+        options_.path, options_.wal_limit_bytes);
+  }
+  schedule.wal_next = Clock::now() + schedule.wal_backoff;
+}
+
+// The CJK index's back-fill does not wait for a pause in the jobs, as compaction does: the
+// records it has not reached are not found by CJK queries. A batch (about 25 ms) at most once
+// a second while jobs keep coming; batch after batch when there are none (`more`).
+void Engine::RepairCjkWhenDue(WorkerSchedule& schedule, bool& more) {
+  const auto now = WorkerSchedule::Clock::now();
+  if (now < schedule.repair_next) return;
+  if (auto repaired = RepairCjkIndex(*worker_db_); !repaired) {
+    spdlog::warn("memory CJK index: {}", repaired.error().ToString());
+    schedule.repair_next = now + std::chrono::seconds(5);
+  } else if (*repaired && !more) {
+    more = true;
+    schedule.repair_next = now;
+  } else {
+    schedule.repair_next = now + std::chrono::seconds(1);
+  }
+}
+
+// With no job to run: once the jobs have paused for compaction_quiet_ms, the row facts a
+// recall wanted, else one compaction step at a time, looking for jobs between steps. Shortens
+// `wait` to the end of the pause or of a failed step's retry delay.
+void Engine::WorkWhileIdle(WorkerSchedule& schedule, bool& more, std::chrono::milliseconds& wait) {
+  using Clock = WorkerSchedule::Clock;
+  // Compaction waits for a pause in the jobs, so a burst of writes (a delivery draining its
+  // outbox) is not slowed by rewrites that its next job would start over.
+  const auto quiet = std::chrono::milliseconds(options_.compaction_quiet_ms);
+  const auto idle = schedule.last_job ? Clock::now() - *schedule.last_job : Clock::duration::max();
+  if (idle >= quiet && facts_wanted_.exchange(false)) {
+    // A recall ranked in SQL rather than read every record's facts (CatchUpFactsNow): read
+    // them now, so the next recalls rank from them.
+    if (auto tx = db::Transaction::Deferred(*worker_db_); !tx) {
+      spdlog::warn("memory row facts: {}", tx.error().ToString());
+    } else if (auto read = row_facts_->CatchUp(*worker_db_); !read) {
+      spdlog::warn("memory row facts: {}", read.error().ToString());
+    } else if (auto done = tx->Commit(); !done) {
+      spdlog::warn("memory row facts: {}", done.error().ToString());
+    }
+    more = true;
+  } else if (idle < quiet) {
+    wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(quiet - idle));
+  } else if (const auto now = Clock::now(); now < schedule.retry_at) {
+    wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(schedule.retry_at - now));
+  } else if (auto compacted = CompactOnce(*worker_db_, false); compacted) {
+    more = *compacted;
+  } else {
+    // E.g. another process holds the write lock: try again in a while.
+    spdlog::warn("memory index compaction: {}", compacted.error().ToString());
+    schedule.retry_at = Clock::now() + std::chrono::seconds(5);
+  }
+}
+
+void Engine::WorkerLoop() {
+  WorkerSchedule schedule;
   // The first look waits for this process's first job or the first poll: a new process's
   // first call does not share the CPU and the file's locks with it, and a process that never
   // writes and lives less than a poll (a hook) never opens the worker's connection.
@@ -1085,80 +1225,22 @@ void Engine::WorkerLoop() {
     bool more = false;
     auto wait = std::chrono::milliseconds(options_.idle_poll_ms);
     try {
-      if (!worker_db_) {
-        auto opened = db::Database::Open({options_.path});
-        if (!opened) {
-          spdlog::warn("memory job worker: {}", opened.error().ToString());
-        } else if (auto s = RegisterBm25(**opened, row_facts_.get()); !s) {
-          spdlog::warn("memory job worker: {}", s.error().ToString());
-        } else {
-          worker_db_ = std::move(*opened);
-        }
-      }
-      if (!worker_db_) {
+      if (!OpenWorkerDb()) {
         std::unique_lock lock(worker_mu_);
         worker_cv_.wait_for(lock, wait, [this] { return stopping_.load(); });
         continue;
       }
-      if (const auto now = Clock::now(); !wal_next || now >= *wal_next) {
-        wal_backoff = BoundWal(*worker_db_) ? std::min(wal_backoff * 2, std::chrono::seconds(60))
-                                            : std::chrono::seconds(1);
-        if (wal_backoff == std::chrono::seconds(60)) {
-          spdlog::warn(
-              "the WAL of {} stays past {} bytes: a reader has held one snapshot for "
-              "minutes (the WAL cannot be truncated until it ends)",
-              options_.path, options_.wal_limit_bytes);
-        }
-        wal_next = Clock::now() + wal_backoff;
-      }
+      BoundWalWhenDue(schedule);
       auto r = RunJobs(*worker_db_, kJobsPerTransaction);
       if (!r || *r > 0) r = Noted(std::move(r));
       if (r) {
         more = *r > 0;
-        if (more) last_job = Clock::now();
+        if (more) schedule.last_job = WorkerSchedule::Clock::now();
       } else {
         spdlog::warn("memory job worker: {}", r.error().ToString());
       }
-      // The CJK index's back-fill does not wait for a pause in the jobs, as compaction does:
-      // the records it has not reached are not found by CJK queries. A batch (about 25 ms) at
-      // most once a second while jobs keep coming; batch after batch when there are none.
-      if (const auto now = Clock::now(); now >= repair_next) {
-        if (auto repaired = RepairCjkIndex(*worker_db_); !repaired) {
-          spdlog::warn("memory CJK index: {}", repaired.error().ToString());
-          repair_next = now + std::chrono::seconds(5);
-        } else if (*repaired && !more) {
-          more = true;
-          repair_next = now;
-        } else {
-          repair_next = now + std::chrono::seconds(1);
-        }
-      }
-      // With no job to run, compact a step at a time, looking for jobs between steps.
-      if (r && !more) {
-        const auto idle = last_job ? Clock::now() - *last_job : Clock::duration::max();
-        if (idle >= quiet && facts_wanted_.exchange(false)) {
-          // A recall ranked in SQL rather than read every record's facts (CatchUpFactsNow):
-          // read them now, so the next recalls rank from them.
-          if (auto tx = db::Transaction::Deferred(*worker_db_); !tx) {
-            spdlog::warn("memory row facts: {}", tx.error().ToString());
-          } else if (auto read = row_facts_->CatchUp(*worker_db_); !read) {
-            spdlog::warn("memory row facts: {}", read.error().ToString());
-          } else if (auto done = tx->Commit(); !done) {
-            spdlog::warn("memory row facts: {}", done.error().ToString());
-          }
-          more = true;
-        } else if (idle < quiet) {
-          wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(quiet - idle));
-        } else if (const auto now = Clock::now(); now < retry_at) {
-          wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(retry_at - now));
-        } else if (auto compacted = CompactOnce(*worker_db_, false); compacted) {
-          more = *compacted;
-        } else {
-          // E.g. another process holds the write lock: try again in a while.
-          spdlog::warn("memory index compaction: {}", compacted.error().ToString());
-          retry_at = Clock::now() + std::chrono::seconds(5);
-        }
-      }
+      RepairCjkWhenDue(schedule, more);
+      if (r && !more) WorkWhileIdle(schedule, more, wait);
     } catch (const std::exception& e) {
       spdlog::error("memory job worker failed: {}", e.what());
     }

@@ -23,6 +23,7 @@
 #include <semaphore.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -204,6 +205,13 @@ class Engine {
   // found compact.
   Result<bool> CompactOnce(db::Database& db, bool force);
   void WorkerLoop();
+  // The job worker's steps (engine.cc): its timers, opening its connection, bounding the WAL,
+  // the CJK back-fill, and what it does when no job is left (row facts, compaction).
+  struct WorkerSchedule;
+  bool OpenWorkerDb();
+  void BoundWalWhenDue(WorkerSchedule& schedule);
+  void RepairCjkWhenDue(WorkerSchedule& schedule, bool& more);
+  void WorkWhileIdle(WorkerSchedule& schedule, bool& more, std::chrono::milliseconds& wait);
   // Truncates the WAL when its file is past wal_limit_bytes; true when it is past it and
   // readers kept it from being truncated (the worker tries again later, backing off).
   bool BoundWal(db::Database& db);

@@ -271,6 +271,113 @@ Result<json> LoadFeedbackView(db::Database& db, std::string_view feedback_id) {
               {"correction_index_status", NullableText(*st, 6)}};
 }
 
+// The feedback stored under `idempotency_key`, when there is one: its id; a 409 when the key
+// was used with another request.
+Result<std::optional<std::string>> FeedbackOfKey(db::Database& db, const std::string& tenant_id,
+                                                 std::string_view idempotency_key,
+                                                 const std::string& payload_sha) {
+  if (idempotency_key.empty()) return std::optional<std::string>();
+  auto existing = db.Prepare(
+      "SELECT feedback_id, payload_sha256 FROM feedback WHERE tenant_id = ? AND "
+      "idempotency_key = ?");
+  if (!existing) return existing.error();
+  existing->Bind(1, tenant_id).Bind(2, idempotency_key);
+  auto row = existing->Step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<std::string>();
+  if (existing->Text(1) != payload_sha) {
+    return Error::Api(409, "idempotency_conflict",
+                      "Idempotency-Key was already used with a different feedback request");
+  }
+  return std::optional<std::string>(existing->Text(0));
+}
+
+// The records a feedback targets in `scope`, each once, in first-seen order: record ids, and
+// for restore also feedback ids (the records that feedback targeted). 404 names the ids found
+// nowhere; 422 when they resolve to no record (but for a note) or to more than 100.
+Result<std::vector<std::string>> ResolveTargets(db::Database& db, std::string_view scope,
+                                                const FeedbackRequest& request) {
+  std::vector<std::string> targets;
+  std::set<std::string> seen_ids;
+  std::set<std::string> seen_records;
+  std::vector<std::string> missing;
+  auto record = db.Prepare("SELECT 1 FROM records WHERE record_id = ? AND scope_name = ?");
+  if (!record) return record.error();
+  const auto add = [&](const std::string& id) {
+    if (seen_records.insert(id).second) targets.push_back(id);
+  };
+  for (const std::string& id : request.memory_ids) {
+    if (!seen_ids.insert(id).second) continue;
+    record->Reset();
+    record->Bind(1, id).Bind(2, scope);
+    auto row = record->Step();
+    if (!row) return row.error();
+    if (*row) {
+      add(id);
+      continue;
+    }
+    if (request.action == "restore") {
+      auto feedback = FindFeedback(db, scope, id);
+      if (!feedback) return feedback.error();
+      if (*feedback) {
+        auto records = FeedbackTargets(db, **feedback);
+        if (!records) return records.error();
+        for (const auto& r : *records) add(r);
+        continue;
+      }
+    }
+    missing.push_back(id);
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    return Error::Api(404, "not_found", "feedback targets not found in this scope: " + list,
+                      json{{"missing_memory_ids", missing}}.dump());
+  }
+  if (request.action != "note" && targets.empty()) {
+    return ValidationError("memory_ids", "the memory_ids resolve to no memory");
+  }
+  if (targets.size() > kMaxMemoryIds) {
+    return ValidationError("memory_ids", "the memory_ids resolve to more than 100 memories");
+  }
+  return targets;
+}
+
+// Stores the feedback row and its targets; returns the row's seq.
+Result<int64_t> InsertFeedback(db::Database& db, const std::string& tenant_id,
+                               const std::string& feedback_id, std::string_view scope,
+                               const FeedbackRequest& request, std::string_view idempotency_key,
+                               const std::string& payload_sha, const std::string& payload_text,
+                               double now, const std::vector<std::string>& targets) {
+  auto insert = db.Prepare(
+      "INSERT INTO feedback(feedback_id, tenant_id, scope_name, rating, action, idempotency_key, "
+      "payload_sha256, request_json, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!insert) return insert.error();
+  insert->Bind(1, feedback_id)
+      .Bind(2, tenant_id)
+      .Bind(3, scope)
+      .Bind(4, request.rating)
+      .Bind(5, request.action);
+  if (idempotency_key.empty()) {
+    insert->BindNull(6);
+  } else {
+    insert->Bind(6, idempotency_key);
+  }
+  insert->Bind(7, payload_sha).Bind(8, payload_text).Bind(9, now);
+  if (auto s = insert->Run(); !s) return s.error();
+  const int64_t seq = db.LastInsertRowId();
+  auto target = db.Prepare(
+      "INSERT INTO feedback_targets(feedback_seq, position, record_id, scope_name) "
+      "VALUES(?, ?, ?, ?)");
+  if (!target) return target.error();
+  for (size_t i = 0; i < targets.size(); ++i) {
+    target->Reset();
+    target->Bind(1, seq).Bind(2, static_cast<int64_t>(i)).Bind(3, targets[i]).Bind(4, scope);
+    if (auto s = target->Run(); !s) return s.error();
+  }
+  return seq;
+}
+
 }  // namespace
 
 std::string CorrectionSession(std::string_view feedback_id) {
@@ -418,103 +525,25 @@ Result<json> Engine::FeedbackNow(std::string_view scope, const json& body,
   if (!tx) return tx.error();
 
   // Idempotency: the same key and request replay the stored feedback, nothing is applied again.
-  if (!idempotency_key.empty()) {
-    auto existing = db.Prepare(
-        "SELECT feedback_id, payload_sha256 FROM feedback WHERE tenant_id = ? AND "
-        "idempotency_key = ?");
-    if (!existing) return existing.error();
-    existing->Bind(1, options_.tenant_id).Bind(2, idempotency_key);
-    auto row = existing->Step();
-    if (!row) return row.error();
-    if (*row) {
-      if (existing->Text(1) != payload_sha) {
-        return Error::Api(409, "idempotency_conflict",
-                          "Idempotency-Key was already used with a different feedback request");
-      }
-      const std::string feedback_id = existing->Text(0);
-      auto view = LoadFeedbackView(db, feedback_id);
-      if (!view) return view.error();
-      if (auto s = tx->Commit(); !s) return s.error();
-      return view;
-    }
+  TMCRA_ASSIGN_OR_RETURN(const auto replayed,
+                         FeedbackOfKey(db, options_.tenant_id, idempotency_key, payload_sha));
+  if (replayed) {
+    auto view = LoadFeedbackView(db, *replayed);
+    if (!view) return view.error();
+    if (auto s = tx->Commit(); !s) return s.error();
+    return view;
   }
 
   // Resolve the targets in this scope: record ids, and for restore also feedback ids (which
   // stand for the records that feedback targeted).
-  std::vector<std::string> targets;
-  {
-    std::set<std::string> seen_ids;
-    std::set<std::string> seen_records;
-    std::vector<std::string> missing;
-    auto record = db.Prepare("SELECT 1 FROM records WHERE record_id = ? AND scope_name = ?");
-    if (!record) return record.error();
-    const auto add = [&](const std::string& id) {
-      if (seen_records.insert(id).second) targets.push_back(id);
-    };
-    for (const std::string& id : request->memory_ids) {
-      if (!seen_ids.insert(id).second) continue;
-      record->Reset();
-      record->Bind(1, id).Bind(2, scope);
-      auto row = record->Step();
-      if (!row) return row.error();
-      if (*row) {
-        add(id);
-        continue;
-      }
-      if (request->action == "restore") {
-        auto feedback = FindFeedback(db, scope, id);
-        if (!feedback) return feedback.error();
-        if (*feedback) {
-          auto records = FeedbackTargets(db, **feedback);
-          if (!records) return records.error();
-          for (const auto& r : *records) add(r);
-          continue;
-        }
-      }
-      missing.push_back(id);
-    }
-    if (!missing.empty()) {
-      std::string list;
-      for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-      return Error::Api(404, "not_found", "feedback targets not found in this scope: " + list,
-                        json{{"missing_memory_ids", missing}}.dump());
-    }
-    if (request->action != "note" && targets.empty()) {
-      return ValidationError("memory_ids", "the memory_ids resolve to no memory");
-    }
-    if (targets.size() > kMaxMemoryIds) {
-      return ValidationError("memory_ids", "the memory_ids resolve to more than 100 memories");
-    }
-  }
+  TMCRA_ASSIGN_OR_RETURN(const std::vector<std::string> targets,
+                         ResolveTargets(db, scope, *request));
 
   const std::string feedback_id = NewId("fb_");
   const double now = NowSeconds();
-  auto insert = db.Prepare(
-      "INSERT INTO feedback(feedback_id, tenant_id, scope_name, rating, action, idempotency_key, "
-      "payload_sha256, request_json, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  if (!insert) return insert.error();
-  insert->Bind(1, feedback_id)
-      .Bind(2, options_.tenant_id)
-      .Bind(3, scope)
-      .Bind(4, request->rating)
-      .Bind(5, request->action);
-  if (idempotency_key.empty()) {
-    insert->BindNull(6);
-  } else {
-    insert->Bind(6, idempotency_key);
-  }
-  insert->Bind(7, payload_sha).Bind(8, payload_text).Bind(9, now);
-  if (auto s = insert->Run(); !s) return s.error();
-  const int64_t seq = db.LastInsertRowId();
-  auto target = db.Prepare(
-      "INSERT INTO feedback_targets(feedback_seq, position, record_id, scope_name) "
-      "VALUES(?, ?, ?, ?)");
-  if (!target) return target.error();
-  for (size_t i = 0; i < targets.size(); ++i) {
-    target->Reset();
-    target->Bind(1, seq).Bind(2, static_cast<int64_t>(i)).Bind(3, targets[i]).Bind(4, scope);
-    if (auto s = target->Run(); !s) return s.error();
-  }
+  TMCRA_ASSIGN_OR_RETURN(const int64_t seq,
+                         InsertFeedback(db, options_.tenant_id, feedback_id, scope, *request,
+                                        idempotency_key, payload_sha, payload_text, now, targets));
 
   // A correction's replacement becomes a user message of its own session, ingested in this
   // transaction, so the feedback and its correction job exist together or not at all.

@@ -395,9 +395,15 @@ Error RecallValidation(const std::string& loc, const std::string& message) {
   return ValidationError(loc, message);
 }
 
-}  // namespace
+// A recall request's fields, checked as the service checks them (422 naming the field).
+struct RecallParams {
+  std::string query;
+  std::string mode;        // evidence_mode: raw, auto or compiled
+  std::string projection;  // response_projection: full or prompt_only
+  std::string wait_for;    // wait_for_job_id, or ""
+};
 
-Result<json> Engine::Recall(std::string_view scope, const json& body) {
+Result<RecallParams> ParseRecallRequest(std::string_view scope, const json& body) {
   if (!IsValidScope(scope)) return RecallValidation("scope", "invalid scope name");
   if (!body.is_object()) return RecallValidation("body", "Input should be a valid dictionary");
   static const std::set<std::string> kAllowed = {
@@ -410,12 +416,15 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   if (query_it == body.end() || !query_it->is_string()) {
     return RecallValidation("query", "Field required (a string)");
   }
-  const std::string query = query_it->get<std::string>();
+  RecallParams params;
+  params.query = query_it->get<std::string>();
+  const std::string& query = params.query;
   const size_t query_length = CodePointLength(query);
   if (query_length < 1 || query_length > 100000) {
     return RecallValidation("query", "String should have 1..100000 characters");
   }
-  const std::string mode = body.value("evidence_mode", "auto");
+  params.mode = body.value("evidence_mode", "auto");
+  const std::string& mode = params.mode;
   if (mode != "raw" && mode != "auto" && mode != "compiled") {
     return RecallValidation("evidence_mode", "Input should be 'raw', 'auto' or 'compiled'");
   }
@@ -427,7 +436,8 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
       it != body.end() && !(*it == "quality" || *it == "interactive")) {
     return RecallValidation("recall_profile", "Input should be 'quality' or 'interactive'");
   }
-  const std::string projection = body.value("response_projection", "full");
+  params.projection = body.value("response_projection", "full");
+  const std::string& projection = params.projection;
   if (projection != "full" && projection != "prompt_only") {
     return RecallValidation("response_projection", "Input should be 'full' or 'prompt_only'");
   }
@@ -439,13 +449,99 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
       !(it->is_string() && ParseIsoTimestamp(it->get<std::string>()))) {
     return RecallValidation("query_time", "Input should be a valid datetime");
   }
-  std::string wait_for;
   if (auto it = body.find("wait_for_job_id"); it != body.end() && !it->is_null()) {
     if (!it->is_string() || CodePointLength(it->get<std::string>()) > 100) {
       return RecallValidation("wait_for_job_id", "String should have at most 100 characters");
     }
-    wait_for = it->get<std::string>();
+    params.wait_for = it->get<std::string>();
   }
+  return params;
+}
+
+// wait_for_job_id: the job must be this scope's ingest job, succeeded, with a searchable
+// watermark. Records and their indexes are written in the job's own transaction, so a
+// succeeded job is always visible to the recall's snapshot: write_index_not_visible cannot
+// happen here.
+Status CheckWaitJob(db::Database& db, std::string_view scope, const std::string& wait_for) {
+  if (wait_for.empty()) return Ok();
+  auto st =
+      db.Prepare("SELECT scope_name, job_type, status, result_json FROM jobs WHERE job_id = ?");
+  if (!st) return st.error();
+  st->Bind(1, wait_for);
+  auto row = st->Step();
+  if (!row) return row.error();
+  if (!*row) return Error::Api(404, "not_found", "wait_for_job_id: job not found");
+  const std::string status = st->Text(2);
+  if (st->Text(0) != scope) {
+    return Error::Api(409, "wait_job_scope_mismatch",
+                      "wait_for_job_id: the job belongs to another scope");
+  }
+  if (st->Text(1) != "ingest") {
+    return Error::Api(409, "wait_job_type_mismatch",
+                      "wait_for_job_id: the job is not an ingest job");
+  }
+  if (status != "succeeded") {
+    return Error::Api(409, "write_not_committed",
+                      "wait_for_job_id: the job has not succeeded (status " + status + ")",
+                      json{{"job_status", status}}.dump());
+  }
+  const json result = st->IsNull(3) ? json(nullptr) : ParseJsonLenient(st->Text(3));
+  if (!result.is_object() || !result.contains("watermarks") || !result["watermarks"].is_object() ||
+      !result["watermarks"].contains("source_event_seq") ||
+      !result["watermarks"]["source_event_seq"].is_number_integer()) {
+    return Error::Api(409, "wait_job_has_no_searchable_watermark",
+                      "wait_for_job_id: the job has no searchable watermark");
+  }
+  return Ok();
+}
+
+// The scope's row (records, newest seq, last job), or null when the scope holds no record.
+Result<json> ScopeRow(db::Database& db, std::string_view scope) {
+  json scope_row = nullptr;
+  auto st =
+      db.Prepare("SELECT record_count, last_event_seq, last_job_id FROM scopes WHERE name = ?");
+  if (!st) return st.error();
+  st->Bind(1, scope);
+  auto row = st->Step();
+  if (!row) return row.error();
+  if (*row && st->Int(0) > 0) {
+    scope_row = {
+        {"records", st->Int(0)}, {"last_event_seq", st->Int(1)}, {"last_job_id", st->Text(2)}};
+  }
+  return scope_row;
+}
+
+// A new query id: "api_" and a UUID without its dashes.
+std::string NewQueryId() {
+  std::string id;
+  for (char c : UuidV4()) {
+    if (c != '-') id.push_back(c);
+  }
+  return "api_" + id;
+}
+
+// The answer for a scope that holds no record.
+json EmptyScopeAnswer(const std::string& query_id, std::string_view scope,
+                      const std::string& mode) {
+  json response{
+      {"query_id", query_id},
+      {"scope_name", scope},
+      {"index_job_id", "scope-empty"},
+      {"evidence_route",
+       {{"requested", mode}, {"selected", "raw"}, {"reasons", json::array({"scope_empty"})}}},
+      {"evidence", json::object()},
+      {"prompt_evidence", PromptEvidence("", false, 0, 0, 0, true)},
+      {"debug", nullptr}};
+  return response;
+}
+
+}  // namespace
+
+Result<json> Engine::Recall(std::string_view scope, const json& body) {
+  TMCRA_ASSIGN_OR_RETURN(const RecallParams params, ParseRecallRequest(scope, body));
+  const std::string& query = params.query;
+  const std::string& mode = params.mode;
+  const std::string& projection = params.projection;
 
   auto reader = BorrowReader();
   if (!reader) return reader.error();
@@ -453,72 +549,12 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   auto tx = db::Transaction::Deferred(db);  // one consistent snapshot for the whole recall
   if (!tx) return tx.error();
 
-  if (!wait_for.empty()) {
-    auto st =
-        db.Prepare("SELECT scope_name, job_type, status, result_json FROM jobs WHERE job_id = ?");
-    if (!st) return st.error();
-    st->Bind(1, wait_for);
-    auto row = st->Step();
-    if (!row) return row.error();
-    if (!*row) return Error::Api(404, "not_found", "wait_for_job_id: job not found");
-    const std::string status = st->Text(2);
-    if (st->Text(0) != scope) {
-      return Error::Api(409, "wait_job_scope_mismatch",
-                        "wait_for_job_id: the job belongs to another scope");
-    }
-    if (st->Text(1) != "ingest") {
-      return Error::Api(409, "wait_job_type_mismatch",
-                        "wait_for_job_id: the job is not an ingest job");
-    }
-    if (status != "succeeded") {
-      return Error::Api(409, "write_not_committed",
-                        "wait_for_job_id: the job has not succeeded (status " + status + ")",
-                        json{{"job_status", status}}.dump());
-    }
-    const json result = st->IsNull(3) ? json(nullptr) : ParseJsonLenient(st->Text(3));
-    if (!result.is_object() || !result.contains("watermarks") ||
-        !result["watermarks"].is_object() || !result["watermarks"].contains("source_event_seq") ||
-        !result["watermarks"]["source_event_seq"].is_number_integer()) {
-      return Error::Api(409, "wait_job_has_no_searchable_watermark",
-                        "wait_for_job_id: the job has no searchable watermark");
-    }
-    // Records and their indexes are written in the job's own transaction, so a succeeded job
-    // is always visible to this snapshot: write_index_not_visible cannot happen here.
-  }
+  TMCRA_RETURN_IF_ERROR(CheckWaitJob(db, scope, params.wait_for));
 
-  json scope_row = nullptr;
-  {
-    auto st =
-        db.Prepare("SELECT record_count, last_event_seq, last_job_id FROM scopes WHERE name = ?");
-    if (!st) return st.error();
-    st->Bind(1, scope);
-    auto row = st->Step();
-    if (!row) return row.error();
-    if (*row && st->Int(0) > 0) {
-      scope_row = {
-          {"records", st->Int(0)}, {"last_event_seq", st->Int(1)}, {"last_job_id", st->Text(2)}};
-    }
-  }
-  const std::string query_id = [] {
-    std::string id;
-    for (char c : UuidV4()) {
-      if (c != '-') id.push_back(c);
-    }
-    return "api_" + id;
-  }();
+  TMCRA_ASSIGN_OR_RETURN(const json scope_row, ScopeRow(db, scope));
+  const std::string query_id = NewQueryId();
   const bool compiled = mode == "compiled";
-  if (scope_row.is_null()) {
-    json response{
-        {"query_id", query_id},
-        {"scope_name", scope},
-        {"index_job_id", "scope-empty"},
-        {"evidence_route",
-         {{"requested", mode}, {"selected", "raw"}, {"reasons", json::array({"scope_empty"})}}},
-        {"evidence", json::object()},
-        {"prompt_evidence", PromptEvidence("", false, 0, 0, 0, true)},
-        {"debug", nullptr}};
-    return response;
-  }
+  if (scope_row.is_null()) return EmptyScopeAnswer(query_id, scope, mode);
 
   // Feedback effects apply before any window is built: a hidden record is neither a hit nor a
   // neighbour.

@@ -500,13 +500,19 @@ int DeliveryService::FinishGroup(Outbox& ob, const std::vector<std::string>& ite
   return changed;
 }
 
-Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_ids,
-                                          const std::function<bool()>& cancelled, bool due_only) {
-  auto opened = outbox();
-  if (!opened) return opened.error();
-  Outbox& ob = **opened;
-  const auto stop = [&] { return stopping_.load() || (cancelled && cancelled()); };
-  int changed = 0;
+namespace {
+
+// What one delivery round does with its items: the pending ones in groups to send, and the
+// submitted ones whose jobs are to be polled.
+struct RoundPlan {
+  std::vector<std::vector<std::string>> sends;  // full groups, in the order they filled
+  std::vector<Item> to_poll;
+  std::vector<std::string> poll_texts;  // each one's receipt as stored, for FinishGroup
+};
+
+// Plans a round over `item_ids`; false when `stop` said so on the way.
+bool PlanRound(Outbox& ob, const std::vector<std::string>& item_ids,
+               const std::function<bool()>& stop, bool due_only, RoundPlan& round) {
   // Each item is looked at without its claim first: submitted items are set aside to have their
   // jobs polled (most of a backlog's are still running, and finding that out writes nothing),
   // pending items are grouped by scope and agent id. A group is claimed (each item on its own,
@@ -518,11 +524,8 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
     size_t messages = 0;
   };
   std::map<std::pair<std::string, std::optional<std::string>>, Group> groups;
-  std::vector<std::vector<std::string>> sends;  // full groups, in the order they filled
-  std::vector<Item> to_poll;
-  std::vector<std::string> poll_texts;  // each one's receipt as stored, for FinishGroup
   for (const auto& id : item_ids) {
-    if (stop()) return changed;
+    if (stop()) return false;
     // Without the content: a pending item's is read under its claim (SubmitGroup), and polling
     // needs only the id, the receipt and the attempts.
     auto peek = ob.PeekForDelivery(id);
@@ -538,8 +541,8 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
       item.state = peek->state;
       item.attempts = peek->attempts;
       item.receipt = std::move(peek->receipt);
-      to_poll.push_back(std::move(item));
-      poll_texts.push_back(std::move(peek->receipt_text));
+      round.to_poll.push_back(std::move(item));
+      round.poll_texts.push_back(std::move(peek->receipt_text));
       continue;
     }
     if (peek->state != kPending) continue;                           // finished
@@ -547,19 +550,35 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
     Group& group = groups[{peek->scope_name, peek->agent_id}];
     const size_t n = peek->message_count;
     if (!group.ids.empty() && group.messages + n > kMaxBatchMessages) {
-      sends.push_back(std::move(group.ids));
+      round.sends.push_back(std::move(group.ids));
       group = Group{};
     }
     group.ids.push_back(id);
     group.messages += n;
     if (group.ids.size() >= kMaxBatchItems) {
-      sends.push_back(std::move(group.ids));
+      round.sends.push_back(std::move(group.ids));
       group = Group{};
     }
   }
   for (auto& [key, group] : groups) {
-    if (!group.ids.empty()) sends.push_back(std::move(group.ids));
+    if (!group.ids.empty()) round.sends.push_back(std::move(group.ids));
   }
+  return true;
+}
+
+}  // namespace
+
+Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_ids,
+                                          const std::function<bool()>& cancelled, bool due_only) {
+  auto opened = outbox();
+  if (!opened) return opened.error();
+  Outbox& ob = **opened;
+  const auto stop = [&] { return stopping_.load() || (cancelled && cancelled()); };
+  int changed = 0;
+  RoundPlan round;
+  if (!PlanRound(ob, item_ids, stop, due_only, round)) return changed;
+  std::vector<Item>& to_poll = round.to_poll;
+  std::vector<std::string>& poll_texts = round.poll_texts;
 
   // The submitted items' jobs are polled (reads only) on poll_parallelism threads while this
   // thread submits the pending groups: a remote memory answers each poll after a round trip,
@@ -657,7 +676,7 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
     }
   };
   take_polled();
-  for (const auto& ids : sends) {
+  for (const auto& ids : round.sends) {
     if (stop()) return changed;
     changed += SubmitGroup(ob, ids);
     take_polled();

@@ -92,6 +92,96 @@ bool SameContext(const controls::Policy& a, const controls::Policy& b) {
          a.turn_hash == b.turn_hash;
 }
 
+// The correction text of a `correct`, 1..4000 characters, with secrets and private spans
+// already out (the user approves the text that will be stored); "" for other actions.
+Result<std::string> CheckedReplacement(const json& args, const std::string& action,
+                                       const FeedbackToolDeps& deps) {
+  std::string replacement;
+  if (auto it = args.find("replacement"); it != args.end() && it->is_string()) {
+    replacement = it->get<std::string>();
+  }
+  if (action == "correct" && (Blank(replacement) || CodePointLength(replacement) > 4000)) {
+    return Error::Invalid("Correction text must be 1..4000 characters");
+  }
+  if (deps.filter != nullptr && !replacement.empty()) {
+    replacement = deps.filter->Apply(replacement).text;
+    if (Blank(replacement)) {
+      return Error::Invalid(
+          "arguments.replacement: nothing is left of it once "
+          "private spans and recalled memory are removed");
+    }
+  }
+  return replacement;
+}
+
+// The exact source of every distinct memory id, in first-seen order, added to `sources`; or the
+// answer that ends the call (an id without an exact source, a failure, a cancel).
+std::optional<ToolResult> ExactSources(const std::vector<std::string>& memory_ids,
+                                       const std::string& scope, mcp::ToolContext& ctx,
+                                       const FeedbackToolDeps& deps, ordered_json& sources) {
+  std::set<std::string> seen;
+  for (const auto& id : memory_ids) {
+    if (!seen.insert(id).second) continue;
+    if (ctx.cancelled()) return Failure(kTool, Error::Cancelled("the call was cancelled"));
+    auto page = deps.memory->Evidence(scope, id, kEvidenceLimit);
+    if (!page) {
+      if (page.error().http_status == 404) return NotApplied("needs_exact_source");
+      return Failure(kTool, page.error());
+    }
+    std::string original;
+    if (!ExactEvidence(*page, id, scope, &original)) return NotApplied("needs_exact_source");
+    ordered_json source = ordered_json::object();
+    source["memory_id"] = id;
+    source["original"] = original;
+    sources.push_back(std::move(source));
+  }
+  return std::nullopt;
+}
+
+// Shows the preview and asks the user to confirm; nothing when the user accepted, else the
+// answer that ends the call.
+std::optional<ToolResult> AskUser(const std::string& preview_text, const json& preview_json,
+                                  mcp::ToolContext& ctx, const FeedbackToolDeps& deps) {
+  auto answer = ctx.Elicit(kMessagePrefix + preview_text + kMessageSuffix, ConfirmationSchema(),
+                           deps.confirmation_timeout);
+  if (!answer) {
+    switch (answer.error().code) {
+      case Errc::kCancelled:
+        return Failure(kTool, Error::Cancelled("the call was cancelled; nothing was written"));
+      case Errc::kTimeout:
+        return NotApplied("confirmation_expired", &preview_json);
+      default:  // no elicitation capability, an error answer, content not matching the form
+        return NotApplied("confirmation_unavailable", &preview_json);
+    }
+  }
+  if (answer->action != "accept") return NotApplied(answer->action, &preview_json);
+  const auto confirm =
+      answer->content.is_object() ? answer->content.find("confirm") : answer->content.end();
+  if (confirm == answer->content.end() || *confirm != true) {
+    return NotApplied("declined", &preview_json);
+  }
+  return std::nullopt;
+}
+
+// A FeedbackView is handed back once it has the one field a host needs, and its ids are safe
+// in URL paths (a host passes them back: a restore's memory id, a job to wait for).
+Status CheckFeedbackView(const json& view) {
+  if (!view.is_object() || !view.contains("feedback_id") || !view["feedback_id"].is_string() ||
+      Blank(view["feedback_id"].get<std::string>())) {
+    return Error::Protocol("feedback.feedback_id: must be a non-empty string");
+  }
+  const auto& feedback_id = view["feedback_id"].get_ref<const std::string&>();
+  TMCRA_RETURN_IF_ERROR(receipts::CheckServerId(feedback_id, "feedback.feedback_id"));
+  if (auto job = view.find("correction_job_id"); job != view.end() && !job->is_null()) {
+    if (!job->is_string()) {
+      return Error::Protocol("feedback.correction_job_id: must be a string or null");
+    }
+    TMCRA_RETURN_IF_ERROR(
+        receipts::CheckServerId(job->get_ref<const std::string&>(), "feedback.correction_job_id"));
+  }
+  return Ok();
+}
+
 ToolResult Feedback(const json& args, mcp::ToolContext& ctx, const FeedbackToolDeps& deps) {
   if (deps.memory == nullptr || deps.controls == nullptr || !deps.control_key) {
     return Failure(kTool, Error::Internal("memory controls are not configured"));
@@ -123,21 +213,8 @@ ToolResult Feedback(const json& args, mcp::ToolContext& ctx, const FeedbackToolD
     return Failure(kTool, Error::Invalid("Exact memory IDs and an 8..200 character idempotency "
                                          "key are required"));
   }
-  std::string replacement;
-  if (auto it = args.find("replacement"); it != args.end() && it->is_string()) {
-    replacement = it->get<std::string>();
-  }
-  if (action == "correct" && (Blank(replacement) || CodePointLength(replacement) > 4000)) {
-    return Failure(kTool, Error::Invalid("Correction text must be 1..4000 characters"));
-  }
-  // The user approves the text that will be stored: secrets and private spans already out.
-  if (deps.filter != nullptr && !replacement.empty()) {
-    replacement = deps.filter->Apply(replacement).text;
-    if (Blank(replacement)) {
-      return Failure(kTool, Error::Invalid("arguments.replacement: nothing is left of it once "
-                                           "private spans and recalled memory are removed"));
-    }
-  }
+  auto replacement = CheckedReplacement(args, action, deps);
+  if (!replacement) return Failure(kTool, replacement.error());
 
   // 5: the request body, exactly as TMCRA sends it.
   json body{{"rating", action == "restore" ? "helpful" : "incorrect"},
@@ -145,26 +222,11 @@ ToolResult Feedback(const json& args, mcp::ToolContext& ctx, const FeedbackToolD
             {"memory_ids", memory_ids},
             {"query_id", nullptr}};
   if (auto it = args.find("query_id"); it != args.end() && it->is_string()) body["query_id"] = *it;
-  if (action == "correct") body["replacement"] = replacement;
+  if (action == "correct") body["replacement"] = *replacement;
 
   // 6: the exact source of every distinct memory id, in first-seen order.
   ordered_json sources = ordered_json::array();
-  std::set<std::string> seen;
-  for (const auto& id : memory_ids) {
-    if (!seen.insert(id).second) continue;
-    if (ctx.cancelled()) return Failure(kTool, Error::Cancelled("the call was cancelled"));
-    auto page = deps.memory->Evidence(scope, id, kEvidenceLimit);
-    if (!page) {
-      if (page.error().http_status == 404) return NotApplied("needs_exact_source");
-      return Failure(kTool, page.error());
-    }
-    std::string original;
-    if (!ExactEvidence(*page, id, scope, &original)) return NotApplied("needs_exact_source");
-    ordered_json source = ordered_json::object();
-    source["memory_id"] = id;
-    source["original"] = original;
-    sources.push_back(std::move(source));
-  }
+  if (auto refused = ExactSources(memory_ids, scope, ctx, deps, sources)) return *refused;
 
   // 7: the preview the user sees, bounded as TMCRA bounds it.
   ordered_json preview = ordered_json::object();
@@ -172,31 +234,14 @@ ToolResult Feedback(const json& args, mcp::ToolContext& ctx, const FeedbackToolD
   preview["sessionId"] = session_id;
   preview["action"] = action;
   preview["sources"] = std::move(sources);
-  if (action == "correct") preview["replacement"] = replacement;
+  if (action == "correct") preview["replacement"] = *replacement;
   const std::string preview_text = tmcra::PythonJsonDumps(preview);
   if (CodePointLength(preview_text) > kMaxPreviewCharacters) return NotApplied("preview_too_large");
   const json preview_json =
       json::parse(preview.dump(-1, ' ', false, ordered_json::error_handler_t::replace));
 
   // 8: ask the user.
-  auto answer = ctx.Elicit(kMessagePrefix + preview_text + kMessageSuffix, ConfirmationSchema(),
-                           deps.confirmation_timeout);
-  if (!answer) {
-    switch (answer.error().code) {
-      case Errc::kCancelled:
-        return Failure(kTool, Error::Cancelled("the call was cancelled; nothing was written"));
-      case Errc::kTimeout:
-        return NotApplied("confirmation_expired", &preview_json);
-      default:  // no elicitation capability, an error answer, content not matching the form
-        return NotApplied("confirmation_unavailable", &preview_json);
-    }
-  }
-  if (answer->action != "accept") return NotApplied(answer->action, &preview_json);
-  const auto confirm =
-      answer->content.is_object() ? answer->content.find("confirm") : answer->content.end();
-  if (confirm == answer->content.end() || *confirm != true) {
-    return NotApplied("declined", &preview_json);
-  }
+  if (auto refused = AskUser(preview_text, preview_json, ctx, deps)) return *refused;
 
   // 9: the session must still be the one the user confirmed for.
   auto current = deps.controls->GetPolicy(key, session_id);
@@ -208,25 +253,7 @@ ToolResult Feedback(const json& args, mcp::ToolContext& ctx, const FeedbackToolD
   // 10: write, then hand back the FeedbackView once it has the one field a host needs.
   auto view = deps.memory->Feedback(scope, body, {idempotency_key});
   if (!view) return Failure(kTool, view.error());
-  if (!view->is_object() || !view->contains("feedback_id") || !(*view)["feedback_id"].is_string() ||
-      Blank((*view)["feedback_id"].get<std::string>())) {
-    return Failure(kTool, Error::Protocol("feedback.feedback_id: must be a non-empty string"));
-  }
-  // A host passes these ids back into URL paths (a restore's memory id, a job to wait for).
-  const auto& feedback_id = (*view)["feedback_id"].get_ref<const std::string&>();
-  if (auto s = receipts::CheckServerId(feedback_id, "feedback.feedback_id"); !s) {
-    return Failure(kTool, s.error());
-  }
-  if (auto job = view->find("correction_job_id"); job != view->end() && !job->is_null()) {
-    if (!job->is_string()) {
-      return Failure(kTool,
-                     Error::Protocol("feedback.correction_job_id: must be a string or null"));
-    }
-    const auto& job_id = job->get_ref<const std::string&>();
-    if (auto s = receipts::CheckServerId(job_id, "feedback.correction_job_id"); !s) {
-      return Failure(kTool, s.error());
-    }
-  }
+  if (auto checked = CheckFeedbackView(*view); !checked) return Failure(kTool, checked.error());
   return ToolResult::Ok(std::move(*view));
 }
 

@@ -70,12 +70,6 @@ json RowReceipt(const queue::Item& item, bool compact = false,
 
 // _lifecycle_projection (§2.4) of a committed turn's row receipt.
 // `item` may be read for delivery (its recall receipt reduced): the turn's `recall` is used.
-// A write's answer with what the content filter removed from it.
-ToolResult WithFiltering(json receipt, const Filtering& filtering) {
-  receipt["content_filter"] = filtering.ToJson();
-  return ToolResult::Ok(std::move(receipt));
-}
-
 json Projection(const queue::Item& item, const std::string& turn_id, json recall) {
   json r = RowReceipt(item, /*compact=*/false, std::move(recall));
   const json& ingest = r["ingest"];
@@ -131,6 +125,57 @@ Status BindUserTurn(queue::Outbox& outbox, const std::string& turn_id, const std
   return outbox.PrepareTurn(turn);
 }
 
+// A replay of a bound user turn: the same turn again gets its stored recall, validated again,
+// and no new recall; another user turn under the same id is a conflict. A turn already stored
+// keeps no recalled memory (its receipt was pruned), so a replay then injects nothing.
+Result<json> ReplayedRecall(const queue::PreparedTurn& t, const std::string& scope,
+                            const std::string& session, const std::string& message_id,
+                            const std::string& content) {
+  if (t.scope_name != scope || t.session_id != session || t.user_message_id != message_id ||
+      t.user_content != content) {
+    return Error::Conflict("turn_id is already bound to a different user turn");
+  }
+  json stored = t.recall_receipt;
+  if (stored.is_object()) stored.erase("_local_capture");
+  const bool pruned = stored.is_object() && stored.value("pruned", false);
+  if (!t.user_content.empty() && !pruned) {
+    TMCRA_RETURN_IF_ERROR(receipts::RecallReceipt(stored, scope));
+  }
+  json recall = t.recall_receipt;
+  if (pruned) recall["injectable_context"] = {{"content", ""}};
+  return recall;
+}
+
+// tmcra_turn_prepare's answer: a lifecycle receipt, or only the recall when the memory
+// controls allow reading but not writing.
+ToolResult PreparedAnswer(bool write_allowed, const std::string& turn_id, const std::string& scope,
+                          json recall, const Filtering& filtering) {
+  if (!write_allowed) {
+    return ToolResult::Ok({{"status", "recall_only"},
+                           {"turn_id", turn_id},
+                           {"write_allowed", false},
+                           {"injectable_context", recall["injectable_context"]},
+                           {"task_handoff", recall.value("task_handoff", json(nullptr))},
+                           {"trust_boundary", "untrusted_memory_data"},
+                           {"content_filter", filtering.ToJson()}});
+  }
+  return ToolResult::Ok({{"schema_version", kLifecycleSchema},
+                         {"content_filter", filtering.ToJson()},
+                         {"contract_schema_version", receipts::kContractSchemaVersion},
+                         {"receipt_type", "lifecycle_turn"},
+                         {"status", "prepared"},
+                         {"submitted_status", "submitted"},
+                         {"final_status", nullptr},
+                         {"submitted", true},
+                         {"final", false},
+                         {"watermarks", recall.value("watermarks", json::object())},
+                         {"turn_id", turn_id},
+                         {"scope_name", scope},
+                         {"recall", recall},
+                         {"injectable_context", recall["injectable_context"]},
+                         {"trust_boundary", "untrusted_memory_data"}});
+}
+
 ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_memory) {
   const char* kTool = "tmcra_turn_prepare";
   auto resolved = Resolve(args, deps.default_scope, deps.default_agent_id);
@@ -175,22 +220,9 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_mem
   if (!existing) return Failure(kTool, existing.error());
   json recall;
   if (*existing) {
-    const queue::PreparedTurn& t = **existing;
-    if (t.scope_name != resolved->scope || t.session_id != session ||
-        t.user_message_id != message_id || t.user_content != content) {
-      return Failure(kTool, Error::Conflict("turn_id is already bound to a different user turn"));
-    }
-    // A replay: the stored recall, validated again, and no new recall.
-    json stored = t.recall_receipt;
-    if (stored.is_object()) stored.erase("_local_capture");
-    // (A turn already stored keeps no recalled memory: its receipt was pruned.)
-    const bool pruned = stored.is_object() && stored.value("pruned", false);
-    if (!t.user_content.empty() && !pruned) {
-      auto revalidated = receipts::RecallReceipt(stored, resolved->scope);
-      if (!revalidated) return Failure(kTool, revalidated.error());
-    }
-    recall = t.recall_receipt;
-    if (pruned) recall["injectable_context"] = {{"content", ""}};
+    auto replayed = ReplayedRecall(**existing, resolved->scope, session, message_id, content);
+    if (!replayed) return Failure(kTool, replayed.error());
+    recall = std::move(*replayed);
   } else if (content.empty() || !recall_memory) {
     // Nothing to recall with (the whole message was private), or no recall wanted.
     recall = {{"injectable_context", {{"content", ""}}}, {"_local_capture", capture.ToJson()}};
@@ -220,30 +252,7 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_mem
       return Failure(kTool, s.error());
     }
   }
-  if (!capture.write) {
-    return ToolResult::Ok({{"status", "recall_only"},
-                           {"turn_id", turn_id},
-                           {"write_allowed", false},
-                           {"injectable_context", recall["injectable_context"]},
-                           {"task_handoff", recall.value("task_handoff", json(nullptr))},
-                           {"trust_boundary", "untrusted_memory_data"},
-                           {"content_filter", filtering.ToJson()}});
-  }
-  return ToolResult::Ok({{"schema_version", kLifecycleSchema},
-                         {"content_filter", filtering.ToJson()},
-                         {"contract_schema_version", receipts::kContractSchemaVersion},
-                         {"receipt_type", "lifecycle_turn"},
-                         {"status", "prepared"},
-                         {"submitted_status", "submitted"},
-                         {"final_status", nullptr},
-                         {"submitted", true},
-                         {"final", false},
-                         {"watermarks", recall.value("watermarks", json::object())},
-                         {"turn_id", turn_id},
-                         {"scope_name", resolved->scope},
-                         {"recall", recall},
-                         {"injectable_context", recall["injectable_context"]},
-                         {"trust_boundary", "untrusted_memory_data"}});
+  return PreparedAnswer(capture.write, turn_id, resolved->scope, std::move(recall), filtering);
 }
 
 // ---- tmcra_turn_commit -------------------------------------------------------------------
@@ -275,39 +284,147 @@ json CommitSchema() {
       {"additionalProperties", false}};
 }
 
-ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps& deps,
-                  bool user_only) {
-  const char* kTool = "tmcra_turn_commit";
-  const std::string turn_id = Trim(args["turn_id"].get<std::string>());
-  const std::string message_id =
-      user_only ? std::string() : Trim(args["assistant_message_id"].get<std::string>());
-  const std::string raw_content =
-      user_only ? std::string() : Trim(args["assistant_content"].get<std::string>());
-  for (const auto& [name, value] : {std::pair{"turn_id", turn_id},
-                                    {"assistant_message_id", message_id},
-                                    {"assistant_content", raw_content}}) {
+// The answer of a turn as tmcra_turn_commit was given it, checked: blank fields and a timestamp
+// that is not ISO-8601 are refused, naming the argument. `user_only` (a turn that ended
+// without an answer) reads the turn id alone.
+struct CommitArguments {
+  std::string turn_id;
+  std::string message_id;
+  std::string raw_content;
+  std::string timestamp;  // normalised, or now
+};
+
+Result<CommitArguments> ReadCommitArguments(const json& args, bool user_only) {
+  CommitArguments in;
+  in.turn_id = Trim(args["turn_id"].get<std::string>());
+  if (!user_only) {
+    in.message_id = Trim(args["assistant_message_id"].get<std::string>());
+    in.raw_content = Trim(args["assistant_content"].get<std::string>());
+  }
+  for (const auto& [name, value] : {std::pair{"turn_id", in.turn_id},
+                                    {"assistant_message_id", in.message_id},
+                                    {"assistant_content", in.raw_content}}) {
     if (value.empty() && (!user_only || std::string_view(name) == "turn_id")) {
-      return Failure(kTool,
-                     Error::Invalid(std::string("arguments.") + name + ": must not be blank"));
+      return Error::Invalid(std::string("arguments.") + name + ": must not be blank");
     }
   }
-  // Filtered before the key is derived and the outbox sees it: a replay of the same answer
-  // filters the same way, so it is still a replay.
-  Filtering filtering;
-  const std::string content = FilterText(deps.filter, raw_content, filtering);
-  // (added to the status tally below, once the messages it leaves empty are counted)
-  std::string timestamp = FormatIsoUtc(NowSeconds());
+  in.timestamp = FormatIsoUtc(NowSeconds());
   if (auto ts = OptionalArg(args, "assistant_timestamp"); !ts.empty()) {
     auto normalised = PydanticTimestamp(ts);
     if (!normalised) {
-      return Failure(kTool,
-                     Error::Invalid("arguments.assistant_timestamp: is not an ISO-8601 date-time"));
+      return Error::Invalid("arguments.assistant_timestamp: is not an ISO-8601 date-time");
     }
-    timestamp = *normalised;
+    in.timestamp = *normalised;
   }
+  return in;
+}
+
+// The commit's idempotency key: the caller's, or derived from TMCRA's documented body, so keys
+// stay stable across builds. A turn that ended without an answer is keyed without one.
+std::string CommitKey(const json& args, const CommitArguments& in, const std::string& content,
+                      const queue::PreparedTurn& t, const Resolved& resolved,
+                      const std::string& consistency, const std::string& slow_policy,
+                      bool user_only) {
+  std::string key = OptionalArg(args, "idempotency_key");
+  if (!key.empty()) return key;
+  const json assistant_dump =
+      user_only ? json(nullptr)
+                : json{{"message_id", in.message_id},
+                       {"role", "assistant"},
+                       {"content", content},
+                       {"timestamp", in.timestamp},
+                       {"agent_id", resolved.agent_id ? json(*resolved.agent_id) : json(nullptr)},
+                       {"target_agent_id", nullptr}};
+  return DeriveIdempotencyKey(t.scope_name, {{"turn_id", in.turn_id},
+                                             {"assistant", assistant_dump},
+                                             {"consistency", consistency},
+                                             {"slow_policy", slow_policy}});
+}
+
+// The turn's messages and metadata as the outbox stores them. On the wire both messages carry
+// per-message metadata exactly as tmcra_ingest sends it (TMCRA sends agent_id/target_agent_id
+// keys the service rejects; see compatibility.md). A message the filter left empty (all of it
+// private) is not stored, and is counted as dropped; the other one is.
+void AddCommitMessages(const CommitArguments& in, const std::string& content,
+                       const queue::PreparedTurn& t, const Resolved& resolved,
+                       const MemoryToolDeps& deps, bool user_only, Filtering& filtering,
+                       queue::CommitRequest& request) {
+  json user_meta{{"actor_role", "user"}};
+  json assistant_meta{{"actor_role", "assistant"}};
+  if (resolved.agent_id) {
+    user_meta["target_agent_id"] = *resolved.agent_id;
+    assistant_meta["agent_id"] = *resolved.agent_id;
+  }
+  request.metadata = json{
+      {"integration", "mcp"}, {"integration_version", deps.version}, {"scope_sharing", "shared"}};
+  if (resolved.agent_id) {
+    request.metadata["agent_id"] = *resolved.agent_id;
+    request.metadata["agent_id_source"] = resolved.agent_source;
+  }
+  request.messages = json::array();
+  if (!t.user_content.empty()) {
+    request.messages.push_back({{"message_id", t.user_message_id},
+                                {"role", "user"},
+                                {"content", t.user_content},
+                                {"timestamp", t.user_timestamp},
+                                {"metadata", user_meta}});
+  } else {
+    ++filtering.dropped_messages;
+  }
+  if (!content.empty()) {
+    request.messages.push_back({{"message_id", in.message_id},
+                                {"role", "assistant"},
+                                {"content", content},
+                                {"timestamp", in.timestamp},
+                                {"metadata", assistant_meta}});
+  } else if (!user_only) {
+    ++filtering.dropped_messages;
+  }
+}
+
+// The answer to a durable commit. read_your_writes delivers it to the end (bounded) before
+// answering; eventual answers at once and leaves delivery to the background. The answer echoes
+// the turn's recall receipt (moved in, read once); the item is read back without its copy.
+ToolResult AnswerCommit(queue::Outbox& outbox, const std::string& item_id,
+                        const std::string& turn_id, const std::string& consistency,
+                        json recall_receipt, const Filtering& filtering, mcp::ToolContext& ctx,
+                        const MemoryToolDeps& deps) {
+  const char* kTool = "tmcra_turn_commit";
+  if (consistency != "read_your_writes") {
+    auto item = outbox.GetForDelivery(item_id);
+    // Kicked after the read: the delivery round it starts takes the outbox's lock, and the
+    // host should not wait for that.
+    deps.delivery->Kick();
+    if (!item) return Failure(kTool, item.error());
+    return WithFiltering(Projection(*item, turn_id, std::move(recall_receipt)), filtering);
+  }
+  auto delivered = deps.delivery->DeliverItem(item_id, /*wait_terminal=*/true, deps.commit_wait,
+                                              [&ctx] { return ctx.cancelled(); });
+  if (!delivered) {
+    auto item = outbox.GetForDelivery(item_id);
+    if (!item) return Failure(kTool, item.error());
+    deps.delivery->Kick();
+    return WithFiltering(Projection(*item, turn_id, std::move(recall_receipt)), filtering);
+  }
+  if (delivered->state == queue::kPending || delivered->state == queue::kSubmitted) {
+    deps.delivery->Kick();  // background delivery finishes it
+  }
+  return WithFiltering(Projection(*delivered, turn_id, std::move(recall_receipt)), filtering);
+}
+
+ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps& deps,
+                  bool user_only) {
+  const char* kTool = "tmcra_turn_commit";
+  auto in = ReadCommitArguments(args, user_only);
+  if (!in) return Failure(kTool, in.error());
+  // Filtered before the key is derived and the outbox sees it: a replay of the same answer
+  // filters the same way, so it is still a replay. (Added to the status tally once the
+  // messages it leaves empty are counted.)
+  Filtering filtering;
+  const std::string content = FilterText(deps.filter, in->raw_content, filtering);
   auto outbox = deps.delivery->outbox();
   if (!outbox) return Failure(kTool, outbox.error());
-  auto turn = (*outbox)->GetTurn(turn_id);
+  auto turn = (*outbox)->GetTurn(in->turn_id);
   if (!turn) return Failure(kTool, turn.error());
   if (!*turn) {
     return Failure(kTool, Error::NotFound("turn_id is unknown; call tmcra_turn_prepare first"));
@@ -327,59 +444,11 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   }
   const std::string consistency = args.value("consistency", "read_your_writes");
   const std::string slow_policy = args.value("slow_policy", "auto");
-  // The key is derived from TMCRA's documented body, so keys stay stable across builds.
-  // A turn that ended without an answer (failed or interrupted) is keyed without one.
-  const json assistant_dump =
-      user_only ? json(nullptr)
-                : json{{"message_id", message_id},
-                       {"role", "assistant"},
-                       {"content", content},
-                       {"timestamp", timestamp},
-                       {"agent_id", resolved->agent_id ? json(*resolved->agent_id) : json(nullptr)},
-                       {"target_agent_id", nullptr}};
-  std::string key = OptionalArg(args, "idempotency_key");
-  if (key.empty()) {
-    key = DeriveIdempotencyKey(t.scope_name, {{"turn_id", turn_id},
-                                              {"assistant", assistant_dump},
-                                              {"consistency", consistency},
-                                              {"slow_policy", slow_policy}});
-  }
-  // On the wire both messages carry per-message metadata exactly as tmcra_ingest sends it
-  // (TMCRA sends agent_id/target_agent_id keys the service rejects; see compatibility.md).
-  json user_meta{{"actor_role", "user"}};
-  json assistant_meta{{"actor_role", "assistant"}};
-  if (resolved->agent_id) {
-    user_meta["target_agent_id"] = *resolved->agent_id;
-    assistant_meta["agent_id"] = *resolved->agent_id;
-  }
-  json metadata{
-      {"integration", "mcp"}, {"integration_version", deps.version}, {"scope_sharing", "shared"}};
-  if (resolved->agent_id) {
-    metadata["agent_id"] = *resolved->agent_id;
-    metadata["agent_id_source"] = resolved->agent_source;
-  }
   queue::CommitRequest request;
-  request.turn_id = turn_id;
-  request.messages = json::array();
-  // A message the filter left empty (all of it private) is not stored; the other one is.
-  if (!t.user_content.empty()) {
-    request.messages.push_back({{"message_id", t.user_message_id},
-                                {"role", "user"},
-                                {"content", t.user_content},
-                                {"timestamp", t.user_timestamp},
-                                {"metadata", user_meta}});
-  } else {
-    ++filtering.dropped_messages;
-  }
-  if (!content.empty()) {
-    request.messages.push_back({{"message_id", message_id},
-                                {"role", "assistant"},
-                                {"content", content},
-                                {"timestamp", timestamp},
-                                {"metadata", assistant_meta}});
-  } else if (!user_only) {
-    ++filtering.dropped_messages;
-  }
+  request.turn_id = in->turn_id;
+  request.idempotency_key =
+      CommitKey(args, *in, content, t, *resolved, consistency, slow_policy, user_only);
+  AddCommitMessages(*in, content, t, *resolved, deps, user_only, filtering, request);
   if (deps.filter_tally != nullptr) deps.filter_tally->Add(filtering);
   if (request.messages.empty()) {
     return ToolResult::Ok({{"skipped", true},
@@ -389,36 +458,12 @@ ToolResult Commit(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps&
   }
   request.consistency = consistency;
   request.slow_policy = slow_policy;
-  request.idempotency_key = key;
-  request.metadata = metadata;
   request.agent_id = resolved->agent_id;
   auto item_id = (*outbox)->CommitTurn(request);
   if (!item_id) return Failure(kTool, item_id.error());
   TMCRA_FAILPOINT("commit.after_commit_before_reply");
-  // Durable now. read_your_writes delivers it to the end (bounded) before answering; eventual
-  // answers at once and leaves delivery to the background.
-  // The answer echoes the turn's recall receipt (moved from `t`, read once); the item is read
-  // back without its copy of it.
-  if (consistency != "read_your_writes") {
-    auto item = (*outbox)->GetForDelivery(*item_id);
-    // Kicked after the read: the delivery round it starts takes the outbox's lock, and the
-    // host should not wait for that.
-    deps.delivery->Kick();
-    if (!item) return Failure(kTool, item.error());
-    return WithFiltering(Projection(*item, turn_id, std::move(t.recall_receipt)), filtering);
-  }
-  auto delivered = deps.delivery->DeliverItem(*item_id, /*wait_terminal=*/true, deps.commit_wait,
-                                              [&ctx] { return ctx.cancelled(); });
-  if (!delivered) {
-    auto item = (*outbox)->GetForDelivery(*item_id);
-    if (!item) return Failure(kTool, item.error());
-    deps.delivery->Kick();
-    return WithFiltering(Projection(*item, turn_id, std::move(t.recall_receipt)), filtering);
-  }
-  if (delivered->state == queue::kPending || delivered->state == queue::kSubmitted) {
-    deps.delivery->Kick();  // background delivery finishes it
-  }
-  return WithFiltering(Projection(*delivered, turn_id, std::move(t.recall_receipt)), filtering);
+  return AnswerCommit(**outbox, *item_id, in->turn_id, consistency, std::move(t.recall_receipt),
+                      filtering, ctx, deps);
 }
 
 // ---- tmcra_reconcile ---------------------------------------------------------------------
@@ -432,6 +477,43 @@ json ReconcileSchema() {
                   {"items", {{"type", "string"}, {"minLength", 1}, {"maxLength", 200}}}}},
                 {"include_dead_letter", {{"type", "boolean"}, {"default", false}}}}},
               {"additionalProperties", false}};
+}
+
+// Whether waiting up to `left` can still move one of `open`: a submitted item (its job may
+// finish) or one whose backoff ends within it. Otherwise (a retry later, a held credential or
+// configuration problem) the answer tells the state now rather than after waiting for nothing.
+bool WorthWaiting(queue::Outbox& outbox, const std::set<std::string>& open,
+                  std::chrono::steady_clock::duration left) {
+  const double wait_until = NowSeconds() + std::chrono::duration<double>(left).count();
+  for (const auto& id : open) {
+    auto item = outbox.GetForDelivery(id);
+    if (!item) continue;
+    if (item->state == queue::kSubmitted || item->next_attempt_at <= wait_until) return true;
+  }
+  return false;
+}
+
+// The reconciliation's items: the first kListed in full, the rest counted in `unlisted` (their
+// states are in queue_counts), so a backlog cannot produce an oversized answer.
+json ListedItems(queue::Outbox& outbox, const std::vector<std::string>& ids,
+                 const std::map<std::string, std::string>& replay_errors, size_t& unlisted) {
+  constexpr size_t kListed = 200;
+  json items = json::array();
+  for (const auto& id : ids) {
+    if (items.size() >= kListed) {
+      ++unlisted;
+      continue;
+    }
+    auto item = outbox.Get(id);
+    if (!item) {
+      items.push_back({{"item_id", id}, {"status", "unknown"}, {"error", item.error().message}});
+      continue;
+    }
+    json r = RowReceipt(*item, /*compact=*/true);
+    if (auto e = replay_errors.find(id); e != replay_errors.end()) r["replay_error"] = e->second;
+    items.push_back(std::move(r));
+  }
+  return items;
 }
 
 ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps& deps) {
@@ -485,44 +567,13 @@ ToolResult Reconcile(const json& args, mcp::ToolContext& ctx, const MemoryToolDe
     // Nothing moved, no job is running and every item left waits for a backoff that outlasts
     // this call (a retry later, or a held credential or configuration problem): the answer
     // tells the state now rather than after commit_wait of waiting for nothing.
-    if (!moved) {
-      const double wait_until =
-          NowSeconds() +
-          std::chrono::duration<double>(deps.commit_wait - (now - last_progress)).count();
-      bool worth_waiting = false;
-      for (const auto& id : open) {
-        auto item = (*outbox)->GetForDelivery(id);
-        if (!item) continue;
-        if (item->state == queue::kSubmitted || item->next_attempt_at <= wait_until) {
-          worth_waiting = true;
-          break;
-        }
-      }
-      if (!worth_waiting) break;
-    }
+    if (!moved && !WorthWaiting(**outbox, open, deps.commit_wait - (now - last_progress))) break;
     // Jobs still running (or items backing off): look again shortly.
     std::this_thread::sleep_for(*changed > 0 ? std::chrono::milliseconds(5)
                                              : std::chrono::milliseconds(50));
   }
-  // The answer lists the first kListed items in full and counts the rest (their states are in
-  // queue_counts), so a backlog cannot produce an oversized answer.
-  constexpr size_t kListed = 200;
-  json items = json::array();
   size_t unlisted = 0;
-  for (const auto& id : ids) {
-    if (items.size() >= kListed) {
-      ++unlisted;
-      continue;
-    }
-    auto item = (*outbox)->Get(id);
-    if (!item) {
-      items.push_back({{"item_id", id}, {"status", "unknown"}, {"error", item.error().message}});
-      continue;
-    }
-    json r = RowReceipt(*item, /*compact=*/true);
-    if (auto e = replay_errors.find(id); e != replay_errors.end()) r["replay_error"] = e->second;
-    items.push_back(std::move(r));
-  }
+  json items = ListedItems(**outbox, ids, replay_errors, unlisted);
   auto counts = Counts(**outbox);
   if (!counts) return Failure(kTool, counts.error());
   return ToolResult::Ok({{"schema_version", kReconcileSchema},

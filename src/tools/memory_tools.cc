@@ -125,20 +125,69 @@ json IngestSchema() {
       {"additionalProperties", false}};
 }
 
-ToolResult Ingest(const json& args, const MemoryToolDeps& deps) {
-  auto resolved = Resolve(args, deps.default_scope, deps.default_agent_id);
-  if (!resolved) return Failure("tmcra_ingest", resolved.error());
+// The session id is not blank and message ids are unique within the call.
+Status CheckIngestIds(const json& args) {
   if (Trim(args["session_id"].get<std::string>()).empty()) {
-    return Failure("tmcra_ingest", Error::Invalid("arguments.session_id: must not be blank"));
+    return Error::Invalid("arguments.session_id: must not be blank");
   }
   std::set<std::string> ids;
   for (size_t i = 0; i < args["messages"].size(); ++i) {
     if (!ids.insert(Trim(args["messages"][i]["message_id"].get<std::string>())).second) {
-      return Failure("tmcra_ingest",
-                     Error::Invalid("arguments.messages[" + std::to_string(i) +
-                                    "].message_id: must be unique within the call"));
+      return Error::Invalid("arguments.messages[" + std::to_string(i) +
+                            "].message_id: must be unique within the call");
     }
   }
+  return Ok();
+}
+
+// The write made durable in the outbox before anything is sent, then delivered now (its
+// receipt), or left queued (a queued receipt) when the memory cannot take it yet.
+ToolResult EnqueueAndDeliver(const json& body, const Resolved& resolved, const std::string& key,
+                             const json& capture, const Filtering& filtering,
+                             const MemoryToolDeps& deps) {
+  auto outbox = deps.delivery->outbox();
+  if (!outbox) return Failure("tmcra_ingest", outbox.error());
+  queue::Item item;
+  item.scope_name = resolved.scope;
+  item.session_id = body["session_id"];
+  item.messages = body["messages"];
+  item.consistency = body["consistency"];
+  item.slow_policy = body["slow_policy"];
+  item.idempotency_key = key;
+  item.metadata = body["metadata"];
+  item.agent_id = resolved.agent_id;
+  if (!capture.is_null()) item.recall_receipt = {{"_local_capture", capture}};
+  auto item_id = (*outbox)->Enqueue(item);
+  if (!item_id) return Failure("tmcra_ingest", item_id.error());
+  TMCRA_FAILPOINT("ingest.after_enqueue_before_deliver");
+  auto delivered =
+      deps.delivery->DeliverItem(*item_id, /*wait_terminal=*/false, std::chrono::milliseconds(0));
+  if (!delivered) {
+    return WithFiltering(
+        receipts::QueuedIngestReceipt(resolved.scope, *item_id, delivered.error().ToString()),
+        filtering);
+  }
+  if (delivered->state == queue::kDeadLetter) {
+    return Failure("tmcra_ingest",
+                   Error::Invalid(delivered->last_error.value_or("the write was refused")));
+  }
+  if (delivered->state == queue::kPending) {
+    deps.delivery->Kick();
+    return WithFiltering(
+        receipts::QueuedIngestReceipt(resolved.scope, *item_id,
+                                      delivered->last_error.value_or("delivery is pending")),
+        filtering);
+  }
+  json receipt = delivered->receipt;
+  receipt["queue_item_id"] = *item_id;
+  return WithFiltering(std::move(receipt), filtering);
+}
+
+ToolResult Ingest(const json& args, const MemoryToolDeps& deps) {
+  auto resolved = Resolve(args, deps.default_scope, deps.default_agent_id);
+  if (!resolved) return Failure("tmcra_ingest", resolved.error());
+  if (auto checked = CheckIngestIds(args); !checked)
+    return Failure("tmcra_ingest", checked.error());
   auto body = BuildIngestBody(args, {resolved->agent_id, resolved->agent_source, deps.version},
                               FormatIsoUtc(NowSeconds()));
   if (!body) return Failure("tmcra_ingest", body.error());
@@ -146,13 +195,10 @@ ToolResult Ingest(const json& args, const MemoryToolDeps& deps) {
   Filtering filtering;
   FilterMessages(deps.filter, (*body)["messages"], filtering);
   if (deps.filter_tally != nullptr) deps.filter_tally->Add(filtering);
-  const auto with_filtering = [&filtering](json receipt) {
-    receipt["content_filter"] = filtering.ToJson();
-    return ToolResult::Ok(std::move(receipt));
-  };
   if ((*body)["messages"].empty()) {
-    return with_filtering(
-        {{"skipped", true}, {"reason", "nothing_left_after_filtering"}, {"submitted", false}});
+    return WithFiltering(
+        {{"skipped", true}, {"reason", "nothing_left_after_filtering"}, {"submitted", false}},
+        filtering);
   }
   std::string key = OptionalArg(args, "idempotency_key");
   if (key.empty()) key = DeriveIdempotencyKey(resolved->scope, *body);
@@ -174,42 +220,9 @@ ToolResult Ingest(const json& args, const MemoryToolDeps& deps) {
     if (!response) return Failure("tmcra_ingest", response.error());
     auto receipt = receipts::IngestReceipt(*response, resolved->scope);
     if (!receipt) return Failure("tmcra_ingest", receipt.error());
-    return with_filtering(std::move(*receipt));
+    return WithFiltering(std::move(*receipt), filtering);
   }
-  // The write is durable in the outbox before anything is sent; then it is delivered now.
-  auto outbox = deps.delivery->outbox();
-  if (!outbox) return Failure("tmcra_ingest", outbox.error());
-  queue::Item item;
-  item.scope_name = resolved->scope;
-  item.session_id = session;
-  item.messages = (*body)["messages"];
-  item.consistency = (*body)["consistency"];
-  item.slow_policy = (*body)["slow_policy"];
-  item.idempotency_key = key;
-  item.metadata = (*body)["metadata"];
-  item.agent_id = resolved->agent_id;
-  if (!capture.is_null()) item.recall_receipt = {{"_local_capture", capture}};
-  auto item_id = (*outbox)->Enqueue(item);
-  if (!item_id) return Failure("tmcra_ingest", item_id.error());
-  TMCRA_FAILPOINT("ingest.after_enqueue_before_deliver");
-  auto delivered =
-      deps.delivery->DeliverItem(*item_id, /*wait_terminal=*/false, std::chrono::milliseconds(0));
-  if (!delivered) {
-    return with_filtering(
-        receipts::QueuedIngestReceipt(resolved->scope, *item_id, delivered.error().ToString()));
-  }
-  if (delivered->state == queue::kDeadLetter) {
-    return Failure("tmcra_ingest",
-                   Error::Invalid(delivered->last_error.value_or("the write was refused")));
-  }
-  if (delivered->state == queue::kPending) {
-    deps.delivery->Kick();
-    return with_filtering(receipts::QueuedIngestReceipt(
-        resolved->scope, *item_id, delivered->last_error.value_or("delivery is pending")));
-  }
-  json receipt = delivered->receipt;
-  receipt["queue_item_id"] = *item_id;
-  return with_filtering(std::move(receipt));
+  return EnqueueAndDeliver(*body, *resolved, key, capture, filtering, deps);
 }
 
 // ---- tmcra_get_job / tmcra_wait_job ------------------------------------------------------

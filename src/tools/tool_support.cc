@@ -67,4 +67,9 @@ void RegisterTool(mcp::Server& server, std::string name, std::string title, std:
 
 json ReadOnlyHints() { return {{"readOnlyHint", true}, {"openWorldHint", false}}; }
 
+mcp::ToolResult WithFiltering(json receipt, const Filtering& filtering) {
+  receipt["content_filter"] = filtering.ToJson();
+  return mcp::ToolResult::Ok(std::move(receipt));
+}
+
 }  // namespace tmcra::tools

@@ -9,6 +9,7 @@
 #include "base/result.h"
 #include "base/utf8.h"
 #include "src/mcp/server.h"
+#include "src/tools/content_filtering.h"
 
 namespace tmcra::tools {
 
@@ -32,6 +33,9 @@ struct Resolved {
 
 // "Error executing tool <tool>: <what>" with the API code and HTTP status when there is one.
 mcp::ToolResult Failure(const std::string& tool, const Error& error);
+
+// A write's answer with what the content filter removed from it (its "content_filter").
+mcp::ToolResult WithFiltering(nlohmann::json receipt, const Filtering& filtering);
 
 // Registers a tool whose output schema is TMCRA's generic object schema.
 void RegisterTool(mcp::Server& server, std::string name, std::string title, std::string description,
