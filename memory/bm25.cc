@@ -188,51 +188,52 @@ void Occurrences(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context*
   sqlite3_result_int64(ctx, n);
 }
 
-// tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer), see bm25.h. The rows it
-// ranks are the union of the phrases' rows: right for recall's MATCH, an OR of quoted words,
-// and not for AND or NEAR queries.
-void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int argc,
-          sqlite3_value** argv) {
-  const auto* facts = static_cast<const RowFacts*>(api->xUserData(fts));
-  const auto* source =
+// tmcra_rank's arguments after the document counts.
+struct RankArgs {
+  const RankPostings* source = nullptr;  // the postings cache bound last, or nullptr
+  bool cjk = false;                      // rows are ranked by their lengths in the CJK index
+  std::vector<RankedRow>* out = nullptr;
+  sqlite3_int64 limit = 0;
+  uint32_t scope = 0;
+};
+
+// Reads tmcra_rank's arguments into `args`; false, with the result set to an error, when they
+// are not what it takes.
+bool ReadRankArgs(sqlite3_context* ctx, int argc, sqlite3_value** argv, RankArgs& args) {
+  args.source =
       argc == 5
           ? static_cast<const RankPostings*>(sqlite3_value_pointer(argv[4], kRankPostingsPointer))
           : nullptr;
-  const auto* lengths = argc == 5 && source == nullptr
+  const auto* lengths = argc == 5 && args.source == nullptr
                             ? reinterpret_cast<const char*>(sqlite3_value_text(argv[4]))
                             : nullptr;
-  const bool cjk = lengths != nullptr && std::string_view(lengths) == "cjk";
-  if ((argc != 4 && argc != 5) || (argc == 5 && !cjk && source == nullptr)) {
+  args.cjk = lengths != nullptr && std::string_view(lengths) == "cjk";
+  if ((argc != 4 && argc != 5) || (argc == 5 && !args.cjk && args.source == nullptr)) {
     sqlite3_result_error(ctx,
                          "tmcra_rank: expects the document counts, a scope id, a limit, a "
                          "pointer, and optionally 'cjk' or the postings",
                          -1);
-    return;
+    return false;
   }
-  auto* out =
+  args.out =
       static_cast<std::vector<RankedRow>*>(sqlite3_value_pointer(argv[3], kRankedRowsPointer));
-  const sqlite3_int64 limit = sqlite3_value_int64(argv[2]);
-  if (out == nullptr || limit < 0) {
+  args.limit = sqlite3_value_int64(argv[2]);
+  if (args.out == nullptr || args.limit < 0) {
     sqlite3_result_error(ctx, "tmcra_rank: no result vector bound, or a negative limit", -1);
-    return;
+    return false;
   }
-  const auto scope = static_cast<uint32_t>(sqlite3_value_int64(argv[1]));
-  std::unique_ptr<QueryData> data;
-  std::string error;
-  int rc = LoadQueryData("tmcra_rank", api, fts, argv[0], &data, &error);
-  if (rc != SQLITE_OK) return ResultLoadError(ctx, rc, error);
-  // Each phrase's doclist, walked once (or not at all, when the cache holds it). Rows of every
-  // scope come through here; the scope is checked while merging, where the next rows are known
-  // and their entries can be prefetched.
-  const size_t phrases = data->idf.size();
-  if (source != nullptr &&
-      (source->cache == nullptr || source->words == nullptr || source->words->size() != phrases)) {
-    sqlite3_result_error(ctx, "tmcra_rank: the postings do not name one word per phrase", -1);
-    return;
-  }
-  std::vector<std::shared_ptr<const Postings>> lists(phrases);
-  std::vector<size_t> ends(phrases, 0);  // a cached list's rows above the snapshot are left out
-  for (size_t p = 0; rc == SQLITE_OK && p < phrases; ++p) {
+  args.scope = static_cast<uint32_t>(sqlite3_value_int64(argv[1]));
+  return true;
+}
+
+// Each phrase's postings into `lists`, and in `ends` how many of them are at or below the
+// snapshot: taken from `source`'s cache when it holds them (its rows above the snapshot left
+// out), else walked once through FTS5 (and put in the cache, with a `source`). An SQLite code.
+int GatherPostings(const Fts5ExtensionApi* api, Fts5Context* fts, const QueryData& data,
+                   const RankPostings* source, std::vector<std::shared_ptr<const Postings>>& lists,
+                   std::vector<size_t>& ends) {
+  int rc = SQLITE_OK;
+  for (size_t p = 0; rc == SQLITE_OK && p < lists.size(); ++p) {
     if (source != nullptr) {
       lists[p] = source->cache->Find((*source->words)[p], source->highest);
       if (lists[p] != nullptr) {
@@ -243,7 +244,7 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
       }
     }
     auto walked = std::make_shared<Postings>();
-    const auto expected = static_cast<size_t>(std::min<int64_t>(data->documents[p], 1 << 20));
+    const auto expected = static_cast<size_t>(std::min<int64_t>(data.documents[p], 1 << 20));
     walked->rows.reserve(expected);
     walked->counts.reserve(expected);
     rc = api->xQueryPhrase(fts, static_cast<int>(p), walked.get(), CollectPostings);
@@ -255,15 +256,21 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
     }
     lists[p] = std::move(walked);
   }
-  if (rc != SQLITE_OK) {
-    sqlite3_result_error_code(ctx, rc);
-    return;
-  }
-  // Merge the lists by rowid: each row once, with every phrase's frequency in it.
+  return rc;
+}
+
+// Merges `lists` (each cut at its `ends`) by rowid, each row once with every phrase's frequency
+// in it, and adds the score of each row of scope `scope` to `scored`. False when the rows cannot
+// be ranked here: a matching row that `facts` does not hold, or whose length is not known, or a
+// score that is not a number.
+bool ScoreRows(const RowFacts* facts, const QueryData& data,
+               const std::vector<std::shared_ptr<const Postings>>& lists,
+               const std::vector<size_t>& ends, uint32_t scope, bool cjk,
+               std::vector<RankedRow>& scored) {
   constexpr size_t kAhead = 8;
+  const size_t phrases = lists.size();
   std::vector<size_t> at(phrases, 0);
   std::vector<double> freq(phrases, 0.0);
-  std::vector<RankedRow> scored;
   for (;;) {
     int64_t rowid = INT64_MAX;
     for (size_t p = 0; p < phrases; ++p) {
@@ -281,23 +288,20 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
       }
     }
     const auto row = facts->Get(rowid);
-    if (!row) {
-      sqlite3_result_null(ctx);  // a row this copy does not hold: the caller ranks another way
-      return;
-    }
+    if (!row) return false;  // a row this copy does not hold: the caller ranks another way
     if (row->scope != scope) continue;
     const uint32_t length = cjk ? facts->CjkLength(rowid).value_or(0) : row->length;
-    if (length == 0) {
-      sqlite3_result_null(ctx);  // a matching row without a known length: ranked another way
-      return;
-    }
-    const double score = Bm25Score(*data, freq.data(), static_cast<double>(length));
-    if (std::isnan(score)) {
-      sqlite3_result_null(ctx);
-      return;
-    }
+    if (length == 0) return false;  // a matching row without a known length: ranked another way
+    const double score = Bm25Score(data, freq.data(), static_cast<double>(length));
+    if (std::isnan(score)) return false;
     scored.push_back(RankedRow{rowid, score});
   }
+  return true;
+}
+
+// Moves the best `limit` of `scored` into `out`: best first, equal scores newest row first.
+// Returns how many.
+size_t KeepBest(std::vector<RankedRow>& scored, sqlite3_int64 limit, std::vector<RankedRow>& out) {
   const size_t keep = std::min(scored.size(), static_cast<size_t>(limit));
   std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(keep),
                     scored.end(), [](const RankedRow& a, const RankedRow& b) {
@@ -305,7 +309,45 @@ void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, i
                       return a.rowid > b.rowid;
                     });
   scored.resize(keep);
-  *out = std::move(scored);
+  out = std::move(scored);
+  return keep;
+}
+
+// tmcra_rank(records_fts, 'df1,df2,...', scope_id, limit, pointer), see bm25.h. The rows it
+// ranks are the union of the phrases' rows: right for recall's MATCH, an OR of quoted words,
+// and not for AND or NEAR queries.
+void Rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int argc,
+          sqlite3_value** argv) {
+  const auto* facts = static_cast<const RowFacts*>(api->xUserData(fts));
+  RankArgs args;
+  if (!ReadRankArgs(ctx, argc, argv, args)) return;
+  std::unique_ptr<QueryData> data;
+  std::string error;
+  int rc = LoadQueryData("tmcra_rank", api, fts, argv[0], &data, &error);
+  if (rc != SQLITE_OK) return ResultLoadError(ctx, rc, error);
+  // Each phrase's doclist, walked once (or not at all, when the cache holds it). Rows of every
+  // scope come through here; the scope is checked while merging, where the next rows are known
+  // and their entries can be prefetched.
+  const size_t phrases = data->idf.size();
+  const RankPostings* source = args.source;
+  if (source != nullptr &&
+      (source->cache == nullptr || source->words == nullptr || source->words->size() != phrases)) {
+    sqlite3_result_error(ctx, "tmcra_rank: the postings do not name one word per phrase", -1);
+    return;
+  }
+  std::vector<std::shared_ptr<const Postings>> lists(phrases);
+  std::vector<size_t> ends(phrases, 0);  // a cached list's rows above the snapshot are left out
+  rc = GatherPostings(api, fts, *data, source, lists, ends);
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  std::vector<RankedRow> scored;
+  if (!ScoreRows(facts, *data, lists, ends, args.scope, args.cjk, scored)) {
+    sqlite3_result_null(ctx);  // the caller ranks another way
+    return;
+  }
+  const size_t keep = KeepBest(scored, args.limit, *args.out);
   sqlite3_result_int64(ctx, static_cast<sqlite3_int64>(keep));
 }
 
@@ -415,27 +457,32 @@ Status RowFacts::CatchUp(db::Database& db) {
     owned_tables_ = std::make_unique<Tables>();  // every slot null
     tables_.store(owned_tables_.get(), std::memory_order_release);
   }
-  Tables& tables = *owned_tables_;
   const int64_t from = highest_.load(std::memory_order_relaxed);
-  auto st = db.Prepare(
-      "SELECT r.event_seq, r.scope_name, d.sz, r.session_id, c.sz, r.occurred_at FROM records r "
-      "JOIN records_fts_docsize d ON d.id = r.event_seq "
-      "LEFT JOIN records_cjk_docsize c ON c.id = r.event_seq "
-      "WHERE r.event_seq > ? ORDER BY r.event_seq");
-  if (!st) return st.error();
-  st->Bind(1, from);
+  TMCRA_ASSIGN_OR_RETURN(const int64_t top, ReadRowsAbove(db, *owned_tables_, from));
+  if (top > from) highest_.store(top, std::memory_order_release);
+  return CatchUpCjkLengths(db, from);
+}
+
+Result<int64_t> RowFacts::ReadRowsAbove(db::Database& db, Tables& tables, int64_t from) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto st,
+      db.Prepare("SELECT r.event_seq, r.scope_name, d.sz, r.session_id, c.sz, r.occurred_at "
+                 "FROM records r "
+                 "JOIN records_fts_docsize d ON d.id = r.event_seq "
+                 "LEFT JOIN records_cjk_docsize c ON c.id = r.event_seq "
+                 "WHERE r.event_seq > ? ORDER BY r.event_seq"));
+  st.Bind(1, from);
   int64_t top = from;
   std::string last_scope;
   uint32_t last_scope_id = 0;
   bool have_scope = false;
   for (;;) {
-    auto row = st->Step();
-    if (!row) return row.error();
-    if (!*row) break;
-    const int64_t id = st->Int(0);
+    TMCRA_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) break;
+    const int64_t id = st.Int(0);
     if (id <= 0 || static_cast<uint64_t>(id >> kChunkBits) >= kChunks) continue;
-    const std::string scope = st->Text(1);
-    const std::string blob = st->Text(2);
+    const std::string scope = st.Text(1);
+    const std::string blob = st.Text(2);
     uint64_t size = 0;
     size_t at = 0;
     if (!db::ReadVarint(blob, at, size) || size >= kMissing) {
@@ -448,59 +495,61 @@ Status RowFacts::CatchUp(db::Database& db) {
       last_scope_id = it->second;
       have_scope = true;
     }
-    auto& slot = tables.chunks[static_cast<size_t>(id >> kChunkBits)];
-    auto& session_slot = tables.sessions[static_cast<size_t>(id >> kChunkBits)];
-    auto& occurred_slot = tables.occurred[static_cast<size_t>(id >> kChunkBits)];
-    Facts* chunk = slot.load(std::memory_order_relaxed);
-    if (chunk == nullptr) {
-      session_slot.store(new uint32_t[kChunkSize](), std::memory_order_release);
-      // Not zeroed: only a held row's time is read, and a page is touched once a row is.
-      occurred_slot.store(new double[kChunkSize], std::memory_order_release);
-      chunk = new Facts[kChunkSize];
-      for (int64_t i = 0; i < kChunkSize; ++i) chunk[i].length = kMissing;
-      slot.store(chunk, std::memory_order_release);
-    }
-    // Written before highest_ is published (below), like the facts.
-    session_slot.load(std::memory_order_relaxed)[static_cast<size_t>(id & (kChunkSize - 1))] =
-        HashSession(st->Text(3));
-    occurred_slot.load(std::memory_order_relaxed)[static_cast<size_t>(id & (kChunkSize - 1))] =
-        st->Double(5);
-    if (!st->IsNull(4)) {
-      uint64_t cjk_size = 0;
-      size_t cjk_at = 0;
-      if (db::ReadVarint(st->Text(4), cjk_at, cjk_size) && cjk_size < kMissing) {
-        SetCjkLength(id, static_cast<uint32_t>(cjk_size));
-      }
-    }
-    chunk[static_cast<size_t>(id & (kChunkSize - 1))] =
-        Facts{static_cast<uint32_t>(size), last_scope_id};
+    StoreRow(tables, id, Facts{static_cast<uint32_t>(size), last_scope_id}, st);
     top = id;
   }
-  if (top > from) highest_.store(top, std::memory_order_release);
-  // Rows read before without a row in the CJK index may have been given one since, by its
-  // back-fill (records stored before it existed, or written by an earlier build): those the
-  // watermark has passed since it was last read. (Rows read just now are read as of this
-  // snapshot, in which every row at or below the watermark is indexed.)
-  auto mark = CjkWatermark(db);
-  if (!mark) return mark.error();
-  const int64_t watermark = *mark;
-  if (watermark > cjk_through_) {
-    auto lengths = db.Prepare("SELECT id, sz FROM records_cjk_docsize WHERE id > ? AND id <= ?");
-    if (!lengths) return lengths.error();
-    lengths->Bind(1, cjk_through_).Bind(2, std::min(watermark, from));
-    for (;;) {
-      auto row = lengths->Step();
-      if (!row) return row.error();
-      if (!*row) break;
-      uint64_t size = 0;
-      size_t at = 0;
-      if (lengths->Int(0) <= highest() && db::ReadVarint(lengths->Text(1), at, size) &&
-          size < kMissing) {
-        SetCjkLength(lengths->Int(0), static_cast<uint32_t>(size));
-      }
-    }
-    cjk_through_ = watermark;
+  return top;
+}
+
+void RowFacts::StoreRow(Tables& tables, int64_t id, Facts facts, const db::Statement& st) {
+  auto& slot = tables.chunks[static_cast<size_t>(id >> kChunkBits)];
+  auto& session_slot = tables.sessions[static_cast<size_t>(id >> kChunkBits)];
+  auto& occurred_slot = tables.occurred[static_cast<size_t>(id >> kChunkBits)];
+  Facts* chunk = slot.load(std::memory_order_relaxed);
+  if (chunk == nullptr) {
+    session_slot.store(new uint32_t[kChunkSize](), std::memory_order_release);
+    // Not zeroed: only a held row's time is read, and a page is touched once a row is.
+    occurred_slot.store(new double[kChunkSize], std::memory_order_release);
+    chunk = new Facts[kChunkSize];
+    for (int64_t i = 0; i < kChunkSize; ++i) chunk[i].length = kMissing;
+    slot.store(chunk, std::memory_order_release);
   }
+  // Written before highest_ is published (by CatchUp), like the facts.
+  session_slot.load(std::memory_order_relaxed)[static_cast<size_t>(id & (kChunkSize - 1))] =
+      HashSession(st.Text(3));
+  occurred_slot.load(std::memory_order_relaxed)[static_cast<size_t>(id & (kChunkSize - 1))] =
+      st.Double(5);
+  if (!st.IsNull(4)) {
+    uint64_t cjk_size = 0;
+    size_t cjk_at = 0;
+    if (db::ReadVarint(st.Text(4), cjk_at, cjk_size) && cjk_size < kMissing) {
+      SetCjkLength(id, static_cast<uint32_t>(cjk_size));
+    }
+  }
+  chunk[static_cast<size_t>(id & (kChunkSize - 1))] = facts;
+}
+
+// Rows read before without a row in the CJK index may have been given one since, by its
+// back-fill (records stored before it existed, or written by an earlier build): those the
+// watermark has passed since it was last read. (Rows read just now are read as of this
+// snapshot, in which every row at or below the watermark is indexed.)
+Status RowFacts::CatchUpCjkLengths(db::Database& db, int64_t from) {
+  TMCRA_ASSIGN_OR_RETURN(const int64_t watermark, CjkWatermark(db));
+  if (watermark <= cjk_through_) return Ok();
+  TMCRA_ASSIGN_OR_RETURN(
+      auto lengths, db.Prepare("SELECT id, sz FROM records_cjk_docsize WHERE id > ? AND id <= ?"));
+  lengths.Bind(1, cjk_through_).Bind(2, std::min(watermark, from));
+  for (;;) {
+    TMCRA_ASSIGN_OR_RETURN(const bool row, lengths.Step());
+    if (!row) break;
+    uint64_t size = 0;
+    size_t at = 0;
+    if (lengths.Int(0) <= highest() && db::ReadVarint(lengths.Text(1), at, size) &&
+        size < kMissing) {
+      SetCjkLength(lengths.Int(0), static_cast<uint32_t>(size));
+    }
+  }
+  cjk_through_ = watermark;
   return Ok();
 }
 

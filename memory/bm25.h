@@ -112,6 +112,13 @@ class RowFacts {
   std::unique_ptr<Tables> owned_tables_;  // guarded by write_mu_; published in tables_
   int64_t cjk_through_ = 0;  // the CJK index's watermark when last read; guarded by write_mu_
   void SetCjkLength(int64_t rowid, uint32_t length);  // with write_mu_ held
+  // Steps of CatchUp, with write_mu_ held. ReadRowsAbove stores the rows above `from` in
+  // `tables` (StoreRow, one row of its statement) and returns the highest one it read, or
+  // `from`; CatchUpCjkLengths reads the CJK lengths of rows up to `from` that the CJK index's
+  // watermark has passed since it was last read.
+  [[nodiscard]] Result<int64_t> ReadRowsAbove(db::Database& db, Tables& tables, int64_t from);
+  void StoreRow(Tables& tables, int64_t id, Facts facts, const db::Statement& st);
+  [[nodiscard]] Status CatchUpCjkLengths(db::Database& db, int64_t from);
   std::atomic<int64_t> highest_{0};
   mutable std::mutex scopes_mu_;
   std::map<std::string, uint32_t, std::less<>> scope_ids_;  // guarded by scopes_mu_

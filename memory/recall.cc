@@ -81,59 +81,62 @@ struct IndexSearch {
   const RankPostings* postings = nullptr;  // the word index's cached postings, or nullptr
 };
 
-// Top hits of one full-text index within `scope`, ranked by BM25; equal scores newest first.
-//
-// With `facts` and every term's document count, tmcra_rank ranks within the scope in one call
-// (memory/bm25.h). Otherwise, or when it finds a matching row that `facts` does not hold, SQL
-// ranks: FTS5 ranks the whole index alone (it keeps only the best kWideHits) and the scope's
-// rows are kept; only when other scopes crowd the scope out of that list does it rank with the
-// scope join, which looks up every matching row. The document counts, when known, spare SQL's
-// ranking a scan of every term's doclist to count them.
-Status Search(db::Database& db, const IndexSearch& search, std::string_view scope,
-              std::vector<std::pair<int64_t, double>>& out) {
-  const std::string& match = search.match;
-  const std::string& documents = search.documents;
-  if (match.empty()) return Ok();
-  const std::string t(search.table);
-  if (search.facts != nullptr && !documents.empty()) {
-    if (auto scope_id = search.facts->ScopeId(scope)) {
-      const bool cached = search.postings != nullptr && !search.cjk;
-      auto ranked = db.Prepare("SELECT tmcra_rank(" + t + ", ?2, ?3, ?4, ?5" +
-                               (search.cjk ? ", 'cjk'"
-                                : cached   ? ", ?6"
-                                           : "") +
-                               ") FROM " + t + " WHERE " + t + " MATCH ?1 LIMIT 1");
-      if (!ranked) return ranked.error();
-      std::vector<RankedRow> rows;
-      ranked->Bind(1, match)
-          .Bind(2, documents)
-          .Bind(3, static_cast<int64_t>(*scope_id))
-          .Bind(4, kHitsPerIndex)
-          .BindPointer(5, &rows, kRankedRowsPointer);
-      if (cached) {
-        ranked->BindPointer(6, const_cast<RankPostings*>(search.postings), kRankPostingsPointer);
-      }
-      auto row = ranked->Step();
-      if (!row) return row.error();
-      if (!*row) return Ok();  // nothing matches
-      if (!ranked->IsNull(0)) {
-        for (const auto& r : rows) out.emplace_back(r.rowid, r.score);
-        return Ok();
-      }
-    }
+// An index's hits: (event_seq, BM25 score), best first.
+using Hits = std::vector<std::pair<int64_t, double>>;
+
+// How many hits SQL's ranking of the whole index keeps before the scope's rows are picked.
+constexpr int kWideHits = 4 * kHitsPerIndex;
+
+// Ranks `search` (table `t`) within `scope` in one call of tmcra_rank (memory/bm25.h) and adds
+// its hits to `out`. True when it ranked (or nothing matches); false when it cannot: the scope
+// has no id in the row facts, or a matching row is not in them.
+Result<bool> RankWithFacts(db::Database& db, const IndexSearch& search, const std::string& t,
+                           std::string_view scope, Hits& out) {
+  const auto scope_id = search.facts->ScopeId(scope);
+  if (!scope_id) return false;
+  const bool cached = search.postings != nullptr && !search.cjk;
+  TMCRA_ASSIGN_OR_RETURN(auto ranked,
+                         db.Prepare("SELECT tmcra_rank(" + t + ", ?2, ?3, ?4, ?5" +
+                                    (search.cjk ? ", 'cjk'"
+                                     : cached   ? ", ?6"
+                                                : "") +
+                                    ") FROM " + t + " WHERE " + t + " MATCH ?1 LIMIT 1"));
+  std::vector<RankedRow> rows;
+  ranked.Bind(1, search.match)
+      .Bind(2, search.documents)
+      .Bind(3, static_cast<int64_t>(*scope_id))
+      .Bind(4, kHitsPerIndex)
+      .BindPointer(5, &rows, kRankedRowsPointer);
+  if (cached) {
+    ranked.BindPointer(6, const_cast<RankPostings*>(search.postings), kRankPostingsPointer);
   }
-  constexpr int kWideHits = 4 * kHitsPerIndex;
+  TMCRA_ASSIGN_OR_RETURN(const bool row, ranked.Step());
+  if (!row) return true;  // nothing matches
+  if (ranked.IsNull(0)) return false;
+  for (const auto& r : rows) out.emplace_back(r.rowid, r.score);
+  return true;
+}
+
+// The SQL that scores a row of `search` (table `t`).
+std::string ScoreExpression(const IndexSearch& search, const std::string& t) {
   // tmcra_bm25 takes a row's length from RowFacts, which holds the word index's lengths.
-  const std::string score_expr = documents.empty() ? "bm25(" + t + ")"
-                                 : search.cjk      ? "tmcra_sized_bm25(" + t + ", ?2)"
-                                                   : "tmcra_bm25(" + t + ", ?2)";
+  return search.documents.empty() ? "bm25(" + t + ")"
+         : search.cjk             ? "tmcra_sized_bm25(" + t + ", ?2)"
+                                  : "tmcra_bm25(" + t + ", ?2)";
+}
+
+// FTS5 ranks the whole index alone (it keeps only the best kWideHits) and the rows of `scope`
+// among them are added to `out`, up to kHitsPerIndex. True when other scopes crowd the scope
+// out of that list: it is full and holds fewer than kHitsPerIndex of the scope's rows.
+Result<bool> SearchWide(db::Database& db, const IndexSearch& search, const std::string& t,
+                        const std::string& score_expr, std::string_view scope, Hits& out) {
   auto wide = db.Prepare("SELECT rowid, " + score_expr + " AS score FROM " + t + " WHERE " + t +
                          " MATCH ?1 ORDER BY score, rowid DESC LIMIT " + std::to_string(kWideHits));
   auto in_scope = db.Prepare("SELECT 1 FROM records WHERE event_seq = ? AND scope_name = ?");
   if (!wide) return wide.error();
   if (!in_scope) return in_scope.error();
-  wide->Bind(1, match);
-  if (!documents.empty()) wide->Bind(2, documents);
+  wide->Bind(1, search.match);
+  if (!search.documents.empty()) wide->Bind(2, search.documents);
   int seen = 0;
   for (;;) {
     auto row = wide->Step();
@@ -147,23 +150,49 @@ Status Search(db::Database& db, const IndexSearch& search, std::string_view scop
     if (!hit) return hit.error();
     if (*hit) out.emplace_back(wide->Int(0), wide->Double(1));
   }
-  if (static_cast<int>(out.size()) >= kHitsPerIndex || seen < kWideHits) return Ok();
+  return static_cast<int>(out.size()) < kHitsPerIndex && seen >= kWideHits;
+}
+
+// Ranks `search` (table `t`) within `scope` exactly, with the scope join, which looks up every
+// matching row; its hits are added to `out`.
+Status SearchExact(db::Database& db, const IndexSearch& search, const std::string& t,
+                   const std::string& score_expr, std::string_view scope, Hits& out) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto exact, db.Prepare("SELECT t.rowid, " + score_expr + " AS score FROM " + t +
+                             " t JOIN records r ON r.event_seq = t.rowid WHERE " + t +
+                             " MATCH ?1 AND r.scope_name = ?3 ORDER BY score, t.rowid DESC LIMIT " +
+                             std::to_string(kHitsPerIndex)));
+  exact.Bind(1, search.match).Bind(3, scope);
+  if (!search.documents.empty()) exact.Bind(2, search.documents);
+  for (;;) {
+    TMCRA_ASSIGN_OR_RETURN(const bool row, exact.Step());
+    if (!row) return Ok();
+    out.emplace_back(exact.Int(0), exact.Double(1));
+  }
+}
+
+// Top hits of one full-text index within `scope`, ranked by BM25; equal scores newest first.
+//
+// With `facts` and every term's document count, tmcra_rank ranks within the scope in one call
+// (memory/bm25.h). Otherwise, or when it finds a matching row that `facts` does not hold, SQL
+// ranks: FTS5 ranks the whole index alone (it keeps only the best kWideHits) and the scope's
+// rows are kept; only when other scopes crowd the scope out of that list does it rank with the
+// scope join, which looks up every matching row. The document counts, when known, spare SQL's
+// ranking a scan of every term's doclist to count them.
+Status Search(db::Database& db, const IndexSearch& search, std::string_view scope, Hits& out) {
+  if (search.match.empty()) return Ok();
+  const std::string t(search.table);
+  if (search.facts != nullptr && !search.documents.empty()) {
+    TMCRA_ASSIGN_OR_RETURN(const bool ranked, RankWithFacts(db, search, t, scope, out));
+    if (ranked) return Ok();
+  }
+  const std::string score_expr = ScoreExpression(search, t);
+  TMCRA_ASSIGN_OR_RETURN(const bool crowded, SearchWide(db, search, t, score_expr, scope, out));
+  if (!crowded) return Ok();
   // Other scopes crowded this one out of the wide list: rank within the scope exactly, which
   // looks up every matching row.
   out.clear();
-  auto exact = db.Prepare("SELECT t.rowid, " + score_expr + " AS score FROM " + t +
-                          " t JOIN records r ON r.event_seq = t.rowid WHERE " + t +
-                          " MATCH ?1 AND r.scope_name = ?3 ORDER BY score, t.rowid DESC LIMIT " +
-                          std::to_string(kHitsPerIndex));
-  if (!exact) return exact.error();
-  exact->Bind(1, match).Bind(3, scope);
-  if (!documents.empty()) exact->Bind(2, documents);
-  for (;;) {
-    auto row = exact->Step();
-    if (!row) return row.error();
-    if (!*row) return Ok();
-    out.emplace_back(exact->Int(0), exact->Double(1));
-  }
+  return SearchExact(db, search, t, score_expr, scope, out);
 }
 
 // Chooses the query words to search with. Every posting of every word is scored, so the cost of
@@ -395,15 +424,16 @@ Error RecallValidation(const std::string& loc, const std::string& message) {
   return ValidationError(loc, message);
 }
 
-// A recall request's fields, checked as the service checks them (422 naming the field).
-struct RecallParams {
+// A recall request's fields, checked (RecallRequest, tmcra-contract.md §1.4.1).
+struct RecallRequest {
   std::string query;
   std::string mode;        // evidence_mode: raw, auto or compiled
   std::string projection;  // response_projection: full or prompt_only
-  std::string wait_for;    // wait_for_job_id, or ""
+  std::string wait_for;    // wait_for_job_id, or "" for none
 };
 
-Result<RecallParams> ParseRecallRequest(std::string_view scope, const json& body) {
+// Checks `scope` and `body`; the first field that fails, in this order, names the error.
+Result<RecallRequest> ParseRecallRequest(std::string_view scope, const json& body) {
   if (!IsValidScope(scope)) return RecallValidation("scope", "invalid scope name");
   if (!body.is_object()) return RecallValidation("body", "Input should be a valid dictionary");
   static const std::set<std::string> kAllowed = {
@@ -412,20 +442,18 @@ Result<RecallParams> ParseRecallRequest(std::string_view scope, const json& body
   for (const auto& [key, value] : body.items()) {
     if (!kAllowed.count(key)) return RecallValidation(key, "Extra inputs are not permitted");
   }
+  RecallRequest request;
   auto query_it = body.find("query");
   if (query_it == body.end() || !query_it->is_string()) {
     return RecallValidation("query", "Field required (a string)");
   }
-  RecallParams params;
-  params.query = query_it->get<std::string>();
-  const std::string& query = params.query;
-  const size_t query_length = CodePointLength(query);
+  request.query = query_it->get<std::string>();
+  const size_t query_length = CodePointLength(request.query);
   if (query_length < 1 || query_length > 100000) {
     return RecallValidation("query", "String should have 1..100000 characters");
   }
-  params.mode = body.value("evidence_mode", "auto");
-  const std::string& mode = params.mode;
-  if (mode != "raw" && mode != "auto" && mode != "compiled") {
+  request.mode = body.value("evidence_mode", "auto");
+  if (request.mode != "raw" && request.mode != "auto" && request.mode != "compiled") {
     return RecallValidation("evidence_mode", "Input should be 'raw', 'auto' or 'compiled'");
   }
   if (auto it = body.find("max_windows");
@@ -436,9 +464,8 @@ Result<RecallParams> ParseRecallRequest(std::string_view scope, const json& body
       it != body.end() && !(*it == "quality" || *it == "interactive")) {
     return RecallValidation("recall_profile", "Input should be 'quality' or 'interactive'");
   }
-  params.projection = body.value("response_projection", "full");
-  const std::string& projection = params.projection;
-  if (projection != "full" && projection != "prompt_only") {
+  request.projection = body.value("response_projection", "full");
+  if (request.projection != "full" && request.projection != "prompt_only") {
     return RecallValidation("response_projection", "Input should be 'full' or 'prompt_only'");
   }
   if (auto it = body.find("debug"); it != body.end() && !it->is_boolean()) {
@@ -453,30 +480,26 @@ Result<RecallParams> ParseRecallRequest(std::string_view scope, const json& body
     if (!it->is_string() || CodePointLength(it->get<std::string>()) > 100) {
       return RecallValidation("wait_for_job_id", "String should have at most 100 characters");
     }
-    params.wait_for = it->get<std::string>();
+    request.wait_for = it->get<std::string>();
   }
-  return params;
+  return request;
 }
 
-// wait_for_job_id: the job must be this scope's ingest job, succeeded, with a searchable
-// watermark. Records and their indexes are written in the job's own transaction, so a
-// succeeded job is always visible to the recall's snapshot: write_index_not_visible cannot
-// happen here.
-Status CheckWaitJob(db::Database& db, std::string_view scope, const std::string& wait_for) {
-  if (wait_for.empty()) return Ok();
-  auto st =
-      db.Prepare("SELECT scope_name, job_type, status, result_json FROM jobs WHERE job_id = ?");
-  if (!st) return st.error();
-  st->Bind(1, wait_for);
-  auto row = st->Step();
-  if (!row) return row.error();
-  if (!*row) return Error::Api(404, "not_found", "wait_for_job_id: job not found");
-  const std::string status = st->Text(2);
-  if (st->Text(0) != scope) {
+// Checks that the job `job_id`, which the recall waits for, is a succeeded ingest job of `scope`
+// with a searchable watermark.
+Status CheckWaitedJob(db::Database& db, std::string_view scope, const std::string& job_id) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto st,
+      db.Prepare("SELECT scope_name, job_type, status, result_json FROM jobs WHERE job_id = ?"));
+  st.Bind(1, job_id);
+  TMCRA_ASSIGN_OR_RETURN(const bool row, st.Step());
+  if (!row) return Error::Api(404, "not_found", "wait_for_job_id: job not found");
+  const std::string status = st.Text(2);
+  if (st.Text(0) != scope) {
     return Error::Api(409, "wait_job_scope_mismatch",
                       "wait_for_job_id: the job belongs to another scope");
   }
-  if (st->Text(1) != "ingest") {
+  if (st.Text(1) != "ingest") {
     return Error::Api(409, "wait_job_type_mismatch",
                       "wait_for_job_id: the job is not an ingest job");
   }
@@ -485,33 +508,34 @@ Status CheckWaitJob(db::Database& db, std::string_view scope, const std::string&
                       "wait_for_job_id: the job has not succeeded (status " + status + ")",
                       json{{"job_status", status}}.dump());
   }
-  const json result = st->IsNull(3) ? json(nullptr) : ParseJsonLenient(st->Text(3));
+  const json result = st.IsNull(3) ? json(nullptr) : ParseJsonLenient(st.Text(3));
   if (!result.is_object() || !result.contains("watermarks") || !result["watermarks"].is_object() ||
       !result["watermarks"].contains("source_event_seq") ||
       !result["watermarks"]["source_event_seq"].is_number_integer()) {
     return Error::Api(409, "wait_job_has_no_searchable_watermark",
                       "wait_for_job_id: the job has no searchable watermark");
   }
+  // Records and their indexes are written in the job's own transaction, so a succeeded job
+  // is always visible to this snapshot: write_index_not_visible cannot happen here.
   return Ok();
 }
 
-// The scope's row (records, newest seq, last job), or null when the scope holds no record.
-Result<json> ScopeRow(db::Database& db, std::string_view scope) {
+// The scope's record count, last event_seq and last job id, or null when it has no records.
+Result<json> ReadScopeRow(db::Database& db, std::string_view scope) {
   json scope_row = nullptr;
-  auto st =
-      db.Prepare("SELECT record_count, last_event_seq, last_job_id FROM scopes WHERE name = ?");
-  if (!st) return st.error();
-  st->Bind(1, scope);
-  auto row = st->Step();
-  if (!row) return row.error();
-  if (*row && st->Int(0) > 0) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto st,
+      db.Prepare("SELECT record_count, last_event_seq, last_job_id FROM scopes WHERE name = ?"));
+  st.Bind(1, scope);
+  TMCRA_ASSIGN_OR_RETURN(const bool row, st.Step());
+  if (row && st.Int(0) > 0) {
     scope_row = {
-        {"records", st->Int(0)}, {"last_event_seq", st->Int(1)}, {"last_job_id", st->Text(2)}};
+        {"records", st.Int(0)}, {"last_event_seq", st.Int(1)}, {"last_job_id", st.Text(2)}};
   }
   return scope_row;
 }
 
-// A new query id: "api_" and a UUID without its dashes.
+// "api_" and a UUIDv4's hex digits.
 std::string NewQueryId() {
   std::string id;
   for (char c : UuidV4()) {
@@ -520,9 +544,9 @@ std::string NewQueryId() {
   return "api_" + id;
 }
 
-// The answer for a scope that holds no record.
-json EmptyScopeAnswer(const std::string& query_id, std::string_view scope,
-                      const std::string& mode) {
+// The answer for a scope without records.
+json EmptyScopeResponse(const std::string& query_id, std::string_view scope,
+                        const std::string& mode) {
   json response{
       {"query_id", query_id},
       {"scope_name", scope},
@@ -535,73 +559,20 @@ json EmptyScopeAnswer(const std::string& query_id, std::string_view scope,
   return response;
 }
 
-}  // namespace
+// Chooses the words and CJK terms of `terms` to search with (ChooseWords, ChooseCjkTerms) and
+// returns this snapshot's newest record, which they were counted at.
+Result<int64_t> ChooseTerms(db::Database& db, WordCounts& word_counts, WordCounts& cjk_counts,
+                            SearchTerms& terms) {
+  TMCRA_ASSIGN_OR_RETURN(const int64_t highest, HighestRecord(db));
+  TMCRA_RETURN_IF_ERROR(ChooseWords(db, word_counts, highest, terms));
+  TMCRA_RETURN_IF_ERROR(ChooseCjkTerms(db, cjk_counts, highest, terms));
+  return highest;
+}
 
-Result<json> Engine::Recall(std::string_view scope, const json& body) {
-  TMCRA_ASSIGN_OR_RETURN(const RecallParams params, ParseRecallRequest(scope, body));
-  const std::string& query = params.query;
-  const std::string& mode = params.mode;
-  const std::string& projection = params.projection;
-
-  auto reader = BorrowReader();
-  if (!reader) return reader.error();
-  db::Database& db = reader->db();
-  auto tx = db::Transaction::Deferred(db);  // one consistent snapshot for the whole recall
-  if (!tx) return tx.error();
-
-  TMCRA_RETURN_IF_ERROR(CheckWaitJob(db, scope, params.wait_for));
-
-  TMCRA_ASSIGN_OR_RETURN(const json scope_row, ScopeRow(db, scope));
-  const std::string query_id = NewQueryId();
-  const bool compiled = mode == "compiled";
-  if (scope_row.is_null()) return EmptyScopeAnswer(query_id, scope, mode);
-
-  // Feedback effects apply before any window is built: a hidden record is neither a hit nor a
-  // neighbour.
-  auto effects = LoadFeedbackEffects(db, scope);
-  if (!effects) return effects.error();
-  size_t withheld = 0;
-
-  // Search the three indexes and fuse their rankings (reciprocal rank), so a trigram hit, a CJK
-  // bigram hit and a word hit count alike. Ties go to the newer record.
-  SearchTerms terms = ParseQuery(query);
-  auto highest = HighestRecord(db);
-  if (!highest) return highest.error();
-  if (auto s = ChooseWords(db, *word_counts_, *highest, terms); !s) return s.error();
-  if (auto s = ChooseCjkTerms(db, *cjk_counts_, *highest, terms); !s) return s.error();
-  std::vector<std::pair<int64_t, double>> word_hits;
-  std::vector<std::pair<int64_t, double>> trigram_hits;
-  if (CatchUpFactsNow(*highest)) {
-    if (auto s = row_facts_->CatchUp(db); !s) return s.error();
-  }
-  const std::string word_documents = DocumentCounts(terms);
-  const RankPostings postings{postings_.get(), &terms.words, *highest};
-  if (postings_ && !word_documents.empty()) {
-    // Postings kept from an older snapshot get the rows written since, instead of a new walk.
-    if (auto s = postings_->CatchUp(db, terms.words, terms.word_documents, *highest); !s) {
-      return s.error();
-    }
-  }
-  if (auto s = Search(db,
-                      {"records_fts", terms.WordMatch(), word_documents, row_facts_.get(),
-                       /*cjk=*/false, postings_ ? &postings : nullptr},
-                      scope, word_hits);
-      !s) {
-    return s.error();
-  }
-  if (auto s = Search(db, {"records_tri", terms.TrigramMatch(), "", nullptr, /*cjk=*/false}, scope,
-                      trigram_hits);
-      !s) {
-    return s.error();
-  }
-  std::vector<std::pair<int64_t, double>> cjk_hits;
-  if (auto s = Search(db,
-                      {"records_cjk", terms.CjkMatch(), CjkDocumentCounts(terms), row_facts_.get(),
-                       /*cjk=*/true},
-                      scope, cjk_hits);
-      !s) {
-    return s.error();
-  }
+// Reciprocal-rank fusion of the indexes' rankings: each hit's sum of 1 / (60 + rank), by
+// event_seq.
+std::map<int64_t, double> FuseRankings(const Hits& word_hits, const Hits& trigram_hits,
+                                       const Hits& cjk_hits) {
   std::map<int64_t, double> fused;
   for (const auto* list : {&word_hits, &trigram_hits, &cjk_hits}) {
     size_t rank = 0;  // competition rank: equal BM25 scores share a rank
@@ -610,41 +581,104 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
       fused[(*list)[i].first] += 1.0 / (60.0 + static_cast<double>(rank));
     }
   }
-  // Every fused hit is ordered by what ranks it (and filtered by feedback), but only the hits
-  // that make or widen a window are read whole: most of the up to 128 never reach the answer.
-  // Without feedback to apply, nothing is read to order them: the session of a hit comes from
-  // the row facts (as a hash, enough to pass over sessions no window shows), and its time only
-  // when another hit has the same score.
-  struct HitRef {
-    int64_t event_seq = 0;
-    double score = 0;
-    std::optional<double> occurred_at;
-    std::optional<uint32_t> session_hash;  // RowFacts::HashSession of its session id
-  };
-  std::vector<HitRef> hits;
-  auto light =
-      db.Prepare("SELECT record_id, session_id, occurred_at FROM records WHERE event_seq = ?");
-  if (!light) return light.error();
-  if (effects->empty()) {
-    for (const auto& [seq, score] : fused) {
-      hits.push_back(HitRef{seq, score, std::nullopt, row_facts_->SessionHash(seq)});
-    }
-  } else {
-    for (const auto& [seq, score] : fused) {
-      light->Reset();
-      light->Bind(1, seq);
-      auto row = light->Step();
-      if (!row) return row.error();
-      if (!*row) continue;
-      const std::string session_id = light->Text(1);
-      if (effects->Hides(light->Text(0), session_id)) {
-        ++withheld;
-        continue;
-      }
-      hits.push_back(HitRef{seq, score, light->Double(2), RowFacts::HashSession(session_id)});
-    }
+  return fused;
+}
+
+// Searches the word, trigram and CJK indexes within `scope` for `terms` (chosen in the
+// snapshot whose newest record is `highest`) and fuses their rankings (reciprocal rank), so a
+// trigram hit, a CJK bigram hit and a word hit count alike. `postings`: the word index's
+// postings cache, or nullptr.
+Result<std::map<int64_t, double>> SearchAndFuse(db::Database& db, std::string_view scope,
+                                                const SearchTerms& terms, int64_t highest,
+                                                const RowFacts& facts, PostingsCache* postings) {
+  Hits word_hits;
+  Hits trigram_hits;
+  const std::string word_documents = DocumentCounts(terms);
+  const RankPostings rank_postings{postings, &terms.words, highest};
+  if (postings != nullptr && !word_documents.empty()) {
+    // Postings kept from an older snapshot get the rows written since, instead of a new walk.
+    TMCRA_RETURN_IF_ERROR(postings->CatchUp(db, terms.words, terms.word_documents, highest));
   }
-  // Best score first; equal scores newest first (occurred_at, then event_seq).
+  TMCRA_RETURN_IF_ERROR(Search(db,
+                               {"records_fts", terms.WordMatch(), word_documents, &facts,
+                                /*cjk=*/false, postings != nullptr ? &rank_postings : nullptr},
+                               scope, word_hits));
+  TMCRA_RETURN_IF_ERROR(Search(
+      db, {"records_tri", terms.TrigramMatch(), "", nullptr, /*cjk=*/false}, scope, trigram_hits));
+  Hits cjk_hits;
+  TMCRA_RETURN_IF_ERROR(Search(db,
+                               {"records_cjk", terms.CjkMatch(), CjkDocumentCounts(terms), &facts,
+                                /*cjk=*/true},
+                               scope, cjk_hits));
+  return FuseRankings(word_hits, trigram_hits, cjk_hits);
+}
+
+// A fused hit, ordered before it is read whole.
+struct HitRef {
+  int64_t event_seq = 0;
+  double score = 0;
+  std::optional<double> occurred_at;
+  std::optional<uint32_t> session_hash;  // RowFacts::HashSession of its session id
+};
+
+// Every fused hit is ordered by what ranks it (and filtered by feedback), but only the hits
+// that make or widen a window are read whole: most of the up to 128 never reach the answer.
+// Without feedback to apply, nothing is read to order them: the session of a hit comes from
+// the row facts (as a hash, enough to pass over sessions no window shows), and its time only
+// when another hit has the same score. With feedback, `light` (a record's record_id,
+// session_id and occurred_at by event_seq) reads each hit, and the hits it hides are counted
+// in `withheld` and left out.
+Status CollectHits(const std::map<int64_t, double>& fused, const FeedbackEffects& effects,
+                   const RowFacts& facts, db::Statement& light, std::vector<HitRef>& hits,
+                   size_t& withheld) {
+  if (effects.empty()) {
+    for (const auto& [seq, score] : fused) {
+      hits.push_back(HitRef{seq, score, std::nullopt, facts.SessionHash(seq)});
+    }
+    return Ok();
+  }
+  for (const auto& [seq, score] : fused) {
+    light.Reset();
+    light.Bind(1, seq);
+    TMCRA_ASSIGN_OR_RETURN(const bool row, light.Step());
+    if (!row) continue;
+    const std::string session_id = light.Text(1);
+    if (effects.Hides(light.Text(0), session_id)) {
+      ++withheld;
+      continue;
+    }
+    hits.push_back(HitRef{seq, score, light.Double(2), RowFacts::HashSession(session_id)});
+  }
+  return Ok();
+}
+
+// Orders hits[i, j), which have one score, newest first (occurred_at, then event_seq), giving
+// each its time from the row facts or else from `light`.
+Status OrderTies(std::vector<HitRef>& hits, size_t i, size_t j, const RowFacts& facts,
+                 db::Statement& light) {
+  for (size_t k = i; k < j; ++k) {
+    if (hits[k].occurred_at) continue;
+    // Records are never changed: the row facts' copy of the time is the row's.
+    if (const auto at = facts.OccurredAt(hits[k].event_seq)) {
+      hits[k].occurred_at = *at;
+      continue;
+    }
+    light.Reset();
+    light.Bind(1, hits[k].event_seq);
+    TMCRA_ASSIGN_OR_RETURN(const bool row, light.Step());
+    // A row that is gone sorts last in its group and is skipped when read whole.
+    hits[k].occurred_at = row ? light.Double(2) : -std::numeric_limits<double>::infinity();
+  }
+  std::sort(hits.begin() + static_cast<std::ptrdiff_t>(i),
+            hits.begin() + static_cast<std::ptrdiff_t>(j), [](const HitRef& a, const HitRef& b) {
+              if (*a.occurred_at != *b.occurred_at) return *a.occurred_at > *b.occurred_at;
+              return a.event_seq > b.event_seq;
+            });
+  return Ok();
+}
+
+// Best score first; equal scores newest first (occurred_at, then event_seq).
+Status OrderHits(std::vector<HitRef>& hits, const RowFacts& facts, db::Statement& light) {
   std::sort(hits.begin(), hits.end(), [](const HitRef& a, const HitRef& b) {
     if (a.score != b.score) return a.score > b.score;
     return a.event_seq > b.event_seq;
@@ -652,90 +686,93 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
   for (size_t i = 0; i < hits.size();) {
     size_t j = i + 1;
     while (j < hits.size() && hits[j].score == hits[i].score) ++j;
-    if (j - i > 1) {
-      for (size_t k = i; k < j; ++k) {
-        if (hits[k].occurred_at) continue;
-        // Records are never changed: the row facts' copy of the time is the row's.
-        if (const auto at = row_facts_->OccurredAt(hits[k].event_seq)) {
-          hits[k].occurred_at = *at;
-          continue;
-        }
-        light->Reset();
-        light->Bind(1, hits[k].event_seq);
-        auto row = light->Step();
-        if (!row) return row.error();
-        // A row that is gone sorts last in its group and is skipped when read whole.
-        hits[k].occurred_at = *row ? light->Double(2) : -std::numeric_limits<double>::infinity();
-      }
-      std::sort(hits.begin() + static_cast<std::ptrdiff_t>(i),
-                hits.begin() + static_cast<std::ptrdiff_t>(j),
-                [](const HitRef& a, const HitRef& b) {
-                  if (*a.occurred_at != *b.occurred_at) return *a.occurred_at > *b.occurred_at;
-                  return a.event_seq > b.event_seq;
-                });
-    }
+    if (j - i > 1) TMCRA_RETURN_IF_ERROR(OrderTies(hits, i, j, facts, light));
     i = j;
   }
-  auto whole =
-      db.Prepare(std::string("SELECT ") + kRecordColumns + " FROM records WHERE event_seq = ?");
-  if (!whole) return whole.error();
+  return Ok();
+}
 
-  // Build a window around each hit from its session neighbours; merge windows that share a
-  // record; keep at most eight.
-  std::vector<Window> windows;
-  auto neighbours = NeighbourReader::Prepare(db, *effects);
-  if (!neighbours) return neighbours.error();
+// Whether none of `windows` shows the session whose RowFacts::HashSession is `session_hash`.
+bool NoWindowShowsHash(const std::vector<Window>& windows, uint32_t session_hash) {
+  return std::none_of(windows.begin(), windows.end(),
+                      [&](const Window& w) { return w.session_hash == session_hash; });
+}
+
+// Whether one of `windows` shows session `session_id`.
+bool AWindowShows(const std::vector<Window>& windows, const std::string& session_id) {
+  bool shown = false;
+  for (const auto& w : windows) shown = shown || w.session_id == session_id;
+  return shown;
+}
+
+// The window of session `session_id` that holds one of `members`, or nullptr.
+Window* WindowSharingRecord(std::vector<Window>& windows, const std::string& session_id,
+                            const std::vector<Record>& members) {
+  Window* merge_into = nullptr;
+  for (auto& w : windows) {
+    if (w.session_id != session_id || merge_into != nullptr) continue;
+    for (const auto& r : w.records) {
+      for (const auto& m : members) {
+        if (r.event_seq == m.event_seq) merge_into = &w;
+      }
+    }
+  }
+  return merge_into;
+}
+
+// Adds the `members` `window` lacks (taking them) and hit `hit_seq`, scored `score`.
+void AddToWindow(Window& window, std::vector<Record>& members, int64_t hit_seq, double score) {
+  for (auto& m : members) {
+    bool present = false;
+    for (const auto& r : window.records) present = present || r.event_seq == m.event_seq;
+    if (!present) window.records.push_back(std::move(m));
+  }
+  window.hits.insert(hit_seq);
+  window.hit_scores[hit_seq] = score;
+  window.score = std::max(window.score, score);
+}
+
+// Builds a window around each of `hits` (best first) from its session neighbours; merges
+// windows that share a record; keeps at most kMaxWindows. The hidden records the neighbours
+// passed over are added to `withheld`.
+Status BuildWindows(db::Database& db, std::string_view scope, const FeedbackEffects& effects,
+                    const std::vector<HitRef>& hits, std::vector<Window>& windows,
+                    size_t& withheld) {
+  TMCRA_ASSIGN_OR_RETURN(auto whole, db.Prepare(std::string("SELECT ") + kRecordColumns +
+                                                " FROM records WHERE event_seq = ?"));
+  TMCRA_ASSIGN_OR_RETURN(auto neighbours, NeighbourReader::Prepare(db, effects));
   for (const HitRef& ref : hits) {
     const double score = ref.score;
     if (windows.size() >= kMaxWindows && ref.session_hash &&
-        std::none_of(windows.begin(), windows.end(),
-                     [&](const Window& w) { return w.session_hash == *ref.session_hash; })) {
+        NoWindowShowsHash(windows, *ref.session_hash)) {
       continue;  // no window shows its session (checked exactly below otherwise)
     }
-    whole->Reset();
-    whole->Bind(1, ref.event_seq);
-    auto found = whole->Step();
-    if (!found) return found.error();
-    if (!*found) continue;
-    const Record hit = ReadRecord(*whole);
-    if (windows.size() >= kMaxWindows) {
-      // Only a hit of a session already shown can still change the answer (by widening).
-      bool shown = false;
-      for (const auto& w : windows) shown = shown || w.session_id == hit.session_id;
-      if (!shown) continue;
-    }
-    auto around = neighbours->Around(scope, hit);
-    if (!around) return around.error();
-    std::vector<Record> members = std::move(*around);
+    whole.Reset();
+    whole.Bind(1, ref.event_seq);
+    TMCRA_ASSIGN_OR_RETURN(const bool found, whole.Step());
+    if (!found) continue;
+    const Record hit = ReadRecord(whole);
+    // Only a hit of a session already shown can still change the answer (by widening).
+    if (windows.size() >= kMaxWindows && !AWindowShows(windows, hit.session_id)) continue;
+    TMCRA_ASSIGN_OR_RETURN(std::vector<Record> members, neighbours.Around(scope, hit));
     members.push_back(hit);
     // A hit already inside a window, or whose neighbourhood overlaps one, widens that window.
-    Window* merge_into = nullptr;
-    for (auto& w : windows) {
-      if (w.session_id != hit.session_id || merge_into != nullptr) continue;
-      for (const auto& r : w.records) {
-        for (const auto& m : members) {
-          if (r.event_seq == m.event_seq) merge_into = &w;
-        }
-      }
-    }
+    Window* merge_into = WindowSharingRecord(windows, hit.session_id, members);
     if (merge_into == nullptr) {
       if (windows.size() >= kMaxWindows) continue;
       windows.push_back(
           Window{hit.session_id, RowFacts::HashSession(hit.session_id), {}, {}, {}, score, 0});
       merge_into = &windows.back();
     }
-    for (auto& m : members) {
-      bool present = false;
-      for (const auto& r : merge_into->records) present = present || r.event_seq == m.event_seq;
-      if (!present) merge_into->records.push_back(std::move(m));
-    }
-    merge_into->hits.insert(hit.event_seq);
-    merge_into->hit_scores[hit.event_seq] = score;
-    merge_into->score = std::max(merge_into->score, score);
+    AddToWindow(*merge_into, members, hit.event_seq, score);
   }
-  withheld += neighbours->skipped();
-  // With no window left (nothing matched, or feedback hid every match) the route is raw.
-  const bool compiled_out = compiled && !windows.empty();
+  withheld += neighbours.skipped();
+  return Ok();
+}
+
+// Sorts each window's records chronologically, then the windows: best score first, equal
+// scores newest record first.
+void SortWindows(std::vector<Window>& windows) {
   for (auto& w : windows) {
     std::sort(w.records.begin(), w.records.end(), [](const Record& a, const Record& b) {
       return a.occurred_at != b.occurred_at ? a.occurred_at < b.occurred_at
@@ -747,74 +784,87 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
     if (a.score != b.score) return a.score > b.score;
     return a.newest > b.newest;
   });
+}
 
-  // Render. Each record is one block under its actor's section; the hit blocks carry the
-  // window number, their neighbours point back to it.
-  std::map<std::string, std::vector<std::string>> sections;
-  json evidence_windows = json::array();
+// The windows rendered: each record is one block under its actor's section; the hit blocks
+// carry the window number, their neighbours point back to it.
+struct Rendered {
+  std::map<std::string, std::vector<std::string>> sections;  // by SectionOf(role)
+  json evidence_windows = json::array();                     // with response_projection full
   size_t source_blocks = 0;
   size_t neighbour_blocks = 0;
-  bool verbatim = true;
-  json compiled_windows = json::array();
-  for (size_t i = 0; i < windows.size(); ++i) {
-    Window& w = windows[i];
-    json records = json::array();
-    json compiled_records = json::array();
-    for (Record& r : w.records) {
-      const bool is_hit = w.hits.count(r.event_seq) > 0;
-      bool changed = false;
-      const std::string text = NeutraliseText(r.content, &changed);
-      verbatim = verbatim && !changed;
-      sections[SectionOf(r.role)].push_back(Header(r, i + 1, is_hit) + "\n" + text);
-      (is_hit ? source_blocks : neighbour_blocks) += 1;
-      if (compiled_out) {
-        compiled_records.push_back({{"memory_id", r.record_id},
-                                    {"actor", r.role},
-                                    {"date", r.timestamp},
-                                    {"hit", is_hit},
-                                    {"text", SanitizeUtf8(r.content)}});
-      }
-      if (projection == "full") {  // last: it takes the record's strings
-        const double score = is_hit ? w.hit_scores.at(r.event_seq) : 0.0;
-        records.push_back(RecordJson(std::move(r), is_hit, score));
-      }
-    }
-    if (projection == "full") {
-      evidence_windows.push_back({{"window", i + 1},
-                                  {"session_id", w.session_id},
-                                  {"score", w.score},
-                                  {"records", std::move(records)}});
-    }
+  bool verbatim = true;                   // no record's text was neutralised
+  json compiled_windows = json::array();  // on the compiled route
+};
+
+// Renders window `w`, number `number`, into `out`; with `full`, into its evidence window too
+// (which takes the records' strings).
+void RenderWindow(Window& w, size_t number, bool full, bool compiled_out, Rendered& out) {
+  json records = json::array();
+  json compiled_records = json::array();
+  for (Record& r : w.records) {
+    const bool is_hit = w.hits.count(r.event_seq) > 0;
+    bool changed = false;
+    const std::string text = NeutraliseText(r.content, &changed);
+    out.verbatim = out.verbatim && !changed;
+    out.sections[SectionOf(r.role)].push_back(Header(r, number, is_hit) + "\n" + text);
+    (is_hit ? out.source_blocks : out.neighbour_blocks) += 1;
     if (compiled_out) {
-      compiled_windows.push_back(
-          {{"window", i + 1}, {"session", w.session_id}, {"records", std::move(compiled_records)}});
+      compiled_records.push_back({{"memory_id", r.record_id},
+                                  {"actor", r.role},
+                                  {"date", r.timestamp},
+                                  {"hit", is_hit},
+                                  {"text", SanitizeUtf8(r.content)}});
+    }
+    if (full) {  // last: it takes the record's strings
+      const double score = is_hit ? w.hit_scores.at(r.event_seq) : 0.0;
+      records.push_back(RecordJson(std::move(r), is_hit, score));
     }
   }
+  if (full) {
+    out.evidence_windows.push_back({{"window", number},
+                                    {"session_id", w.session_id},
+                                    {"score", w.score},
+                                    {"records", std::move(records)}});
+  }
+  if (compiled_out) {
+    out.compiled_windows.push_back(
+        {{"window", number}, {"session", w.session_id}, {"records", std::move(compiled_records)}});
+  }
+}
+
+// The prompt's text: the compiled evidence packet, or the authority policy and the sections'
+// blocks; "" when there is no window.
+std::string PromptContent(const Rendered& rendered, size_t windows, bool compiled_out) {
   std::string content;
-  if (!windows.empty()) {
-    if (compiled_out) {
-      content = CanonicalJson({{"schema_version", "tmcra.compiled-evidence.1"},
-                               {"authority_policy", "current_user>historical_user>assistant"},
-                               {"trust_boundary", kServiceTrustBoundary},
-                               {"windows", compiled_windows}});
-    } else {
-      content = kAuthorityPolicyBlock;
-      const std::pair<const char*, const char*> order[] = {
-          {"user", kUserSection}, {"assistant", kAssistantSection}, {"mixed", kMixedSection}};
-      for (const auto& [key, title] : order) {
-        auto it = sections.find(key);
-        if (it == sections.end()) continue;
-        content += "\n\n";
-        content += title;
-        for (const auto& block : it->second) {
-          content += "\n\n";
-          content += block;
-        }
-      }
+  if (windows == 0) return content;
+  if (compiled_out) {
+    return CanonicalJson({{"schema_version", "tmcra.compiled-evidence.1"},
+                          {"authority_policy", "current_user>historical_user>assistant"},
+                          {"trust_boundary", kServiceTrustBoundary},
+                          {"windows", rendered.compiled_windows}});
+  }
+  content = kAuthorityPolicyBlock;
+  const std::pair<const char*, const char*> order[] = {
+      {"user", kUserSection}, {"assistant", kAssistantSection}, {"mixed", kMixedSection}};
+  for (const auto& [key, title] : order) {
+    auto it = rendered.sections.find(key);
+    if (it == rendered.sections.end()) continue;
+    content += "\n\n";
+    content += title;
+    for (const auto& block : it->second) {
+      content += "\n\n";
+      content += block;
     }
   }
+  return content;
+}
+
+// Why the evidence route is what it is.
+json RouteReasons(bool no_windows, size_t withheld, bool compiled, bool compiled_out,
+                  const std::string& mode) {
   json reasons = json::array();
-  if (windows.empty()) reasons.push_back("no_matching_evidence");
+  if (no_windows) reasons.push_back("no_matching_evidence");
   if (withheld > 0) reasons.push_back("feedback_applied");
   if (compiled && !compiled_out) {
     reasons.push_back("no_windows_raw_selected");
@@ -823,28 +873,81 @@ Result<json> Engine::Recall(std::string_view scope, const json& body) {
                       : mode == "raw" ? "requested_raw"
                                       : "auto_selected_raw");
   }
+  return reasons;
+}
+
+// The answer's evidence: the snapshot, and with `full` the windows and the query's terms.
+json EvidenceJson(json& scope_row, bool full, json& evidence_windows, const SearchTerms& terms) {
   // prompt_only leaves out the windows and terms, not the snapshot: a receipt's watermarks
   // (the first source_event_seq of the whole answer) are the same either way.
   json evidence = {
       {"snapshot",
        {{"source_event_seq", scope_row["last_event_seq"]}, {"records", scope_row["records"]}}}};
-  if (projection == "full") {
+  if (full) {
     evidence["windows"] = std::move(evidence_windows);
     evidence["query_terms"] = {{"words", terms.words},
                                {"trigrams", terms.trigrams.size()},
                                {"cjk_terms", terms.cjk_bigrams.size() + terms.cjk_prefixes.size()}};
   }
-  if (auto s = tx->Commit(); !s) return s.error();
+  return evidence;
+}
+
+}  // namespace
+
+Result<json> Engine::Recall(std::string_view scope, const json& body) {
+  TMCRA_ASSIGN_OR_RETURN(const RecallRequest request, ParseRecallRequest(scope, body));
+  TMCRA_ASSIGN_OR_RETURN(ReadLease reader, BorrowReader());
+  db::Database& db = reader.db();
+  // One consistent snapshot for the whole recall.
+  TMCRA_ASSIGN_OR_RETURN(db::Transaction tx, db::Transaction::Deferred(db));
+  if (!request.wait_for.empty()) TMCRA_RETURN_IF_ERROR(CheckWaitedJob(db, scope, request.wait_for));
+  TMCRA_ASSIGN_OR_RETURN(json scope_row, ReadScopeRow(db, scope));
+  const std::string query_id = NewQueryId();
+  const bool compiled = request.mode == "compiled";
+  if (scope_row.is_null()) return EmptyScopeResponse(query_id, scope, request.mode);
+
+  // Feedback effects apply before any window is built: a hidden record is neither a hit nor a
+  // neighbour.
+  TMCRA_ASSIGN_OR_RETURN(const FeedbackEffects effects, LoadFeedbackEffects(db, scope));
+  size_t withheld = 0;
+  SearchTerms terms = ParseQuery(request.query);
+  TMCRA_ASSIGN_OR_RETURN(const int64_t highest,
+                         ChooseTerms(db, *word_counts_, *cjk_counts_, terms));
+  if (CatchUpFactsNow(highest)) TMCRA_RETURN_IF_ERROR(row_facts_->CatchUp(db));
+  TMCRA_ASSIGN_OR_RETURN(const auto fused,
+                         SearchAndFuse(db, scope, terms, highest, *row_facts_, postings_.get()));
+  std::vector<HitRef> hits;
+  TMCRA_ASSIGN_OR_RETURN(
+      auto light,
+      db.Prepare("SELECT record_id, session_id, occurred_at FROM records WHERE event_seq = ?"));
+  TMCRA_RETURN_IF_ERROR(CollectHits(fused, effects, *row_facts_, light, hits, withheld));
+  TMCRA_RETURN_IF_ERROR(OrderHits(hits, *row_facts_, light));
+  std::vector<Window> windows;
+  TMCRA_RETURN_IF_ERROR(BuildWindows(db, scope, effects, hits, windows, withheld));
+  // With no window left (nothing matched, or feedback hid every match) the route is raw.
+  const bool compiled_out = compiled && !windows.empty();
+  SortWindows(windows);
+
+  const bool full = request.projection == "full";
+  Rendered rendered;
+  for (size_t i = 0; i < windows.size(); ++i) {
+    RenderWindow(windows[i], i + 1, full, compiled_out, rendered);
+  }
+  std::string content = PromptContent(rendered, windows.size(), compiled_out);
+  json reasons = RouteReasons(windows.empty(), withheld, compiled, compiled_out, request.mode);
+  json evidence = EvidenceJson(scope_row, full, rendered.evidence_windows, terms);
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
   return json{{"query_id", query_id},
               {"scope_name", scope},
               {"index_job_id", scope_row["last_job_id"]},
               {"evidence_route",
-               {{"requested", mode},
+               {{"requested", request.mode},
                 {"selected", compiled_out ? "compiled" : "raw"},
                 {"reasons", std::move(reasons)}}},
               {"evidence", std::move(evidence)},
               {"prompt_evidence", PromptEvidence(std::move(content), compiled_out, windows.size(),
-                                                 source_blocks, neighbour_blocks, verbatim)},
+                                                 rendered.source_blocks, rendered.neighbour_blocks,
+                                                 rendered.verbatim)},
               {"debug", nullptr}};
 }
 
