@@ -19,7 +19,8 @@ enum class Errc {
   kRateLimited,
   kPermissionDenied,
   kDataLoss,
-  kStorageFull,  // the store cannot write: its disk (or quota) is full; retryable
+  kStorageFull,    // the store cannot write: its disk (or quota) is full; retryable
+  kUnimplemented,  // the peer has no such operation (an endpoint it does not offer)
   kProtocol,
   kCancelled,
   kInternal,
@@ -34,10 +35,10 @@ struct Error {
   Errc code = Errc::kInternal;
   bool retryable = false;
   std::string message;
-  // Memory API errors only: the HTTP status and the service's error code
-  // (e.g. 422 "validation_error", 409 "idempotency_conflict"), and the error's `details` as
-  // JSON text (empty when none). The engine sets them; the HTTP client reads them back.
-  int http_status = 0;
+  // Memory API errors only: the service's error code (e.g. "validation_error",
+  // "idempotency_conflict") and the error's `details` as JSON text (empty when none). The
+  // engine sets them; the Memory API adapters carry them across a transport, and only the
+  // HTTP adapters know which HTTP status each error kind travels as (src/api/api_status.h).
   std::string api_code;
   std::string details_json;
 
@@ -51,9 +52,11 @@ struct Error {
   static Error Internal(std::string m) { return {Errc::kInternal, false, std::move(m)}; }
   static Error StorageFull(std::string m) { return {Errc::kStorageFull, true, std::move(m)}; }
 
-  // An API error: retryable exactly for the statuses the Memory API client retries
-  // (408, 425, 429, 500, 502, 503, 504).
-  static Error Api(int status, std::string api_code, std::string message,
+  // A Memory API error of kind `kind` (kInvalidArgument for a refused field, kConflict,
+  // kNotFound, kPermissionDenied, kRateLimited, kUnavailable, kInternal…) with the service's
+  // error code. Retryable for the kinds a client retries: kTimeout, kRateLimited, kUnavailable
+  // and kInternal.
+  static Error Api(Errc kind, std::string api_code, std::string message,
                    std::string details_json = {});
 
   // "<code>: <message>", for logs and tool error texts (the API code when there is one).

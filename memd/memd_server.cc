@@ -12,6 +12,7 @@
 #include "base/ids.h"
 #include "base/json_writer.h"
 #include "memory/engine.h"
+#include "src/api/api_status.h"
 
 namespace tmcra::memd {
 
@@ -72,9 +73,10 @@ HttpResponse ApiError(const Call& call, int status, std::string_view code, std::
 // The answer to an error of the memory: its own HTTP status, or 503 for a store that is busy or
 // cannot write, or 500; the store's own text stays in the log.
 HttpResponse ErrorAnswer(const Call& call, const Error& error) {
-  if (error.http_status != 0) {
-    const bool throttled = error.http_status == 429 || error.http_status == 503;
-    return ApiError(call, error.http_status, error.api_code, error.message, error.details_json,
+  if (!error.api_code.empty()) {
+    const int status = api::HttpStatusFor(error.code);
+    const bool throttled = status == 429 || status == 503;
+    return ApiError(call, status, error.api_code, error.message, error.details_json,
                     throttled ? 1 : -1);
   }
   spdlog::error("request {}: {}", call.request_id, LogSafe(error.ToString(), 1000));
@@ -366,7 +368,7 @@ HttpResponse Server::Impl::HandleJobBatch(Call& call, const json& body, const Ap
   json entries = json::array();
   for (size_t i = 0; i < ids->size(); ++i) {
     Result<json>& job = (*jobs)[i];
-    if (!job && job.error().http_status == 0) {
+    if (!job && job.error().api_code.empty()) {
       // A busy store is the whole request's 503 (Retry-After); any other failure is this
       // job's 500, so one unreadable job holds back no other.
       const Errc code = job.error().code;
@@ -375,11 +377,12 @@ HttpResponse Server::Impl::HandleJobBatch(Call& call, const json& body, const Ap
       }
       spdlog::error("request {}: job {}: {}", call.request_id, LogSafe((*ids)[i]),
                     LogSafe(job.error().ToString(), 1000));
-      job = Error::Api(500, "internal_error", "internal error");
+      job = Error::Api(Errc::kInternal, "internal_error", "internal error");
     }
     // As GET /v1/jobs/{id} answers 403 for a job of a scope the key may not read.
     if (job && !JobVisibleTo(*job, key)) {
-      job = Error::Api(403, "forbidden", "the API key is not valid for this job's scope");
+      job = Error::Api(Errc::kPermissionDenied, "forbidden",
+                       "the API key is not valid for this job's scope");
     }
     entries.push_back(JobsBatchEntry((*ids)[i], job, call.request_id));
   }

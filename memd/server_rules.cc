@@ -9,6 +9,7 @@
 
 #include "base/json_reader.h"
 #include "memory/ingest_validation.h"
+#include "src/api/api_status.h"
 #include "src/api/http_wire.h"
 
 namespace tmcra::memd {
@@ -18,13 +19,13 @@ namespace {
 Error AttributionError(std::string_view header, const std::string& message) {
   json details =
       json::array({{{"loc", {"header", header}}, {"msg", message}, {"type", "value_error"}}});
-  return Error::Api(422, "invalid_usage_attribution", std::string(header) + ": " + message,
-                    details.dump());
+  return Error::Api(Errc::kInvalidArgument, "invalid_usage_attribution",
+                    std::string(header) + ": " + message, details.dump());
 }
 
 Error BodyError(const json& loc, std::string_view type, const std::string& message) {
   json details = json::array({{{"loc", loc}, {"msg", message}, {"type", type}}});
-  return Error::Api(422, "validation_error", "body: " + message, details.dump());
+  return Error::Api(Errc::kInvalidArgument, "validation_error", "body: " + message, details.dump());
 }
 
 // 422 for a number no double holds, at `path` in the body (keys and indices).
@@ -86,7 +87,8 @@ Error InvalidScopeError() {
       json::array({{{"loc", {"path", "scope"}},
                     {"msg", "String should match pattern '" + std::string(kScopePattern) + "'"},
                     {"type", "string_pattern_mismatch"}}});
-  return Error::Api(422, "validation_error", "scope: invalid scope name", details.dump());
+  return Error::Api(Errc::kInvalidArgument, "validation_error", "scope: invalid scope name",
+                    details.dump());
 }
 
 static_assert(kMaxJobIdBytes == api::wire::kMaxSegmentBytes,
@@ -140,7 +142,8 @@ json JobsBatchEntry(const std::string& job_id, const Result<json>& job,
   if (job) return json{{"job_id", job_id}, {"status_code", 200}, {"job", *job}};
   const Error& e = job.error();
   json body = ErrorBody(e.api_code, e.message, request_id, e.details_json);
-  return json{{"job_id", job_id}, {"status_code", e.http_status}, {"error", body["error"]}};
+  return json{
+      {"job_id", job_id}, {"status_code", api::HttpStatusFor(e.code)}, {"error", body["error"]}};
 }
 
 Result<json> ParseBodyObject(std::string_view body, std::string_view content_type) {

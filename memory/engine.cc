@@ -347,7 +347,7 @@ Engine::~Engine() {
 namespace {
 
 Error KeyError(const std::string& loc) {
-  return Error::Api(422, "validation_error", loc + ": must be 8..200 characters",
+  return Error::Api(Errc::kInvalidArgument, "validation_error", loc + ": must be 8..200 characters",
                     json::array({{{"loc", {"header", loc}},
                                   {"msg", "Idempotency-Key must be 8..200 characters"},
                                   {"type", "value_error"}}})
@@ -432,7 +432,7 @@ Result<json> Engine::StoreIngest(db::Database& db, std::string_view scope, const
   std::string job_id;
   if (*found) {
     if (existing->Text(1) != p.payload_sha) {
-      return Error::Api(409, "idempotency_conflict",
+      return Error::Api(Errc::kConflict, "idempotency_conflict",
                         "Idempotency-Key was already used with a different request");
     }
     job_id = existing->Text(0);
@@ -618,7 +618,7 @@ Result<json> Engine::GetJob(std::string_view job_id) {
   if (!reader) return reader.error();
   auto job = LoadJob(reader->db(), job_id, options_.public_base_url, nullptr);
   if (!job) return job.error();
-  if (!*job) return Error::Api(404, "not_found", "job not found");
+  if (!*job) return Error::Api(Errc::kNotFound, "not_found", "job not found");
   return std::move(**job);
 }
 

@@ -7,8 +7,8 @@
 //   Recall  POST /v1/scopes/{scope}/recall   -> 200 RecallResponse
 //   Evidence GET /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence -> 200
 //   Feedback POST /v1/scopes/{scope}/feedback -> 201 FeedbackView
-// Errors carry the service's HTTP status and error code (Error::Api), e.g. 422
-// validation_error with the field path, 409 idempotency_conflict, 404 not_found.
+// Errors carry the service's error kind and code (Error::Api), e.g. kInvalidArgument
+// validation_error with the field path, kConflict idempotency_conflict, kNotFound not_found.
 //
 // Jobs: Ingest validates, stores the normalised payload as a `pending` job and returns. A worker
 // thread claims jobs with a lease (pending -> running), writes the records and their indexes and

@@ -37,7 +37,7 @@ std::string NewId(std::string_view prefix) {
 }
 
 Error KeyError() {
-  return Error::Api(422, "validation_error",
+  return Error::Api(Errc::kInvalidArgument, "validation_error",
                     "Idempotency-Key: a feedback action other than note needs an "
                     "Idempotency-Key of 8..200 characters",
                     json::array({{{"loc", {"header", "Idempotency-Key"}},
@@ -286,7 +286,7 @@ Result<std::optional<std::string>> FeedbackOfKey(db::Database& db, const std::st
   if (!row) return row.error();
   if (!*row) return std::optional<std::string>();
   if (existing->Text(1) != payload_sha) {
-    return Error::Api(409, "idempotency_conflict",
+    return Error::Api(Errc::kConflict, "idempotency_conflict",
                       "Idempotency-Key was already used with a different feedback request");
   }
   return std::optional<std::string>(existing->Text(0));
@@ -331,7 +331,8 @@ Result<std::vector<std::string>> ResolveTargets(db::Database& db, std::string_vi
   if (!missing.empty()) {
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-    return Error::Api(404, "not_found", "feedback targets not found in this scope: " + list,
+    return Error::Api(Errc::kNotFound, "not_found",
+                      "feedback targets not found in this scope: " + list,
                       json{{"missing_memory_ids", missing}}.dump());
   }
   if (request.action != "note" && targets.empty()) {
@@ -423,7 +424,7 @@ Result<FeedbackEffects> LoadFeedbackEffects(db::Database& db, std::string_view s
 Result<json> Engine::Evidence(std::string_view scope, std::string_view memory_id, int limit) {
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   if (limit < 1 || limit > kMaxEvidenceLimit) {
-    return Error::Api(422, "validation_error", "limit: Input should be 1..25",
+    return Error::Api(Errc::kInvalidArgument, "validation_error", "limit: Input should be 1..25",
                       json::array({{{"loc", {"query", "limit"}},
                                     {"msg",
                                      "Input should be greater than or equal to 1 and less "
@@ -456,13 +457,15 @@ Result<json> Engine::Evidence(std::string_view scope, std::string_view memory_id
     // A feedback id (what `restore` may target) stands for the records it targeted.
     auto feedback = FindFeedback(db, scope, memory_id);
     if (!feedback) return feedback.error();
-    if (!*feedback) return Error::Api(404, "not_found", "memory node not found in this scope");
+    if (!*feedback)
+      return Error::Api(Errc::kNotFound, "not_found", "memory node not found in this scope");
     auto targets = FeedbackTargets(db, **feedback);
     if (!targets) return targets.error();
     for (const std::string& id : *targets) {
       if (auto s = load(id, "feedback_target", items); !s) return s.error();
     }
-    if (items.empty()) return Error::Api(404, "not_found", "the feedback targets no memory");
+    if (items.empty())
+      return Error::Api(Errc::kNotFound, "not_found", "the feedback targets no memory");
   }
   json snapshot = nullptr;
   {

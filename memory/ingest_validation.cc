@@ -142,7 +142,8 @@ Status CheckMetadata(const json& metadata, const std::string& role, const std::s
 
 Error ValidationError(const std::string& loc, const std::string& message, const std::string& type) {
   json details = json::array({{{"loc", LocArray(loc)}, {"msg", message}, {"type", type}}});
-  return Error::Api(422, "validation_error", loc + ": " + message, details.dump());
+  return Error::Api(Errc::kInvalidArgument, "validation_error", loc + ": " + message,
+                    details.dump());
 }
 
 Result<IngestRequest> ValidateIngest(const json& body) {

@@ -1,7 +1,8 @@
 // The service's validation of an ingest request (tmcra-contract.md §1.4.2): strict fields,
 // trimmed strings, lengths in code points, unique message ids, metadata limits, actor rules.
-// A failure is Error::Api(422, "validation_error") whose message starts with the field path
-// ("messages.3.role: ...") and whose details hold [{loc, msg, type}] as pydantic writes them.
+// A failure is Error::Api(Errc::kInvalidArgument, "validation_error") whose message starts
+// with the field path ("messages.3.role: ...") and whose details hold [{loc, msg, type}] as
+// pydantic writes them.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -493,18 +493,18 @@ Status CheckWaitedJob(db::Database& db, std::string_view scope, const std::strin
       db.Prepare("SELECT scope_name, job_type, status, result_json FROM jobs WHERE job_id = ?"));
   st.Bind(1, job_id);
   TMCRA_ASSIGN_OR_RETURN(const bool row, st.Step());
-  if (!row) return Error::Api(404, "not_found", "wait_for_job_id: job not found");
+  if (!row) return Error::Api(Errc::kNotFound, "not_found", "wait_for_job_id: job not found");
   const std::string status = st.Text(2);
   if (st.Text(0) != scope) {
-    return Error::Api(409, "wait_job_scope_mismatch",
+    return Error::Api(Errc::kConflict, "wait_job_scope_mismatch",
                       "wait_for_job_id: the job belongs to another scope");
   }
   if (st.Text(1) != "ingest") {
-    return Error::Api(409, "wait_job_type_mismatch",
+    return Error::Api(Errc::kConflict, "wait_job_type_mismatch",
                       "wait_for_job_id: the job is not an ingest job");
   }
   if (status != "succeeded") {
-    return Error::Api(409, "write_not_committed",
+    return Error::Api(Errc::kConflict, "write_not_committed",
                       "wait_for_job_id: the job has not succeeded (status " + status + ")",
                       json{{"job_status", status}}.dump());
   }
@@ -512,7 +512,7 @@ Status CheckWaitedJob(db::Database& db, std::string_view scope, const std::strin
   if (!result.is_object() || !result.contains("watermarks") || !result["watermarks"].is_object() ||
       !result["watermarks"].contains("source_event_seq") ||
       !result["watermarks"]["source_event_seq"].is_number_integer()) {
-    return Error::Api(409, "wait_job_has_no_searchable_watermark",
+    return Error::Api(Errc::kConflict, "wait_job_has_no_searchable_watermark",
                       "wait_for_job_id: the job has no searchable watermark");
   }
   // Records and their indexes are written in the job's own transaction, so a succeeded job

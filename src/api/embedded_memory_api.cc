@@ -15,7 +15,7 @@ auto WithLockRetries(Fn&& fn) -> decltype(fn()) {
   for (int attempt = 1;; ++attempt) {
     auto result = fn();
     if (result || attempt >= 4 || result.error().code != Errc::kUnavailable ||
-        result.error().http_status != 0) {
+        !result.error().api_code.empty()) {
       return result;
     }
     spdlog::debug("memory store busy, retrying ({})", result.error().message);

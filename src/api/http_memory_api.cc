@@ -13,6 +13,7 @@
 
 #include "base/identifiers.h"
 #include "base/version.h"
+#include "src/api/api_status.h"
 #include "src/api/http_wire.h"
 #include "src/api/retry_policy.h"
 #include "src/config/libcurl.h"
@@ -323,16 +324,15 @@ class MissingEndpoint {
   template <typename T>
   Result<T> Note(Result<T> result, std::string_view name, std::string_view instead) {
     if (result) return result;
-    const int status = result.error().http_status;
-    if ((status != 404 && status != 405 && status != 501) ||
-        result.error().code == Errc::kProtocol) {
+    const Errc kind = result.error().code;
+    if ((kind != Errc::kNotFound && kind != Errc::kUnimplemented) ||
+        !IsServiceAnswer(result.error())) {
       return result;
     }
     Error error{Errc::kNotFound, false,
                 "the Memory API has no " + std::string(name) + " endpoint (HTTP " +
-                    std::to_string(status) + "); " + std::string(instead) + " (" +
+                    std::to_string(HttpStatusFor(kind)) + "); " + std::string(instead) + " (" +
                     result.error().message + ")"};
-    error.http_status = status;
     error.api_code = std::string(kBatchNotSupported);
     std::lock_guard lock(mu_);
     until_ = Clock::now() + kBatchUnsupportedMemory;
@@ -570,7 +570,6 @@ struct HttpMemoryApi::Impl {
           "TMCRA returned an answer larger than " + std::to_string(options.max_response_bytes) +
           " bytes with HTTP " + std::to_string(http_status) +
           (request_id.empty() ? std::string() : " (request id " + request_id + ")"));
-      error.http_status = http_status;
       error.api_code = std::string(kResponseTooLarge);
       result.error = std::move(error);
       return result;

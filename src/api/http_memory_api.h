@@ -9,8 +9,9 @@
 // write callback on every transfer.
 //
 // Errors (Result, never exceptions):
-//   - the service's answers: Error::Api(status, code, message, details_json), retryable exactly
-//     for 408, 425, 429, 500, 502, 503, 504; 3xx is never followed (an error, not retried);
+//   - the service's answers: ErrorFromStatus(status, code, message, details_json) (api_status.h:
+//     the kind from the status), retryable exactly for 408, 425, 429, 500, 502, 503, 504; 3xx is
+//     never followed (an error, not retried);
 //   - api_code kTransportNotSent: the request never left (DNS, connect, TLS handshake);
 //     Errc::kUnavailable, retryable, safe to repeat at will;
 //   - api_code kTransportInDoubt ("transport_error", the contract's code): the request may have

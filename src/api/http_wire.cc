@@ -4,6 +4,7 @@
 
 #include "base/json_reader.h"
 #include "base/utf8.h"
+#include "src/api/api_status.h"
 
 namespace tmcra::api::wire {
 
@@ -20,9 +21,8 @@ std::string WithRequestId(std::string message, std::string_view request_id) {
   return message;
 }
 
-Error InvalidJson(std::string message, int status, std::string_view request_id) {
+Error InvalidJson(std::string message, std::string_view request_id) {
   Error error = Error::Protocol(WithRequestId(std::move(message), request_id));
-  error.http_status = status;
   error.api_code = "invalid_json_response";
   return error;
 }
@@ -71,32 +71,31 @@ Result<json> ParseResponseObject(std::string_view body, int status, std::string_
   const std::string what = "TMCRA returned ";
   const std::string with_status = " with HTTP " + std::to_string(status);
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
-    return InvalidJson(what + "an empty body" + with_status, status, request_id);
+    return InvalidJson(what + "an empty body" + with_status, request_id);
   }
   if (body.size() >= 3 && body.substr(0, 3) == "\xEF\xBB\xBF") {
-    return InvalidJson(what + "a body starting with a byte order mark" + with_status, status,
-                       request_id);
+    return InvalidJson(what + "a body starting with a byte order mark" + with_status, request_id);
   }
   if (body.find('\0') != std::string_view::npos) {
     // Never valid JSON, and nlohmann's lexer would take it for the end of the input, ignoring
     // whatever follows.
-    return InvalidJson(what + "a body with a NUL byte" + with_status, status, request_id);
+    return InvalidJson(what + "a body with a NUL byte" + with_status, request_id);
   }
   JsonReadResult why;
   json value = StrictParse(body, &why, elide);
   if (why.too_deep) {
     return InvalidJson(what + "JSON nested deeper than " + std::to_string(kMaxResponseDepth) +
                            " levels" + with_status,
-                       status, request_id);
+                       request_id);
   }
   if (why.duplicate_key) {
-    return InvalidJson(what + "JSON with a duplicate object key" + with_status, status, request_id);
+    return InvalidJson(what + "JSON with a duplicate object key" + with_status, request_id);
   }
   if (value.is_discarded()) {
-    return InvalidJson(what + "invalid JSON" + with_status, status, request_id);
+    return InvalidJson(what + "invalid JSON" + with_status, request_id);
   }
   if (!value.is_object()) {
-    return InvalidJson(what + "a non-object JSON response" + with_status, status, request_id);
+    return InvalidJson(what + "a non-object JSON response" + with_status, request_id);
   }
   return value;
 }
@@ -134,8 +133,8 @@ Error ApiError(int status, std::string_view body, std::string_view request_id_he
     details = Redact(it->dump(-1, ' ', false, json::error_handler_t::replace), secrets);
     if (details.size() > kMaxErrorDetailsBytes) details.clear();
   }
-  return Error::Api(status, std::move(code), WithRequestId(std::move(message), request_id),
-                    std::move(details));
+  return ErrorFromStatus(status, std::move(code), WithRequestId(std::move(message), request_id),
+                         std::move(details));
 }
 
 Result<std::vector<Result<json>>> ReadJobsBatch(const json& answer,
@@ -143,7 +142,7 @@ Result<std::vector<Result<json>>> ReadJobsBatch(const json& answer,
                                                 std::string_view request_id,
                                                 const std::vector<std::string>& secrets) {
   const auto refuse = [&](const std::string& why) {
-    return InvalidJson("TMCRA returned a jobs batch answer that " + why, 200, request_id);
+    return InvalidJson("TMCRA returned a jobs batch answer that " + why, request_id);
   };
   auto jobs = answer.find("jobs");
   if (!answer.is_object() || jobs == answer.end() || !jobs->is_array()) {

@@ -33,7 +33,7 @@ Status CheckPathSegment(std::string_view value, std::string_view field);
 Status CheckHeaderValue(std::string_view value, std::string_view field);
 
 // The body of an answer with the expected status, as a JSON object. Refused (Errc::kProtocol,
-// api_code "invalid_json_response", http_status = `status`, not retryable): an empty body, a
+// api_code "invalid_json_response", not retryable; the message names `status`): an empty body, a
 // UTF-8 byte order mark, nesting deeper than kMaxResponseDepth, anything that is not strict
 // JSON (invalid UTF-8, lone surrogates, NaN, trailing bytes, ...), a duplicate key in any
 // object, and a top-level value other than an object. `request_id` (the x-request-id header,

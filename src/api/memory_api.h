@@ -5,8 +5,9 @@
 // service or a tmcra-memd. Tools validate every answer as a receipt (receipts/) the same way
 // for both.
 //
-// Errors: Error::Api(status, code, message) for answers the service would give (422, 404, 409,
-// ...), retryable exactly when the HTTP client would retry; other Errors for local failures.
+// Errors: Error::Api(kind, code, message) for answers the service would give (a refused field,
+// not found, a conflict...: IsServiceAnswer in api_status.h), retryable exactly when the HTTP
+// client would retry; other Errors for local failures.
 // Implementations are thread-safe.
 #pragma once
 
@@ -19,6 +20,7 @@
 
 #include "base/json_reader.h"
 #include "base/result.h"
+#include "src/api/api_status.h"
 
 namespace tmcra::api {
 
@@ -118,10 +120,13 @@ class MemoryApi {
   [[nodiscard]] virtual Result<json> Stats() = 0;
   // Whether the memory can serve (tmcra-memd's /readyz): its store answers a read, and a write
   // too while its last write failed for want of room (Errc::kStorageFull until one succeeds).
-  // The default asks GetJob for a job that cannot exist: answered, or 404, is ready.
+  // The default asks GetJob for a job that cannot exist: answered, or the service's not_found, is
+  // ready.
   [[nodiscard]] virtual Status Ready() {
     auto probe = GetJob("job_readyz_probe");
-    if (probe || probe.error().http_status == 404) return Ok();
+    if (probe || (probe.error().code == Errc::kNotFound && IsServiceAnswer(probe.error()))) {
+      return Ok();
+    }
     return probe.error();
   }
 };

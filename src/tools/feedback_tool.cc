@@ -6,6 +6,7 @@
 #include "base/canonical_json.h"
 #include "base/utf8.h"
 #include "receipts/receipts.h"
+#include "src/api/api_status.h"
 #include "src/tools/tool_support.h"
 
 namespace tmcra::tools {
@@ -125,7 +126,8 @@ std::optional<ToolResult> ExactSources(const std::vector<std::string>& memory_id
     if (ctx.cancelled()) return Failure(kTool, Error::Cancelled("the call was cancelled"));
     auto page = deps.memory->Evidence(scope, id, kEvidenceLimit);
     if (!page) {
-      if (page.error().http_status == 404) return NotApplied("needs_exact_source");
+      if (page.error().code == Errc::kNotFound && api::IsServiceAnswer(page.error()))
+        return NotApplied("needs_exact_source");
       return Failure(kTool, page.error());
     }
     std::string original;

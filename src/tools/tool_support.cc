@@ -3,6 +3,7 @@
 #include "base/identifiers.h"
 #include "base/utf8.h"
 #include "receipts/receipts.h"
+#include "src/api/api_status.h"
 #include "src/tools/ingest_body.h"
 
 namespace tmcra::tools {
@@ -45,8 +46,9 @@ mcp::ToolResult Failure(const std::string& tool, const Error& error) {
   std::string text = "Error executing tool " + tool + ": ";
   if (error.code == Errc::kProtocol) {
     text += std::string(receipts::kInvalidResponseCode) + ": " + error.message;
-  } else if (error.http_status != 0) {
-    text += error.api_code + " (HTTP " + std::to_string(error.http_status) + "): " + error.message;
+  } else if (api::IsServiceAnswer(error)) {
+    text += error.api_code + " (HTTP " + std::to_string(api::HttpStatusFor(error.code)) +
+            "): " + error.message;
   } else {
     text += error.message;
   }

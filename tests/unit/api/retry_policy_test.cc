@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "src/api/api_status.h"
 
 using namespace std::chrono_literals;
 using tmcra::api::AttemptKind;
@@ -46,8 +47,8 @@ TEST_CASE("the retry set is exactly 408 425 429 500 502 503 504", "[retry]") {
   for (int status = 100; status < 600; ++status) {
     INFO(status);
     CHECK(IsRetryableStatus(status) == (expected.count(status) == 1));
-    // Error::Api decides `retryable` by the same set.
-    CHECK(tmcra::Error::Api(status, "c", "m").retryable == IsRetryableStatus(status));
+    // ErrorFromStatus decides `retryable` by the same set.
+    CHECK(tmcra::api::ErrorFromStatus(status, "c", "m").retryable == IsRetryableStatus(status));
   }
 }
 

@@ -44,7 +44,7 @@ class JobsMemory final : public tmcra::testing::UnusedMemoryApi {
     if (job_id == "job_other") return json{{"job_id", "job_other"}, {"scope_name", "elsewhere"}};
     if (job_id == "job_broken") return Error::Internal(kStoreError);
     if (job_id == "job_busy") return Error::Unavailable("database is locked");
-    return Error::Api(404, "not_found", "job not found");
+    return Error::Api(tmcra::Errc::kNotFound, "not_found", "job not found");
   }
 };
 

@@ -47,7 +47,7 @@ TEST_CASE("attribution headers follow the service's rules") {
         Attribution{{}, {}, ""}, Attribution{"", {}, {}}}) {
     auto s = ValidateAttribution(bad);
     REQUIRE_FALSE(s);
-    CHECK(s.error().http_status == 422);
+    CHECK(s.error().code == tmcra::Errc::kInvalidArgument);
     CHECK(s.error().api_code == "invalid_usage_attribution");
   }
   CHECK(IsValidAgentId(std::string(200, 'a')));
@@ -75,13 +75,13 @@ TEST_CASE("bodies: only a JSON object passes, everything else is 422 with detail
   for (const auto& [body, type] : cases) {
     auto parsed = ParseBodyObject(body, "application/json");
     REQUIRE_FALSE(parsed);
-    CHECK(parsed.error().http_status == 422);
+    CHECK(parsed.error().code == tmcra::Errc::kInvalidArgument);
     CHECK(parsed.error().api_code == "validation_error");
     CHECK(DetailType(parsed.error()) == type);
   }
   auto form = ParseBodyObject("a=1", "application/x-www-form-urlencoded");
   REQUIRE_FALSE(form);
-  CHECK(form.error().http_status == 422);
+  CHECK(form.error().code == tmcra::Errc::kInvalidArgument);
   // 64 levels are fine, 65 are not; brackets inside strings do not count.
   CHECK(ParseBodyObject("{\"a\":" + std::string(63, '[') + std::string(63, ']') + "}", ""));
   CHECK(NestingDepth("{\"a\":\"[[[[\"}", 64) == 1);
@@ -99,7 +99,7 @@ TEST_CASE("bodies: a number no double holds is 422 naming where it is") {
     INFO(body);
     auto parsed = ParseBodyObject(body, "application/json");
     REQUIRE_FALSE(parsed);
-    CHECK(parsed.error().http_status == 422);
+    CHECK(parsed.error().code == tmcra::Errc::kInvalidArgument);
     CHECK(parsed.error().api_code == "validation_error");
     CHECK_FALSE(parsed.error().retryable);
     const json details = json::parse(parsed.error().details_json);
@@ -232,7 +232,7 @@ TEST_CASE("jobs batch: job_ids must be 1..100 distinct non-empty strings, nothin
     INFO(body.dump());
     auto refused = ParseJobIds(body);
     REQUIRE_FALSE(refused);
-    CHECK(refused.error().http_status == 422);
+    CHECK(refused.error().code == tmcra::Errc::kInvalidArgument);
     CHECK(refused.error().api_code == "validation_error");
     CHECK(refused.error().message.rfind(prefix, 0) == 0);
     CHECK(DetailType(refused.error()) == type);
@@ -243,8 +243,8 @@ TEST_CASE("jobs batch: the answer's entries are what the client reads back") {
   const json job = {{"job_id", "job_a"}, {"status", "succeeded"}};
   const json a = JobsBatchEntry("job_a", job, "req-7");
   CHECK(a == json{{"job_id", "job_a"}, {"status_code", 200}, {"job", job}});
-  const json b =
-      JobsBatchEntry("job_b", tmcra::Error::Api(404, "not_found", "job not found"), "req-7");
+  const json b = JobsBatchEntry(
+      "job_b", tmcra::Error::Api(tmcra::Errc::kNotFound, "not_found", "job not found"), "req-7");
   CHECK(b["status_code"] == 404);
   CHECK(b["error"]["code"] == "not_found");
   CHECK(b["error"]["request_id"] == "req-7");
@@ -253,7 +253,7 @@ TEST_CASE("jobs batch: the answer's entries are what the client reads back") {
   REQUIRE((*read)[0]);
   CHECK(*(*read)[0] == job);
   REQUIRE_FALSE((*read)[1]);
-  CHECK((*read)[1].error().http_status == 404);
+  CHECK((*read)[1].error().code == tmcra::Errc::kNotFound);
   CHECK((*read)[1].error().api_code == "not_found");
   CHECK((*read)[1].error().message.find("job not found") != std::string::npos);
 }

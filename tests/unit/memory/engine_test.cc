@@ -187,7 +187,7 @@ TEST_CASE("ingest validation follows the service's rules and names the field", "
     INFO(c.name);
     auto r = e->Ingest(c.scope, c.body, Key(c.key));
     REQUIRE_FALSE(r);
-    CHECK(r.error().http_status == 422);
+    CHECK(r.error().code == tmcra::Errc::kInvalidArgument);
     CHECK(r.error().api_code == "validation_error");
     CHECK(r.error().message.rfind(c.loc + ":", 0) == 0);
     CHECK_FALSE(r.error().retryable);
@@ -225,7 +225,7 @@ TEST_CASE("same key and payload replays, a different payload conflicts", "[memor
   CHECK((*again)["idempotent_replay"] == true);
   auto other = e->Ingest("p", Body({Message("m1", "user", "changed")}), Key("mcp-ingest-1"));
   REQUIRE_FALSE(other);
-  CHECK(other.error().http_status == 409);
+  CHECK(other.error().code == tmcra::Errc::kConflict);
   CHECK(other.error().api_code == "idempotency_conflict");
   auto other_scope = e->Ingest("q", body, Key("mcp-ingest-1"));
   REQUIRE_FALSE(other_scope);
@@ -257,7 +257,7 @@ TEST_CASE("jobs go pending -> running -> succeeded with watermarks", "[memory][j
   CHECK((*done)["updated_at"].get<double>() >= (*done)["created_at"].get<double>());
   auto missing = e->GetJob("job_nope");
   REQUIRE_FALSE(missing);
-  CHECK(missing.error().http_status == 404);
+  CHECK(missing.error().code == tmcra::Errc::kNotFound);
 }
 
 TEST_CASE("a job left running by a dead process is taken over after its lease", "[memory][jobs]") {
@@ -395,7 +395,7 @@ TEST_CASE("recall request validation", "[memory][recall]") {
     INFO(loc);
     auto r = e->Recall("p", body);
     REQUIRE_FALSE(r);
-    CHECK(r.error().http_status == 422);
+    CHECK(r.error().code == tmcra::Errc::kInvalidArgument);
     CHECK(r.error().message.rfind(loc + ":", 0) == 0);
   }
 }
@@ -407,10 +407,10 @@ TEST_CASE("wait_for_job_id errors follow the service", "[memory][recall]") {
       Ingest(*e, "p", Body({Message("m1", "user", "wait for me")}), "key-wait-01");
   auto missing = e->Recall("p", {{"query", "wait"}, {"wait_for_job_id", "job_missing"}});
   REQUIRE_FALSE(missing);
-  CHECK(missing.error().http_status == 404);
+  CHECK(missing.error().code == tmcra::Errc::kNotFound);
   auto pending = e->Recall("p", {{"query", "wait"}, {"wait_for_job_id", job}});
   REQUIRE_FALSE(pending);
-  CHECK(pending.error().http_status == 409);
+  CHECK(pending.error().code == tmcra::Errc::kConflict);
   CHECK(pending.error().api_code == "write_not_committed");
   CHECK(json::parse(pending.error().details_json)["job_status"] == "pending");
   REQUIRE(e->RunPendingJobs());
@@ -1110,7 +1110,7 @@ TEST_CASE("batch ingest stores every item as its own job in one call", "[memory]
   CHECK(duplicate.error().message.rfind("items.2.idempotency_key:", 0) == 0);
   auto none = e->IngestBatch("p", {{"items", json::array()}}, context);
   REQUIRE_FALSE(none);
-  CHECK(none.error().http_status == 422);
+  CHECK(none.error().code == tmcra::Errc::kInvalidArgument);
   CHECK(e->Stats()->records == 3);  // rejected batches stored nothing
 }
 

@@ -8,6 +8,7 @@
 #include "base/sqlite_db.h"
 #include "base/utf8.h"
 #include "memory/engine.h"
+#include "src/api/api_status.h"
 #include "tests/support/temp_dir.h"
 
 using json = nlohmann::json;
@@ -159,7 +160,7 @@ TEST_CASE("evidence returns the exact stored text of a record", "[memory][feedba
              {"p", "rec_missing"}, {"q", id}, {"p", ""}}) {
       auto r = e->Evidence(scope, mid, 10);
       REQUIRE_FALSE(r);
-      CHECK(r.error().http_status == 404);
+      CHECK(r.error().code == tmcra::Errc::kNotFound);
       CHECK(r.error().api_code == "not_found");
     }
   }
@@ -167,14 +168,14 @@ TEST_CASE("evidence returns the exact stored text of a record", "[memory][feedba
     for (int limit : {0, -1, 26}) {
       auto r = e->Evidence("p", id, limit);
       REQUIRE_FALSE(r);
-      CHECK(r.error().http_status == 422);
+      CHECK(r.error().code == tmcra::Errc::kInvalidArgument);
       CHECK(r.error().message.rfind("limit:", 0) == 0);
     }
     CHECK(e->Evidence("p", id, 1));
     CHECK(e->Evidence("p", id, 25));
     auto bad_scope = e->Evidence("-x", id, 10);
     REQUIRE_FALSE(bad_scope);
-    CHECK(bad_scope.error().http_status == 422);
+    CHECK(bad_scope.error().code == tmcra::Errc::kInvalidArgument);
   }
   SECTION("a feedback id stands for the records it targeted, paged by limit") {
     const json fb = FeedbackOk(*e, "p", Ignore({id, assistant}), "evidence-fb-1");
@@ -196,7 +197,7 @@ TEST_CASE("evidence returns the exact stored text of a record", "[memory][feedba
     CHECK(e->Evidence("p", id, 10));
     auto other = e->Evidence("q", fid, 10);
     REQUIRE_FALSE(other);
-    CHECK(other.error().http_status == 404);
+    CHECK(other.error().code == tmcra::Errc::kNotFound);
   }
 }
 
@@ -264,7 +265,7 @@ TEST_CASE("feedback request validation follows the service's rules", "[memory][f
     INFO(c.name);
     auto r = e->Feedback(c.scope, c.body, c.key);
     REQUIRE_FALSE(r);
-    CHECK(r.error().http_status == c.status);
+    CHECK(r.error().code == tmcra::api::KindForStatus(c.status));
     if (c.status == 422) {
       CHECK(r.error().api_code == "validation_error");
       CHECK(r.error().message.rfind(c.loc + ":", 0) == 0);
@@ -293,13 +294,13 @@ TEST_CASE("feedback request validation follows the service's rules", "[memory][f
     const std::string fid = FeedbackOk(*e, "p", Ignore({id}), "feedback-key-2")["feedback_id"];
     auto ignore_fb = e->Feedback("p", Ignore({fid}), "feedback-key-3");
     REQUIRE_FALSE(ignore_fb);
-    CHECK(ignore_fb.error().http_status == 404);
+    CHECK(ignore_fb.error().code == tmcra::Errc::kNotFound);
     CHECK(e->Feedback("p", Restore({fid}), "feedback-key-4"));
     // A note that targets nothing cannot be restored: zero memories resolve.
     const std::string note = FeedbackOk(*e, "p", {{"rating", "stale"}}, "")["feedback_id"];
     auto empty = e->Feedback("p", Restore({note}), "feedback-key-5");
     REQUIRE_FALSE(empty);
-    CHECK(empty.error().http_status == 422);
+    CHECK(empty.error().code == tmcra::Errc::kInvalidArgument);
   }
 }
 
@@ -330,7 +331,7 @@ TEST_CASE("more than 100 resolved targets is 422", "[memory][feedback]") {
   const std::string b = FeedbackOk(*e, "p", Ignore({ids[100]}), "bulk-fb-b")["feedback_id"];
   auto r = e->Feedback("p", Restore({a, b}), "bulk-fb-c");
   REQUIRE_FALSE(r);
-  CHECK(r.error().http_status == 422);
+  CHECK(r.error().code == tmcra::Errc::kInvalidArgument);
   CHECK(r.error().message.rfind("memory_ids:", 0) == 0);
 }
 
@@ -354,11 +355,11 @@ TEST_CASE("feedback is idempotent by key and another body under the key is 409",
   auto other =
       e->Feedback("p", Correct({id}, "the backup window is 03:00"), "logical-feedback-one");
   REQUIRE_FALSE(other);
-  CHECK(other.error().http_status == 409);
+  CHECK(other.error().code == tmcra::Errc::kConflict);
   CHECK(other.error().api_code == "idempotency_conflict");
   auto other_scope = e->Feedback("q", Ignore({id}), "logical-feedback-one");
   REQUIRE_FALSE(other_scope);
-  CHECK(other_scope.error().http_status == 409);
+  CHECK(other_scope.error().code == tmcra::Errc::kConflict);
   // Notes without a key are separate feedback each time.
   const json n1 = FeedbackOk(*e, "p", {{"rating", "stale"}}, "");
   const json n2 = FeedbackOk(*e, "p", {{"rating", "stale"}}, "");
@@ -517,7 +518,7 @@ TEST_CASE("feedback effects stay in their scope", "[memory][feedback]") {
   // q's record cannot be targeted from p.
   auto cross = e->Feedback("p", Ignore({in_q}), "scope-ignore-cross");
   REQUIRE_FALSE(cross);
-  CHECK(cross.error().http_status == 404);
+  CHECK(cross.error().code == tmcra::Errc::kNotFound);
   CHECK(Shows(Recall(*e, "q", "office wifi"), "kestrel"));
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "src/api/api_status.h"
 #include "tests/support/temp_dir.h"
 
 using json = nlohmann::json;
@@ -194,7 +195,8 @@ TEST_CASE("a non-retryable failure or a bad receipt dead-letters only its item",
   ScriptedSender sender;
   sender.submit = [](const Item& item) -> Result<json> {
     if (item.idempotency_key == "key-invalid-1") {
-      return Error::Api(422, "validation_error", "messages.0.content: too long");
+      return Error::Api(tmcra::Errc::kInvalidArgument, "validation_error",
+                        "messages.0.content: too long");
     }
     if (item.idempotency_key == "key-receipt-1") {
       return Error::Protocol("ingest.jobs: must be a non-empty array");
@@ -327,7 +329,7 @@ TEST_CASE("a batch refused as a whole is sent item by item: a bad item dead-lett
   sender.batch = [](const std::vector<Item>& items) -> Result<Batch> {
     for (size_t i = 0; i < items.size(); ++i) {
       if (items[i].idempotency_key == "key-bad-0001") {
-        return Error::Api(422, "validation_error",
+        return Error::Api(tmcra::Errc::kInvalidArgument, "validation_error",
                           "items." + std::to_string(i) + ".messages.0.content: too long");
       }
     }
@@ -337,7 +339,8 @@ TEST_CASE("a batch refused as a whole is sent item by item: a bad item dead-lett
   sender.submit = [&](const Item& item) -> Result<json> {
     singles.push_back(item.idempotency_key);
     if (item.idempotency_key == "key-bad-0001") {
-      return Error::Api(422, "validation_error", "messages.0.content: too long");
+      return Error::Api(tmcra::Errc::kInvalidArgument, "validation_error",
+                        "messages.0.content: too long");
     }
     return json{{"jobs", {{{"job_id", "job-" + item.idempotency_key}, {"status", "succeeded"}}}}};
   };
@@ -540,19 +543,22 @@ TEST_CASE("failures are classified: retry, hold or dead letter", "[queue][delive
   // Retryable statuses and transport errors: backoff.
   for (int status : {408, 425, 429, 500, 502, 503, 504}) {
     INFO(status);
-    CHECK(ClassifyFailure(Error::Api(status, "x", "m"), 0) == FailureAction::kRetry);
+    CHECK(ClassifyFailure(tmcra::api::ErrorFromStatus(status, "x", "m"), 0) ==
+          FailureAction::kRetry);
   }
   CHECK(ClassifyFailure(Error::Unavailable("transport_error: reset"), 5) == FailureAction::kRetry);
   CHECK(ClassifyFailure(Error::Timeout("timed out"), 5) == FailureAction::kRetry);
   // The memory refused the content: dead letter (kept, replayable under the same key).
   for (int status : {400, 404, 409, 410, 411, 413, 422}) {
     INFO(status);
-    CHECK(ClassifyFailure(Error::Api(status, "x", "m"), 0) == FailureAction::kToDeadLetter);
+    CHECK(ClassifyFailure(tmcra::api::ErrorFromStatus(status, "x", "m"), 0) ==
+          FailureAction::kToDeadLetter);
   }
   // Credentials, redirects, configuration: held, never dead-lettered however often.
   for (int status : {301, 302, 307, 308, 401, 402, 403}) {
     INFO(status);
-    CHECK(ClassifyFailure(Error::Api(status, "x", "m"), 1000) == FailureAction::kHold);
+    CHECK(ClassifyFailure(tmcra::api::ErrorFromStatus(status, "x", "m"), 1000) ==
+          FailureAction::kHold);
   }
   CHECK(ClassifyFailure(Error::Internal("TLS: certificate verify failed"), 0) ==
         FailureAction::kHold);
@@ -571,7 +577,8 @@ TEST_CASE("a held failure keeps the item pending for the longest backoff", "[que
   ScriptedSender sender;
   sender.batch = [](const std::vector<Item>& items) -> Result<Batch> {
     Batch out;
-    for (size_t i = 0; i < items.size(); ++i) out.push_back(Error::Api(401, "unauthorized", "no"));
+    for (size_t i = 0; i < items.size(); ++i)
+      out.push_back(Error::Api(tmcra::Errc::kPermissionDenied, "unauthorized", "no"));
     return out;
   };
   DeliveryOptions options = Options(dir);

@@ -557,7 +557,7 @@ TEST_CASE("the Memory API's answers are checked: inexact pages, errors and a bad
   };
   CHECK(call(args)["structuredContent"]["status"] == "needs_exact_source");
   api.evidence = [](std::string_view) -> Result<json> {
-    return Error::Api(503, "unavailable", "try later");
+    return Error::Api(tmcra::Errc::kUnavailable, "unavailable", "try later");
   };
   const json unavailable = call(args);
   CHECK(unavailable["isError"] == true);
@@ -600,7 +600,7 @@ TEST_CASE("the Memory API's answers are checked: inexact pages, errors and a bad
   };
   CHECK(call(args)["structuredContent"]["feedback_id"] == "fb_2");
   api.feedback = []() -> Result<json> {
-    return Error::Api(409, "idempotency_conflict", "different body");
+    return Error::Api(tmcra::Errc::kConflict, "idempotency_conflict", "different body");
   };
   CHECK(Text(call(args)) ==
         "Error executing tool tmcra_feedback: idempotency_conflict (HTTP 409): different body");

@@ -148,7 +148,7 @@ TEST_CASE("a batch with an invalid item is refused whole, and so are mixed scope
   auto refused = sender.SubmitBatch({TurnItem("key-good-0001"), bad});
   REQUIRE_FALSE(refused);
   CHECK_FALSE(refused.error().retryable);
-  CHECK(refused.error().http_status == 422);
+  CHECK(refused.error().code == tmcra::Errc::kInvalidArgument);
   CHECK(refused.error().message.find("items.1") != std::string::npos);
   // Nothing of it was stored: the good item is new when sent alone.
   auto good = sender.Submit(TurnItem("key-good-0001"));
@@ -226,7 +226,7 @@ TEST_CASE(
       INFO(asked[i]);
       if (asked[i] == "job_does_not_exist") {
         REQUIRE_FALSE(polled[i]);
-        CHECK(polled[i].error().http_status == 404);
+        CHECK(polled[i].error().code == tmcra::Errc::kNotFound);
         continue;
       }
       REQUIRE(polled[i]);
@@ -254,7 +254,7 @@ TEST_CASE(
   }
   SECTION("a retryable failure of the whole call is every job's, and asks nothing more") {
     scripted.get_jobs = [](const std::vector<std::string>&) -> ScriptedJobs::Jobs {
-      return tmcra::Error::Api(503, "unavailable", "busy");
+      return tmcra::Error::Api(tmcra::Errc::kUnavailable, "unavailable", "busy");
     };
     auto polled = sender.PollJobs(asked);
     REQUIRE(polled.size() == asked.size());
