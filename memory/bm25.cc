@@ -359,7 +359,7 @@ struct RowFacts::Tables {
   std::atomic<double*> occurred[kChunks];    // the same, for occurred_at
   // Per chunk of chunks, made (zeroed) when a row of it first has CJK text; a row of a chunk
   // without one has none. Atomic: a row's length goes from 0 to its length when the CJK
-  // index's back-fill reaches a row read before (Engine::RepairCjkIndex), while readers read.
+  // index's back-fill reaches a row read before (EngineImpl::RepairCjkIndex), while readers read.
   std::atomic<std::atomic<uint32_t>*> cjk_lengths[kChunks];
 };
 

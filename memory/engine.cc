@@ -1,5 +1,3 @@
-#include "memory/engine.h"
-
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
@@ -25,6 +23,7 @@
 #include "base/utf8.h"
 #include "memory/cjk.h"
 #include "memory/compaction.h"
+#include "memory/engine_impl.h"
 #include "memory/ingest_validation.h"
 
 namespace tmcra::memory {
@@ -128,7 +127,7 @@ CREATE INDEX IF NOT EXISTS feedback_targets_scope ON feedback_targets(scope_name
     // 2 -> 3: the CJK index (memory/cjk.h), contentless: its text is derived from `content`,
     // and a record without CJK text has no row. Every record at or below the watermark is
     // indexed; the records stored before are indexed after the migration, in batches
-    // (Engine::RepairCjkIndex), as are any an earlier build sharing the file writes later.
+    // (EngineImpl::RepairCjkIndex), as are any an earlier build sharing the file writes later.
     R"sql(
 CREATE VIRTUAL TABLE IF NOT EXISTS records_cjk USING fts5(
   grams, content='', tokenize='ascii');
@@ -214,12 +213,13 @@ json EngineStats::ToJson() const {
   return out;
 }
 
-Engine::Engine(EngineOptions options) : options_(std::move(options)), owner_(NewProcessOwnerId()) {
+EngineImpl::EngineImpl(EngineOptions options)
+    : options_(std::move(options)), owner_(NewProcessOwnerId()) {
   filter_ = filter::ContentFilter(options_.filter_rules);
 }
 
-Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
-  std::unique_ptr<Engine> engine(new Engine(std::move(options)));
+Result<std::unique_ptr<EngineImpl>> EngineImpl::Open(EngineOptions options) {
+  std::unique_ptr<EngineImpl> engine(new EngineImpl(std::move(options)));
   engine->options_.read_connections = std::max(1, engine->options_.read_connections);
   engine->reader_permits_ =
       std::make_unique<Permits>(static_cast<unsigned>(engine->options_.read_connections));
@@ -251,7 +251,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   return engine;
 }
 
-bool Engine::CatchUpFactsNow(int64_t highest) {
+bool EngineImpl::CatchUpFactsNow(int64_t highest) {
   if (highest - row_facts_->highest() <= options_.row_facts_lazy_rows) return true;
   // The first such recall of this engine ranks in SQL; the worker reads the facts when the
   // process is idle; a later one that still finds them missing reads them itself.
@@ -260,12 +260,12 @@ bool Engine::CatchUpFactsNow(int64_t highest) {
   return false;
 }
 
-std::unique_ptr<db::Database> Engine::TakeSpare() {
+std::unique_ptr<db::Database> EngineImpl::TakeSpare() {
   std::lock_guard lock(spare_mu_);
   return std::move(spare_db_);
 }
 
-Result<db::Database*> Engine::ApiDb() {
+Result<db::Database*> EngineImpl::ApiDb() {
   if (!api_db_) {
     std::unique_ptr<db::Database> db = TakeSpare();
     if (!db) {
@@ -279,7 +279,7 @@ Result<db::Database*> Engine::ApiDb() {
   return api_db_.get();
 }
 
-Status Engine::PrepareReader(db::Database& db) {
+Status EngineImpl::PrepareReader(db::Database& db) {
   // Recall reads many index pages: a 16 MiB page cache keeps the hot ones out of read(2).
   std::string pragmas = "PRAGMA cache_size=-" + std::to_string(16 * 1024) + ";";
   if (options_.reader_mmap_bytes > 0) {
@@ -295,7 +295,7 @@ Status Engine::PrepareReader(db::Database& db) {
   return db.Exec(pragmas);
 }
 
-Result<std::unique_ptr<db::Database>> Engine::OpenReader() {
+Result<std::unique_ptr<db::Database>> EngineImpl::OpenReader() {
   if (std::unique_ptr<db::Database> spare = TakeSpare()) {
     if (auto s = PrepareReader(*spare); !s) return s.error();
     return spare;
@@ -307,7 +307,7 @@ Result<std::unique_ptr<db::Database>> Engine::OpenReader() {
   return std::move(*db);
 }
 
-Result<Engine::ReadLease> Engine::BorrowReader() {
+Result<EngineImpl::ReadLease> EngineImpl::BorrowReader() {
   // A permit means an idle connection, or room to open one.
   reader_permits_->Acquire();
   {
@@ -326,7 +326,7 @@ Result<Engine::ReadLease> Engine::BorrowReader() {
   return ReadLease(this, std::move(*db));
 }
 
-Engine::ReadLease::~ReadLease() {
+EngineImpl::ReadLease::~ReadLease() {
   if (!db_) return;
   {
     std::lock_guard lock(engine_->readers_mu_);
@@ -335,7 +335,7 @@ Engine::ReadLease::~ReadLease() {
   engine_->reader_permits_->Release();
 }
 
-Engine::~Engine() {
+EngineImpl::~EngineImpl() {
   {
     std::lock_guard lock(worker_mu_);
     stopping_ = true;
@@ -356,16 +356,17 @@ Error KeyError(const std::string& loc) {
 
 }  // namespace
 
-struct Engine::PreparedIngest {
+struct EngineImpl::PreparedIngest {
   std::string key;
   std::string payload_sha;
   std::string payload_text;
   std::string consistency;
 };
 
-Result<Engine::PreparedIngest> Engine::PrepareIngest(std::string_view scope, const json& body,
-                                                     const std::string& key,
-                                                     const IngestContext& context) {
+Result<EngineImpl::PreparedIngest> EngineImpl::PrepareIngest(std::string_view scope,
+                                                             const json& body,
+                                                             const std::string& key,
+                                                             const IngestContext& context) {
   auto request = ValidateIngest(body);
   if (!request) return request.error();
   const json payload = request->ToJson();
@@ -381,7 +382,7 @@ Result<Engine::PreparedIngest> Engine::PrepareIngest(std::string_view scope, con
                         CanonicalJson(FilteredPayload(payload)), request->consistency};
 }
 
-json Engine::FilteredPayload(json payload) const {
+json EngineImpl::FilteredPayload(json payload) const {
   auto messages = payload.find("messages");
   if (messages == payload.end() || !messages->is_array()) return payload;
   json kept = json::array();
@@ -420,8 +421,8 @@ Error ItemError(Error error, size_t index) {
 
 }  // namespace
 
-Result<json> Engine::StoreIngest(db::Database& db, std::string_view scope, const PreparedIngest& p,
-                                 bool* created) {
+Result<json> EngineImpl::StoreIngest(db::Database& db, std::string_view scope,
+                                     const PreparedIngest& p, bool* created) {
   auto existing = db.Prepare(
       "SELECT job_id, payload_sha256 FROM jobs WHERE tenant_id = ? AND idempotency_key = ?");
   if (!existing) return existing.error();
@@ -470,14 +471,15 @@ Result<json> Engine::StoreIngest(db::Database& db, std::string_view scope, const
   return view;
 }
 
-Result<json> Engine::IngestInTransaction(db::Database& db, std::string_view scope, const json& body,
-                                         const IngestContext& context, bool* created) {
+Result<json> EngineImpl::IngestInTransaction(db::Database& db, std::string_view scope,
+                                             const json& body, const IngestContext& context,
+                                             bool* created) {
   auto prepared = PrepareIngest(scope, body, context.idempotency_key, context);
   if (!prepared) return prepared.error();
   return StoreIngest(db, scope, *prepared, created);
 }
 
-void Engine::SignalWorker() {
+void EngineImpl::SignalWorker() {
   {
     std::lock_guard lock(worker_mu_);
     work_signalled_ = true;
@@ -485,13 +487,13 @@ void Engine::SignalWorker() {
   worker_cv_.notify_all();
 }
 
-Result<json> Engine::Ingest(std::string_view scope, const json& body,
-                            const IngestContext& context) {
+Result<json> EngineImpl::Ingest(std::string_view scope, const json& body,
+                                const IngestContext& context) {
   return Noted(IngestNow(scope, body, context));
 }
 
-Result<json> Engine::IngestNow(std::string_view scope, const json& body,
-                               const IngestContext& context) {
+Result<json> EngineImpl::IngestNow(std::string_view scope, const json& body,
+                                   const IngestContext& context) {
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   const size_t key_length = CodePointLength(context.idempotency_key);
   if (key_length < 8 || key_length > 200) return KeyError("Idempotency-Key");
@@ -512,13 +514,13 @@ Result<json> Engine::IngestNow(std::string_view scope, const json& body,
   return view;
 }
 
-Result<json> Engine::IngestBatch(std::string_view scope, const json& body,
-                                 const IngestContext& context) {
+Result<json> EngineImpl::IngestBatch(std::string_view scope, const json& body,
+                                     const IngestContext& context) {
   return Noted(IngestBatchNow(scope, body, context));
 }
 
-Result<json> Engine::IngestBatchNow(std::string_view scope, const json& body,
-                                    const IngestContext& context) {
+Result<json> EngineImpl::IngestBatchNow(std::string_view scope, const json& body,
+                                        const IngestContext& context) {
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   if (!body.is_object()) return ValidationError("body", "Input should be a valid dictionary");
   for (const auto& [key, value] : body.items()) {
@@ -587,7 +589,7 @@ Result<json> Engine::IngestBatchNow(std::string_view scope, const json& body,
   return json{{"scope_name", scope}, {"jobs", std::move(jobs)}};
 }
 
-Status Engine::Ready() {
+Status EngineImpl::Ready() {
   {
     auto reader = BorrowReader();
     if (!reader) return reader.error();
@@ -602,7 +604,7 @@ Status Engine::Ready() {
 // Whether the store's file system has room for a write again: a scratch file beside the
 // store gets kWriteProbeBytes allocated, then goes. (A write of SQLite's own could succeed in
 // the few pages left while every ingest still fails.)
-Status Engine::ProbeWrite() {
+Status EngineImpl::ProbeWrite() {
   const std::string probe = options_.path + ".write-probe";
   const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return Error::StorageFull(probe + ": " + std::strerror(errno));
@@ -613,7 +615,7 @@ Status Engine::ProbeWrite() {
   return Ok();  // (a file system without fallocate: the next real write tells)
 }
 
-Result<json> Engine::GetJob(std::string_view job_id) {
+Result<json> EngineImpl::GetJob(std::string_view job_id) {
   auto reader = BorrowReader();
   if (!reader) return reader.error();
   auto job = LoadJob(reader->db(), job_id, options_.public_base_url, nullptr);
@@ -622,7 +624,7 @@ Result<json> Engine::GetJob(std::string_view job_id) {
   return std::move(**job);
 }
 
-Result<std::optional<std::string>> Engine::ClaimJobForTest(double lease_seconds) {
+Result<std::optional<std::string>> EngineImpl::ClaimJobForTest(double lease_seconds) {
   std::lock_guard lock(api_mu_);
   auto api_db = ApiDb();
   if (!api_db) return api_db.error();
@@ -648,7 +650,7 @@ Result<std::optional<std::string>> Engine::ClaimJobForTest(double lease_seconds)
   return std::optional<std::string>(job_id);
 }
 
-Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
+Result<int> EngineImpl::RunJobs(db::Database& db, int max_jobs) {
   if (auto s = ReleaseOrphanedClaims(db); !s) return s.error();
   std::vector<std::string> claimed;
   auto found = ClaimJobs(db, max_jobs, claimed);
@@ -670,7 +672,8 @@ Result<int> Engine::RunJobs(db::Database& db, int max_jobs) {
 
 // Step 1: claims the oldest pending jobs, and running ones whose holder lost its lease, into
 // `claimed` (jobs out of attempts are failed instead). Returns how many jobs were found.
-Result<int> Engine::ClaimJobs(db::Database& db, int max_jobs, std::vector<std::string>& claimed) {
+Result<int> EngineImpl::ClaimJobs(db::Database& db, int max_jobs,
+                                  std::vector<std::string>& claimed) {
   int found_count = 0;
   {
     // A claim is a lease: if a power failure loses it, the job is claimed again.
@@ -896,7 +899,8 @@ Status FinishJob(JobStatements& st, const std::string& job_id, const std::string
 
 }  // namespace
 
-Result<int> Engine::WriteClaimedJobs(db::Database& db, const std::vector<std::string>& claimed) {
+Result<int> EngineImpl::WriteClaimedJobs(db::Database& db,
+                                         const std::vector<std::string>& claimed) {
   auto tx = db::Transaction::Immediate(db);
   if (!tx) return tx.error();
   TMCRA_ASSIGN_OR_RETURN(JobStatements st, JobStatements::Prepare(db));
@@ -941,7 +945,7 @@ Result<int> Engine::WriteClaimedJobs(db::Database& db, const std::vector<std::st
 
 // Claims whose jobs could not be written go back to pending (the attempt not counted). On a
 // full disk this write may fail as well: the claims stay listed and the next turn tries again.
-Status Engine::ReleaseOrphanedClaims(db::Database& db) {
+Status EngineImpl::ReleaseOrphanedClaims(db::Database& db) {
   std::vector<std::string> ids;
   {
     std::lock_guard lock(orphans_mu_);
@@ -968,7 +972,7 @@ Status Engine::ReleaseOrphanedClaims(db::Database& db) {
   return Ok();
 }
 
-Result<bool> Engine::RepairCjkIndex(db::Database& db) {
+Result<bool> EngineImpl::RepairCjkIndex(db::Database& db) {
   // The watermark and the newest record, in the caller's transaction.
   const auto range = [&db]() -> Result<std::pair<int64_t, int64_t>> {
     auto indexed = CjkWatermark(db);
@@ -1025,7 +1029,7 @@ Result<bool> Engine::RepairCjkIndex(db::Database& db) {
   return through < newest;
 }
 
-Result<int> Engine::RunPendingJobs() {
+Result<int> EngineImpl::RunPendingJobs() {
   std::lock_guard lock(api_mu_);
   auto api_db = ApiDb();
   if (!api_db) return api_db.error();
@@ -1043,7 +1047,7 @@ Result<int> Engine::RunPendingJobs() {
   }
 }
 
-Result<bool> Engine::CompactOnce(db::Database& db, bool force) {
+Result<bool> EngineImpl::CompactOnce(db::Database& db, bool force) {
   static constexpr const char* kIndexTables[] = {"records_fts", "records_tri", "records_cjk"};
   std::lock_guard lock(compaction_mu_);
   // Jobs run since the indexes were last found compact; a job that commits while this looks
@@ -1071,7 +1075,7 @@ Result<bool> Engine::CompactOnce(db::Database& db, bool force) {
   return false;
 }
 
-Result<int> Engine::CompactIndexes() {
+Result<int> EngineImpl::CompactIndexes() {
   std::lock_guard lock(api_mu_);
   int steps = 0;
   for (;;) {
@@ -1096,7 +1100,7 @@ Result<int> Engine::CompactIndexes() {
 // wait for that and for the copy (their busy timeout is 10 s). When readers are still there (one
 // that never lets go is another bug), it is tried again after 2, 4, 8 … up to 60 s, with a
 // warning once the waits reach a minute.
-bool Engine::BoundWal(db::Database& db) {
+bool EngineImpl::BoundWal(db::Database& db) {
   struct stat st {};
   const std::string wal = options_.path + "-wal";
   if (stat(wal.c_str(), &st) != 0 || st.st_size <= options_.wal_limit_bytes) return false;
@@ -1120,7 +1124,7 @@ bool Engine::BoundWal(db::Database& db) {
   return false;
 }
 
-struct Engine::WorkerSchedule {
+struct EngineImpl::WorkerSchedule {
   using Clock = std::chrono::steady_clock;
   std::optional<Clock::time_point> last_job;              // when this worker last ran a job
   Clock::time_point retry_at = Clock::time_point::min();  // after a failed compaction step
@@ -1130,7 +1134,7 @@ struct Engine::WorkerSchedule {
 };
 
 // Opens the worker's own connection, with tmcra_bm25 registered; false (logged) when it cannot.
-bool Engine::OpenWorkerDb() {
+bool EngineImpl::OpenWorkerDb() {
   if (worker_db_) return true;
   auto opened = db::Database::Open({options_.path});
   if (!opened) {
@@ -1145,7 +1149,7 @@ bool Engine::OpenWorkerDb() {
 
 // Truncates the WAL when it is past its limit, looking again after 1 s, or after a backoff
 // doubling up to 60 s while readers keep it from being truncated.
-void Engine::BoundWalWhenDue(WorkerSchedule& schedule) {
+void EngineImpl::BoundWalWhenDue(WorkerSchedule& schedule) {
   using Clock = WorkerSchedule::Clock;
   if (const auto now = Clock::now(); schedule.wal_next && now < *schedule.wal_next) return;
   schedule.wal_backoff = BoundWal(*worker_db_)
@@ -1163,7 +1167,7 @@ void Engine::BoundWalWhenDue(WorkerSchedule& schedule) {
 // The CJK index's back-fill does not wait for a pause in the jobs, as compaction does: the
 // records it has not reached are not found by CJK queries. A batch (about 25 ms) at most once
 // a second while jobs keep coming; batch after batch when there are none (`more`).
-void Engine::RepairCjkWhenDue(WorkerSchedule& schedule, bool& more) {
+void EngineImpl::RepairCjkWhenDue(WorkerSchedule& schedule, bool& more) {
   const auto now = WorkerSchedule::Clock::now();
   if (now < schedule.repair_next) return;
   if (auto repaired = RepairCjkIndex(*worker_db_); !repaired) {
@@ -1180,7 +1184,8 @@ void Engine::RepairCjkWhenDue(WorkerSchedule& schedule, bool& more) {
 // With no job to run: once the jobs have paused for compaction_quiet_ms, the row facts a
 // recall wanted, else one compaction step at a time, looking for jobs between steps. Shortens
 // `wait` to the end of the pause or of a failed step's retry delay.
-void Engine::WorkWhileIdle(WorkerSchedule& schedule, bool& more, std::chrono::milliseconds& wait) {
+void EngineImpl::WorkWhileIdle(WorkerSchedule& schedule, bool& more,
+                               std::chrono::milliseconds& wait) {
   using Clock = WorkerSchedule::Clock;
   // Compaction waits for a pause in the jobs, so a burst of writes (a delivery draining its
   // outbox) is not slowed by rewrites that its next job would start over.
@@ -1210,7 +1215,7 @@ void Engine::WorkWhileIdle(WorkerSchedule& schedule, bool& more, std::chrono::mi
   }
 }
 
-void Engine::WorkerLoop() {
+void EngineImpl::WorkerLoop() {
   WorkerSchedule schedule;
   // The first look waits for this process's first job or the first poll: a new process's
   // first call does not share the CPU and the file's locks with it, and a process that never
@@ -1251,7 +1256,7 @@ void Engine::WorkerLoop() {
   }
 }
 
-Result<EngineStats> Engine::Stats() {
+Result<EngineStats> EngineImpl::Stats() {
   EngineStats stats;
   {
     std::lock_guard lock(api_mu_);
@@ -1277,8 +1282,49 @@ Result<EngineStats> Engine::Stats() {
     struct stat st {};
     if (stat(file.c_str(), &st) == 0) stats.file_bytes += static_cast<int64_t>(st.st_size);
   }
-  if (postings_) stats.postings_cache = postings_->stats();
+  if (postings_) {
+    const PostingsCache::Stats cache = postings_->stats();
+    stats.postings_cache = EngineStats::PostingsCacheFigures{cache.hits, cache.misses, cache.words,
+                                                             cache.bytes, cache.caught_up};
+  }
   return stats;
+}
+
+// Engine: each call is the implementation's.
+
+Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
+  TMCRA_ASSIGN_OR_RETURN(auto impl, EngineImpl::Open(std::move(options)));
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Result<json> Engine::Ingest(std::string_view scope, const json& body,
+                            const IngestContext& context) {
+  return impl_->Ingest(scope, body, context);
+}
+Result<json> Engine::IngestBatch(std::string_view scope, const json& body,
+                                 const IngestContext& context) {
+  return impl_->IngestBatch(scope, body, context);
+}
+Result<json> Engine::GetJob(std::string_view job_id) { return impl_->GetJob(job_id); }
+Result<json> Engine::Recall(std::string_view scope, const json& body) {
+  return impl_->Recall(scope, body);
+}
+Result<json> Engine::Evidence(std::string_view scope, std::string_view memory_id, int limit) {
+  return impl_->Evidence(scope, memory_id, limit);
+}
+Result<json> Engine::Feedback(std::string_view scope, const json& body,
+                              std::string_view idempotency_key) {
+  return impl_->Feedback(scope, body, idempotency_key);
+}
+Result<EngineStats> Engine::Stats() { return impl_->Stats(); }
+Status Engine::Ready() { return impl_->Ready(); }
+Result<int> Engine::RunPendingJobs() { return impl_->RunPendingJobs(); }
+Result<int> Engine::CompactIndexes() { return impl_->CompactIndexes(); }
+Result<std::optional<std::string>> Engine::ClaimJobForTest(double lease_seconds) {
+  return impl_->ClaimJobForTest(lease_seconds);
 }
 
 }  // namespace tmcra::memory

@@ -20,24 +20,15 @@
 // connection; Recall and GetJob borrow a read connection from a small pool and run in parallel.
 #pragma once
 
-#include <semaphore.h>
-
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
-#include <vector>
 
 #include "base/result.h"
-#include "base/sqlite_db.h"
 #include "filter/content_filter.h"
-#include "memory/bm25.h"
 #include "memory/compaction.h"
 
 namespace tmcra::memory {
@@ -101,9 +92,20 @@ struct EngineStats {
   // Records the CJK index's back-fill has still to look at (Engine::RepairCjkIndex): after the
   // schema migration, until the worker has been through the stored records.
   int64_t cjk_index_backlog = 0;
-  std::optional<PostingsCache::Stats> postings_cache;  // when the engine keeps postings
+  struct PostingsCacheFigures {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+    size_t words = 0;
+    size_t bytes = 0;
+    uint64_t caught_up = 0;  // postings brought up to a newer snapshot
+  };
+  std::optional<PostingsCacheFigures> postings_cache;  // when the engine keeps postings
   json ToJson() const;
 };
+
+// The engine's implementation (memory/engine_impl.h): its connections, job worker, ranking
+// caches and semaphores, out of sight of the engine's users.
+class EngineImpl;
 
 class Engine {
  public:
@@ -155,155 +157,8 @@ class Engine {
   [[nodiscard]] Result<std::optional<std::string>> ClaimJobForTest(double lease_seconds);
 
  private:
-  explicit Engine(EngineOptions options);
-
-  struct PreparedIngest;  // a validated ingest with its key and payload hash
-  // Validates an ingest and hashes it as received; what is stored is its filtered form.
-  Result<PreparedIngest> PrepareIngest(std::string_view scope, const json& body,
-                                       const std::string& key, const IngestContext& context);
-  // The payload with each message's content filtered; messages left empty are dropped.
-  json FilteredPayload(json payload) const;
-  // Stores one validated ingest inside the caller's transaction; replays a known key.
-  Result<json> StoreIngest(db::Database& db, std::string_view scope, const PreparedIngest& prepared,
-                           bool* created);
-  // Validates and stores one ingest inside the caller's transaction (a correction's
-  // replacement, written with its feedback); the caller signals the worker when `created`.
-  Result<json> IngestInTransaction(db::Database& db, std::string_view scope, const json& body,
-                                   const IngestContext& context, bool* created);
-  void SignalWorker();
-  // Claims up to `max_jobs` jobs and runs them in one transaction on `db`; returns how many
-  // were claimed (0: nothing to do). Jobs whose writing failed go back to pending, their
-  // attempt not counted (ReleaseOrphanedClaims, at the next call).
-  Result<int> RunJobs(db::Database& db, int max_jobs);
-  Result<int> ClaimJobs(db::Database& db, int max_jobs, std::vector<std::string>& claimed);
-  Result<int> WriteClaimedJobs(db::Database& db, const std::vector<std::string>& claimed);
-  Status ReleaseOrphanedClaims(db::Database& db);
-  // The public writes without the write-health mark (NoteWrite).
-  Result<json> IngestNow(std::string_view scope, const json& body, const IngestContext& context);
-  Result<json> IngestBatchNow(std::string_view scope, const json& body,
-                              const IngestContext& context);
-  Result<json> FeedbackNow(std::string_view scope, const json& body,
-                           std::string_view idempotency_key);
-  // A write's outcome: a failure for want of room marks the store as not writing; a success
-  // clears the mark.
-  template <class T>
-  Result<T> Noted(Result<T> outcome) {
-    if (outcome) {
-      writes_failing_.store(false);
-    } else if (outcome.error().code == Errc::kStorageFull) {
-      writes_failing_.store(true);
-    }
-    return outcome;
-  }
-  Status ProbeWrite();
-  // Adds to the CJK index a batch of the records above its watermark that have CJK text and no
-  // row in it (the records stored before schema 3, or written by an earlier build sharing the
-  // file), and moves the watermark past them; true when more are left.
-  Result<bool> RepairCjkIndex(db::Database& db);
-  // One compaction step on `db` for the first index that needs one; false when none does.
-  // Without `force`, the indexes are only looked at when a job has run since they were last
-  // found compact.
-  Result<bool> CompactOnce(db::Database& db, bool force);
-  void WorkerLoop();
-  // The job worker's steps (engine.cc): its timers, opening its connection, bounding the WAL,
-  // the CJK back-fill, and what it does when no job is left (row facts, compaction).
-  struct WorkerSchedule;
-  bool OpenWorkerDb();
-  void BoundWalWhenDue(WorkerSchedule& schedule);
-  void RepairCjkWhenDue(WorkerSchedule& schedule, bool& more);
-  void WorkWhileIdle(WorkerSchedule& schedule, bool& more, std::chrono::milliseconds& wait);
-  // Truncates the WAL when its file is past wal_limit_bytes; true when it is past it and
-  // readers kept it from being truncated (the worker tries again later, backing off).
-  bool BoundWal(db::Database& db);
-
-  EngineOptions options_;
-  std::string owner_;  // lease owner id of this process
-
-  // Each record's length and scope, shared by every connection's tmcra_bm25 (memory/bm25.h);
-  // declared before the connections so that it outlives them.
-  std::unique_ptr<RowFacts> row_facts_;
-  std::unique_ptr<WordCounts> word_counts_;  // the word index's document counts, per word
-  std::unique_ptr<PostingsCache> postings_;  // the word index's postings, or null
-  std::unique_ptr<WordCounts> cjk_counts_;   // the CJK index's, per bigram and lone prefix
-  filter::ContentFilter filter_;
-
-  std::mutex api_mu_;
-  std::unique_ptr<db::Database> api_db_;  // guarded by api_mu_; opened by the first write
-  // The write connection, opened (with api_mu_ held) on first use: the spare, or a new one.
-  [[nodiscard]] Result<db::Database*> ApiDb();
-  // The connection Open migrated the store with, until the first write (ApiDb) or the first
-  // read (BorrowReader) takes it: a process that only recalls, or only writes, opens the file
-  // once.
-  std::mutex spare_mu_;
-  std::unique_ptr<db::Database> spare_db_;  // guarded by spare_mu_
-  [[nodiscard]] std::unique_ptr<db::Database> TakeSpare();
-  // Whether this recall, of a snapshot whose newest record is `highest`, reads the records the
-  // row facts lack first (EngineOptions::row_facts_lazy_rows).
-  bool CatchUpFactsNow(int64_t highest);
-  std::atomic<bool> facts_wanted_{false};    // a recall ranked in SQL: the worker reads them
-  std::atomic<bool> facts_deferred_{false};  // CatchUpFactsNow has said no once
-
-  // A read connection borrowed from the pool, given back when destroyed.
-  class ReadLease {
-   public:
-    ReadLease(Engine* engine, std::unique_ptr<db::Database> db)
-        : engine_(engine), db_(std::move(db)) {}
-    ReadLease(ReadLease&& other) noexcept = default;
-    ReadLease& operator=(ReadLease&&) = delete;
-    ReadLease(const ReadLease&) = delete;
-    ReadLease& operator=(const ReadLease&) = delete;
-    ~ReadLease();
-    db::Database& db() { return *db_; }
-
-   private:
-    Engine* engine_;
-    std::unique_ptr<db::Database> db_;
-  };
-  [[nodiscard]] Result<ReadLease> BorrowReader();
-  Result<std::unique_ptr<db::Database>> OpenReader();
-  // What a connection needs to serve recalls (OpenReader's settings, on an open connection).
-  [[nodiscard]] Status PrepareReader(db::Database& db);
-  // One permit per read connection (open or not yet opened). A semaphore rather than a
-  // condition variable: with many request threads waiting, glibc's condvar signal blocked the
-  // returning thread on the condvar's own lock, a context switch per recall. POSIX's, not
-  // std::counting_semaphore: libstdc++ 12's can lose a wake-up (a waiter that lost the permit it
-  // saw sleeps on a stale count while permits are free; GCC PR 104928).
-  class Permits {
-   public:
-    explicit Permits(unsigned count) { sem_init(&sem_, 0, count); }
-    ~Permits() { sem_destroy(&sem_); }
-    Permits(const Permits&) = delete;
-    Permits& operator=(const Permits&) = delete;
-    void Acquire() {
-      while (sem_wait(&sem_) != 0) {
-      }  // EINTR: wait again
-    }
-    void Release() { sem_post(&sem_); }
-
-   private:
-    sem_t sem_;
-  };
-  std::unique_ptr<Permits> reader_permits_;
-  std::mutex readers_mu_;
-  std::vector<std::unique_ptr<db::Database>> idle_readers_;  // guarded by readers_mu_
-
-  std::mutex worker_mu_;
-  std::condition_variable worker_cv_;
-  bool work_signalled_ = false;
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> writes_failing_{false};  // the last write failed for want of room
-  std::mutex orphans_mu_;
-  std::vector<std::string> orphaned_claims_;  // guarded by orphans_mu_ (RunJobs)
-  std::unique_ptr<db::Database> worker_db_;
-  std::thread worker_;
-
-  // Compaction (memory/compaction.h): how many job transactions this process has committed,
-  // and the count when the indexes were last found compact (so an engine that starts looks
-  // once). A compaction under way is read from the index's structure record at each step.
-  std::atomic<uint64_t> index_writes_{1};
-  std::mutex compaction_mu_;
-  uint64_t compact_as_of_ = 0;  // guarded by compaction_mu_
-  bool levels_warned_ = false;  // guarded by compaction_mu_
+  explicit Engine(std::unique_ptr<EngineImpl> impl);
+  std::unique_ptr<EngineImpl> impl_;
 };
 
 }  // namespace tmcra::memory

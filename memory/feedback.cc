@@ -1,5 +1,5 @@
-// Engine::Evidence and Engine::Feedback (tmcra-contract.md §1.4.4, §1.4.5), and the feedback
-// effects Engine::Recall applies (memory/feedback.h).
+// EngineImpl::Evidence and EngineImpl::Feedback (tmcra-contract.md §1.4.4, §1.4.5), and the
+// feedback effects EngineImpl::Recall applies (memory/feedback.h).
 #include "memory/feedback.h"
 
 #include <map>
@@ -13,7 +13,7 @@
 #include "base/ids.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
-#include "memory/engine.h"
+#include "memory/engine_impl.h"
 #include "memory/ingest_validation.h"
 
 namespace tmcra::memory {
@@ -421,7 +421,7 @@ Result<FeedbackEffects> LoadFeedbackEffects(db::Database& db, std::string_view s
   return out;
 }
 
-Result<json> Engine::Evidence(std::string_view scope, std::string_view memory_id, int limit) {
+Result<json> EngineImpl::Evidence(std::string_view scope, std::string_view memory_id, int limit) {
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   if (limit < 1 || limit > kMaxEvidenceLimit) {
     return Error::Api(Errc::kInvalidArgument, "validation_error", "limit: Input should be 1..25",
@@ -495,13 +495,13 @@ Result<json> Engine::Evidence(std::string_view scope, std::string_view memory_id
                 {"has_more", truncated}}}};
 }
 
-Result<json> Engine::Feedback(std::string_view scope, const json& body,
-                              std::string_view idempotency_key) {
+Result<json> EngineImpl::Feedback(std::string_view scope, const json& body,
+                                  std::string_view idempotency_key) {
   return Noted(FeedbackNow(scope, body, idempotency_key));
 }
 
-Result<json> Engine::FeedbackNow(std::string_view scope, const json& body,
-                                 std::string_view idempotency_key) {
+Result<json> EngineImpl::FeedbackNow(std::string_view scope, const json& body,
+                                     std::string_view idempotency_key) {
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   auto request = ValidateFeedback(body);
   if (!request) return request.error();

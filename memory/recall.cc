@@ -1,4 +1,4 @@
-// Engine::Recall: search, session windows, ranking and rendering (tmcra-contract.md §1.4.1).
+// EngineImpl::Recall: search, session windows, ranking and rendering (tmcra-contract.md §1.4.1).
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -13,7 +13,7 @@
 #include "base/sha256.h"
 #include "base/utf8.h"
 #include "memory/cjk.h"
-#include "memory/engine.h"
+#include "memory/engine_impl.h"
 #include "memory/feedback.h"
 #include "memory/ingest_validation.h"
 #include "memory/query.h"
@@ -251,7 +251,7 @@ Status ChooseCjkTerms(db::Database& db, WordCounts& counts, int64_t highest, Sea
     return Error::Internal("a query with both CJK bigrams and prefixes");
   }
   // Counts are remembered only once the index's back-fill has reached this snapshot's newest
-  // record (Engine::RepairCjkIndex adds rows below it until then).
+  // record (EngineImpl::RepairCjkIndex adds rows below it until then).
   auto mark = CjkWatermark(db);
   if (!mark) return mark.error();
   const bool settled = *mark >= highest;
@@ -894,7 +894,7 @@ json EvidenceJson(json& scope_row, bool full, json& evidence_windows, const Sear
 
 }  // namespace
 
-Result<json> Engine::Recall(std::string_view scope, const json& body) {
+Result<json> EngineImpl::Recall(std::string_view scope, const json& body) {
   TMCRA_ASSIGN_OR_RETURN(const RecallRequest request, ParseRecallRequest(scope, body));
   TMCRA_ASSIGN_OR_RETURN(ReadLease reader, BorrowReader());
   db::Database& db = reader.db();

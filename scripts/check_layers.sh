@@ -8,7 +8,8 @@
 #   base -> filter -> memory, queue, receipts -> src (the MCP application) -> src/app, setup, memd
 # and inside src it orders the libraries, which is the library-level view.
 #
-# Also checked: nothing includes with "../", production code never includes tests/, and
+# Also checked: a private header (*_impl.h) is included only from its own folder; nothing
+# includes with "../", production code never includes tests/, and
 # third-party C headers stay out of our headers.
 #
 # Usage: check_layers.sh [ROOT]   (ROOT defaults to the repository; tests plant violations in a
@@ -96,6 +97,18 @@ while IFS= read -r cm; do
     fi
   done
 done < <(find "${production[@]}" -name CMakeLists.txt)
+
+# 3. A header named *_impl.h is a module's private half (memory/engine_impl.h behind
+# memory/engine.h): only files of its own folder include it.
+while IFS= read -r hit; do
+  file="${hit%%:*}"
+  inc="${hit#*#include \"}"; inc="${inc%%\"*}"
+  if [ "$(dirname "$file")" != "$(dirname "$inc")" ]; then
+    echo "layering: $file includes \"$inc\", a private header of $(dirname "$inc")/"
+    status=1
+  fi
+done < <(grep -rnE '^#include "[^"]*_impl\.h"' "${production[@]}" tests --include='*.h' \
+           --include='*.cc' || true)
 
 if grep -rnE '^#include "\.\./' "${production[@]}" tests 2>/dev/null; then
   echo "layering: includes are written from the repository root, never with ../"

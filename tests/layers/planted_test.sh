@@ -45,3 +45,7 @@ expect_failure "a sideways include from queue to memory" 'queue/outbox.cc (queue
 fresh_copy
 sed -i 's/DEPS tmcra::common/DEPS tmcra::tools tmcra::common/' "$work/tree/receipts/CMakeLists.txt"
 expect_failure "an upward library dependency" 'receipts/CMakeLists.txt (receipts) links tmcra::tools'
+
+fresh_copy
+echo '#include "memory/engine_impl.h"' >>"$work/tree/src/api/embedded_memory_api.cc"
+expect_failure "a private header included from another folder" 'a private header of memory/'

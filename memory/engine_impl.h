@@ -1,0 +1,230 @@
+// The memory engine's implementation behind memory/engine.h's Engine: the write connection,
+// the pool of read connections and its permits, the job worker and its schedule, the ranking
+// caches (memory/bm25.h) and the compaction state. Included only by the engine's own .cc files
+// (engine.cc, recall.cc, feedback.cc); everything above the engine sees engine.h alone.
+#pragma once
+
+#include <semaphore.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "base/result.h"
+#include "base/sqlite_db.h"
+#include "filter/content_filter.h"
+#include "memory/bm25.h"
+#include "memory/engine.h"
+
+namespace tmcra::memory {
+
+// Each public method is Engine's method of the same name (engine.h states the contracts).
+class EngineImpl {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<EngineImpl>> Open(EngineOptions options);
+  ~EngineImpl();
+  EngineImpl(const EngineImpl&) = delete;
+  EngineImpl& operator=(const EngineImpl&) = delete;
+
+  [[nodiscard]] Result<json> Ingest(std::string_view scope, const json& body,
+                                    const IngestContext& context);
+  // POST /v1/scopes/{scope}/ingest/batch -> 202 {scope_name, jobs: [JobView...]}: body
+  // {"items": [{...ingest request..., "idempotency_key"}]}, 1..100 items with unique keys and
+  // at most 5000 messages in total, all stored in one transaction. Errors name the item
+  // ("items.3.messages.0.role: ...").
+  [[nodiscard]] Result<json> IngestBatch(std::string_view scope, const json& body,
+                                         const IngestContext& context);
+  [[nodiscard]] Result<json> GetJob(std::string_view job_id);
+  [[nodiscard]] Result<json> Recall(std::string_view scope, const json& body);
+
+  // GET /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N (1..25) -> 200
+  // MemoryGraphEvidenceResponse (tmcra-contract.md §1.4.4): the exact stored text of a record
+  // (`rec_...`), or of the records a feedback (`fb_...`) targeted. 404 not_found for an id that
+  // is unknown or belongs to another scope. Feedback effects do not apply here: a hidden record's
+  // source stays readable (for audit and for restore previews). Defined in feedback.cc.
+  [[nodiscard]] Result<json> Evidence(std::string_view scope, std::string_view memory_id,
+                                      int limit);
+  // POST /v1/scopes/{scope}/feedback -> 201 FeedbackView (§1.4.5). Strict FeedbackRequest
+  // validation (422), targets resolved in the scope (404), idempotent by key (a replay returns
+  // the same feedback; another body under the key is 409 idempotency_conflict). ignore/correct/
+  // restore change what Recall shows; `correct` also ingests the replacement as a user message
+  // in session `correction-<feedback_id>`, in the same transaction. Defined in feedback.cc.
+  [[nodiscard]] Result<json> Feedback(std::string_view scope, const json& body,
+                                      std::string_view idempotency_key);
+  [[nodiscard]] Result<EngineStats> Stats();
+  // Whether the store serves (tmcra-memd's /readyz): it answers a read and, while the last
+  // write failed for want of room (Errc::kStorageFull), a small write too. Any write that
+  // succeeds clears that mark; until then this is the StorageFull error.
+  [[nodiscard]] Status Ready();
+
+  // Runs claimable jobs on the calling thread until none is left, then the CJK index's
+  // back-fill (RepairCjkIndex) to its end; returns how many jobs ran.
+  [[nodiscard]] Result<int> RunPendingJobs();
+  // Compacts the full-text indexes on the calling thread as far as the worker would
+  // (memory/compaction.h); returns how many steps ran. The worker does this by itself when it
+  // has no job; this is for engines without a worker (tests, benchmarks).
+  [[nodiscard]] Result<int> CompactIndexes();
+
+  // For tests: claims one job as if by a process that then died (the lease stays held).
+  [[nodiscard]] Result<std::optional<std::string>> ClaimJobForTest(double lease_seconds);
+
+ private:
+  explicit EngineImpl(EngineOptions options);
+
+  struct PreparedIngest;  // a validated ingest with its key and payload hash
+  // Validates an ingest and hashes it as received; what is stored is its filtered form.
+  Result<PreparedIngest> PrepareIngest(std::string_view scope, const json& body,
+                                       const std::string& key, const IngestContext& context);
+  // The payload with each message's content filtered; messages left empty are dropped.
+  json FilteredPayload(json payload) const;
+  // Stores one validated ingest inside the caller's transaction; replays a known key.
+  Result<json> StoreIngest(db::Database& db, std::string_view scope, const PreparedIngest& prepared,
+                           bool* created);
+  // Validates and stores one ingest inside the caller's transaction (a correction's
+  // replacement, written with its feedback); the caller signals the worker when `created`.
+  Result<json> IngestInTransaction(db::Database& db, std::string_view scope, const json& body,
+                                   const IngestContext& context, bool* created);
+  void SignalWorker();
+  // Claims up to `max_jobs` jobs and runs them in one transaction on `db`; returns how many
+  // were claimed (0: nothing to do). Jobs whose writing failed go back to pending, their
+  // attempt not counted (ReleaseOrphanedClaims, at the next call).
+  Result<int> RunJobs(db::Database& db, int max_jobs);
+  Result<int> ClaimJobs(db::Database& db, int max_jobs, std::vector<std::string>& claimed);
+  Result<int> WriteClaimedJobs(db::Database& db, const std::vector<std::string>& claimed);
+  Status ReleaseOrphanedClaims(db::Database& db);
+  // The public writes without the write-health mark (NoteWrite).
+  Result<json> IngestNow(std::string_view scope, const json& body, const IngestContext& context);
+  Result<json> IngestBatchNow(std::string_view scope, const json& body,
+                              const IngestContext& context);
+  Result<json> FeedbackNow(std::string_view scope, const json& body,
+                           std::string_view idempotency_key);
+  // A write's outcome: a failure for want of room marks the store as not writing; a success
+  // clears the mark.
+  template <class T>
+  Result<T> Noted(Result<T> outcome) {
+    if (outcome) {
+      writes_failing_.store(false);
+    } else if (outcome.error().code == Errc::kStorageFull) {
+      writes_failing_.store(true);
+    }
+    return outcome;
+  }
+  Status ProbeWrite();
+  // Adds to the CJK index a batch of the records above its watermark that have CJK text and no
+  // row in it (the records stored before schema 3, or written by an earlier build sharing the
+  // file), and moves the watermark past them; true when more are left.
+  Result<bool> RepairCjkIndex(db::Database& db);
+  // One compaction step on `db` for the first index that needs one; false when none does.
+  // Without `force`, the indexes are only looked at when a job has run since they were last
+  // found compact.
+  Result<bool> CompactOnce(db::Database& db, bool force);
+  void WorkerLoop();
+  // The job worker's steps (engine.cc): its timers, opening its connection, bounding the WAL,
+  // the CJK back-fill, and what it does when no job is left (row facts, compaction).
+  struct WorkerSchedule;
+  bool OpenWorkerDb();
+  void BoundWalWhenDue(WorkerSchedule& schedule);
+  void RepairCjkWhenDue(WorkerSchedule& schedule, bool& more);
+  void WorkWhileIdle(WorkerSchedule& schedule, bool& more, std::chrono::milliseconds& wait);
+  // Truncates the WAL when its file is past wal_limit_bytes; true when it is past it and
+  // readers kept it from being truncated (the worker tries again later, backing off).
+  bool BoundWal(db::Database& db);
+
+  EngineOptions options_;
+  std::string owner_;  // lease owner id of this process
+
+  // Each record's length and scope, shared by every connection's tmcra_bm25 (memory/bm25.h);
+  // declared before the connections so that it outlives them.
+  std::unique_ptr<RowFacts> row_facts_;
+  std::unique_ptr<WordCounts> word_counts_;  // the word index's document counts, per word
+  std::unique_ptr<PostingsCache> postings_;  // the word index's postings, or null
+  std::unique_ptr<WordCounts> cjk_counts_;   // the CJK index's, per bigram and lone prefix
+  filter::ContentFilter filter_;
+
+  std::mutex api_mu_;
+  std::unique_ptr<db::Database> api_db_;  // guarded by api_mu_; opened by the first write
+  // The write connection, opened (with api_mu_ held) on first use: the spare, or a new one.
+  [[nodiscard]] Result<db::Database*> ApiDb();
+  // The connection Open migrated the store with, until the first write (ApiDb) or the first
+  // read (BorrowReader) takes it: a process that only recalls, or only writes, opens the file
+  // once.
+  std::mutex spare_mu_;
+  std::unique_ptr<db::Database> spare_db_;  // guarded by spare_mu_
+  [[nodiscard]] std::unique_ptr<db::Database> TakeSpare();
+  // Whether this recall, of a snapshot whose newest record is `highest`, reads the records the
+  // row facts lack first (EngineOptions::row_facts_lazy_rows).
+  bool CatchUpFactsNow(int64_t highest);
+  std::atomic<bool> facts_wanted_{false};    // a recall ranked in SQL: the worker reads them
+  std::atomic<bool> facts_deferred_{false};  // CatchUpFactsNow has said no once
+
+  // A read connection borrowed from the pool, given back when destroyed.
+  class ReadLease {
+   public:
+    ReadLease(EngineImpl* engine, std::unique_ptr<db::Database> db)
+        : engine_(engine), db_(std::move(db)) {}
+    ReadLease(ReadLease&& other) noexcept = default;
+    ReadLease& operator=(ReadLease&&) = delete;
+    ReadLease(const ReadLease&) = delete;
+    ReadLease& operator=(const ReadLease&) = delete;
+    ~ReadLease();
+    db::Database& db() { return *db_; }
+
+   private:
+    EngineImpl* engine_;
+    std::unique_ptr<db::Database> db_;
+  };
+  [[nodiscard]] Result<ReadLease> BorrowReader();
+  Result<std::unique_ptr<db::Database>> OpenReader();
+  // What a connection needs to serve recalls (OpenReader's settings, on an open connection).
+  [[nodiscard]] Status PrepareReader(db::Database& db);
+  // One permit per read connection (open or not yet opened). A semaphore rather than a
+  // condition variable: with many request threads waiting, glibc's condvar signal blocked the
+  // returning thread on the condvar's own lock, a context switch per recall. POSIX's, not
+  // std::counting_semaphore: libstdc++ 12's can lose a wake-up (a waiter that lost the permit it
+  // saw sleeps on a stale count while permits are free; GCC PR 104928).
+  class Permits {
+   public:
+    explicit Permits(unsigned count) { sem_init(&sem_, 0, count); }
+    ~Permits() { sem_destroy(&sem_); }
+    Permits(const Permits&) = delete;
+    Permits& operator=(const Permits&) = delete;
+    void Acquire() {
+      while (sem_wait(&sem_) != 0) {
+      }  // EINTR: wait again
+    }
+    void Release() { sem_post(&sem_); }
+
+   private:
+    sem_t sem_;
+  };
+  std::unique_ptr<Permits> reader_permits_;
+  std::mutex readers_mu_;
+  std::vector<std::unique_ptr<db::Database>> idle_readers_;  // guarded by readers_mu_
+
+  std::mutex worker_mu_;
+  std::condition_variable worker_cv_;
+  bool work_signalled_ = false;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> writes_failing_{false};  // the last write failed for want of room
+  std::mutex orphans_mu_;
+  std::vector<std::string> orphaned_claims_;  // guarded by orphans_mu_ (RunJobs)
+  std::unique_ptr<db::Database> worker_db_;
+  std::thread worker_;
+
+  // Compaction (memory/compaction.h): how many job transactions this process has committed,
+  // and the count when the indexes were last found compact (so an engine that starts looks
+  // once). A compaction under way is read from the index's structure record at each step.
+  std::atomic<uint64_t> index_writes_{1};
+  std::mutex compaction_mu_;
+  uint64_t compact_as_of_ = 0;  // guarded by compaction_mu_
+  bool levels_warned_ = false;  // guarded by compaction_mu_
+};
+
+}  // namespace tmcra::memory
