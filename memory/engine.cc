@@ -519,8 +519,10 @@ Result<json> EngineImpl::IngestBatch(std::string_view scope, const json& body,
   return Noted(IngestBatchNow(scope, body, context));
 }
 
-Result<json> EngineImpl::IngestBatchNow(std::string_view scope, const json& body,
-                                        const IngestContext& context) {
+namespace {
+
+// The batch request's own fields: a dictionary holding only `items`, 1..100 of them.
+Result<const json*> BatchItems(std::string_view scope, const json& body) {
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   if (!body.is_object()) return ValidationError("body", "Input should be a valid dictionary");
   for (const auto& [key, value] : body.items()) {
@@ -534,26 +536,38 @@ Result<json> EngineImpl::IngestBatchNow(std::string_view scope, const json& body
   if (items->empty() || items->size() > 100) {
     return ValidationError("items", "List should have 1..100 items");
   }
+  return &*items;
+}
+
+// Item `i`'s idempotency key: present, 8..200 characters, not used by an earlier item.
+Result<std::string> BatchItemKey(const json& item, size_t i, std::set<std::string>& keys) {
+  if (!item.is_object())
+    return ItemError(ValidationError("item", "Input should be a valid dictionary"), i);
+  auto key_it = item.find("idempotency_key");
+  if (key_it == item.end() || !key_it->is_string()) {
+    return ItemError(ValidationError("idempotency_key", "Field required", "missing"), i);
+  }
+  std::string key = key_it->get<std::string>();
+  const size_t key_length = CodePointLength(key);
+  if (key_length < 8 || key_length > 200) {
+    return ItemError(ValidationError("idempotency_key", "must be 8..200 characters"), i);
+  }
+  if (!keys.insert(key).second) {
+    return ItemError(ValidationError("idempotency_key", "must be unique within the batch"), i);
+  }
+  return key;
+}
+
+}  // namespace
+
+Result<std::vector<EngineImpl::PreparedIngest>> EngineImpl::PrepareBatch(
+    std::string_view scope, const json& items, const IngestContext& context) {
   std::vector<PreparedIngest> prepared;
   std::set<std::string> keys;
   size_t total_messages = 0;
-  for (size_t i = 0; i < items->size(); ++i) {
-    const json& item = (*items)[i];
-    if (!item.is_object())
-      return ItemError(ValidationError("item", "Input should be a valid dictionary"), i);
-    auto key_it = item.find("idempotency_key");
-    if (key_it == item.end() || !key_it->is_string()) {
-      return ItemError(ValidationError("idempotency_key", "Field required", "missing"), i);
-    }
-    const std::string key = key_it->get<std::string>();
-    const size_t key_length = CodePointLength(key);
-    if (key_length < 8 || key_length > 200) {
-      return ItemError(ValidationError("idempotency_key", "must be 8..200 characters"), i);
-    }
-    if (!keys.insert(key).second) {
-      return ItemError(ValidationError("idempotency_key", "must be unique within the batch"), i);
-    }
-    json request = item;
+  for (size_t i = 0; i < items.size(); ++i) {
+    TMCRA_ASSIGN_OR_RETURN(std::string key, BatchItemKey(items[i], i, keys));
+    json request = items[i];
     request.erase("idempotency_key");
     auto p = PrepareIngest(scope, request, key, context);
     if (!p) return ItemError(p.error(), i);
@@ -565,12 +579,17 @@ Result<json> EngineImpl::IngestBatchNow(std::string_view scope, const json& body
   if (total_messages > 5000) {
     return ValidationError("items", "a batch may hold at most 5000 messages in total");
   }
+  return prepared;
+}
+
+Result<json> EngineImpl::IngestBatchNow(std::string_view scope, const json& body,
+                                        const IngestContext& context) {
+  TMCRA_ASSIGN_OR_RETURN(const json* items, BatchItems(scope, body));
+  TMCRA_ASSIGN_OR_RETURN(const auto prepared, PrepareBatch(scope, *items, context));
   std::lock_guard lock(api_mu_);
-  auto api_db = ApiDb();
-  if (!api_db) return api_db.error();
-  db::Database& db = **api_db;
-  auto tx = db::Transaction::Immediate(db);
-  if (!tx) return tx.error();
+  TMCRA_ASSIGN_OR_RETURN(db::Database * api_db, ApiDb());
+  db::Database& db = *api_db;
+  TMCRA_ASSIGN_OR_RETURN(auto tx, db::Transaction::Immediate(db));
   json jobs = json::array();
   bool any_created = false;
   for (size_t i = 0; i < prepared.size(); ++i) {
@@ -584,7 +603,7 @@ Result<json> EngineImpl::IngestBatchNow(std::string_view scope, const json& body
     any_created = any_created || created;
     jobs.push_back(std::move(*view));
   }
-  if (auto s = tx->Commit(); !s) return s.error();
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
   if (any_created) SignalWorker();
   return json{{"scope_name", scope}, {"jobs", std::move(jobs)}};
 }
@@ -672,68 +691,71 @@ Result<int> EngineImpl::RunJobs(db::Database& db, int max_jobs) {
 
 // Step 1: claims the oldest pending jobs, and running ones whose holder lost its lease, into
 // `claimed` (jobs out of attempts are failed instead). Returns how many jobs were found.
+namespace {
+
+// Up to `max_jobs` jobs to claim, each with its attempt number: pending ones, and running ones
+// whose lease expired or whose holder's process is gone.
+Result<std::vector<std::pair<std::string, int64_t>>> FindClaimableJobs(db::Database& db,
+                                                                       int max_jobs, double now) {
+  TMCRA_ASSIGN_OR_RETURN(auto pick,
+                         db.Prepare("SELECT job_id, attempts, NULL, NULL FROM jobs WHERE status = "
+                                    "'pending' UNION ALL SELECT job_id, attempts, lease_owner, "
+                                    "lease_expires_at FROM jobs WHERE status = 'running' LIMIT ?"));
+  pick.Bind(1, max_jobs * 4);
+  std::vector<std::pair<std::string, int64_t>> found;
+  for (;;) {
+    TMCRA_ASSIGN_OR_RETURN(const bool row, pick.Step());
+    if (!row || static_cast<int>(found.size()) >= max_jobs) break;
+    const bool running = !pick.IsNull(2) || !pick.IsNull(3);
+    if (running && pick.Double(3) >= now && !ProcessOwnerIsDead(pick.Text(2))) continue;
+    found.emplace_back(pick.Text(0), pick.Int(1) + 1);
+  }
+  pick.Reset();
+  return found;
+}
+
+}  // namespace
+
 Result<int> EngineImpl::ClaimJobs(db::Database& db, int max_jobs,
                                   std::vector<std::string>& claimed) {
-  int found_count = 0;
-  {
-    // A claim is a lease: if a power failure loses it, the job is claimed again.
-    db::RelaxedDurability relaxed(db);
-    auto tx = db::Transaction::Immediate(db);
-    if (!tx) return tx.error();
-    const double now = NowSeconds();
-    // A running job is claimable when its lease expired or its holder's process is gone.
-    auto pick = db.Prepare(
-        "SELECT job_id, attempts, NULL, NULL FROM jobs WHERE status = 'pending' "
-        "UNION ALL SELECT job_id, attempts, lease_owner, lease_expires_at FROM jobs "
-        "WHERE status = 'running' LIMIT ?");
-    if (!pick) return pick.error();
-    pick->Bind(1, max_jobs * 4);
-    std::vector<std::pair<std::string, int64_t>> found;
-    for (;;) {
-      auto row = pick->Step();
-      if (!row) return row.error();
-      if (!*row || static_cast<int>(found.size()) >= max_jobs) break;
-      const bool running = !pick->IsNull(2) || !pick->IsNull(3);
-      if (running && pick->Double(3) >= now && !ProcessOwnerIsDead(pick->Text(2))) continue;
-      found.emplace_back(pick->Text(0), pick->Int(1) + 1);
+  // A claim is a lease: if a power failure loses it, the job is claimed again.
+  db::RelaxedDurability relaxed(db);
+  TMCRA_ASSIGN_OR_RETURN(auto tx, db::Transaction::Immediate(db));
+  const double now = NowSeconds();
+  TMCRA_ASSIGN_OR_RETURN(const auto found, FindClaimableJobs(db, max_jobs, now));
+  if (found.empty()) return 0;
+  TMCRA_ASSIGN_OR_RETURN(
+      auto fail, db.Prepare("UPDATE jobs SET status = 'failed', finished_at = ?, updated_at = ?, "
+                            "lease_owner = NULL, lease_expires_at = NULL, error_json = ? "
+                            "WHERE job_id = ?"));
+  TMCRA_ASSIGN_OR_RETURN(
+      auto claim, db.Prepare("UPDATE jobs SET status = 'running', attempts = ?, started_at = "
+                             "COALESCE(started_at, ?), heartbeat_at = ?, lease_owner = ?, "
+                             "lease_expires_at = ?, updated_at = ? WHERE job_id = ?"));
+  const std::string exhausted = json{
+      {"code", "job_attempts_exhausted"},
+      {"message", "the job did not complete after " + std::to_string(kMaxJobAttempts) +
+                      " attempts"}}.dump();
+  for (const auto& [job_id, attempts] : found) {
+    if (attempts > kMaxJobAttempts) {
+      fail.Reset();
+      fail.Bind(1, now).Bind(2, now).Bind(3, exhausted).Bind(4, job_id);
+      TMCRA_RETURN_IF_ERROR(fail.Run());
+      continue;
     }
-    pick->Reset();
-    if (found.empty()) return 0;
-    found_count = static_cast<int>(found.size());
-    auto fail = db.Prepare(
-        "UPDATE jobs SET status = 'failed', finished_at = ?, updated_at = ?, "
-        "lease_owner = NULL, lease_expires_at = NULL, error_json = ? WHERE job_id = ?");
-    auto claim = db.Prepare(
-        "UPDATE jobs SET status = 'running', attempts = ?, started_at = COALESCE(started_at, ?), "
-        "heartbeat_at = ?, lease_owner = ?, lease_expires_at = ?, updated_at = ? "
-        "WHERE job_id = ?");
-    if (!fail) return fail.error();
-    if (!claim) return claim.error();
-    const std::string exhausted = json{
-        {"code", "job_attempts_exhausted"},
-        {"message", "the job did not complete after " + std::to_string(kMaxJobAttempts) +
-                        " attempts"}}.dump();
-    for (const auto& [job_id, attempts] : found) {
-      if (attempts > kMaxJobAttempts) {
-        fail->Reset();
-        fail->Bind(1, now).Bind(2, now).Bind(3, exhausted).Bind(4, job_id);
-        if (auto s = fail->Run(); !s) return s.error();
-        continue;
-      }
-      claim->Reset();
-      claim->Bind(1, attempts)
-          .Bind(2, now)
-          .Bind(3, now)
-          .Bind(4, owner_)
-          .Bind(5, now + options_.lease_seconds)
-          .Bind(6, now)
-          .Bind(7, job_id);
-      if (auto s = claim->Run(); !s) return s.error();
-      claimed.push_back(job_id);
-    }
-    if (auto s = tx->Commit(); !s) return s.error();
+    claim.Reset();
+    claim.Bind(1, attempts)
+        .Bind(2, now)
+        .Bind(3, now)
+        .Bind(4, owner_)
+        .Bind(5, now + options_.lease_seconds)
+        .Bind(6, now)
+        .Bind(7, job_id);
+    TMCRA_RETURN_IF_ERROR(claim.Run());
+    claimed.push_back(job_id);
   }
-  return found_count;
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
+  return static_cast<int>(found.size());
 }
 
 // Step 2: writes the records of the claimed jobs and their indexes, and finishes the jobs,

@@ -99,6 +99,10 @@ class EngineImpl {
   Result<int> ClaimJobs(db::Database& db, int max_jobs, std::vector<std::string>& claimed);
   Result<int> WriteClaimedJobs(db::Database& db, const std::vector<std::string>& claimed);
   Status ReleaseOrphanedClaims(db::Database& db);
+  // A batch's items validated and hashed in order (errors name the item), at most 5000
+  // messages in all.
+  Result<std::vector<PreparedIngest>> PrepareBatch(std::string_view scope, const json& items,
+                                                   const IngestContext& context);
   // The public writes without the write-health mark (NoteWrite).
   Result<json> IngestNow(std::string_view scope, const json& body, const IngestContext& context);
   Result<json> IngestBatchNow(std::string_view scope, const json& body,

@@ -470,19 +470,17 @@ struct HttpMemoryApi::Impl {
     return error;
   }
 
-  AttemptResult RunOnce(const Request& req) {
-    AttemptResult result;
-    result.outcome.expected_status = req.expected_status;
-    Easy h = Acquire();
-    if (!h) {
-      result.outcome.kind = AttemptKind::kFatal;
-      Error error = Error::Internal("the HTTP client could not create a handle");
-      error.api_code = std::string(kClientSetupError);
-      result.error = std::move(error);
-      return result;
-    }
+  // An attempt that could not be set up: the client's own failure, never sent.
+  static AttemptResult SetupFailure(AttemptResult result, std::string message) {
+    result.outcome.kind = AttemptKind::kFatal;
+    Error error = Error::Internal(std::move(message));
+    error.api_code = std::string(kClientSetupError);
+    result.error = std::move(error);
+    return result;
+  }
 
-    Slist headers;
+  // The request's headers into `headers`; false when one could not be added (out of memory).
+  bool AddHeaders(const Request& req, Slist& headers) const {
     const auto add = [&](const std::string& line) {
       curl_slist* next = Curl().slist_append(headers.get(), line.c_str());
       if (next != nullptr) {
@@ -491,24 +489,23 @@ struct HttpMemoryApi::Impl {
       }
       return next != nullptr;
     };
-    bool headers_ok = add(authorization) && add("X-TMCRA-Client-Platform: " + req.client_platform);
-    if (req.integration_id) {
-      headers_ok = headers_ok && add("X-TMCRA-Integration-ID: " + *req.integration_id);
-    }
-    for (const auto& line : req.headers) headers_ok = headers_ok && add(line);
-    if (req.post) headers_ok = headers_ok && add("Content-Type: application/json");
-    headers_ok = headers_ok && add("Expect:");  // never wait for 100-continue
+    bool ok = add(authorization) && add("X-TMCRA-Client-Platform: " + req.client_platform);
+    if (req.integration_id) ok = ok && add("X-TMCRA-Integration-ID: " + *req.integration_id);
+    for (const auto& line : req.headers) ok = ok && add(line);
+    if (req.post) ok = ok && add("Content-Type: application/json");
+    return ok && add("Expect:");  // never wait for 100-continue
+  }
 
-    Exchange ex;
+  // Sets up handle `h` for `req`: URL, headers, limits, progress watch and body.
+  CURLcode Configure(CURL* h, const Request& req, const std::string& url, curl_slist* headers,
+                     Exchange& ex, char* errbuf) const {
     ex.body_limit = options.max_response_bytes;
     ex.window = options.low_speed_time;
     ex.min_bytes_per_window =
         static_cast<curl_off_t>(options.low_speed_limit) * options.low_speed_time.count();
-    char errbuf[CURL_ERROR_SIZE] = {0};
-    const std::string url = base + req.path;
-    CURLcode rc = Common(h.get(), ex, errbuf);
-    Setter set(h.get());
-    set(CURLOPT_URL, url.c_str())(CURLOPT_HTTPHEADER, headers.get())(
+    CURLcode rc = Common(h, ex, errbuf);
+    Setter set(h);
+    set(CURLOPT_URL, url.c_str())(CURLOPT_HTTPHEADER, headers)(
         CURLOPT_USERAGENT, user_agent.c_str())(CURLOPT_HTTP_VERSION,
                                                static_cast<long>(CURL_HTTP_VERSION_1_1))(
         CURLOPT_ACCEPT_ENCODING, "gzip")(CURLOPT_TIMEOUT_MS,
@@ -524,22 +521,36 @@ struct HttpMemoryApi::Impl {
     } else {
       set(CURLOPT_HTTPGET, 1L);
     }
-    if (rc == CURLE_OK) rc = set.rc();
-    if (rc != CURLE_OK || !headers_ok) {
-      result.outcome.kind = AttemptKind::kFatal;
-      Error error = Error::Internal(std::string("the HTTP client could not be configured: ") +
-                                    (headers_ok ? Curl().easy_strerror(rc) : "out of memory"));
-      error.api_code = std::string(kClientSetupError);
-      result.error = std::move(error);
-      Release(std::move(h));
-      return result;
-    }
+    return rc == CURLE_OK ? set.rc() : rc;
+  }
 
+  AttemptResult RunOnce(const Request& req) {
+    AttemptResult result;
+    result.outcome.expected_status = req.expected_status;
+    Easy h = Acquire();
+    if (!h) return SetupFailure(std::move(result), "the HTTP client could not create a handle");
+    Slist headers;
+    const bool headers_ok = AddHeaders(req, headers);
+    Exchange ex;
+    char errbuf[CURL_ERROR_SIZE] = {0};
+    const CURLcode rc = Configure(h.get(), req, base + req.path, headers.get(), ex, errbuf);
+    if (rc != CURLE_OK || !headers_ok) {
+      Release(std::move(h));
+      return SetupFailure(std::move(result),
+                          std::string("the HTTP client could not be configured: ") +
+                              (headers_ok ? Curl().easy_strerror(rc) : "out of memory"));
+    }
     const CURLcode code = Curl().easy_perform(h.get());
     long status = 0;
     Curl().easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &status);
     Release(std::move(h));  // before `headers`, `ex` and `errbuf` go away
+    return ReadAnswer(req, std::move(result), ex, code, status, errbuf);
+  }
 
+  // What a performed attempt came to: a transport failure, an answer we do not take, or the
+  // expected answer's JSON object.
+  AttemptResult ReadAnswer(const Request& req, AttemptResult result, Exchange& ex, CURLcode code,
+                           long status, const char* errbuf) {
     // Redacted before it is cut (a cut key would no longer be recognised).
     const std::string request_id = wire::SafeText(Scrub(ex.First("x-request-id")), 128);
     const bool too_large =
@@ -566,12 +577,7 @@ struct HttpMemoryApi::Impl {
     }
     if (too_large) {
       result.outcome.kind = AttemptKind::kFatal;
-      Error error = Error::Protocol(
-          "TMCRA returned an answer larger than " + std::to_string(options.max_response_bytes) +
-          " bytes with HTTP " + std::to_string(http_status) +
-          (request_id.empty() ? std::string() : " (request id " + request_id + ")"));
-      error.api_code = std::string(kResponseTooLarge);
-      result.error = std::move(error);
+      result.error = TooLargeError(http_status, request_id);
       return result;
     }
     auto parsed = wire::ParseResponseObject(ex.body, http_status, request_id, req.elide);
@@ -583,13 +589,27 @@ struct HttpMemoryApi::Impl {
     result.outcome.kind = AttemptKind::kAnswered;
     result.value = std::move(*parsed);
     if (req.request_id != nullptr) *req.request_id = request_id;
+    NoteFeatures(req, ex);
+    return result;
+  }
+
+  Error TooLargeError(int http_status, const std::string& request_id) const {
+    Error error = Error::Protocol(
+        "TMCRA returned an answer larger than " + std::to_string(options.max_response_bytes) +
+        " bytes with HTTP " + std::to_string(http_status) +
+        (request_id.empty() ? std::string() : " (request id " + request_id + ")"));
+    error.api_code = std::string(kResponseTooLarge);
+    return error;
+  }
+
+  // The features the answer's header lists (kFeaturesHeader): prompt-only snapshots.
+  void NoteFeatures(const Request& req, const Exchange& ex) {
     const bool listed =
         ListsFeature(ex.Values(LowerName(kFeaturesHeader)), kFeaturePromptOnlySnapshot);
     if (req.prompt_only_listed != nullptr) *req.prompt_only_listed = listed;
     if (listed && !prompt_only_snapshot.load(std::memory_order_relaxed)) {
       prompt_only_snapshot.store(true, std::memory_order_relaxed);
     }
-    return result;
   }
 
   // One logical request: attempts, retries and sleeps per retry_policy.h.
@@ -714,21 +734,27 @@ Status CheckKey(std::string_view key, std::string_view field) {
 
 // ---------------------------------------------------------------------------------------------
 
-Result<std::unique_ptr<HttpMemoryApi>> HttpMemoryApi::Create(HttpOptions options) {
-  // libcurl's OpenSSL backend opens SSLKEYLOGFILE when it initialises (curl_global_init) and
-  // then writes every session key to it, so refuse before initialising anything. Local mode
-  // too: it has no TLS keys to leak, but the file would still be created (as src/config
-  // decides too).
-  if (Env("SSLKEYLOGFILE")) {
-    if (!options.allow_keylog) {
-      return Error::Invalid(
-          "SSLKEYLOGFILE is set: the HTTPS client refuses to start, because libcurl would write "
-          "the TLS session keys to that file (unset it, or allow it explicitly for debugging)");
-    }
-    spdlog::warn(
-        "SSLKEYLOGFILE is set and allowed: TLS session keys of the Memory API "
-        "connections are written to it");
+namespace {
+
+// libcurl's OpenSSL backend opens SSLKEYLOGFILE when it initialises (curl_global_init) and
+// then writes every session key to it, so this refuses before anything is initialised. Local
+// mode too: it has no TLS keys to leak, but the file would still be created (as src/config
+// decides too).
+Status CheckKeyLog(const HttpOptions& options) {
+  if (!Env("SSLKEYLOGFILE")) return Ok();
+  if (!options.allow_keylog) {
+    return Error::Invalid(
+        "SSLKEYLOGFILE is set: the HTTPS client refuses to start, because libcurl would write "
+        "the TLS session keys to that file (unset it, or allow it explicitly for debugging)");
   }
+  spdlog::warn(
+      "SSLKEYLOGFILE is set and allowed: TLS session keys of the Memory API "
+      "connections are written to it");
+  return Ok();
+}
+
+// The options' own rules: a sendable key, valid ids, positive limits.
+Status CheckOptions(const HttpOptions& options) {
   if (options.api_key.empty()) return Error::Invalid("api_key: required");
   if (Status s = wire::CheckHeaderValue(options.api_key, "api_key"); !s) return s.error();
   if (options.integration_id && !IsValidIntegrationId(*options.integration_id)) {
@@ -751,7 +777,11 @@ Result<std::unique_ptr<HttpMemoryApi>> HttpMemoryApi::Create(HttpOptions options
   if (options.low_speed_limit < 0 || options.low_speed_time.count() < 0) {
     return Error::Invalid("low_speed_limit, low_speed_time: must not be negative");
   }
+  return Ok();
+}
 
+// libcurl loaded, initialised once per process, and recent enough.
+Status InitCurl() {
   if (const auto& curl = LoadedCurl(); !curl) return curl.error();
   std::call_once(g_curl_once, [] { g_curl_init = Curl().global_init(CURL_GLOBAL_DEFAULT); });
   if (g_curl_init != CURLE_OK) return Error::Internal("libcurl could not be initialised");
@@ -759,6 +789,15 @@ Result<std::unique_ptr<HttpMemoryApi>> HttpMemoryApi::Create(HttpOptions options
   if (info == nullptr || info->version_num < 0x075500) {
     return Error::Internal("libcurl 7.85 or newer is required");
   }
+  return Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HttpMemoryApi>> HttpMemoryApi::Create(HttpOptions options) {
+  TMCRA_RETURN_IF_ERROR(CheckKeyLog(options));
+  TMCRA_RETURN_IF_ERROR(CheckOptions(options));
+  TMCRA_RETURN_IF_ERROR(InitCurl());
 
   // The base URL, by the configuration's own rules (libcurl's parser, no credentials, query or
   // fragment; https in service mode, numeric loopback http in local mode).
