@@ -99,6 +99,12 @@ class EngineImpl {
   Result<int> ClaimJobs(db::Database& db, int max_jobs, std::vector<std::string>& claimed);
   Result<int> WriteClaimedJobs(db::Database& db, const std::vector<std::string>& claimed);
   Status ReleaseOrphanedClaims(db::Database& db);
+  // A correction's replacement as a user message of its own session, ingested in the
+  // feedback's transaction (so the feedback and its correction job exist together or not at
+  // all), and the job's id written on feedback row `seq`.
+  Status IngestCorrection(db::Database& db, std::string_view scope, const std::string& feedback_id,
+                          int64_t seq, const std::string& replacement,
+                          const std::vector<std::string>& targets, double now, bool* job_created);
   // A batch's items validated and hashed in order (errors name the item), at most 5000
   // messages in all.
   Result<std::vector<PreparedIngest>> PrepareBatch(std::string_view scope, const json& items,

@@ -108,6 +108,49 @@ Result<std::string> Choice(const json& body, const char* key,
   return ValidationError(key, "Input should be " + list, "enum");
 }
 
+// memory_ids: absent, null or a list of at most 100 non-blank ids of at most 200 characters,
+// each trimmed.
+Result<std::vector<std::string>> MemoryIds(const json& body) {
+  std::vector<std::string> out;
+  auto ids = body.find("memory_ids");
+  if (ids == body.end() || ids->is_null()) return out;
+  if (!ids->is_array())
+    return ValidationError("memory_ids", "Input should be a valid list", "list_type");
+  if (ids->size() > kMaxMemoryIds) {
+    return ValidationError("memory_ids", "List should have at most 100 items", "too_long");
+  }
+  for (size_t i = 0; i < ids->size(); ++i) {
+    const std::string loc = "memory_ids." + std::to_string(i);
+    const json& id = (*ids)[i];
+    if (!id.is_string())
+      return ValidationError(loc, "Input should be a valid string", "string_type");
+    std::string value = Trim(id.get<std::string>());
+    if (value.empty()) {
+      return ValidationError(loc, "String should have at least 1 character", "string_too_short");
+    }
+    if (CodePointLength(value) > kMaxMemoryIdLength) {
+      return ValidationError(loc, "String should have at most 200 characters", "string_too_long");
+    }
+    out.push_back(std::move(value));
+  }
+  return out;
+}
+
+// metadata: absent or null (an empty dictionary), or a dictionary of at most 64 keys and 8192 bytes
+// as compact JSON.
+Result<json> FeedbackMetadata(const json& body) {
+  auto md = body.find("metadata");
+  if (md == body.end() || md->is_null()) return json::object();
+  if (!md->is_object()) {
+    return ValidationError("metadata", "Input should be a valid dictionary", "dict_type");
+  }
+  if (md->size() > 64) return ValidationError("metadata", "metadata may have at most 64 keys");
+  if (md->dump(-1, ' ', false, json::error_handler_t::replace).size() > 8192) {
+    return ValidationError("metadata", "metadata must be at most 8192 bytes as compact JSON");
+  }
+  return *md;
+}
+
 Result<FeedbackRequest> ValidateFeedback(const json& body) {
   if (!body.is_object()) {
     return ValidationError("body", "Input should be a valid dictionary", "dict_type");
@@ -128,27 +171,7 @@ Result<FeedbackRequest> ValidateFeedback(const json& body) {
   if (!action) return action.error();
   r.action = *action;
 
-  if (auto ids = body.find("memory_ids"); ids != body.end() && !ids->is_null()) {
-    if (!ids->is_array())
-      return ValidationError("memory_ids", "Input should be a valid list", "list_type");
-    if (ids->size() > kMaxMemoryIds) {
-      return ValidationError("memory_ids", "List should have at most 100 items", "too_long");
-    }
-    for (size_t i = 0; i < ids->size(); ++i) {
-      const std::string loc = "memory_ids." + std::to_string(i);
-      const json& id = (*ids)[i];
-      if (!id.is_string())
-        return ValidationError(loc, "Input should be a valid string", "string_type");
-      std::string value = Trim(id.get<std::string>());
-      if (value.empty()) {
-        return ValidationError(loc, "String should have at least 1 character", "string_too_short");
-      }
-      if (CodePointLength(value) > kMaxMemoryIdLength) {
-        return ValidationError(loc, "String should have at most 200 characters", "string_too_long");
-      }
-      r.memory_ids.push_back(std::move(value));
-    }
-  }
+  TMCRA_ASSIGN_OR_RETURN(r.memory_ids, MemoryIds(body));
   auto query_id = OptionalText(body, "query_id", 0, kMaxQueryIdLength);
   if (!query_id) return query_id.error();
   r.query_id = *query_id;
@@ -158,16 +181,7 @@ Result<FeedbackRequest> ValidateFeedback(const json& body) {
   auto replacement = OptionalText(body, "replacement", 1, kMaxReplacementLength);
   if (!replacement) return replacement.error();
   r.replacement = *replacement;
-  if (auto md = body.find("metadata"); md != body.end() && !md->is_null()) {
-    if (!md->is_object()) {
-      return ValidationError("metadata", "Input should be a valid dictionary", "dict_type");
-    }
-    if (md->size() > 64) return ValidationError("metadata", "metadata may have at most 64 keys");
-    if (md->dump(-1, ' ', false, json::error_handler_t::replace).size() > 8192) {
-      return ValidationError("metadata", "metadata must be at most 8192 bytes as compact JSON");
-    }
-    r.metadata = *md;
-  }
+  TMCRA_ASSIGN_OR_RETURN(r.metadata, FeedbackMetadata(body));
   if (r.action != "note" && r.memory_ids.empty()) {
     return ValidationError("memory_ids", "action '" + r.action + "' needs non-blank memory_ids");
   }
@@ -421,67 +435,70 @@ Result<FeedbackEffects> LoadFeedbackEffects(db::Database& db, std::string_view s
   return out;
 }
 
+namespace {
+
+Error EvidenceLimitError() {
+  return Error::Api(Errc::kInvalidArgument, "validation_error", "limit: Input should be 1..25",
+                    json::array({{{"loc", {"query", "limit"}},
+                                  {"msg",
+                                   "Input should be greater than or equal to 1 and less "
+                                   "than or equal to 25"},
+                                  {"type", "value_error"}}})
+                        .dump());
+}
+
+// The evidence items of `memory_id`: the record itself, or the records a feedback id targeted
+// (what `restore` may target).
+Result<json> EvidenceItems(db::Database& db, std::string_view scope, std::string_view memory_id) {
+  TMCRA_ASSIGN_OR_RETURN(auto record,
+                         db.Prepare(std::string("SELECT ") + kSourceColumns +
+                                    " FROM records WHERE record_id = ? AND scope_name = ?"));
+  json items = json::array();
+  const auto load = [&](std::string_view id, const char* relationship) -> Result<bool> {
+    record.Reset();
+    record.Bind(1, id).Bind(2, scope);
+    TMCRA_ASSIGN_OR_RETURN(const bool row, record.Step());
+    if (row) items.push_back(EvidenceItem(record, relationship));
+    return row;
+  };
+  TMCRA_ASSIGN_OR_RETURN(const bool found, load(memory_id, "source"));
+  if (found) return items;
+  TMCRA_ASSIGN_OR_RETURN(const auto feedback, FindFeedback(db, scope, memory_id));
+  if (!feedback)
+    return Error::Api(Errc::kNotFound, "not_found", "memory node not found in this scope");
+  TMCRA_ASSIGN_OR_RETURN(const auto targets, FeedbackTargets(db, *feedback));
+  for (const std::string& id : targets) TMCRA_RETURN_IF_ERROR(load(id, "feedback_target"));
+  if (items.empty())
+    return Error::Api(Errc::kNotFound, "not_found", "the feedback targets no memory");
+  return items;
+}
+
+// The scope's snapshot id ("events-<last seq>"), or "events-0" for a scope without records.
+Result<json> EvidenceSnapshot(db::Database& db, std::string_view scope) {
+  TMCRA_ASSIGN_OR_RETURN(auto st, db.Prepare("SELECT last_event_seq FROM scopes WHERE name = ?"));
+  st.Bind(1, scope);
+  TMCRA_ASSIGN_OR_RETURN(const bool row, st.Step());
+  if (row && !st.IsNull(0)) return json("events-" + std::to_string(st.Int(0)));
+  return json("events-0");
+}
+
+}  // namespace
+
 Result<json> EngineImpl::Evidence(std::string_view scope, std::string_view memory_id, int limit) {
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
-  if (limit < 1 || limit > kMaxEvidenceLimit) {
-    return Error::Api(Errc::kInvalidArgument, "validation_error", "limit: Input should be 1..25",
-                      json::array({{{"loc", {"query", "limit"}},
-                                    {"msg",
-                                     "Input should be greater than or equal to 1 and less "
-                                     "than or equal to 25"},
-                                    {"type", "value_error"}}})
-                          .dump());
-  }
+  if (limit < 1 || limit > kMaxEvidenceLimit) return EvidenceLimitError();
   std::lock_guard lock(api_mu_);
-  auto api_db = ApiDb();
-  if (!api_db) return api_db.error();
-  db::Database& db = **api_db;
-  auto tx = db::Transaction::Deferred(db);
-  if (!tx) return tx.error();
-  auto record = db.Prepare(std::string("SELECT ") + kSourceColumns +
-                           " FROM records WHERE record_id = ? AND scope_name = ?");
-  if (!record) return record.error();
-  const auto load = [&](std::string_view id, const char* relationship,
-                        json& items) -> Result<bool> {
-    record->Reset();
-    record->Bind(1, id).Bind(2, scope);
-    auto row = record->Step();
-    if (!row) return row.error();
-    if (*row) items.push_back(EvidenceItem(*record, relationship));
-    return *row;
-  };
-  json items = json::array();
-  auto found = load(memory_id, "source", items);
-  if (!found) return found.error();
-  if (!*found) {
-    // A feedback id (what `restore` may target) stands for the records it targeted.
-    auto feedback = FindFeedback(db, scope, memory_id);
-    if (!feedback) return feedback.error();
-    if (!*feedback)
-      return Error::Api(Errc::kNotFound, "not_found", "memory node not found in this scope");
-    auto targets = FeedbackTargets(db, **feedback);
-    if (!targets) return targets.error();
-    for (const std::string& id : *targets) {
-      if (auto s = load(id, "feedback_target", items); !s) return s.error();
-    }
-    if (items.empty())
-      return Error::Api(Errc::kNotFound, "not_found", "the feedback targets no memory");
-  }
-  json snapshot = nullptr;
-  {
-    auto st = db.Prepare("SELECT last_event_seq FROM scopes WHERE name = ?");
-    if (!st) return st.error();
-    st->Bind(1, scope);
-    auto row = st->Step();
-    if (!row) return row.error();
-    if (*row && !st->IsNull(0)) snapshot = "events-" + std::to_string(st->Int(0));
-  }
-  if (auto s = tx->Commit(); !s) return s.error();
+  TMCRA_ASSIGN_OR_RETURN(db::Database * api_db, ApiDb());
+  db::Database& db = *api_db;
+  TMCRA_ASSIGN_OR_RETURN(auto tx, db::Transaction::Deferred(db));
+  TMCRA_ASSIGN_OR_RETURN(json items, EvidenceItems(db, scope, memory_id));
+  TMCRA_ASSIGN_OR_RETURN(json snapshot, EvidenceSnapshot(db, scope));
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
   const bool truncated = items.size() > static_cast<size_t>(limit);
   if (truncated) items.erase(items.begin() + limit, items.end());
   return json{{"schema_version", kEvidenceSchema},
               {"scope_name", scope},
-              {"snapshot_id", snapshot.is_null() ? json("events-0") : snapshot},
+              {"snapshot_id", std::move(snapshot)},
               {"snapshot_state", "committed"},
               {"provisional", false},
               {"memory_id", memory_id},
@@ -500,16 +517,52 @@ Result<json> EngineImpl::Feedback(std::string_view scope, const json& body,
   return Noted(FeedbackNow(scope, body, idempotency_key));
 }
 
+namespace {
+
+// The Idempotency-Key: 8..200 characters, and required for every action but a note.
+Status CheckFeedbackKey(const std::string& action, std::string_view idempotency_key) {
+  const size_t key_length = CodePointLength(idempotency_key);
+  if ((action != "note" && idempotency_key.empty()) ||
+      (!idempotency_key.empty() && (key_length < 8 || key_length > 200))) {
+    return KeyError();
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Status EngineImpl::IngestCorrection(db::Database& db, std::string_view scope,
+                                    const std::string& feedback_id, int64_t seq,
+                                    const std::string& replacement,
+                                    const std::vector<std::string>& targets, double now,
+                                    bool* job_created) {
+  const std::string session = CorrectionSession(feedback_id);
+  const json ingest{
+      {"session_id", session},
+      {"messages", json::array({{{"message_id", feedback_id},
+                                 {"role", "user"},
+                                 {"content", replacement},
+                                 {"timestamp", FormatIsoUtc(now)},
+                                 {"metadata", {{"actor_role", "user"}}}}})},
+      {"consistency", "eventual"},
+      {"metadata",
+       {{"source", "feedback_correction"}, {"feedback_id", feedback_id}, {"corrects", targets}}}};
+  IngestContext context;
+  context.idempotency_key = session;
+  TMCRA_ASSIGN_OR_RETURN(const json job,
+                         IngestInTransaction(db, scope, ingest, context, job_created));
+  TMCRA_ASSIGN_OR_RETURN(auto update,
+                         db.Prepare("UPDATE feedback SET correction_job_id = ? WHERE seq = ?"));
+  update.Bind(1, job["job_id"].get<std::string>()).Bind(2, seq);
+  return update.Run();
+}
+
 Result<json> EngineImpl::FeedbackNow(std::string_view scope, const json& body,
                                      std::string_view idempotency_key) {
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   auto request = ValidateFeedback(body);
   if (!request) return request.error();
-  const size_t key_length = CodePointLength(idempotency_key);
-  if ((request->action != "note" && idempotency_key.empty()) ||
-      (!idempotency_key.empty() && (key_length < 8 || key_length > 200))) {
-    return KeyError();
-  }
+  TMCRA_RETURN_IF_ERROR(CheckFeedbackKey(request->action, idempotency_key));
   // Hashed as received (a change of the filter's rules never turns a retry into a conflict);
   // stored and applied filtered.
   const json payload = request->ToJson();
@@ -552,25 +605,8 @@ Result<json> EngineImpl::FeedbackNow(std::string_view scope, const json& body,
   // transaction, so the feedback and its correction job exist together or not at all.
   bool job_created = false;
   if (request->action == "correct") {
-    const std::string session = CorrectionSession(feedback_id);
-    const json ingest{
-        {"session_id", session},
-        {"messages", json::array({{{"message_id", feedback_id},
-                                   {"role", "user"},
-                                   {"content", *request->replacement},
-                                   {"timestamp", FormatIsoUtc(now)},
-                                   {"metadata", {{"actor_role", "user"}}}}})},
-        {"consistency", "eventual"},
-        {"metadata",
-         {{"source", "feedback_correction"}, {"feedback_id", feedback_id}, {"corrects", targets}}}};
-    IngestContext context;
-    context.idempotency_key = session;
-    auto job = IngestInTransaction(db, scope, ingest, context, &job_created);
-    if (!job) return job.error();
-    auto update = db.Prepare("UPDATE feedback SET correction_job_id = ? WHERE seq = ?");
-    if (!update) return update.error();
-    update->Bind(1, (*job)["job_id"].get<std::string>()).Bind(2, seq);
-    if (auto s = update->Run(); !s) return s.error();
+    TMCRA_RETURN_IF_ERROR(IngestCorrection(db, scope, feedback_id, seq, *request->replacement,
+                                           targets, now, &job_created));
   }
   auto view = LoadFeedbackView(db, feedback_id);
   if (!view) return view.error();
