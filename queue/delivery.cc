@@ -566,7 +566,61 @@ bool PlanRound(Outbox& ob, const std::vector<std::string>& item_ids,
   return true;
 }
 
+// The threads that poll a round's jobs. On every way out of the round they are told to give
+// up (`abandon`) and joined.
+class PollerThreads {
+ public:
+  explicit PollerThreads(std::atomic<bool>& abandon) : abandon_(abandon) {}
+  PollerThreads(const PollerThreads&) = delete;
+  PollerThreads& operator=(const PollerThreads&) = delete;
+  ~PollerThreads() {
+    abandon_.store(true);
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  // Up to `count` threads running `work`; fewer when no more thread is to be had (the started
+  // ones go on).
+  void Start(size_t count, const std::function<void()>& work) {
+    try {
+      for (size_t w = 0; w < count; ++w) threads_.emplace_back(work);
+    } catch (const std::system_error& e) {
+      spdlog::warn("delivery: starting a job poller: {}", e.what());
+    }
+  }
+  bool empty() const { return threads_.empty(); }
+
+ private:
+  std::atomic<bool>& abandon_;
+  std::vector<std::thread> threads_;
+};
+
 }  // namespace
+
+void DeliveryService::DecideChunk(const PollChunk& chunk, const std::vector<Item>& items,
+                                  std::vector<std::optional<Decision>>& decisions) {
+  // A call that throws leaves its jobs to be polled one by one; an item whose look throws is
+  // looked at next round, and the others of its chunk go on.
+  PolledJobs jobs;
+  try {
+    if (!chunk.job_ids.empty()) {
+      std::vector<Result<json>> now = sender_.PollJobs(chunk.job_ids);
+      for (size_t j = 0; j < chunk.job_ids.size() && j < now.size(); ++j) {
+        jobs.emplace(chunk.job_ids[j], std::move(now[j]));
+      }
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("delivery: polling jobs: {}", e.what());
+  }
+  for (size_t i = chunk.begin; i < chunk.end; ++i) {
+    try {
+      // A job the call did not answer for is polled alone (PollOutcome).
+      decisions[i] = PollOutcome(items[i], nullptr, &jobs);
+    } catch (const std::exception& e) {
+      spdlog::warn("delivery: polling the jobs of {}: {}", items[i].item_id, e.what());
+    }
+  }
+}
 
 Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_ids,
                                           const std::function<bool()>& cancelled, bool due_only) {
@@ -603,29 +657,7 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
       const size_t c = next_chunk.fetch_add(1);
       if (c >= chunks.size()) return;
       const PollChunk& chunk = chunks[c];
-      if (!halt()) {
-        // A call that throws leaves its jobs to be polled one by one; an item whose look throws
-        // is looked at next round, and the others of its chunk go on.
-        PolledJobs jobs;
-        try {
-          if (!chunk.job_ids.empty()) {
-            std::vector<Result<json>> now = sender_.PollJobs(chunk.job_ids);
-            for (size_t j = 0; j < chunk.job_ids.size() && j < now.size(); ++j) {
-              jobs.emplace(chunk.job_ids[j], std::move(now[j]));
-            }
-          }
-        } catch (const std::exception& e) {
-          spdlog::warn("delivery: polling jobs: {}", e.what());
-        }
-        for (size_t i = chunk.begin; i < chunk.end; ++i) {
-          try {
-            // A job the call did not answer for is polled alone (PollOutcome).
-            decisions[i] = PollOutcome(to_poll[i], nullptr, &jobs);
-          } catch (const std::exception& e) {
-            spdlog::warn("delivery: polling the jobs of {}: {}", to_poll[i].item_id, e.what());
-          }
-        }
-      }
+      if (!halt()) DecideChunk(chunk, to_poll, decisions);
       for (size_t i = chunk.begin; i < chunk.end; ++i) {
         polled[i].store(true, std::memory_order_release);
       }
@@ -635,24 +667,8 @@ Result<int> DeliveryService::DeliverBatch(const std::vector<std::string>& item_i
   };
   // Declared before the guard below, which joins the pollers that use it.
   const auto halted = [&] { return stopping_.load() || abandon.load(); };
-  std::vector<std::thread> pollers;
-  struct Join {  // on every way out, the pollers are told to give up and joined
-    std::vector<std::thread>& threads;
-    std::atomic<bool>& abandon;
-    ~Join() {
-      abandon.store(true);
-      for (auto& t : threads) {
-        if (t.joinable()) t.join();
-      }
-    }
-  } join{pollers, abandon};
-  if (parallel > 1) {
-    try {
-      for (size_t w = 0; w < parallel; ++w) pollers.emplace_back(poll_some, std::cref(halted));
-    } catch (const std::system_error& e) {  // no thread to be had: the started ones go on
-      spdlog::warn("delivery: starting a job poller: {}", e.what());
-    }
-  }
+  PollerThreads pollers(abandon);
+  if (parallel > 1) pollers.Start(parallel, [&] { poll_some(halted); });
   if (pollers.empty()) poll_some(stop);  // on this thread (`cancelled` is the caller's)
   if (stop()) return changed;
 

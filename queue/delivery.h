@@ -172,6 +172,10 @@ class DeliveryService {
   // with the jobs as polled).
   std::optional<Decision> PollOutcome(const Item& item, json* progress,
                                       const PolledJobs* polled = nullptr);
+  // Polls one chunk's jobs with one PollJobs call and sets decisions[i] for each of its
+  // items[i] (left empty while a job runs, or when looking at the item threw).
+  void DecideChunk(const PollChunk& chunk, const std::vector<Item>& items,
+                   std::vector<std::optional<Decision>>& decisions);
   static Outcome Discard(const Item& item);  // refused by the write gate
   static bool Changes(const Outcome& outcome);
   // Records one outcome with the single outbox calls (the claim stays held).
