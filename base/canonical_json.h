@@ -2,7 +2,7 @@
 //   json.dumps(v, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 // which is what TMCRA's client hashes (idempotency keys) and compares (outbox rows).
 //
-// Rules (tmcra-contract.md §3.5): keys sorted by code point at every depth; no whitespace;
+// Rules (docs/contract.md §3.5): keys sorted by code point at every depth; no whitespace;
 // `"` and `\` escaped; \n \r \t \b \f short escapes; other code points below U+0020 as \u00xx
 // in lower-case hex; everything else (U+007F, U+2028, U+2029, all non-ASCII) written literally
 // as UTF-8. Integers in decimal; floats as Python's repr() (1.0, 1e+16, 1e-05, NaN, Infinity).

@@ -1,5 +1,5 @@
 // `tmcra-memd serve --local`: the two files that point tmcra-mcp (and TMCRA's plugins) at this
-// server, exactly as TMCRA's local installer writes them (tmcra-contract.md §5.6):
+// server, exactly as TMCRA's local installer writes them (docs/contract.md §5.6):
 //
 //   binding   $TMCRA_LOCAL_BINDING_FILE or ~/.config/tmcra/local-memory.json
 //             {"schemaVersion":1,"mode":"local","dataRoot":"<abs data dir>","profile":"lite-cpu"}

@@ -1,4 +1,4 @@
-// The HTTP(S) front of tmcra-memd: TMCRA's Memory API (tmcra-contract.md §1.4) over one
+// The HTTP(S) front of tmcra-memd: TMCRA's Memory API (docs/contract.md §1.4) over one
 // api::MemoryApi (the embedded engine), with the hosted service's middleware behaviour:
 //
 //   POST /v1/scopes/{scope}/recall           200   memory:read

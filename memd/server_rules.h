@@ -2,7 +2,7 @@
 // segments, JSON bodies, the error envelope, gzip, request ids and --listen addresses. Pure
 // functions, tested on their own (tests/unit/memd/server_rules_test.cc).
 //
-// The identifier grammars are a private copy of the service's (tmcra-contract.md §1.5); the
+// The identifier grammars are a private copy of the service's (docs/contract.md §1.5); the
 // client side keeps its own in src/config/identifiers.h.
 #pragma once
 
@@ -70,7 +70,7 @@ inline int NestingDepth(std::string_view text, int limit) { return JsonNestingDe
 // when a %-escape is malformed. "/v1/jobs/x?limit=1" -> {"v1", "jobs", "x"}.
 std::optional<std::vector<std::string>> SplitTargetPath(std::string_view target);
 
-// The service's error body (tmcra-contract.md §1.3):
+// The service's error body (docs/contract.md §1.3):
 //   {"error": {"code", "message", "request_id", "details", "retry_after_seconds"}}
 // `details_json` is JSON text (empty: null); retry_after_seconds < 0: null.
 json ErrorBody(std::string_view code, std::string_view message, std::string_view request_id,

@@ -96,7 +96,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(
 CREATE VIRTUAL TABLE IF NOT EXISTS records_tri USING fts5(
   content, content='records', content_rowid='event_seq', tokenize='trigram');
 )sql",
-    // 1 -> 2: feedback (tmcra-contract.md §1.4.5). `seq` orders feedback: for each record the
+    // 1 -> 2: feedback (docs/contract.md §1.4.5). `seq` orders feedback: for each record the
     // newest ignore/correct/restore that targets it decides what recall shows. feedback_targets
     // holds the resolved record ids (a restore of a feedback id is stored as that feedback's
     // records), in request order.

@@ -1,6 +1,6 @@
 // The memory engine: the server side of the Memory API over one SQLite file.
 //
-// It speaks exactly the Memory API's JSON shapes (tmcra-contract.md §1.4), so tmcra-mcp can run
+// It speaks exactly the Memory API's JSON shapes (docs/contract.md §1.4), so tmcra-mcp can run
 // it in-process (EmbeddedMemoryApi) and tmcra-memd can serve it over HTTPS unchanged:
 //   Ingest  POST /v1/scopes/{scope}/ingest   -> 202 JobView
 //   GetJob  GET  /v1/jobs/{job_id}           -> 200 JobView
@@ -126,7 +126,7 @@ class Engine {
   [[nodiscard]] Result<json> Recall(std::string_view scope, const json& body);
 
   // GET /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N (1..25) -> 200
-  // MemoryGraphEvidenceResponse (tmcra-contract.md §1.4.4): the exact stored text of a record
+  // MemoryGraphEvidenceResponse (docs/contract.md §1.4.4): the exact stored text of a record
   // (`rec_...`), or of the records a feedback (`fb_...`) targeted. 404 not_found for an id that
   // is unknown or belongs to another scope. Feedback effects do not apply here: a hidden record's
   // source stays readable (for audit and for restore previews). Defined in feedback.cc.

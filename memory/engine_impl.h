@@ -45,7 +45,7 @@ class EngineImpl {
   [[nodiscard]] Result<json> Recall(std::string_view scope, const json& body);
 
   // GET /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N (1..25) -> 200
-  // MemoryGraphEvidenceResponse (tmcra-contract.md §1.4.4): the exact stored text of a record
+  // MemoryGraphEvidenceResponse (docs/contract.md §1.4.4): the exact stored text of a record
   // (`rec_...`), or of the records a feedback (`fb_...`) targeted. 404 not_found for an id that
   // is unknown or belongs to another scope. Feedback effects do not apply here: a hidden record's
   // source stays readable (for audit and for restore previews). Defined in feedback.cc.

@@ -1,4 +1,4 @@
-// EngineImpl::Evidence and EngineImpl::Feedback (tmcra-contract.md §1.4.4, §1.4.5), and the
+// EngineImpl::Evidence and EngineImpl::Feedback (docs/contract.md §1.4.4, §1.4.5), and the
 // feedback effects EngineImpl::Recall applies (memory/feedback.h).
 #include "memory/feedback.h"
 

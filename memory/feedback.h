@@ -1,4 +1,4 @@
-// Feedback effects as recall applies them (tmcra-contract.md §1.4.5, §8.7). Internal to memory/.
+// Feedback effects as recall applies them (docs/contract.md §1.4.5, §8.7). Internal to memory/.
 //
 // For each record of a scope, the newest ignore/correct/restore feedback that targets it decides
 // its state: ignore and correct hide it, restore shows it again. A correction's own record (the

@@ -1,4 +1,4 @@
-// The service's validation of an ingest request (tmcra-contract.md §1.4.2): strict fields,
+// The service's validation of an ingest request (docs/contract.md §1.4.2): strict fields,
 // trimmed strings, lengths in code points, unique message ids, metadata limits, actor rules.
 // A failure is Error::Api(Errc::kInvalidArgument, "validation_error") whose message starts
 // with the field path ("messages.3.role: ...") and whose details hold [{loc, msg, type}] as

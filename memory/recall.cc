@@ -1,4 +1,4 @@
-// EngineImpl::Recall: search, session windows, ranking and rendering (tmcra-contract.md §1.4.1).
+// EngineImpl::Recall: search, session windows, ranking and rendering (docs/contract.md §1.4.1).
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -424,7 +424,7 @@ Error RecallValidation(const std::string& loc, const std::string& message) {
   return ValidationError(loc, message);
 }
 
-// A recall request's fields, checked (RecallRequest, tmcra-contract.md §1.4.1).
+// A recall request's fields, checked (RecallRequest, docs/contract.md §1.4.1).
 struct RecallRequest {
   std::string query;
   std::string mode;        // evidence_mode: raw, auto or compiled

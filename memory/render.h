@@ -1,4 +1,4 @@
-// Rendering of recall evidence as TMCRA's `raw_hierarchical` text (tmcra-contract.md §1.4.1):
+// Rendering of recall evidence as TMCRA's `raw_hierarchical` text (docs/contract.md §1.4.1):
 // an authority policy block, then up to three actor sections, each holding evidence blocks that
 // start with a bracketed header. Blocks are separated by a blank line, so budget selection can
 // drop whole blocks.

@@ -3,7 +3,7 @@
 // the outbox and is reconciled later by its idempotency key; nothing acknowledged is lost or
 // written twice.
 //
-// Tables and state strings are TMCRA's (tmcra-contract.md §3.2), so a database written by
+// Tables and state strings are TMCRA's (docs/contract.md §3.2), so a database written by
 // TMCRA's Python client opens here; we add columns (next_attempt_at, claim_owner,
 // claim_expires_at) and a delivery_lease table. queue/README.md has the schema and the state
 // machine.

@@ -2,7 +2,7 @@
 //
 // Every job, recall and ingest response of the Memory API passes through one of the functions
 // below. Each checks the response against the contract the Python client enforces
-// (tmcra-contract.md §1.4.1-§1.4.3: validate_job, validate_recall, validate_bulk_ingest) and
+// (docs/contract.md §1.4.1-§1.4.3: validate_job, validate_recall, validate_bulk_ingest) and
 // returns the receipt the host sees (§2.1-§2.3), or an Error: a response that fails validation
 // never reaches the host as success. The formats and every rule are written down in
 // receipts/FORMAT.md.

@@ -1,6 +1,6 @@
 // HttpMemoryApi: the MemoryApi over HTTPS (libcurl), for TMCRA's hosted service ("service"
 // mode) or a tmcra-memd on this machine ("local" mode). docs/http-client.md has the behaviour
-// table; tmcra-contract.md §1 is the specification.
+// table; docs/contract.md §1 is the specification.
 //
 // Every call is one logical request: up to `max_attempts` attempts with the retry rules of
 // retry_policy.h, the connection guard run before each attempt, and the answer checked for the

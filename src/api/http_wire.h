@@ -1,6 +1,6 @@
 // The wire rules of the Memory API client that need no network: what may go into a URL path
 // segment or a header (escaping and the id grammars are src/config's), the strict parse of an
-// answer, the error envelope (tmcra-contract.md §1.3) and the scrubbing of text that reaches an
+// answer, the error envelope (docs/contract.md §1.3) and the scrubbing of text that reaches an
 // error message. Pure functions, used by HttpMemoryApi and tested on their own.
 #pragma once
 
@@ -43,7 +43,7 @@ Result<nlohmann::json> ParseResponseObject(std::string_view body, int status,
                                            std::string_view request_id,
                                            ElidedMember* elide = nullptr);
 
-// The Error for an answer whose status is not the expected one (tmcra-contract.md §1.3):
+// The Error for an answer whose status is not the expected one (docs/contract.md §1.3):
 // code = error.code or "http_error", message = error.message or "TMCRA returned HTTP <status>",
 // the request id from error.request_id or the x-request-id header, details as JSON text.
 // Retryable exactly for the retry set (Error::Api). Never throws, whatever the body holds.

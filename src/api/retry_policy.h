@@ -1,4 +1,4 @@
-// The retry decisions of the Memory API client (tmcra-contract.md §1.2), as pure functions so
+// The retry decisions of the Memory API client (docs/contract.md §1.2), as pure functions so
 // they can be tested exhaustively without a network. HttpMemoryApi feeds them what one attempt
 // produced and sleeps for the delay they return.
 //

@@ -25,7 +25,7 @@ namespace tmcra::app {
 
 namespace {
 
-// The instructions TMCRA's server gives hosts (tmcra-contract.md §4.1), kept word for word so a
+// The instructions TMCRA's server gives hosts (docs/contract.md §4.1), kept word for word so a
 // host prompt written for TMCRA reads the same here.
 constexpr const char* kInstructions =
     "Use recall to obtain prompt-ready long-term memory and ingest only messages that actually "

@@ -1,7 +1,7 @@
 // Reading the files that configure memory: the device config file, the local identity file
 // (both may hold a credential) and the local binding file (selects which identity is used).
 //
-// As OpenSSH does for private keys (reliability-security.md §4.3, test row S2), a file is read
+// As OpenSSH does for private keys (docs/reliability.md §4.3, test row S2), a file is read
 // only when nobody else could have read or changed it:
 //   * the last path component is opened with O_NOFOLLOW (a symbolic link is refused) and must be
 //     a regular file owned by this uid;

@@ -1,5 +1,5 @@
-// The settings of tmcra-mcp: which memory it uses and how it reaches it (tmcra-contract.md §5,
-// reliability-security.md §4.3 and §4.4). docs/configuration.md is the user-facing description
+// The settings of tmcra-mcp: which memory it uses and how it reaches it (docs/contract.md §5,
+// docs/reliability.md §4.3 and §4.4). docs/configuration.md is the user-facing description
 // of every setting, file and rule implemented here.
 //
 // Memory mode:

@@ -1,7 +1,7 @@
 // The Memory API's base URL and the pieces of request URLs built from values (scopes, job ids).
 //
-// ValidateBaseUrl implements tmcra-contract.md §5.4 with the stricter rules of
-// reliability-security.md §4.4, and parses with libcurl's own URL parser (curl_url) so the
+// ValidateBaseUrl implements docs/contract.md §5.4 with the stricter rules of
+// docs/reliability.md §4.4, and parses with libcurl's own URL parser (curl_url) so the
 // validator and the transfer agree on scheme, host and port:
 //   * service mode: `https://<host>[:<port>][/<path prefix>]`;
 //   * local mode (an explicit local identity only): `http://127.0.0.1:<port>` or

@@ -1,4 +1,4 @@
-// Evidence budget selection (tmcra-contract.md §4.2.5): fit recalled evidence into a character
+// Evidence budget selection (docs/contract.md §4.2.5): fit recalled evidence into a character
 // budget, whole blocks at a time, dropping blocks the host already shows.
 //
 // The content is split before every block header ("\n\n" followed by "[Immutable ",

@@ -1,4 +1,4 @@
-// Local memory controls (tmcra-contract.md §4.2): per-session modes, generations, the
+// Local memory controls (docs/contract.md §4.2): per-session modes, generations, the
 // no-backfill rule, sub-agent parents, tasks and continuation, and the recall budget, stored in
 // files shared with TMCRA's JS plugins and guarded by their lock protocol.
 //

@@ -1,4 +1,4 @@
-// tmcra_memory_control (tmcra-contract.md §4.3.1): the session's memory dashboard, and the
+// tmcra_memory_control (docs/contract.md §4.3.1): the session's memory dashboard, and the
 // explicitly requested mode switch, recall budget, task update or correction start, applied to
 // the local memory controls of the call's scope (§4.2.3).
 //

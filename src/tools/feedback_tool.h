@@ -1,4 +1,4 @@
-// tmcra_feedback (tmcra-contract.md §4.3.2): ignore, correct or restore exact memory sources,
+// tmcra_feedback (docs/contract.md §4.3.2): ignore, correct or restore exact memory sources,
 // only after the user confirmed the change through MCP elicitation.
 //
 // The flow is TMCRA's, step by step: capture the session policy, always suppress the current

@@ -1,4 +1,4 @@
-// The wire body of tmcra_ingest and its derived idempotency key (tmcra-contract.md §1.4.2,
+// The wire body of tmcra_ingest and its derived idempotency key (docs/contract.md §1.4.2,
 // §3.5, §4.3.4), as pure functions so they can be checked against TMCRA's own vectors.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The durable turn lifecycle (tmcra-contract.md §2.4, §2.5, §4.3.5-§4.3.7): tmcra_turn_prepare
+// The durable turn lifecycle (docs/contract.md §2.4, §2.5, §4.3.5-§4.3.7): tmcra_turn_prepare
 // recalls before the host answers and binds the real user turn; tmcra_turn_commit writes the
 // exact user/assistant turn through the outbox; tmcra_reconcile finishes (or replays) what the
 // outbox still holds. docs/compatibility.md lists where this differs from TMCRA and why.

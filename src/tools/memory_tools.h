@@ -1,5 +1,5 @@
 // The memory tools over a MemoryApi: tmcra_recall, tmcra_ingest, tmcra_get_job, tmcra_wait_job
-// (tmcra-contract.md §4.3.3, §4.3.4, §4.3.8, §4.3.9; results as §2).
+// (docs/contract.md §4.3.3, §4.3.4, §4.3.8, §4.3.9; results as §2).
 //
 // Every answer of the MemoryApi is validated as a receipt before it becomes a result; a bad
 // answer is a tool error naming the field, never a success. Arguments are checked completely

@@ -2,7 +2,7 @@
 // a Node process): the exact requests, the status matrix (H1), transport faults (H2),
 // Retry-After (H3), TLS (H5), size and stall caps (H6), proxies (H7), invalid bodies (H8),
 // secret hygiene (S1), SSLKEYLOGFILE (S3) and path/header injection (S5) of
-// reliability-security.md §5.
+// docs/reliability.md §5.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <spdlog/sinks/ostream_sink.h>

@@ -162,7 +162,7 @@ function assertEnvelope(res, status, code) {
   assert.ok(res.headers['x-request-id'], 'x-request-id header');
   assert.equal(res.json.error.request_id, res.headers['x-request-id']);
   if (status === 411 || status === 413) {
-    // The middleware's early rejections: only code and request_id (tmcra-contract.md §1.3).
+    // The middleware's early rejections: only code and request_id (docs/contract.md §1.3).
     assert.deepEqual(Object.keys(res.json.error).sort(), ['code', 'request_id']);
   } else {
     assert.deepEqual(Object.keys(res.json.error).sort(),

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// feedback_elicitation.mjs — tmcra_feedback (tmcra-contract.md §4.3.2) end to end through the
+// feedback_elicitation.mjs — tmcra_feedback (docs/contract.md §4.3.2) end to end through the
 // official SDK clients: the user's confirmation travels as a real server -> client
 // `elicitation/create`, answered by the v1 SDK (@modelcontextprotocol/sdk 1.32.2, `elicitation: {}`)
 // and once by the v2 SDK (@modelcontextprotocol/client 2.4.0, `elicitation: {form: {}}`). Every

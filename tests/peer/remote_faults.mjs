@@ -4,7 +4,7 @@
 //
 //   node remote_faults.mjs <tmcra-mcp> <tmcra-mcp-testserver>     (TMCRA_MEMD, TMCRA_STORE_CHECK set)
 //
-// Proved (reliability-security.md rows H1, H2, H8, D4; tmcra-contract.md §1.2):
+// Proved (docs/reliability.md rows H1, H2, H8, D4; docs/contract.md §1.2):
 //   1. Lost acknowledgement: the proxy forwards every write to tmcra-memd (which applies it) and
 //      then resets the connection before the answer reaches tmcra-mcp, the first time each write
 //      is seen. 500 turns through tmcra_turn_prepare/tmcra_turn_commit: after the drain, memd

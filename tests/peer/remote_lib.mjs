@@ -247,7 +247,7 @@ export async function countingListener(certs) {
 }
 
 /**
- * The secret canary sweep (reliability-security.md S1): the secret part of `key`, or any 8
+ * The secret canary sweep (docs/reliability.md §5, row S1): the secret part of `key`, or any 8
  * characters of it, must not appear in any file under `dirs` (outbox, its -wal/-shm, control
  * state, logs, memd's data) nor in `texts` (stderr, tool answers, errors). Returns the places
  * it was found (empty when clean).

@@ -1,4 +1,4 @@
-// The retry rules of tmcra-contract.md §1.2 (test row H3): the retry set, the backoff sequence,
+// The retry rules of docs/contract.md §1.2 (test row H3): the retry set, the backoff sequence,
 // Retry-After parsing and clamping, and 10,000 random schedules whose every delay must lie in
 // its bounds and whose attempts never exceed the budget.
 #include "src/api/retry_policy.h"

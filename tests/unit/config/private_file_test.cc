@@ -1,4 +1,4 @@
-// Reading credential files (reliability-security.md §4.3, test row S2): only a regular file
+// Reading credential files (docs/reliability.md §4.3, test row S2): only a regular file
 // owned by this uid, not reachable through a symbolic link, without group/other access, in a
 // directory nobody else can write.
 #include "src/config/private_file.h"

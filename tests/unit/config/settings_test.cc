@@ -1,4 +1,4 @@
-// Settings: mode selection, discovery, precedence and validation (tmcra-contract.md §5) and the
+// Settings: mode selection, discovery, precedence and validation (docs/contract.md §5) and the
 // active-connection guard (§5.5). Every test runs on a temporary $HOME with an injected
 // environment.
 #include "src/config/settings.h"

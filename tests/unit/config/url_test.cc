@@ -1,4 +1,4 @@
-// Base-URL validation (tmcra-contract.md §5.4, reliability-security.md §4.4, test row S4), path
+// Base-URL validation (docs/contract.md §5.4, docs/reliability.md §4.4, test row S4), path
 // segment escaping (row S5) and the service's identifier grammars.
 #include "src/config/url.h"
 

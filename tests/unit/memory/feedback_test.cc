@@ -1,4 +1,4 @@
-// Feedback in the memory engine (tmcra-contract.md §1.4.4, §1.4.5, §8.7): exact evidence,
+// Feedback in the memory engine (docs/contract.md §1.4.4, §1.4.5, §8.7): exact evidence,
 // FeedbackRequest validation, idempotency, and the effects recall applies (ignore, correct,
 // restore), per scope and never twice.
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 // The outbox against a real SQLite file: every transition and error path of the state machine
-// (tmcra-contract.md §3.3-§3.4), compatibility with TMCRA's schema, claims and the lease.
+// (docs/contract.md §3.3-§3.4), compatibility with TMCRA's schema, claims and the lease.
 #include "queue/outbox.h"
 
 #include <sys/stat.h>

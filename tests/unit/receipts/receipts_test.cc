@@ -576,7 +576,7 @@ TEST_CASE("an expected scope of \"\" skips the scope check", "[receipts]") {
 }
 
 TEST_CASE("both ingest shapes give identical receipts for one job", "[receipts][ingest]") {
-  // The JobView /ingest really returns (tmcra-contract.md §1.4.2).
+  // The JobView /ingest really returns (docs/contract.md §1.4.2).
   const json job_view = json::parse(R"({
     "job_id":"job-42","tenant_id":"t-1","scope_name":"proj","job_type":"ingest",
     "status":"pending","attempts":0,"created_at":1.0,"updated_at":1.0,"started_at":null,

@@ -1,4 +1,4 @@
-// tmcra_feedback through the protocol layer (tmcra-contract.md §4.3.2), over the real embedded
+// tmcra_feedback through the protocol layer (docs/contract.md §4.3.2), over the real embedded
 // engine and real memory controls on a temp dir, with the test playing the client's side of
 // elicitation/create. Every outcome but an accepted, confirmed, unchanged context writes nothing.
 #include "src/tools/feedback_tool.h"
