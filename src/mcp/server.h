@@ -59,7 +59,7 @@ struct ServerOptions {
   bool inline_tools = false;
   // How long the reading thread answers a call itself before a standby thread takes the
   // reading over (see Server). Zero: the reading is handed to another thread at once on every
-  // call, as before session 8 (and whenever the timer or the standby cannot be had).
+  // call (as also whenever the timer or the standby cannot be had).
   std::chrono::microseconds hand_off_delay{2000};
 };
 
