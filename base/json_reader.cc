@@ -364,7 +364,7 @@ class Reader {
         // The first member or element, or the end of an empty container.
         Json& container = *stack_.back();
         const bool object = container.is_object();
-        if (p_ < end_ && *p_ == (object ? '}' : ']')) {
+        if (p_ < end_ && *p_ == static_cast<unsigned char>(object ? '}' : ']')) {
           ++p_;
           if (object && !CloseObject(container)) return false;
           stack_.pop_back();
@@ -388,7 +388,7 @@ class Reader {
           if (slot == nullptr) return false;
           break;
         }
-        if (*p_ != (object ? '}' : ']')) return false;
+        if (*p_ != static_cast<unsigned char>(object ? '}' : ']')) return false;
         ++p_;
         if (object && !CloseObject(container)) return false;
         stack_.pop_back();
@@ -615,7 +615,7 @@ class Reader {
         ++p_;
         Open(c == '{');
         SkipSpace();
-        if (p_ < end_ && *p_ == (c == '{' ? '}' : ']')) {
+        if (p_ < end_ && *p_ == static_cast<unsigned char>(c == '{' ? '}' : ']')) {
           ++p_;
           Close();
         } else {
@@ -652,7 +652,7 @@ class Reader {
           }
           break;
         }
-        if (*p_ != (f.object ? '}' : ']')) return false;
+        if (*p_ != static_cast<unsigned char>(f.object ? '}' : ']')) return false;
         ++p_;
         Close();
       }
@@ -688,7 +688,7 @@ class Reader {
 JsonReadResult ReadJsonStrict(std::string_view text, json& out, size_t max_depth,
                               ElidedMember* elide) {
   Reader<json> reader(text, max_depth, elide);
-  const JsonReadResult result = reader.Read(out);
+  JsonReadResult result = reader.Read(out);
   if (elide == nullptr || !reader.elision_over_budget()) return result;
   // Too much work to pick the watched integers: read the member whole instead.
   out = json();

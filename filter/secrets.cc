@@ -344,9 +344,7 @@ void FindAuthorization(std::string_view text, std::vector<SecretMatch>& out) {
     size_t after = 0;
     if (StartsWithNoCase(text, at, "bearer ")) {
       after = at + 7;
-    } else if (StartsWithNoCase(text, at, "basic ")) {
-      after = at + 6;
-    } else if (StartsWithNoCase(text, at, "token ")) {
+    } else if (StartsWithNoCase(text, at, "basic ") || StartsWithNoCase(text, at, "token ")) {
       after = at + 6;
     } else {
       continue;

@@ -80,7 +80,7 @@ CREATE TABLE IF NOT EXISTS notes (
 
 Status Migrate(db::Database& db) { return db::Migrate(db, kMigrations, "the outbox"); }
 
-json ParseOr(const std::string& text, json fallback) {
+json ParseOr(const std::string& text, const json& fallback) {
   json value = ParseJsonLenient(text);
   return value.is_discarded() ? fallback : value;
 }

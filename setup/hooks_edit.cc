@@ -129,8 +129,8 @@ Status EraseOursEverywhere(ordered_json& doc, Drop drop) {
   if (!hooks) return hooks.error();
   if (*hooks == nullptr) return Ok();
   std::vector<std::string> emptied;
-  for (auto item : (*hooks)->items()) {
-    const std::string event = item.key();
+  for (const auto& item : (*hooks)->items()) {
+    const std::string& event = item.key();
     ordered_json& groups = item.value();
     if (!groups.is_array()) continue;
     if (EraseOurs(groups, [&](const ordered_json& h) { return drop(event, h); }) &&

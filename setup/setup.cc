@@ -290,6 +290,7 @@ std::vector<FoundHook> ReadHooksFile(const HooksTarget& target, HooksStatus& sta
 std::vector<std::string> HookEvents(const std::vector<HookHandler>& wanted,
                                     const std::vector<FoundHook>& found) {
   std::vector<std::string> events;
+  events.reserve(wanted.size() + found.size());
   for (const HookHandler& hook : wanted) events.push_back(hook.event);
   for (const FoundHook& hook : found) {
     if (std::find(events.begin(), events.end(), hook.event) == events.end()) {

@@ -799,14 +799,14 @@ json Server::ShapeResult(ToolResult result, const std::string& version) const {
 }
 
 std::optional<json> Server::RunCall(const json& id, const json& params,
-                                    std::shared_ptr<Call> call) {
+                                    const std::shared_ptr<Call>& call) {
   CallOutcome outcome = CallTool(id, params, call);
   if (outcome.error) return std::move(*outcome.error);
   if (!outcome.result) return std::nullopt;
   return MakeResult(id, ShapeResult(std::move(*outcome.result), outcome.version));
 }
 
-void Server::RunCallAndWrite(const json& id, const json& params, std::shared_ptr<Call> call,
+void Server::RunCallAndWrite(const json& id, const json& params, const std::shared_ptr<Call>& call,
                              const std::function<void()>& finish) {
   CallOutcome outcome = CallTool(id, params, call);
   if (outcome.error) {

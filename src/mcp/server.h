@@ -138,12 +138,13 @@ class Server {
   // Runs a call to the end.
   CallOutcome CallTool(const json& id, const json& params, const std::shared_ptr<Call>& call);
   // The call's response as a message (for a batch), or nothing when cancelled.
-  std::optional<json> RunCall(const json& id, const json& params, std::shared_ptr<Call> call);
+  std::optional<json> RunCall(const json& id, const json& params,
+                              const std::shared_ptr<Call>& call);
   // Runs the call and writes its response line (nothing when cancelled): a successful result's
   // structured content is serialized once for both of its copies (SerializeToolResult), and
   // the result is freed only after the line is written.
   // `finish` runs once the line is written, before the result is freed.
-  void RunCallAndWrite(const json& id, const json& params, std::shared_ptr<Call> call,
+  void RunCallAndWrite(const json& id, const json& params, const std::shared_ptr<Call>& call,
                        const std::function<void()>& finish);
   json ToolDefinition(const Tool& tool, const std::string& version) const;
   json ShapeResult(ToolResult result, const std::string& version) const;
