@@ -507,7 +507,7 @@ tmcra::memory::EngineOptions ServingEngine(ServeConfig& c, const std::string& da
   engine.start_worker = c.job_worker;
   engine.warm_recall = true;  // before the readiness line, not in the first client's recall
   // Recall's connections share the kernel's copy of the file's pages instead of each reading
-  // its own (docs/memd.md, "Memory").
+  // its own (docs/memd.md, "Limits and middleware behaviour").
   engine.reader_mmap_bytes = int64_t{1} << 30;
   engine.postings_cache_bytes = c.postings_cache_mib << 20;
   engine.filter_rules = std::move(c.filter_rules);

@@ -50,7 +50,8 @@ struct EngineOptions {
   // many, so reads run in parallel with each other and with writes (WAL snapshots).
   int read_connections = 4;
   // Recall's connections read the file through a memory map of up to this many bytes (0: no
-  // map, each reads into its own page cache). tmcra-memd maps (docs/memd.md, "Memory").
+  // map, each reads into its own page cache). tmcra-memd maps (docs/memd.md, "Limits and
+  // middleware behaviour").
   int64_t reader_mmap_bytes = 0;
   // Recall remembers the word index's postings of the words it searches, up to this many bytes
   // in all (PostingsCache, memory/bm25.h; 0: none, each recall walks its words' doclists).

@@ -106,7 +106,7 @@ Status MakeMemory(const config::Settings& settings, const config::EnvLookup& env
   http.ca_dir = settings.ca_dir;
   http.allow_keylog = settings.allow_keylog;
   // A long-running process whose machine switched to local memory stops sending
-  // (docs/configuration.md, "The active connection").
+  // (docs/configuration.md, "The active-connection guard").
   http.before_attempt = [settings, env] { return config::CheckActiveConnection(settings, env); };
   TMCRA_ASSIGN_OR_RETURN(app.memory, api::HttpMemoryApi::Create(std::move(http)));
   identity.base = settings.base_url;
@@ -134,7 +134,7 @@ void MakeDelivery(const config::Settings& settings, App& app) {
       });
 }
 
-// How long tmcra_feedback waits for the user's answer (docs/contract.md, "Feedback"): 120 s.
+// How long tmcra_feedback waits for the user's answer (docs/contract.md §4.3.2): 120 s.
 // Tests shorten it with TMCRA_CONFIRMATION_TIMEOUT_MS; it can only be shortened, and an
 // unusable value keeps the default.
 void ApplyConfirmationTimeout(const config::EnvLookup& env, tools::FeedbackToolDeps& feedback) {
