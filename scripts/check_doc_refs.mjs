@@ -1,7 +1,8 @@
 // Every section reference in the repository resolves inside it: a "§N.N" in a comment or a doc
 // names a heading of docs/contract.md (the default) or of docs/reliability.md (when that page is
-// named earlier on the same line), and nothing points at specification files that are not in
-// the repository. Prints "doc refs: ok" or each broken reference; exits 1 on any.
+// named earlier on the same line); a reference by name (`docs/memd.md, "Connections"`) names a
+// heading of that page; and nothing points at specification files that are not in the
+// repository. Prints "doc refs: ok" or each broken reference; exits 1 on any.
 //
 // Usage: node scripts/check_doc_refs.mjs
 import { execFileSync } from "node:child_process";
@@ -20,6 +21,23 @@ const sections = (doc) =>
   );
 const known = { "contract.md": sections("contract.md"), "reliability.md": sections("reliability.md") };
 const outside = /tmcra-contract\.md|reliability-security\.md|\.\.\/shared\//;
+const headingsOf = new Map();
+const headings = (page, from) => {
+  const key = `${dirname(from)}|${page}`;
+  if (!headingsOf.has(key)) {
+    let text = "";
+    const candidates = [join(root, dirname(from), page), join(root, page),
+                        join(root, "docs", page.replace(/^docs\//, ""))];
+    for (const path of candidates) {
+      try {
+        text = readFileSync(path, "utf8");
+        break;
+      } catch {}
+    }
+    headingsOf.set(key, text.split("\n").filter((l) => l.startsWith("#")).join("\n"));
+  }
+  return headingsOf.get(key);
+};
 
 const files = execFileSync("git", ["ls-files"], { cwd: root, encoding: "utf8" })
   .split("\n")
@@ -31,6 +49,11 @@ for (const file of files) {
   lines.forEach((line, i) => {
     const where = `${file}:${i + 1}`;
     if (outside.test(line)) problems.push(`${where}: names a file outside the repository`);
+    for (const m of line.matchAll(/([A-Za-z_\/-]+\.md)`?, "([^"]+)"/g)) {
+      if (!headings(m[1], file).includes(m[2])) {
+        problems.push(`${where}: ${m[1]} has no heading "${m[2]}"`);
+      }
+    }
     let doc = "contract.md";
     const tokens = /reliability\.md|contract\.md|§\s?([0-9]+(?:\.[0-9]+)*)/g;
     for (let m; (m = tokens.exec(line)); ) {
