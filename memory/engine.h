@@ -130,14 +130,14 @@ class Engine {
   // MemoryGraphEvidenceResponse (docs/contract.md §1.4.4): the exact stored text of a record
   // (`rec_...`), or of the records a feedback (`fb_...`) targeted. 404 not_found for an id that
   // is unknown or belongs to another scope. Feedback effects do not apply here: a hidden record's
-  // source stays readable (for audit and for restore previews). Defined in feedback.cc.
+  // source stays readable (for audit and for restore previews).
   [[nodiscard]] Result<json> Evidence(std::string_view scope, std::string_view memory_id,
                                       int limit);
   // POST /v1/scopes/{scope}/feedback -> 201 FeedbackView (§1.4.5). Strict FeedbackRequest
   // validation (422), targets resolved in the scope (404), idempotent by key (a replay returns
   // the same feedback; another body under the key is 409 idempotency_conflict). ignore/correct/
   // restore change what Recall shows; `correct` also ingests the replacement as a user message
-  // in session `correction-<feedback_id>`, in the same transaction. Defined in feedback.cc.
+  // in session `correction-<feedback_id>`, in the same transaction.
   [[nodiscard]] Result<json> Feedback(std::string_view scope, const json& body,
                                       std::string_view idempotency_key);
   [[nodiscard]] Result<EngineStats> Stats();

@@ -25,7 +25,6 @@
 
 namespace tmcra::memory {
 
-// Each public method is Engine's method of the same name (engine.h states the contracts).
 class EngineImpl {
  public:
   [[nodiscard]] static Result<std::unique_ptr<EngineImpl>> Open(EngineOptions options);
@@ -33,46 +32,22 @@ class EngineImpl {
   EngineImpl(const EngineImpl&) = delete;
   EngineImpl& operator=(const EngineImpl&) = delete;
 
+  // Engine's calls; engine.h states their contracts. Evidence and Feedback are defined in
+  // feedback.cc, Recall in recall.cc, the rest in engine.cc.
   [[nodiscard]] Result<json> Ingest(std::string_view scope, const json& body,
                                     const IngestContext& context);
-  // POST /v1/scopes/{scope}/ingest/batch -> 202 {scope_name, jobs: [JobView...]}: body
-  // {"items": [{...ingest request..., "idempotency_key"}]}, 1..100 items with unique keys and
-  // at most 5000 messages in total, all stored in one transaction. Errors name the item
-  // ("items.3.messages.0.role: ...").
   [[nodiscard]] Result<json> IngestBatch(std::string_view scope, const json& body,
                                          const IngestContext& context);
   [[nodiscard]] Result<json> GetJob(std::string_view job_id);
   [[nodiscard]] Result<json> Recall(std::string_view scope, const json& body);
-
-  // GET /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N (1..25) -> 200
-  // MemoryGraphEvidenceResponse (docs/contract.md §1.4.4): the exact stored text of a record
-  // (`rec_...`), or of the records a feedback (`fb_...`) targeted. 404 not_found for an id that
-  // is unknown or belongs to another scope. Feedback effects do not apply here: a hidden record's
-  // source stays readable (for audit and for restore previews). Defined in feedback.cc.
   [[nodiscard]] Result<json> Evidence(std::string_view scope, std::string_view memory_id,
                                       int limit);
-  // POST /v1/scopes/{scope}/feedback -> 201 FeedbackView (§1.4.5). Strict FeedbackRequest
-  // validation (422), targets resolved in the scope (404), idempotent by key (a replay returns
-  // the same feedback; another body under the key is 409 idempotency_conflict). ignore/correct/
-  // restore change what Recall shows; `correct` also ingests the replacement as a user message
-  // in session `correction-<feedback_id>`, in the same transaction. Defined in feedback.cc.
   [[nodiscard]] Result<json> Feedback(std::string_view scope, const json& body,
                                       std::string_view idempotency_key);
   [[nodiscard]] Result<EngineStats> Stats();
-  // Whether the store serves (tmcra-memd's /readyz): it answers a read and, while the last
-  // write failed for want of room (Errc::kStorageFull), a small write too. Any write that
-  // succeeds clears that mark; until then this is the StorageFull error.
   [[nodiscard]] Status Ready();
-
-  // Runs claimable jobs on the calling thread until none is left, then the CJK index's
-  // back-fill (RepairCjkIndex) to its end; returns how many jobs ran.
   [[nodiscard]] Result<int> RunPendingJobs();
-  // Compacts the full-text indexes on the calling thread as far as the worker would
-  // (memory/compaction.h); returns how many steps ran. The worker does this by itself when it
-  // has no job; this is for engines without a worker (tests, benchmarks).
   [[nodiscard]] Result<int> CompactIndexes();
-
-  // For tests: claims one job as if by a process that then died (the lease stays held).
   [[nodiscard]] Result<std::optional<std::string>> ClaimJobForTest(double lease_seconds);
 
  private:
