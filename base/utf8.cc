@@ -1,5 +1,6 @@
 #include "base/utf8.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -103,6 +104,21 @@ std::string SanitizeUtf8(std::string_view text) {
     }
   }
   return out;
+}
+
+std::string TruncateCodePoints(std::string_view text, size_t max) {
+  std::string clean = SanitizeUtf8(text);
+  if (max == 0) return {};
+  size_t points = 0;
+  for (size_t i = 0; i < clean.size(); ++points) {
+    if (points == max - 1) {
+      const size_t rest = CodePointLength(std::string_view(clean).substr(i));
+      if (rest <= 1) return clean;
+      return clean.substr(0, i) + "\u2026";
+    }
+    i += std::max<size_t>(1, Utf8SequenceLength(clean, i));
+  }
+  return clean;
 }
 
 }  // namespace tmcra

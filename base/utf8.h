@@ -26,4 +26,8 @@ std::string Trim(std::string_view text);
 // `text` with every invalid sequence replaced by U+FFFD.
 std::string SanitizeUtf8(std::string_view text);
 
+// `text` sanitised (SanitizeUtf8) and cut to at most `max` code points, "…" taking the last
+// place when it is cut.
+std::string TruncateCodePoints(std::string_view text, size_t max);
+
 }  // namespace tmcra

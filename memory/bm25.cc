@@ -725,6 +725,17 @@ Result<std::optional<int64_t>> WordCounts::Count(db::Database& db, const std::st
   return answer;
 }
 
+void WordCounts::Clear() {
+  std::lock_guard lock(mu_);
+  words_.clear();
+}
+
+void PostingsCache::Clear() {
+  std::lock_guard lock(mu_);
+  words_.clear();
+  uses_.clear();
+}
+
 Status RegisterBm25(db::Database& db, const RowFacts* facts) {
   sqlite3* handle = db.handle();
   fts5_api* api = nullptr;

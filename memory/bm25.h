@@ -36,8 +36,9 @@
 //       Against `ORDER BY tmcra_bm25(...) LIMIT n` this saves the virtual machine, the OR
 //       merge and the sorter on every matching row: a third of a recall's search.
 //
-// Records are never deleted or rewritten and event_seq only grows, so the copy is brought up to
-// date by reading the rows above the highest one it holds (RowFacts::CatchUp, inside the
+// Records are never rewritten and event_seq only grows, so the copy is brought up to date by
+// reading the rows above the highest one it holds (a deleted record's facts stay in the copy,
+// unused: no index matches it any more) (RowFacts::CatchUp, inside the
 // caller's read transaction): about 25 ms per 100k records the first time, then only new rows.
 // It costs 20 bytes per record: the length and scope, and apart from them (so ranking's reads
 // stay dense) a 32-bit hash of the record's session id, with which recall passes over hits of
@@ -151,6 +152,8 @@ class WordCounts {
                                           int64_t highest, bool settled = true);
 
   static constexpr size_t kMaxWords = 50000;  // then it starts again from empty
+  // Forgets every count (records were deleted: a count as of a highest record no longer holds).
+  void Clear();
 
  private:
   // `key` names the entry (a prefix's ends in '*', which no token holds); `match` is its
@@ -174,7 +177,8 @@ class WordCounts {
 // does), remembered per word as of the snapshot they were walked in, so that tmcra_rank walks a
 // word's doclist through FTS5 once and not on every recall that searches it. Records are never
 // changed and a snapshot whose highest record is H holds exactly the rows up to H, so postings
-// walked at H' >= H, cut at H, are exact for H; for a newer snapshot CatchUp adds the rows
+// walked at H' >= H, cut at H, are exact for H (a forget deletes records, and clears the cache
+// with no recall running: memory/admin.cc); for a newer snapshot CatchUp adds the rows
 // written since (or tmcra_rank walks the word afresh), replacing the older postings. At most
 // `max_bytes` are kept: past it, the words found or put least recently are dropped (postings
 // larger than the whole cache are never kept). Shared by every connection of the process.
@@ -213,6 +217,9 @@ class PostingsCache {
   [[nodiscard]] Status CatchUp(db::Database& db, const std::vector<std::string>& words,
                                const std::vector<int64_t>& documents, int64_t highest);
   Stats stats() const;
+  // Forgets every word's postings (records were deleted: postings as of a highest record no
+  // longer hold).
+  void Clear();
 
  private:
   static size_t Bytes(const std::string& word, const Postings& p) {

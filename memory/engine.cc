@@ -136,6 +136,13 @@ CREATE TABLE IF NOT EXISTS index_watermarks(
   through_seq INTEGER NOT NULL);
 INSERT OR REPLACE INTO index_watermarks(name, through_seq) VALUES('records_cjk', 0);
 )sql",
+    // 3 -> 4: maintenance marks (admin.cc): erase_pending is 1 from a forget until its deleted
+    // text is gone from the files (EngineImpl::Erase).
+    R"sql(
+CREATE TABLE IF NOT EXISTS maintenance(
+  name TEXT PRIMARY KEY,
+  value INTEGER NOT NULL);
+)sql",
 };
 
 Status Migrate(db::Database& db) { return db::Migrate(db, kMigrations, "the memory database"); }
@@ -831,8 +838,7 @@ Status FailUnreadableJob(JobStatements& st, const std::string& job_id, double no
 // Adds a new record's text to the word index, and where it has non-ASCII text to the trigram
 // index (which serves queries with non-ASCII words: CJK has no spaces; ASCII-only text cannot
 // hold such a word, and the word index finds it) and the CJK index (a row only for a record
-// with CJK text; never deleted: records are not, and a contentless FTS5 row could only be
-// deleted with its exact text).
+// with CJK text; a forget deletes it with the same derived text: memory/admin.cc).
 Status IndexRecord(JobStatements& st, int64_t seq, const std::string& content) {
   const bool non_ascii =
       std::any_of(content.begin(), content.end(), [](char c) { return (c & 0x80) != 0; });
@@ -1153,6 +1159,7 @@ struct EngineImpl::WorkerSchedule {
   std::optional<Clock::time_point> wal_next;              // when BoundWal looks next
   std::chrono::seconds wal_backoff{1};
   Clock::time_point repair_next = Clock::time_point::min();  // when RepairCjkIndex looks next
+  Clock::time_point erase_next = Clock::time_point::min();   // when a pending erase is retried
 };
 
 // Opens the worker's own connection, with tmcra_bm25 registered; false (logged) when it cannot.
@@ -1226,6 +1233,11 @@ void EngineImpl::WorkWhileIdle(WorkerSchedule& schedule, bool& more,
     more = true;
   } else if (idle < quiet) {
     wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(quiet - idle));
+  } else if (Clock::now() >= schedule.erase_next) {
+    // A forget whose erase another process held back (admin.cc): looked at once a minute.
+    schedule.erase_next = Clock::now() + std::chrono::minutes(1);
+    EraseWhenPending(*worker_db_);
+    more = true;
   } else if (const auto now = Clock::now(); now < schedule.retry_at) {
     wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(schedule.retry_at - now));
   } else if (auto compacted = CompactOnce(*worker_db_, false); compacted) {
@@ -1347,6 +1359,19 @@ Result<int> Engine::RunPendingJobs() { return impl_->RunPendingJobs(); }
 Result<int> Engine::CompactIndexes() { return impl_->CompactIndexes(); }
 Result<std::optional<std::string>> Engine::ClaimJobForTest(double lease_seconds) {
   return impl_->ClaimJobForTest(lease_seconds);
+}
+
+Result<json> Engine::ScopeStats() { return impl_->ScopeStats(); }
+Result<json> Engine::Forget(std::string_view scope, const json& body) {
+  return impl_->Forget(scope, body);
+}
+Result<json> Engine::ForgetOldest(int64_t bytes) { return impl_->ForgetOldest(bytes); }
+Result<json> Engine::Erase() { return impl_->Erase(); }
+Status Engine::Export(std::string_view scope, const std::function<Status(const json& line)>& sink) {
+  return impl_->Export(scope, sink);
+}
+Result<json> Engine::Import(std::string_view scope, const json& lines) {
+  return impl_->Import(scope, lines);
 }
 
 }  // namespace tmcra::memory

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -145,6 +146,42 @@ class Engine {
   // write failed for want of room (Errc::kStorageFull), a small write too. Any write that
   // succeeds clears that mark; until then this is the StorageFull error.
   [[nodiscard]] Status Ready();
+
+  // Maintenance of what the store holds, behind `tmcra-mcp memory` and tmcra-memd's admin
+  // endpoints (docs/memory-commands.md). Bodies and answers are JSON; a bad field is
+  // kInvalidArgument validation_error naming it, as for the Memory API's calls.
+  //
+  // ScopeStats -> {"scopes": [{scope_name, sessions, messages, bytes, oldest, newest,
+  // redactions, feedback}], "erase_pending"}: every scope, by name; bytes are the stored texts'.
+  [[nodiscard]] Result<json> ScopeStats();
+  // Deletes a scope's records selected by body {"session_id", "message_ids", "before" (an ISO
+  // timestamp: occurred before it), "match" (an exact, case-sensitive phrase of the text),
+  // "all": true, "dry_run"}; the selectors given must all hold, and at least one is given.
+  // With them go their index entries, the feedback that targeted only them or quotes the
+  // phrase, and the payloads of jobs that carried them (a job not yet run is failed with
+  // "forgotten"). Then the freed bytes are erased (Erase). Answers {"scope_name", "dry_run",
+  // "records", "feedback", "jobs", "preview": [first 20 records: memory_id, session_id,
+  // timestamp, role, excerpt], "erase": "done" | "pending" | "none", "erase_note"}.
+  [[nodiscard]] Result<json> Forget(std::string_view scope, const json& body);
+  // The oldest records of any scope, oldest first, until their texts total `bytes` or more,
+  // deleted as Forget deletes (for a retention size cap). Answers as Forget, scope_name "*".
+  [[nodiscard]] Result<json> ForgetOldest(int64_t bytes);
+  // Makes deleted text unrecoverable from the files: the full-text indexes merged (their old
+  // segments freed), the file vacuumed with secure_delete on, and the write-ahead log
+  // checkpointed and truncated to zero bytes. Another process reading the file can hold the
+  // checkpoint back: then {"erased": false, "note"} and the store stays marked erase-pending; the
+  // worker and the next Forget or Erase try again. {"erased": true} once done.
+  [[nodiscard]] Result<json> Erase();
+  // Every record and feedback of `scope` as export lines (docs/memory-commands.md, "Export
+  // format"), oldest first, each handed to `sink`; a sink error stops the export and is returned.
+  [[nodiscard]] Status Export(std::string_view scope,
+                              const std::function<Status(const json& line)>& sink);
+  // Stores export lines into `scope` keeping their ids, times and feedback; a line whose id is
+  // stored already is counted as present and changes nothing, so importing twice stores once.
+  // Every line is validated before any is stored (errors name "lines.N.field"); all are stored
+  // in one transaction. Answers {"records_added", "records_present", "feedback_added",
+  // "feedback_present"}.
+  [[nodiscard]] Result<json> Import(std::string_view scope, const json& lines);
 
   // Runs claimable jobs on the calling thread until none is left, then the CJK index's
   // back-fill (RepairCjkIndex) to its end; returns how many jobs ran.

@@ -1,7 +1,7 @@
 // The memory engine's implementation behind memory/engine.h's Engine: the write connection,
 // the pool of read connections and its permits, the job worker and its schedule, the ranking
 // caches (memory/bm25.h) and the compaction state. Included only by the engine's own .cc files
-// (engine.cc, recall.cc, feedback.cc); everything above the engine sees engine.h alone.
+// (engine.cc, recall.cc, feedback.cc, admin.cc); everything above the engine sees engine.h alone.
 #pragma once
 
 #include <semaphore.h>
@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,7 +34,8 @@ class EngineImpl {
   EngineImpl& operator=(const EngineImpl&) = delete;
 
   // Engine's calls; engine.h states their contracts. Evidence and Feedback are defined in
-  // feedback.cc, Recall in recall.cc, the rest in engine.cc.
+  // feedback.cc, Recall in recall.cc, the maintenance calls (ScopeStats to Import) in admin.cc,
+  // the rest in engine.cc.
   [[nodiscard]] Result<json> Ingest(std::string_view scope, const json& body,
                                     const IngestContext& context);
   [[nodiscard]] Result<json> IngestBatch(std::string_view scope, const json& body,
@@ -46,6 +48,13 @@ class EngineImpl {
                                       std::string_view idempotency_key);
   [[nodiscard]] Result<EngineStats> Stats();
   [[nodiscard]] Status Ready();
+  [[nodiscard]] Result<json> ScopeStats();
+  [[nodiscard]] Result<json> Forget(std::string_view scope, const json& body);
+  [[nodiscard]] Result<json> ForgetOldest(int64_t bytes);
+  [[nodiscard]] Result<json> Erase();
+  [[nodiscard]] Status Export(std::string_view scope,
+                              const std::function<Status(const json& line)>& sink);
+  [[nodiscard]] Result<json> Import(std::string_view scope, const json& lines);
   [[nodiscard]] Result<int> RunPendingJobs();
   [[nodiscard]] Result<int> CompactIndexes();
   [[nodiscard]] Result<std::optional<std::string>> ClaimJobForTest(double lease_seconds);
@@ -67,6 +76,21 @@ class EngineImpl {
   Result<json> IngestInTransaction(db::Database& db, std::string_view scope, const json& body,
                                    const IngestContext& context, bool* created);
   void SignalWorker();
+  // Forget's steps (admin.cc): what one forget deleted, the transaction that runs a selection
+  // while no recall runs, the ranking caches cleared after it, an imported record, and the
+  // worker's retry of an erase another process held back.
+  struct ForgetPlan {
+    json preview = json::array();
+    int64_t records = 0;
+    int64_t feedback = 0;
+    int64_t jobs = 0;
+  };
+  class ReadersPaused;
+  Result<json> ForgetWith(std::string_view label, bool dry_run,
+                          const std::function<Result<ForgetPlan>(db::Database&)>& plan);
+  void ClearRankingCaches();
+  Result<bool> ImportRecord(db::Database& db, std::string_view scope, const json& line);
+  void EraseWhenPending(db::Database& db);
   // Claims up to `max_jobs` jobs and runs them in one transaction on `db`; returns how many
   // were claimed (0: nothing to do). Jobs whose writing failed go back to pending, their
   // attempt not counted (ReleaseOrphanedClaims, at the next call).
