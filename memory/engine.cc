@@ -209,7 +209,8 @@ Result<std::optional<json>> LoadJob(db::Database& db, std::string_view job_id,
 json EngineStats::ToJson() const {
   json out{{"records", records},           {"scopes", scopes},
            {"jobs_pending", jobs_pending}, {"jobs_failed", jobs_failed},
-           {"file_bytes", file_bytes},     {"cjk_index_backlog", cjk_index_backlog}};
+           {"file_bytes", file_bytes},     {"cjk_index_backlog", cjk_index_backlog},
+           {"live_bytes", live_bytes}};
   if (postings_cache) {
     out["postings_cache"] = {{"words", postings_cache->words},
                              {"bytes", postings_cache->bytes},
@@ -1311,6 +1312,11 @@ Result<EngineStats> EngineImpl::Stats() {
     stats.jobs_pending = st->Int(2);
     stats.jobs_failed = st->Int(3);
     stats.cjk_index_backlog = st->Int(4);
+    auto live = (*api_db)->QueryInt(
+        "SELECT (page_count - freelist_count) * page_size FROM pragma_page_count, "
+        "pragma_freelist_count, pragma_page_size");
+    if (!live) return live.error();
+    stats.live_bytes = *live;
   }
   for (const std::string& file : {options_.path, options_.path + "-wal"}) {
     struct stat st {};

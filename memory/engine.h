@@ -91,6 +91,9 @@ struct EngineStats {
   int64_t jobs_pending = 0;  // pending or running
   int64_t jobs_failed = 0;
   int64_t file_bytes = 0;  // the database file plus its WAL
+  // The pages in use, wherever they are (the file or the WAL): what the file holds once its
+  // WAL is checkpointed and its free pages given back.
+  int64_t live_bytes = 0;
   // Records the CJK index's back-fill has still to look at (Engine::RepairCjkIndex): after the
   // schema migration, until the worker has been through the stored records.
   int64_t cjk_index_backlog = 0;

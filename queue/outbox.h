@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -130,6 +131,43 @@ struct Counts {
   json StatesJson() const;
 };
 
+// What Outbox::Forget removes: the items and prepared turns of one scope that every given
+// selector matches (`match` is an exact phrase of a message or the prompt; `before` compares
+// creation times, epoch seconds), and from the remaining rows every recall receipt quoting the
+// phrase. At least one selector, or `all`.
+struct ForgetSelection {
+  std::string scope;
+  std::optional<std::string> session_id;
+  std::optional<std::string> turn_id;
+  std::optional<double> before;
+  std::optional<std::string> match;
+  bool all = false;
+  bool dry_run = false;
+};
+
+struct ForgetCounts {
+  int64_t items = 0;           // outbox items deleted
+  int64_t pending_items = 0;   // of them, not yet delivered (they never will be)
+  int64_t turns = 0;           // prepared turns deleted
+  int64_t receipts = 0;        // recall receipts of other rows cleared
+  int64_t notes = 0;           // status notes (the last recall) deleted
+  std::string erase = "none";  // "done", "pending" (another process reads the file) or "none"
+  json ToJson() const;
+};
+
+// One scope's items still to deliver (pending or submitted) and dead letters.
+struct ScopeCounts {
+  int64_t pending = 0;
+  int64_t dead_letter = 0;
+};
+
+// A turn as the outbox knows it: its scope, session and the ids of its messages.
+struct TurnMessages {
+  std::string scope;
+  std::string session_id;
+  std::vector<std::string> message_ids;
+};
+
 class Outbox {
  public:
   // Creates the file (0600, in a 0700 directory) or opens and upgrades an existing one.
@@ -228,6 +266,26 @@ class Outbox {
   [[nodiscard]] Status ReleaseDeliveryLease(const std::string& holder);
   // {holder, pid, expires_in_seconds} or null.
   [[nodiscard]] Result<json> DeliveryLeaseHolder();
+
+  // Deletes what `selection` names and erases the freed bytes (secure_delete, VACUUM and a
+  // truncating checkpoint of the write-ahead log); the dry run only counts. queue/README.md,
+  // "Forget".
+  [[nodiscard]] Result<ForgetCounts> Forget(const ForgetSelection& selection);
+  // The turn's scope, session and message ids (the user's and, once committed, the answer's);
+  // kNotFound for a turn this outbox never prepared.
+  [[nodiscard]] Result<TurnMessages> TurnMessageIds(const std::string& turn_id);
+  // Retention: deletes delivered items and committed turns created before `before` (epoch
+  // seconds); pending, submitted and dead-lettered items stay. Returns how many rows went.
+  [[nodiscard]] Result<int64_t> DropDeliveredBefore(double before);
+  // Gives the file's free pages back and empties the write-ahead log (VACUUM, then a truncating
+  // checkpoint); "done", or "pending" when another process's reader held the checkpoint back.
+  [[nodiscard]] Result<std::string> Compact();
+  // Each scope's ScopeCounts, by scope name (scopes without items are absent).
+  [[nodiscard]] Result<std::map<std::string, ScopeCounts>> CountsByScope();
+  // The outbox's files' bytes (the database and its write-ahead log).
+  int64_t FileBytes() const;
+  // The bytes of the pages in use, wherever they are (the file or its write-ahead log).
+  [[nodiscard]] Result<int64_t> LiveBytes();
 
   // PRAGMA integrity_check == "ok".
   [[nodiscard]] Result<bool> IntegrityOk();

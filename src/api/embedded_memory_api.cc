@@ -104,6 +104,39 @@ Result<json> EmbeddedMemoryApi::Feedback(std::string_view scope, const json& bod
   return WithLockRetries([&] { return (*engine)->Feedback(scope, body, options.idempotency_key); });
 }
 
+Result<json> EmbeddedMemoryApi::ScopeStats() {
+  TMCRA_ASSIGN_OR_RETURN(memory::Engine * engine, Engine());
+  return WithLockRetries([&] { return engine->ScopeStats(); });
+}
+
+Result<json> EmbeddedMemoryApi::Forget(std::string_view scope, const json& body) {
+  TMCRA_ASSIGN_OR_RETURN(memory::Engine * engine, Engine());
+  // A retry after a lock wait is safe: the deletion rolled back whole.
+  return WithLockRetries([&] { return engine->Forget(scope, body); });
+}
+
+Result<json> EmbeddedMemoryApi::ForgetOldest(int64_t bytes) {
+  TMCRA_ASSIGN_OR_RETURN(memory::Engine * engine, Engine());
+  return WithLockRetries([&] { return engine->ForgetOldest(bytes); });
+}
+
+Result<json> EmbeddedMemoryApi::Erase() {
+  TMCRA_ASSIGN_OR_RETURN(memory::Engine * engine, Engine());
+  return WithLockRetries([&] { return engine->Erase(); });
+}
+
+Status EmbeddedMemoryApi::Export(std::string_view scope,
+                                 const std::function<Status(const json& line)>& sink) {
+  TMCRA_ASSIGN_OR_RETURN(memory::Engine * engine, Engine());
+  return engine->Export(scope, sink);
+}
+
+Result<json> EmbeddedMemoryApi::Import(std::string_view scope, const json& lines) {
+  TMCRA_ASSIGN_OR_RETURN(memory::Engine * engine, Engine());
+  // A retry after a lock wait is safe: the import rolled back whole, and is idempotent.
+  return WithLockRetries([&] { return engine->Import(scope, lines); });
+}
+
 json EmbeddedMemoryApi::Describe() const {
   return json{{"mode", "embedded"}, {"database_path", options_.path}};
 }

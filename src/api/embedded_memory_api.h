@@ -30,6 +30,13 @@ class EmbeddedMemoryApi final : public MemoryApi {
   Result<json> Evidence(std::string_view scope, std::string_view memory_id, int limit) override;
   Result<json> Feedback(std::string_view scope, const json& body,
                         const FeedbackOptions& options) override;
+  Result<json> ScopeStats() override;
+  Result<json> Forget(std::string_view scope, const json& body) override;
+  Result<json> ForgetOldest(int64_t bytes) override;
+  Result<json> Erase() override;
+  Status Export(std::string_view scope,
+                const std::function<Status(const json& line)>& sink) override;
+  Result<json> Import(std::string_view scope, const json& lines) override;
   json Describe() const override;
   Result<json> Stats() override;
   Status Ready() override;

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -113,6 +115,32 @@ class MemoryApi {
   [[nodiscard]] virtual Result<json> Feedback(std::string_view scope, const json& body,
                                               const FeedbackOptions& options) = 0;
 
+  // Maintenance of what the memory holds, for `tmcra-mcp memory` (docs/memory-commands.md), as
+  // memory/engine.h describes them. A memory that offers them not answers kUnimplemented
+  // (Unavailable), naming the call: TMCRA's hosted service exposes no deletion, export or
+  // import, and nothing is changed.
+  [[nodiscard]] virtual Result<json> ScopeStats() { return Unavailable("memory stats"); }
+  [[nodiscard]] virtual Result<json> Forget(std::string_view scope, const json& body) {
+    (void)scope, (void)body;
+    return Unavailable("forget");
+  }
+  // Retention's size cap: the oldest records of every scope, until `bytes` of text are gone.
+  [[nodiscard]] virtual Result<json> ForgetOldest(int64_t bytes) {
+    (void)bytes;
+    return Unavailable("retention");
+  }
+  // Gives freed space back and erases deleted text from the files (memory::Engine::Erase).
+  [[nodiscard]] virtual Result<json> Erase() { return Unavailable("erase"); }
+  [[nodiscard]] virtual Status Export(std::string_view scope,
+                                      const std::function<Status(const json& line)>& sink) {
+    (void)scope, (void)sink;
+    return Unavailable("export");
+  }
+  [[nodiscard]] virtual Result<json> Import(std::string_view scope, const json& lines) {
+    (void)scope, (void)lines;
+    return Unavailable("import");
+  }
+
   // Where this memory lives, for tmcra_status: {"mode", ...} without credentials.
   virtual json Describe() const = 0;
   // Figures for tmcra_status (records, scopes, pending jobs, file size), or an error when the
@@ -128,6 +156,16 @@ class MemoryApi {
       return Ok();
     }
     return probe.error();
+  }
+
+ protected:
+  // The answer of a memory without a maintenance call.
+  static Error Unavailable(const std::string& call) {
+    return Error::Api(Errc::kUnimplemented, "not_supported",
+                      "this memory offers no " + call +
+                          ": TMCRA's hosted service exposes no deletion, export or import of "
+                          "stored memory, and tmcra-memd's maintenance endpoints are not served "
+                          "yet; nothing was changed");
   }
 };
 

@@ -264,7 +264,8 @@ int RunStatusline() {
         if (counts->dead_letter > 0)
           line += " · " + std::to_string(counts->dead_letter) + " failed";
       }
-      if (auto note = (*outbox)->GetNote("hooks.last_prompt"); note && note->is_object()) {
+      if (auto note = (*outbox)->GetNote(std::string(tools::kLastRecallNote));
+          note && note->is_object()) {
         line += " · last prompt: " + std::to_string(note->value("given_blocks", 0)) +
                 " memories (" + std::to_string(note->value("bytes", 0)) + " B)";
       }

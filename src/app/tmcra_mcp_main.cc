@@ -4,14 +4,20 @@
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <memory>
+#include <optional>
 #include <string_view>
 
 #include "base/log.h"
 #include "base/version.h"
 #include "src/app/app_wiring.h"
 #include "src/app/hook_command.h"
+#include "src/app/memory_command.h"
+#include "src/app/retention.h"
 
 namespace {
 
@@ -19,6 +25,8 @@ constexpr const char* kHelp =
     "Usage: tmcra-mcp [--version | --help]\n"
     "       tmcra-mcp hook EVENT [--host claude-code|codex]   (run by a host; docs/hooks.md)\n"
     "       tmcra-mcp statusline                              (Claude Code's status line)\n"
+    "       tmcra-mcp memory COMMAND ...   stats, search, last-recall, export, import, forget,\n"
+    "                                      retention (docs/memory-commands.md)\n"
     "\n"
     "A durable memory server for AI coding agents, speaking the Model Context Protocol over\n"
     "stdio. Register it with an MCP host (Claude Desktop, Claude Code, Codex, Cursor, VS Code);\n"
@@ -44,6 +52,14 @@ constexpr const char* kHelp =
     "  --version         print the version and exit\n"
     "  --help            print this help and exit\n";
 
+// How often the retention policy is applied: TMCRA_RETENTION_INTERVAL_SECONDS (1..86400), else
+// every ten minutes.
+std::chrono::seconds RetentionPeriod() {
+  const char* text = std::getenv("TMCRA_RETENTION_INTERVAL_SECONDS");
+  const long seconds = text != nullptr ? std::strtol(text, nullptr, 10) : 0;
+  return std::chrono::seconds(seconds >= 1 && seconds <= 86400 ? seconds : 600);
+}
+
 }  // namespace
 
 // glibc serves allocations of 128 KiB and more with a fresh mmap each, and gives the free top of
@@ -60,20 +76,34 @@ void TuneAllocator() {
   mallopt(M_ARENA_MAX, 1);
 }
 
-int main(int argc, char** argv) {
-  // The commands a host runs as hooks and status line (docs/hooks.md): they fail open.
-  if (argc >= 2 &&
-      (std::string_view(argv[1]) == "hook" || std::string_view(argv[1]) == "statusline")) {
+// The commands that are not an MCP session: a host's hooks and status line (docs/hooks.md),
+// which fail open, and the memory commands (a person's or a script's: their output is the
+// answer). nullopt: argv names none of them.
+std::optional<int> RunCommand(int argc, char** argv) {
+  if (argc < 2) return std::nullopt;
+  const std::string_view command = argv[1];
+  if (command == "hook" || command == "statusline") {
     if (fcntl(2, F_GETFD) < 0 && open("/dev/null", O_WRONLY) != 2) return 0;
     try {
       tmcra::InitLogging(spdlog::level::warn);
     } catch (const std::exception&) {
       return 0;
     }
-    if (std::string_view(argv[1]) == "statusline") return tmcra::app::RunStatusline();
+    if (command == "statusline") return tmcra::app::RunStatusline();
     return tmcra::app::RunHookCommand({argv + 2, argv + argc});
   }
-  // --version and --help print to stdout: they are answers to a person, not an MCP session.
+  if (command != "memory") return std::nullopt;
+  try {
+    tmcra::InitLogging(spdlog::level::warn);
+  } catch (const std::exception&) {
+    return 1;
+  }
+  return tmcra::app::RunMemoryCommand({argv + 2, argv + argc});
+}
+
+// --version and --help print to stdout: they are answers to a person, not an MCP session.
+// nullopt: there is no option.
+std::optional<int> RunOptions(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--version" || arg == "-V") {
@@ -88,6 +118,36 @@ int main(int argc, char** argv) {
                  static_cast<int>(arg.size()), arg.data());
     return 2;
   }
+  return std::nullopt;
+}
+
+// The MCP session on stdin and stdout, with the embedded memory's retention policy applied in
+// the background (src/app/retention.h) and stopped before the memory it works on.
+int Serve() {
+  tmcra::InitLogging();
+  tmcra::mcp::Server::InstallSignalHandlers();
+  auto app = tmcra::app::BuildApp();
+  if (!app) {
+    spdlog::critical("configuration: {}", app.error().message);
+    return 1;
+  }
+  std::unique_ptr<tmcra::app::RetentionWorker> retention;
+  if (!app->settings.remote()) {
+    retention = std::make_unique<tmcra::app::RetentionWorker>(
+        *app->memory,
+        [&app]() -> tmcra::queue::Outbox* {
+          auto outbox = app->delivery->outbox();
+          return outbox ? *outbox : nullptr;
+        },
+        app->settings.data_dir, RetentionPeriod());
+  }
+  spdlog::info("tmcra-mcp {} waiting for an MCP client on stdin", tmcra::kVersion);
+  return app->server->Run(/*in_fd=*/0, /*out_fd=*/1);
+}
+
+int main(int argc, char** argv) {
+  if (auto done = RunCommand(argc, argv)) return *done;
+  if (auto done = RunOptions(argc, argv)) return *done;
   // stdin and stdout are the session: without them there is nothing to serve. Checked before
   // any descriptor is opened, since the first one opened would take a closed one's number (the
   // server would then read its own signal pipe as its input). A closed stderr gets /dev/null,
@@ -102,15 +162,7 @@ int main(int argc, char** argv) {
   if (fcntl(2, F_GETFD) < 0 && open("/dev/null", O_WRONLY) != 2) return 1;
   TuneAllocator();
   try {
-    tmcra::InitLogging();
-    tmcra::mcp::Server::InstallSignalHandlers();
-    auto app = tmcra::app::BuildApp();
-    if (!app) {
-      spdlog::critical("configuration: {}", app.error().message);
-      return 1;
-    }
-    spdlog::info("tmcra-mcp {} waiting for an MCP client on stdin", tmcra::kVersion);
-    return app->server->Run(/*in_fd=*/0, /*out_fd=*/1);
+    return Serve();
   } catch (const std::exception& e) {
     spdlog::critical("fatal: {}", e.what());
     return 1;

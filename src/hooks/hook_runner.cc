@@ -147,6 +147,32 @@ std::vector<MemoryBlock> RecallAllScopes(const HookDeps& deps, const std::string
 // What the model has: the memory given to the session (recorded by the hooks) and the memory
 // its transcript holds since the last compaction (a forked conversation carries what it was
 // given under another session id).
+// What a prompt was given: its query, the blocks recalled, given, given before and left out
+// for the byte budget.
+json LastRecallNote(const HookInput& in, const std::vector<MemoryBlock>& blocks,
+                    const std::set<std::string>& given_before, const Envelope& envelope,
+                    const HookDeps& deps) {
+  int64_t recalled = 0;
+  int64_t already = 0;
+  for (const MemoryBlock& b : blocks) {
+    if (b.header_only) continue;
+    ++recalled;
+    if (given_before.count(b.key) > 0) ++already;
+  }
+  const auto given = static_cast<int64_t>(envelope.keys.size());
+  return json{{"at", FormatIsoUtc(NowSeconds())},
+              {"by", "hook"},
+              {"session", in.session_id},
+              {"query", Filtered(deps, Trim(in.prompt))},
+              {"recalled_blocks", recalled},
+              {"given_blocks", given},
+              {"already_given", already},
+              {"left_out", std::max<int64_t>(0, recalled - given - already)},
+              {"given", envelope.keys},
+              {"bytes", envelope.text.size()},
+              {"cap_bytes", deps.options.context_bytes}};
+}
+
 // The transcript is read once per session and context (until a compaction or clear forgets the
 // recorded keys, kTranscriptRead with them): what it holds is recorded with the answer, so later
 // prompts find it in the outbox instead of reading the file again.
@@ -167,11 +193,9 @@ HookAnswer GiveBlocks(const HookInput& in, const std::vector<MemoryBlock>& block
   }
   Envelope envelope = BuildEnvelope(blocks, *given, session, deps.options.context_bytes);
   if (event == Event::kUserPromptSubmit) {
-    // For the status line: what the newest prompt was given.
-    (void)(*outbox)->PutNote("hooks.last_prompt", {{"at", FormatIsoUtc(NowSeconds())},
-                                                   {"recalled_blocks", blocks.size()},
-                                                   {"given_blocks", envelope.keys.size()},
-                                                   {"bytes", envelope.text.size()}});
+    // For the status line and `tmcra-mcp memory last-recall`: what the newest prompt was given.
+    (void)(*outbox)->PutNote(std::string(tools::kLastRecallNote),
+                             LastRecallNote(in, blocks, *given, envelope, deps));
   }
   answer.output = ContextOutput(event, envelope.text);
   answer.session = session;

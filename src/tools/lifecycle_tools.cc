@@ -176,6 +176,34 @@ ToolResult PreparedAnswer(bool write_allowed, const std::string& turn_id, const 
                          {"trust_boundary", "untrusted_memory_data"}});
 }
 
+// For `tmcra-mcp memory last-recall`: what a prepared turn was given (its query, the memory
+// ids its context names, its bytes and the selection the budget made). Best effort: a status
+// note, not part of the turn.
+void NoteLastRecall(queue::Outbox& outbox, const std::string& session, const std::string& query,
+                    const json& recall) {
+  const std::string context =
+      recall.value("injectable_context", json::object()).value("content", "");
+  json ids = json::array();
+  constexpr std::string_view kId = "memory_id=";
+  for (size_t at = context.find(kId); at != std::string::npos; at = context.find(kId, at)) {
+    at += kId.size();
+    const size_t end = context.find_first_of(" ]|\n", at);
+    ids.push_back(context.substr(at, end == std::string::npos ? std::string::npos : end - at));
+  }
+  const auto given = static_cast<int64_t>(ids.size());
+  (void)outbox.PutNote(std::string(kLastRecallNote),
+                       {{"at", FormatIsoUtc(NowSeconds())},
+                        {"by", "tmcra_turn_prepare"},
+                        {"session", session},
+                        {"query", query},
+                        {"query_id", recall.value("query_id", json())},
+                        {"given_blocks", given},
+                        {"recalled_blocks", given},
+                        {"given", std::move(ids)},
+                        {"bytes", context.size()},
+                        {"selection", recall.value("selection", json())}});
+}
+
 ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_memory) {
   const char* kTool = "tmcra_turn_prepare";
   auto resolved = Resolve(args, deps.default_scope, deps.default_agent_id);
@@ -243,6 +271,7 @@ ToolResult Prepare(const json& args, const MemoryToolDeps& deps, bool recall_mem
     if (!fresh) return Failure(kTool, fresh.error());
     recall = std::move(*fresh);
     recall["_local_capture"] = capture.ToJson();
+    NoteLastRecall(**outbox, session, content, recall);
     TMCRA_FAILPOINT("prepare.after_recall_before_persist");
     // Persisted even when writing is not allowed (TMCRA persists nothing then, so the host's
     // later commit fails with "turn_id is unknown"); the commit then reports a skip instead.

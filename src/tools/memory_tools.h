@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "queue/delivery.h"
 #include "src/api/memory_api.h"
@@ -17,6 +18,10 @@
 #include "src/tools/content_filtering.h"
 
 namespace tmcra::tools {
+
+// The outbox note (queue::Outbox::PutNote) that records what the newest prompt was given, by a
+// hook or tmcra_turn_prepare: read by the status line and `tmcra-mcp memory last-recall`.
+inline constexpr std::string_view kLastRecallNote = "last_recall";
 
 struct MemoryToolDeps {
   api::MemoryApi* memory = nullptr;  // not owned; outlives the server
