@@ -99,8 +99,14 @@ bool IsValidScopePrefix(std::string_view prefix) {
 
 }  // namespace
 
+const std::vector<std::string>& DefaultPermissions() {
+  static const std::vector<std::string> kDefault{kPermRead, kPermWrite, kPermFeedback};
+  return kDefault;
+}
+
 const std::vector<std::string>& KnownPermissions() {
-  static const std::vector<std::string> kKnown{kPermRead, kPermWrite, kPermFeedback};
+  static const std::vector<std::string> kKnown{kPermRead, kPermWrite, kPermFeedback, kPermDelete,
+                                               kPermExport};
   return kKnown;
 }
 
@@ -165,14 +171,16 @@ Result<CreatedKey> KeyStore::Create(const NewKeyRequest& request) {
   if (request.permissions && request.permissions->empty()) {
     return Error::Invalid(
         "the permission list is empty: name at least one of memory:read, "
-        "memory:write, memory:feedback (leave --permissions out for all three)");
+        "memory:write, memory:feedback, memory:delete, memory:export (leave --permissions "
+        "out for read, write and feedback)");
   }
-  std::vector<std::string> permissions = request.permissions.value_or(KnownPermissions());
+  std::vector<std::string> permissions = request.permissions.value_or(DefaultPermissions());
   for (const auto& p : permissions) {
     if (std::find(KnownPermissions().begin(), KnownPermissions().end(), p) ==
         KnownPermissions().end()) {
       return Error::Invalid("unknown permission '" + p +
-                            "' (known: memory:read, memory:write, memory:feedback)");
+                            "' (known: memory:read, memory:write, memory:feedback, "
+                            "memory:delete, memory:export)");
     }
   }
   std::sort(permissions.begin(), permissions.end());

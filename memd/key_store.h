@@ -4,7 +4,8 @@
 // A key is 24 lower-case hex digits of id and 64 of secret, both from getrandom(2). Only the
 // SHA-256 of the secret is stored, and it is compared in constant time; the secret is shown once,
 // by `tmcra-memd keys create`, and never logged. A key carries permissions (memory:read,
-// memory:write, memory:feedback) and may be limited to exact scope names and scope prefixes.
+// memory:write, memory:feedback by default; memory:delete and memory:export only when named)
+// and may be limited to exact scope names and scope prefixes.
 // Revocation is a mark, so a revoked id is never reused and `keys list` still shows it.
 //
 // Every Authenticate reads the file, so `keys revoke` run by another process takes effect on the
@@ -27,9 +28,15 @@ namespace tmcra::memd {
 inline constexpr const char* kPermRead = "memory:read";
 inline constexpr const char* kPermWrite = "memory:write";
 inline constexpr const char* kPermFeedback = "memory:feedback";
+// Destructive or wholesale reads: never in a key's default set (docs/memd.md, "Maintenance
+// endpoints").
+inline constexpr const char* kPermDelete = "memory:delete";
+inline constexpr const char* kPermExport = "memory:export";
 
-// The permissions a key may hold, and the default set of a new key (all three).
+// The permissions a key may hold.
 const std::vector<std::string>& KnownPermissions();
+// The set a new key gets without --permissions: read, write and feedback.
+const std::vector<std::string>& DefaultPermissions();
 
 struct ApiKey {
   std::string key_id;
@@ -48,7 +55,7 @@ struct ApiKey {
 };
 
 struct NewKeyRequest {
-  // std::nullopt: the default set (all three); an empty list is an error, never "all".
+  // std::nullopt: the default set (DefaultPermissions); an empty list is an error, never "all".
   std::optional<std::vector<std::string>> permissions;
   std::vector<std::string> scope_names;
   std::vector<std::string> scope_prefixes;

@@ -87,9 +87,10 @@ constexpr const char* kUsage =
     "SIGTERM or SIGINT: stop accepting, finish the requests in progress, exit 0.\n"
     "\n"
     "keys create prints the new key once on stdout; only its SHA-256 is stored. Permissions:\n"
-    "memory:read (recall, evidence, jobs), memory:write (ingest), memory:feedback (feedback);\n"
-    "default (without --permissions) all three; an empty list is an error. --scope and\n"
-    "--scope-prefix limit the key to those scopes.\n"
+    "memory:read (recall, evidence, jobs, scope figures), memory:write (ingest, import),\n"
+    "memory:feedback (feedback), memory:delete (forget), memory:export (export); default\n"
+    "(without --permissions) read, write and feedback: delete and export only when named.\n"
+    "An empty list is an error. --scope and --scope-prefix limit the key to those scopes.\n"
     "\n"
     "Environment: TMCRA_LOG_LEVEL (default info), TMCRA_LOCAL_BINDING_FILE (--local).\n";
 
@@ -217,7 +218,7 @@ int KeysCommand(int argc, char** argv) {
   if (sub == "create") {
     if (!args->positional.empty()) return UsageError("keys create takes no positional argument");
     tmcra::memd::NewKeyRequest request;
-    // Given, the list must name a permission ("", " " and "," name none); absent, all three.
+    // Given, the list must name a permission ("", " " and "," name none); absent, the default.
     if (auto p = args->Get("permissions")) request.permissions = SplitCommas(*p);
     request.scope_names = args->All("scope");
     request.scope_prefixes = args->All("scope-prefix");
@@ -285,7 +286,7 @@ int KeysCommand(int argc, char** argv) {
 }
 
 // The key the local identity should carry: the previous one when it still authenticates with
-// every permission and no scope limit (so running MCP hosts keep working), else a new one.
+// the default permissions and no scope limit (so running MCP hosts keep working), else a new one.
 tmcra::Result<std::string> LocalKey(KeyStore& keys,
                                     const std::optional<tmcra::memd::PreviousIdentity>& previous) {
   if (previous) {
@@ -294,7 +295,7 @@ tmcra::Result<std::string> LocalKey(KeyStore& keys,
     if (outcome->key) {
       const ApiKey& key = *outcome->key;
       bool full = key.scope_names.empty() && key.scope_prefixes.empty();
-      for (const auto& p : tmcra::memd::KnownPermissions()) full = full && key.Has(p);
+      for (const auto& p : tmcra::memd::DefaultPermissions()) full = full && key.Has(p);
       if (full) {
         spdlog::info("--local: keeping the key {} of the existing identity", key.key_id);
         return previous->api_key;

@@ -106,7 +106,11 @@ enum class Endpoint {
   kJob,
   kJobBatch,
   kEvidence,
-  kFeedback
+  kFeedback,
+  kScopes,  // maintenance (docs/memd.md, "Maintenance endpoints")
+  kForget,
+  kExport,
+  kImport
 };
 
 struct Route {
@@ -119,6 +123,9 @@ struct Route {
 std::optional<Route> MatchRoute(const std::vector<std::string>& s) {
   if (s.size() == 1 && s[0] == "healthz") return Route{Endpoint::kHealthz, "GET", {}, {}};
   if (s.size() == 1 && s[0] == "readyz") return Route{Endpoint::kReadyz, "GET", {}, {}};
+  if (s.size() == 2 && s[0] == "v1" && s[1] == "scopes") {
+    return Route{Endpoint::kScopes, "GET", {}, {}};
+  }
   if (s.size() < 3 || s[0] != "v1") return std::nullopt;
   // Job ids are "job_<hex>": no job is called "batch".
   if (s[1] == "jobs" && s.size() == 3 && s[2] == "batch") {
@@ -132,6 +139,9 @@ std::optional<Route> MatchRoute(const std::vector<std::string>& s) {
   if (s.size() == 4 && s[3] == "recall") return Route{Endpoint::kRecall, "POST", scope, {}};
   if (s.size() == 4 && s[3] == "ingest") return Route{Endpoint::kIngest, "POST", scope, {}};
   if (s.size() == 4 && s[3] == "feedback") return Route{Endpoint::kFeedback, "POST", scope, {}};
+  if (s.size() == 4 && s[3] == "forget") return Route{Endpoint::kForget, "POST", scope, {}};
+  if (s.size() == 4 && s[3] == "export") return Route{Endpoint::kExport, "GET", scope, {}};
+  if (s.size() == 4 && s[3] == "import") return Route{Endpoint::kImport, "POST", scope, {}};
   if (s.size() == 5 && s[3] == "ingest" && s[4] == "batch") {
     return Route{Endpoint::kIngestBatch, "POST", scope, {}};
   }
@@ -146,7 +156,12 @@ const char* PermissionFor(Endpoint endpoint) {
   switch (endpoint) {
     case Endpoint::kIngest:
     case Endpoint::kIngestBatch:
+    case Endpoint::kImport:
       return kPermWrite;
+    case Endpoint::kForget:
+      return kPermDelete;
+    case Endpoint::kExport:
+      return kPermExport;
     case Endpoint::kFeedback:
       return kPermFeedback;
     default:
@@ -179,6 +194,8 @@ struct Server::Impl final : HttpApp {
   HttpResponse Authorized(Call& call, const struct Route& route);
   HttpResponse HandleReady(const Call& call);
   HttpResponse HandleEndpoint(Call& call, const struct Route& route, const ApiKey& key);
+  HttpResponse HandleMaintenance(Call& call, const struct Route& route, const json& body,
+                                 const ApiKey& key);
   HttpResponse HandleJobBatch(Call& call, const json& body, const ApiKey& key);
   HttpResponse HandleEvidence(Call& call, const struct Route& route);
 };
@@ -269,7 +286,8 @@ HttpResponse Server::Impl::Authorized(Call& call, const struct Route& route) {
   if (!key.Has(permission)) {
     return ApiError(call, 403, "forbidden", std::string(permission) + " is required");
   }
-  if (route.endpoint != Endpoint::kJob && route.endpoint != Endpoint::kJobBatch) {
+  if (route.endpoint != Endpoint::kJob && route.endpoint != Endpoint::kJobBatch &&
+      route.endpoint != Endpoint::kScopes) {
     if (!IsValidScope(route.scope)) {
       const Error e = InvalidScopeError();
       return ApiError(call, 422, e.api_code, e.message, e.details_json);
@@ -303,7 +321,8 @@ HttpResponse Server::Impl::HandleEndpoint(Call& call, const struct Route& route,
   const bool has_body =
       route.endpoint == Endpoint::kRecall || route.endpoint == Endpoint::kIngest ||
       route.endpoint == Endpoint::kIngestBatch || route.endpoint == Endpoint::kJobBatch ||
-      route.endpoint == Endpoint::kFeedback;
+      route.endpoint == Endpoint::kFeedback || route.endpoint == Endpoint::kForget ||
+      route.endpoint == Endpoint::kImport;
   json body;
   if (has_body) {
     auto parsed = ParseBodyObject(req.body, req.Get("Content-Type"));
@@ -354,8 +373,52 @@ HttpResponse Server::Impl::HandleEndpoint(Call& call, const struct Route& route,
       return HandleJobBatch(call, body, key);
     case Endpoint::kEvidence:
       return HandleEvidence(call, route);
+    case Endpoint::kScopes:
+    case Endpoint::kForget:
+    case Endpoint::kExport:
+    case Endpoint::kImport:
+      return HandleMaintenance(call, route, body, key);
     default:
       return ApiError(call, 404, "not_found", "Not Found");
+  }
+}
+
+// The scopes' figures (only the scopes the key may act on), forget, export and import: the
+// engine's maintenance calls (memory/engine.h) behind their permissions.
+HttpResponse Server::Impl::HandleMaintenance(Call& call, const struct Route& route,
+                                             const json& body, const ApiKey& key) {
+  switch (route.endpoint) {
+    case Endpoint::kScopes: {
+      auto stats = memory->ScopeStats();
+      if (!stats) return ErrorAnswer(call, stats.error());
+      json visible = json::array();
+      for (const json& scope : (*stats)["scopes"]) {
+        if (key.AllowsScope(scope.value("scope_name", ""))) visible.push_back(scope);
+      }
+      (*stats)["scopes"] = std::move(visible);
+      return JsonAnswer(call, 200, *stats);
+    }
+    case Endpoint::kForget: {
+      auto done = memory->Forget(route.scope, body);
+      if (done)
+        spdlog::info("request {}: forget in {}: {} records", call.request_id, LogSafe(route.scope),
+                     done->value("records", 0));
+      return done ? JsonAnswer(call, 200, *done) : ErrorAnswer(call, done.error());
+    }
+    case Endpoint::kExport: {
+      json lines = json::array();
+      auto exported = memory->Export(route.scope, [&lines](const json& line) {
+        lines.push_back(line);
+        return Ok();
+      });
+      if (!exported) return ErrorAnswer(call, exported.error());
+      return JsonAnswer(call, 200, json{{"scope_name", route.scope}, {"lines", std::move(lines)}});
+    }
+    default: {
+      auto lines = body.find("lines");
+      auto added = memory->Import(route.scope, lines == body.end() ? json() : *lines);
+      return added ? JsonAnswer(call, 200, *added) : ErrorAnswer(call, added.error());
+    }
   }
 }
 

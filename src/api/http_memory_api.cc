@@ -953,6 +953,69 @@ Result<json> HttpMemoryApi::Feedback(std::string_view scope, const json& body,
   return impl_->Execute(req);
 }
 
+namespace {
+
+// A maintenance call's answer: a 404, 405 or 501 means the memory has no such endpoint (none
+// of these calls answers not-found otherwise: an unknown scope has nothing to forget or export).
+Result<json> Maintained(Result<json> answer, const std::string& call) {
+  if (!answer &&
+      (answer.error().code == Errc::kUnimplemented || answer.error().code == Errc::kNotFound)) {
+    return Error::Api(Errc::kUnimplemented, "not_supported",
+                      "this memory offers no " + call +
+                          ": TMCRA's hosted service exposes no deletion, export or import of "
+                          "stored memory; nothing was changed");
+  }
+  return answer;
+}
+
+}  // namespace
+
+Result<json> HttpMemoryApi::ScopeStats() {
+  auto headers = impl_->AgentHeader(std::nullopt);
+  if (!headers) return headers.error();
+  Request req = impl_->Make("stats", false, "/v1/scopes", {}, std::move(*headers), 200);
+  return Maintained(impl_->Execute(req), "memory stats");
+}
+
+Result<json> HttpMemoryApi::Forget(std::string_view scope, const json& body) {
+  if (Status s = wire::CheckPathSegment(scope, "scope"); !s) return s.error();
+  auto headers = impl_->AgentHeader(std::nullopt);
+  if (!headers) return headers.error();
+  auto text = BodyText(body);
+  if (!text) return text.error();
+  Request req = impl_->Make("forget", true, "/v1/scopes/" + config::QuoteSegment(scope) + "/forget",
+                            std::move(*text), std::move(*headers), 200);
+  return Maintained(impl_->Execute(req), "forget");
+}
+
+Status HttpMemoryApi::Export(std::string_view scope,
+                             const std::function<Status(const json& line)>& sink) {
+  if (Status s = wire::CheckPathSegment(scope, "scope"); !s) return s.error();
+  auto headers = impl_->AgentHeader(std::nullopt);
+  if (!headers) return headers.error();
+  Request req =
+      impl_->Make("export", false, "/v1/scopes/" + config::QuoteSegment(scope) + "/export", {},
+                  std::move(*headers), 200);
+  TMCRA_ASSIGN_OR_RETURN(const json answer, Maintained(impl_->Execute(req), "export"));
+  const auto lines = answer.find("lines");
+  if (lines == answer.end() || !lines->is_array()) {
+    return Error::Protocol("export: the answer has no list of lines");
+  }
+  for (const json& line : *lines) TMCRA_RETURN_IF_ERROR(sink(line));
+  return Ok();
+}
+
+Result<json> HttpMemoryApi::Import(std::string_view scope, const json& lines) {
+  if (Status s = wire::CheckPathSegment(scope, "scope"); !s) return s.error();
+  auto headers = impl_->AgentHeader(std::nullopt);
+  if (!headers) return headers.error();
+  auto text = BodyText(json{{"lines", lines}});
+  if (!text) return text.error();
+  Request req = impl_->Make("import", true, "/v1/scopes/" + config::QuoteSegment(scope) + "/import",
+                            std::move(*text), std::move(*headers), 200);
+  return Maintained(impl_->Execute(req), "import");
+}
+
 json HttpMemoryApi::Describe() const {
   return json{{"mode", impl_->options.local_mode ? "local" : "service"}, {"endpoint", impl_->base}};
 }

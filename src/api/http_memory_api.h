@@ -125,6 +125,13 @@ class HttpMemoryApi final : public MemoryApi {
   // tunnel and the TLS handshake with full verification, within the connect timeout. Returns
   // {"endpoint", "checked": "tls_handshake"|"tcp_connect", "connect_ms"} or the transport error.
   Result<json> Stats() override;
+  // tmcra-memd's maintenance endpoints (docs/memd.md, "Maintenance endpoints"); a memory
+  // without them (TMCRA's hosted service answers 404) is MemoryApi::Unavailable.
+  Result<json> ScopeStats() override;
+  Result<json> Forget(std::string_view scope, const json& body) override;
+  Status Export(std::string_view scope,
+                const std::function<Status(const json& line)>& sink) override;
+  Result<json> Import(std::string_view scope, const json& lines) override;
 
  private:
   struct Impl;

@@ -162,10 +162,7 @@ class MemoryApi {
   // The answer of a memory without a maintenance call.
   static Error Unavailable(const std::string& call) {
     return Error::Api(Errc::kUnimplemented, "not_supported",
-                      "this memory offers no " + call +
-                          ": TMCRA's hosted service exposes no deletion, export or import of "
-                          "stored memory, and tmcra-memd's maintenance endpoints are not served "
-                          "yet; nothing was changed");
+                      "this memory offers no " + call + "; nothing was changed");
   }
 };
 

@@ -1,0 +1,100 @@
+#!/usr/bin/env node
+// remote_memory_commands.mjs — `tmcra-mcp memory ...` against a real tmcra-memd over HTTPS
+// (docs/memory-commands.md, docs/memd.md "Maintenance endpoints"), and against a memory that has
+// no maintenance endpoints (TMCRA's hosted service answers 404, played by a proxy).
+//
+//   node remote_memory_commands.mjs <tmcra-mcp> <tmcra-mcp-testserver>
+//
+// A key with the default permissions may import (memory:write) and read the scopes' figures,
+// but export and forget are refused (memory:export, memory:delete are never default) with a
+// clear error, and nothing changes; a key holding them exports and forgets. Against the 404
+// memory every maintenance command says the memory offers no such call and changes nothing.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Runner, assert, parseBins, run, tmpDir } from './lib.mjs';
+import { makeCerts, createKey, startMemd, remoteEnv, FaultProxy } from './remote_lib.mjs';
+
+const NAME = 'remote_memory_commands.mjs';
+const bins = parseBins(NAME);
+const r = new Runner(NAME, { budgetMs: 120_000 });
+
+const certs = makeCerts();
+const dataDir = path.join(tmpDir(), 'memd-data');
+fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+const basicKey = createKey(dataDir);
+const adminKey = createKey(dataDir, 'memory:read,memory:write,memory:delete,memory:export');
+const memd = await startMemd({ dataDir, certs });
+r.onCleanup(() => memd.stop());
+
+const marker = `mk${crypto.randomBytes(6).toString('hex')}`;
+const basic = remoteEnv({ url: memd.url, key: basicKey, ca: certs.ca });
+const admin = remoteEnv({ url: memd.url, key: adminKey, ca: certs.ca });
+
+async function memory(env, args) {
+  const res = await run(bins.server, ['memory', ...args], { env, timeoutMs: 30_000 });
+  return { ...res, json: res.code === 0 && args.includes('--json') ? JSON.parse(res.stdout) : null };
+}
+
+const exportFile = path.join(tmpDir(), 'seed.jsonl');
+fs.writeFileSync(exportFile, [
+  { type: 'tmcra-export', format: 1 },
+  { type: 'record', scope_name: 'team', memory_id: `rec_${marker}`, session_id: 's1', message_id: 'm1',
+    role: 'user', content: `the release checklist lives in ${marker}`, occurred_at: 1767225600,
+    timestamp: '2026-01-01T00:00:00Z', metadata: {}, job_id: 'job_seed' },
+].map((l) => JSON.stringify(l)).join('\n') + '\n');
+
+await r.test('a default key imports and reads the figures', async () => {
+  const imported = await memory(basic, ['import', exportFile, '--json']);
+  assert.equal(imported.code, 0, imported.stderr);
+  assert.equal(imported.json.records_added, 1);
+  const stats = await memory(basic, ['stats', '--json']);
+  assert.equal(stats.code, 0, stats.stderr);
+  assert.equal(stats.json.scopes.find((s) => s.scope_name === 'team').messages, 1);
+});
+
+await r.test('a default key may not export or forget: a clear error, nothing changed', async () => {
+  const forget = await memory(basic, ['forget', '--match', marker]);
+  assert.equal(forget.code, 1, forget.stderr);
+  assert.match(forget.stderr, /memory:delete is required/);
+  const exported = await memory(basic, ['export']);
+  assert.equal(exported.code, 1, exported.stderr);
+  assert.match(exported.stderr, /memory:export is required/);
+  const search = await memory(basic, ['search', `release checklist ${marker}`, '--json']);
+  assert.ok(JSON.stringify(search.json.results).includes(marker), 'still stored');
+});
+
+await r.test('a key with memory:export and memory:delete exports and forgets', async () => {
+  const exported = await memory(admin, ['export']);
+  assert.equal(exported.code, 0, exported.stderr);
+  assert.ok(exported.stdout.includes(marker));
+  const forget = await memory(admin, ['forget', '--match', marker, '--json']);
+  assert.equal(forget.code, 0, forget.stderr);
+  assert.equal(forget.json.records, 1);
+  const search = await memory(admin, ['search', `release checklist ${marker}`, '--json']);
+  assert.ok(!JSON.stringify(search.json.results).includes(marker), 'gone');
+});
+
+await r.test('a memory without maintenance endpoints says so and changes nothing', async () => {
+  const proxy = new FaultProxy({
+    upstream: memd.url, certs,
+    plan: (req) => (/\/(forget|export|import)$|\/v1\/scopes$/.test(req.path.split('?')[0])
+      ? { status: 404, headers: { 'content-type': 'application/json' }, body: '{"detail":"Not Found"}' }
+      : 'pass'),
+  });
+  await proxy.listen();
+  try {
+    const env = remoteEnv({ url: proxy.url, key: adminKey, ca: certs.ca });
+    for (const args of [['stats'], ['export'], ['import', exportFile], ['forget', '--scope', 'team']]) {
+      const res = await memory(env, args);
+      assert.equal(res.code, 1, `${args[0]}: ${res.stderr}`);
+      assert.match(res.stderr, /this memory offers no .*nothing was changed/, `${args[0]}: ${res.stderr}`);
+    }
+    assert.equal(proxy.ledger.filter((l) => l.action !== 'pass' && l.method === 'POST').length,
+      proxy.ledger.filter((l) => l.method === 'POST').length, 'no write reached the memory');
+  } finally {
+    await proxy.close?.();
+  }
+});
+
+await r.finish();
