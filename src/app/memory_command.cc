@@ -452,6 +452,7 @@ Status Forget(Context& c, const Args& args) {
               {"turns", 0},
               {"preview", json::array()},
               {"erase", "none"}};
+  size_t scopes_done = 0;
   const auto add = [&report](const char* key, int64_t n) {
     report[key] = report[key].get<int64_t>() + n;
   };
@@ -470,6 +471,7 @@ Status Forget(Context& c, const Args& args) {
     add("outbox_pending", counts.pending_items);
     add("turns", counts.turns);
     if (counts.erase == "pending") report["erase"] = "pending";
+    Progress("forgetting, scopes done", ++scopes_done, scopes.size());
   }
   Print(c.json_output ? report.dump(2) + "\n" : ForgetText(report));
   return Ok();

@@ -63,6 +63,7 @@ struct ReadingFlag {
 
 struct Server::Call {
   std::atomic<bool> client_cancelled{false};
+  json progress_token;  // params._meta.progressToken (a string or an integer), else null
 };
 
 struct Server::Pending {
@@ -91,6 +92,14 @@ class Server::CallContext final : public ToolContext {
       return Error::Unavailable("the client did not declare the elicitation capability");
     }
     return server_.Elicit(*call_, message, requested_schema, timeout);
+  }
+  void Progress(double progress, double total, const std::string& message) override {
+    if (call_->progress_token.is_null() || cancelled()) return;
+    json params{{"progressToken", call_->progress_token}, {"progress", progress}};
+    if (total > 0) params["total"] = total;
+    if (!message.empty() && version_ >= "2025-03-26") params["message"] = message;
+    (void)server_.Write(
+        json{{"jsonrpc", "2.0"}, {"method", "notifications/progress"}, {"params", params}});
   }
 
  private:
@@ -668,6 +677,12 @@ std::optional<json> Server::HandleRequest(const json& id, const std::string& met
     if (!known) return MakeError(id, rpc::kInvalidParams, "Unknown tool: " + name);
     const std::string key = id.dump();
     auto call = std::make_shared<Call>();
+    if (auto meta = params.find("_meta"); meta != params.end() && meta->is_object()) {
+      auto token = meta->find("progressToken");
+      if (token != meta->end() && (token->is_string() || token->is_number_integer())) {
+        call->progress_token = *token;
+      }
+    }
     {
       std::lock_guard lock(calls_mu_);
       if (!calls_.emplace(key, call).second) {

@@ -62,6 +62,12 @@ class ToolContext {
   // Before 2025-11-25, `default` and `pattern` are removed from the schema's properties.
   virtual Result<ElicitResponse> Elicit(const std::string& message, const json& requested_schema,
                                         std::chrono::milliseconds timeout) = 0;
+  // Sends notifications/progress for this call when its request carried
+  // params._meta.progressToken (else does nothing). `progress` must grow from one call to the
+  // next; `total` is left out when unknown (0 or less).
+  virtual void Progress(double progress, double total, const std::string& message) {
+    (void)progress, (void)total, (void)message;
+  }
 };
 
 using ToolHandler = std::function<ToolResult(const json& arguments, ToolContext& context)>;

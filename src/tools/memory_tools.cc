@@ -264,12 +264,14 @@ ToolResult WaitJob(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   };
   const Clock::time_point deadline = Clock::now() + to_duration(timeout);
-  for (;;) {
+  for (int polls = 1;; ++polls) {
     auto job = deps.memory->GetJob(job_id);
     if (!job) return Failure("tmcra_wait_job", job.error());
     auto receipt = receipts::JobReceipt(*job);
     if (!receipt) return Failure("tmcra_wait_job", receipt.error());
     if ((*receipt)["final"] == true) return ToolResult::Ok(std::move(*receipt));
+    // Each poll that finds the job unfinished, with its status (the total is unknown).
+    ctx.Progress(polls, 0, "job " + job_id + " is " + job->value("status", std::string("pending")));
     if (Clock::now() >= deadline) {
       return ToolResult::Fail("Error executing tool tmcra_wait_job: job_wait_timeout: job " +
                               job_id + " did not finish within " + FormatG(timeout) + "s");

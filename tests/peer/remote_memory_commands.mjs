@@ -12,7 +12,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Runner, assert, parseBins, run, tmpDir } from './lib.mjs';
+import { Runner, assert, parseBins, run, tmpDir, connectV1, callOk } from './lib.mjs';
 import { makeCerts, createKey, startMemd, remoteEnv, FaultProxy } from './remote_lib.mjs';
 
 const NAME = 'remote_memory_commands.mjs';
@@ -94,6 +94,33 @@ await r.test('a memory without maintenance endpoints says so and changes nothing
       proxy.ledger.filter((l) => l.method === 'POST').length, 'no write reached the memory');
   } finally {
     await proxy.close?.();
+  }
+});
+
+await r.test('tmcra_wait_job sends notifications/progress to a request with a progress token', async () => {
+  const idleDir = path.join(tmpDir(), 'memd-idle');
+  fs.mkdirSync(idleDir, { recursive: true, mode: 0o700 });
+  const key = createKey(idleDir);
+  const idle = await startMemd({ dataDir: idleDir, certs, args: ['--no-job-worker'] });
+  const s = await connectV1({ bin: bins.server, label: 'progress', env: remoteEnv({ url: idle.url, key, ca: certs.ca }) });
+  try {
+    const ingest = await callOk(s.client, 'tmcra_ingest', {
+      session_id: 'progress', consistency: 'eventual',
+      messages: [{ message_id: 'p1', role: 'user', content: 'a job no worker runs' }],
+    });
+    const jobId = ingest.job_id;
+    assert.ok(jobId, JSON.stringify(ingest));
+    const seen = [];
+    const res = await s.client.callTool(
+      { name: 'tmcra_wait_job', arguments: { job_id: jobId, timeout_seconds: 1.5, poll_interval_seconds: 0.2 } },
+      undefined, { onprogress: (p) => seen.push(p) });
+    assert.equal(res.isError, true, 'the job never finishes: the wait times out');
+    assert.ok(seen.length >= 3, `progress notifications: ${JSON.stringify(seen)}`);
+    for (let i = 1; i < seen.length; ++i) assert.ok(seen[i].progress > seen[i - 1].progress, 'progress grows');
+    assert.match(seen[0].message, /is pending/);
+  } finally {
+    await s.closeQuietly();
+    await idle.stop();
   }
 });
 
