@@ -99,8 +99,8 @@ Result<Context> OpenContext(bool json_output) {
 }
 
 // The scopes a command works on: the one named (which must exist), else every scope.
-Result<std::vector<std::string>> Scopes(Context& c, const std::optional<std::string>& named) {
-  TMCRA_ASSIGN_OR_RETURN(const json stats, c.app.memory->ScopeStats());
+Result<std::vector<std::string>> ScopesOf(App& app, const std::optional<std::string>& named) {
+  TMCRA_ASSIGN_OR_RETURN(const json stats, app.memory->ScopeStats());
   std::vector<std::string> out;
   for (const json& s : stats["scopes"]) out.push_back(s["scope_name"].get<std::string>());
   if (!named) return out;
@@ -212,16 +212,9 @@ json SearchResults(const std::string& scope, const std::string& query, const jso
 
 Status Search(Context& c, const Args& args) {
   if (args.positionals.size() != 1) return Error::Invalid("search takes one QUERY");
-  const std::string& query = args.positionals[0];
-  if (query.empty() || query.size() > kMaxQueryBytes || !IsValidUtf8(query)) {
-    return Error::Invalid("QUERY: 1 to 4096 bytes of UTF-8 text");
-  }
   const std::string scope = args.Get("scope").value_or(c.app.default_scope);
   if (scope.empty()) return Error::Invalid("--scope: this memory has no default scope");
-  TMCRA_ASSIGN_OR_RETURN(
-      const json recall,
-      c.app.memory->Recall(scope, {{"query", query}, {"max_windows", 8}}, api::RecallOptions{}));
-  const json results = SearchResults(scope, query, recall);
+  TMCRA_ASSIGN_OR_RETURN(const json results, SearchMemory(c.app, scope, args.positionals[0]));
   if (c.json_output) {
     Print(results.dump(2) + "\n");
     return Ok();
@@ -289,7 +282,7 @@ Status Export(Context& c, const Args& args) {
   if (format != "jsonl" && format != "markdown") {
     return Error::Invalid("--format: jsonl or markdown");
   }
-  TMCRA_ASSIGN_OR_RETURN(const auto scopes, Scopes(c, args.Get("scope")));
+  TMCRA_ASSIGN_OR_RETURN(const auto scopes, ScopesOf(c.app, args.Get("scope")));
   FILE* out = stdout;
   if (auto path = args.Get("output")) {
     const int fd = open(path->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -374,12 +367,12 @@ struct ForgetRequest {
   std::optional<std::string> scope;
 };
 
-Result<ForgetRequest> ForgetRequestOf(Context& c, const Args& args) {
+Result<ForgetRequest> ForgetRequestOf(queue::Outbox* outbox, const ForgetArgs& args) {
   ForgetRequest r;
-  r.scope = args.Get("scope");
-  if (auto turn = args.Get("turn")) {
-    if (c.outbox == nullptr) return Error::Invalid("--turn: the outbox cannot be opened");
-    auto found = c.outbox->TurnMessageIds(*turn);
+  r.scope = args.scope;
+  if (auto turn = args.turn) {
+    if (outbox == nullptr) return Error::Invalid("--turn: the outbox cannot be opened");
+    auto found = outbox->TurnMessageIds(*turn);
     if (!found && found.error().code == Errc::kNotFound) {
       return Error::Invalid("--turn: " + found.error().message);
     }
@@ -393,17 +386,17 @@ Result<ForgetRequest> ForgetRequestOf(Context& c, const Args& args) {
     r.body["message_ids"] = known.message_ids;
     r.outbox.turn_id = *turn;
   }
-  if (auto session = args.Get("session")) {
+  if (auto session = args.session) {
     r.body["session_id"] = *session;
     r.outbox.session_id = *session;
   }
-  if (auto before = args.Get("before")) {
+  if (auto before = args.before) {
     const auto when = ParseIsoTimestamp(*before);
     if (!when) return Error::Invalid("--before: '" + *before + "' is not a date (YYYY-MM-DD)");
     r.body["before"] = FormatIsoUtc(*when);
     r.outbox.before = *when;
   }
-  if (auto match = args.Get("match")) {
+  if (auto match = args.match) {
     if (match->empty() || match->size() > kMaxQueryBytes) {
       return Error::Invalid("--match: 1 to 4096 bytes");
     }
@@ -416,8 +409,8 @@ Result<ForgetRequest> ForgetRequestOf(Context& c, const Args& args) {
     r.body["all"] = true;
     r.outbox.all = true;
   }
-  r.body["dry_run"] = args.Has("dry-run");
-  r.outbox.dry_run = args.Has("dry-run");
+  r.body["dry_run"] = args.dry_run;
+  r.outbox.dry_run = args.dry_run;
   return r;
 }
 
@@ -441,38 +434,56 @@ std::string ForgetText(const json& report) {
   return out;
 }
 
-Status Forget(Context& c, const Args& args) {
-  TMCRA_ASSIGN_OR_RETURN(ForgetRequest request, ForgetRequestOf(c, args));
-  TMCRA_ASSIGN_OR_RETURN(const auto scopes, Scopes(c, request.scope));
-  json report{{"dry_run", args.Has("dry-run")},
-              {"records", 0},
-              {"feedback", 0},
-              {"outbox_items", 0},
-              {"outbox_pending", 0},
-              {"turns", 0},
-              {"preview", json::array()},
-              {"erase", "none"}};
+}  // namespace
+
+Result<json> ForgetMemory(App& app, queue::Outbox* outbox, const ForgetArgs& args) {
+  TMCRA_ASSIGN_OR_RETURN(ForgetRequest request, ForgetRequestOf(outbox, args));
+  TMCRA_ASSIGN_OR_RETURN(const auto scopes, ScopesOf(app, request.scope));
+  json report{{"dry_run", args.dry_run},  {"records", 0},        {"feedback", 0},
+              {"outbox_items", 0},        {"outbox_pending", 0}, {"turns", 0},
+              {"preview", json::array()}, {"erase", "none"}};
   size_t scopes_done = 0;
   const auto add = [&report](const char* key, int64_t n) {
     report[key] = report[key].get<int64_t>() + n;
   };
   for (const std::string& scope : scopes) {
-    TMCRA_ASSIGN_OR_RETURN(const json done, c.app.memory->Forget(scope, request.body));
+    TMCRA_ASSIGN_OR_RETURN(const json done, app.memory->Forget(scope, request.body));
     add("records", done.value("records", int64_t{0}));
     add("feedback", done.value("feedback", int64_t{0}));
     for (const json& p : done["preview"]) report["preview"].push_back(p);
     if (done.value("erase", "none") != "none" && report["erase"] != "pending") {
       report["erase"] = done["erase"];
     }
-    if (c.outbox == nullptr) continue;
-    request.outbox.scope = scope;
-    TMCRA_ASSIGN_OR_RETURN(const auto counts, c.outbox->Forget(request.outbox));
-    add("outbox_items", counts.items);
-    add("outbox_pending", counts.pending_items);
-    add("turns", counts.turns);
-    if (counts.erase == "pending") report["erase"] = "pending";
+    if (outbox != nullptr) {
+      request.outbox.scope = scope;
+      TMCRA_ASSIGN_OR_RETURN(const auto counts, outbox->Forget(request.outbox));
+      add("outbox_items", counts.items);
+      add("outbox_pending", counts.pending_items);
+      add("turns", counts.turns);
+      if (counts.erase == "pending") report["erase"] = "pending";
+    }
     Progress("forgetting, scopes done", ++scopes_done, scopes.size());
   }
+  return report;
+}
+
+Result<json> SearchMemory(App& app, const std::string& scope, const std::string& query) {
+  if (query.empty() || query.size() > kMaxQueryBytes || !IsValidUtf8(query)) {
+    return Error::Invalid("QUERY: 1 to 4096 bytes of UTF-8 text");
+  }
+  if (!IsValidScope(scope)) return Error::Invalid("scope: '" + scope + "' is not a scope name");
+  TMCRA_ASSIGN_OR_RETURN(
+      const json recall,
+      app.memory->Recall(scope, {{"query", query}, {"max_windows", 8}}, api::RecallOptions{}));
+  return SearchResults(scope, query, recall);
+}
+
+namespace {
+
+Status Forget(Context& c, const Args& args) {
+  ForgetArgs forget{args.Get("turn"),   args.Get("session"), args.Get("scope"),
+                    args.Get("before"), args.Get("match"),   args.Has("dry-run")};
+  TMCRA_ASSIGN_OR_RETURN(const json report, ForgetMemory(c.app, c.outbox, forget));
   Print(c.json_output ? report.dump(2) + "\n" : ForgetText(report));
   return Ok();
 }

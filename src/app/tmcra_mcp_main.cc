@@ -3,14 +3,19 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/log.h"
 #include "base/version.h"
@@ -27,6 +32,7 @@ constexpr const char* kHelp =
     "       tmcra-mcp statusline                              (Claude Code's status line)\n"
     "       tmcra-mcp memory COMMAND ...   stats, search, last-recall, export, import, forget,\n"
     "                                      retention (docs/memory-commands.md)\n"
+    "       tmcra-mcp console [--port N] [--no-open]   local web page (docs/console.md)\n"
     "\n"
     "A durable memory server for AI coding agents, speaking the Model Context Protocol over\n"
     "stdio. Register it with an MCP host (Claude Desktop, Claude Code, Codex, Cursor, VS Code);\n"
@@ -76,6 +82,25 @@ void TuneAllocator() {
   mallopt(M_ARENA_MAX, 1);
 }
 
+// `tmcra-mcp console ARGS`: runs tmcra-mcp-console from tmcra-mcp's own directory with ARGS
+// (src/app/console.h); returns only when it cannot.
+int RunConsoleProgram(int argc, char** argv) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string program = "tmcra-mcp-console";
+  if (n > 0) {
+    const std::string path(self, static_cast<size_t>(n));
+    program = path.substr(0, path.rfind('/') + 1) + program;
+  }
+  std::vector<char*> args{program.data()};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execv(program.c_str(), args.data());
+  std::fprintf(stderr, "tmcra-mcp console: cannot run %s: %s\n", program.c_str(),
+               std::strerror(errno));
+  return 1;
+}
+
 // The commands that are not an MCP session: a host's hooks and status line (docs/hooks.md),
 // which fail open, and the memory commands (a person's or a script's: their output is the
 // answer). nullopt: argv names none of them.
@@ -92,6 +117,7 @@ std::optional<int> RunCommand(int argc, char** argv) {
     if (command == "statusline") return tmcra::app::RunStatusline();
     return tmcra::app::RunHookCommand({argv + 2, argv + argc});
   }
+  if (command == "console") return RunConsoleProgram(argc, argv);
   if (command != "memory") return std::nullopt;
   try {
     tmcra::InitLogging(spdlog::level::warn);

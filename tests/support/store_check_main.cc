@@ -7,6 +7,8 @@
 // tmcra-store-check --hold-write-lock DB_FILE: takes SQLite's write lock of DB_FILE (BEGIN
 // IMMEDIATE), prints "held", and keeps it until its stdin ends; then rolls back. For tests that
 // need a writer of the store to wait (a real lock held by a real process).
+// tmcra-store-check --dead-letter OUTBOX_FILE: marks the oldest item of the outbox a dead letter
+// (as a refused delivery leaves it) and prints its id: for tests of replaying one.
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -71,12 +73,35 @@ int Records(const std::string& dir) {
   return 0;
 }
 
+int DeadLetter(const std::string& file) {
+  auto db = tmcra::db::Database::Open({file});
+  if (!db) {
+    std::cerr << db.error().ToString() << "\n";
+    return 1;
+  }
+  auto pick = (*db)->Prepare("SELECT item_id FROM ingest_queue ORDER BY created_at LIMIT 1");
+  if (!pick || !pick->Step().value_or(false)) {
+    std::cerr << "no outbox item\n";
+    return 1;
+  }
+  const std::string id = pick->Text(0);
+  pick->Reset();
+  auto mark = (*db)->Prepare(
+      "UPDATE ingest_queue SET state = 'dead_letter', last_error = 'refused (planted by a test)' "
+      "WHERE item_id = ?");
+  if (!mark || !mark->Bind(1, id).Run()) return 1;
+  std::cout << id << "\n";
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--hold-write-lock") return HoldWriteLock(argv[2]);
+  if (argc == 3 && std::string(argv[1]) == "--dead-letter") return DeadLetter(argv[2]);
   if (argc == 3 && std::string(argv[1]) == "--records") return Records(argv[2]);
   if (argc != 2) {
     std::cerr
-        << "usage: tmcra-store-check DATA_DIR | --records DATA_DIR | --hold-write-lock DB_FILE\n";
+        << "usage: tmcra-store-check DATA_DIR | --records DATA_DIR | --hold-write-lock DB_FILE | "
+           "--dead-letter OUTBOX_FILE\n";
     return 2;
   }
   const std::string dir = argv[1];

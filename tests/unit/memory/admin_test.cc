@@ -167,7 +167,7 @@ TEST_CASE("ForgetOldest deletes oldest first until the bytes are covered") {
   CHECK((*r)["preview"][0]["excerpt"] == "the deploy key is kept in vault zebrafinch");
 }
 
-TEST_CASE("Export then import gives the same recall; a second import adds nothing") {
+TEST_CASE("Export then import gives the same recall, and a second import adds nothing") {
   TempDir dir;
   auto source = OpenAt(dir.File("a/memory.db"));
   Seed(*source);
