@@ -620,7 +620,10 @@ Status ValidateImport(const json& lines) {
     const json& line = lines[i];
     const std::string at = "lines." + std::to_string(i);
     if (!line.is_object()) return ValidationError(at, "should be an object", "dict_type");
-    const std::string type = line.value("type", "");
+    const auto type_field = line.find("type");
+    const std::string type = type_field != line.end() && type_field->is_string()
+                                 ? type_field->get<std::string>()
+                                 : std::string();
     std::string problem;
     if (type == "record") {
       problem = RecordLineProblem(line);

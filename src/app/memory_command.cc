@@ -326,8 +326,12 @@ Result<std::map<std::string, json>> ReadExport(const std::string& path,
     const std::string at = path + ":" + std::to_string(number);
     if (!line.is_object())
       return Error::Invalid(at + ": not a JSON object (is it a jsonl export?)");
-    if (line.value("type", "") == "tmcra-export") continue;
-    const std::string target = scope.value_or(line.value("scope_name", ""));
+    const auto text_of = [&line](const char* key) {
+      auto it = line.find(key);
+      return it != line.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    if (text_of("type") == "tmcra-export") continue;
+    const std::string target = scope.value_or(text_of("scope_name"));
     if (!IsValidScope(target)) return Error::Invalid(at + ": scope_name is missing or invalid");
     by_scope[target].push_back(std::move(line));
   }

@@ -201,6 +201,11 @@ TEST_CASE("Export then import gives the same recall, and a second import adds no
     INFO(query);
     CHECK(PromptText(*target, "proj", query) == PromptText(*source, "proj", query));
   }
+  json typeless = lines;
+  typeless[0]["type"] = 7;
+  auto no_type = target->Import("proj", typeless);
+  REQUIRE_FALSE(no_type);
+  CHECK(no_type.error().message.find("lines.0.type") != std::string::npos);
   json bad = lines;
   bad[1]["occurred_at"] = "yesterday";
   auto refused = target->Import("proj", bad);
