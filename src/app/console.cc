@@ -106,7 +106,7 @@ std::string Page(const Console& c, const std::string& title, const std::string& 
   return "<!doctype html><html><head><meta charset=utf-8><title>tmcra · " + Escape(title) +
          "</title><style>" + kStyle +
          "</style></head><body><nav><a href=/>Scopes</a><a href=/search>Search</a>"
-         "<a href=/recall>Last recall</a><a href=/outbox>Outbox</a><a href=/forget>Forget</a>"
+         "<a href=/recall>Last recalls</a><a href=/outbox>Outbox</a><a href=/forget>Forget</a>"
          "</nav><main><h1>" +
          Escape(title) + "</h1>" + body + "</main><script>const csrf='" + c.csrf +
          "';document.querySelectorAll('form[method=post]').forEach(f=>{const i=document."
@@ -247,18 +247,49 @@ void Overview(Console& c, httplib::Response& res) {
   Html(res, c, "Scopes", body + GrowthChart(c, (*stats)["scopes"]));
 }
 
-std::string ModeForm(const std::string& scope, const std::string& session) {
-  std::string form =
-      "<form class=inline method=post action=/mode><input type=hidden "
-      "name=scope value='" +
-      Escape(scope) +
-      "'><input type=hidden name=session "
-      "value='" +
-      Escape(session) + "'><select name=mode aria-label='mode of " + Escape(session) + "'>";
-  for (const char* mode : {"normal", "recall_only", "off"}) {
-    form += std::string("<option>") + mode + "</option>";
+std::string FeedbackForms(const std::string& scope, const std::string& id) {
+  const std::string hidden = "<input type=hidden name=scope value='" + Escape(scope) +
+                             "'><input type=hidden name=memory_id value='" + Escape(id) + "'>";
+  return "<form class=inline method=post action=/feedback>" + hidden +
+         "<input type=hidden name=action value=ignore><button>Ignore</button></form> "
+         "<form class=inline method=post action=/feedback>" +
+         hidden +
+         "<input type=hidden name=action value=restore><button>Restore</button></form> "
+         "<form class=inline method=post action=/feedback>" +
+         hidden +
+         "<input type=hidden name=action value=correct><input type=text name=replacement "
+         "placeholder='correct text' aria-label='correction'><button>Correct</button></form>";
+}
+
+// A session's memory controls (tmcra_memory_control's): its state, its mode, the scope's recall
+// budget and a task.
+std::string ControlForms(Console& c, const std::string& scope, const std::string& session) {
+  const std::string hidden = "<input type=hidden name=scope value='" + Escape(scope) +
+                             "'><input type=hidden name=session value='" + Escape(session) + "'>";
+  std::string out;
+  if (c.app.tool_deps.controls != nullptr && c.app.tool_deps.control_key) {
+    auto state = c.app.tool_deps.controls->Control(c.app.tool_deps.control_key(scope), session,
+                                                   "dashboard", json::object());
+    if (state) out += "<p class=note>controls: " + Escape(state->dump()) + "</p>";
   }
-  return form + "</select> <button>Set mode</button></form>";
+  out += "<form class=inline method=post action=/control>" + hidden +
+         "<input type=hidden name=action value=mode><select name=mode aria-label='mode of " +
+         Escape(session) + "'>";
+  for (const char* mode : {"normal", "recall_only", "off"}) {
+    out += std::string("<option>") + mode + "</option>";
+  }
+  out +=
+      "</select> <button>Set mode</button></form> <form class=inline method=post "
+      "action=/control>" +
+      hidden +
+      "<input type=hidden name=action value=budget><input name=budgetChars size=6 "
+      "placeholder=12000 aria-label=budget> <button>Set budget</button></form> <form "
+      "class=inline method=post action=/control>" +
+      hidden +
+      "<input type=hidden name=action value=task><input name=objective placeholder='task "
+      "objective' aria-label=objective> <select name=status><option>active</option><option>"
+      "completed</option><option>blocked</option></select> <button>Set task</button></form>";
+  return out;
 }
 
 void ScopePage(Console& c, const httplib::Request& req, httplib::Response& res) {
@@ -275,31 +306,18 @@ void ScopePage(Console& c, const httplib::Request& req, httplib::Response& res) 
   if (!exported) return Html(res, c, scope, ErrorBox(exported.error()));
   std::string body;
   for (const auto& [session, records] : sessions) {
-    body += "<h2>Session " + Escape(session) + "</h2>" + ModeForm(scope, session) +
-            "<table><tr><th>time<th>role<th>message<th></tr>";
+    body += "<h2>Session " + Escape(session) + "</h2>" + ControlForms(c, scope, session) +
+            "<table><tr><th>time<th>role<th>message<th>memory id<th>feedback</tr>";
     for (const json& r : records) {
       body += "<tr><td>" + Escape(r.value("timestamp", "")) + "<td>" + Escape(r.value("role", "")) +
               "<td class=msg>" + Escape(r.value("content", "")) + "<td>" +
-              Escape(r.value("memory_id", "")) + "</tr>";
+              Escape(r.value("memory_id", "")) + "<td>" +
+              FeedbackForms(scope, r.value("memory_id", "")) + "</tr>";
     }
     body += "</table>";
   }
   if (sessions.empty()) body = "<p class=note>This scope holds no messages.</p>";
   Html(res, c, "Scope " + scope, body);
-}
-
-std::string FeedbackForms(const std::string& scope, const std::string& id) {
-  const std::string hidden = "<input type=hidden name=scope value='" + Escape(scope) +
-                             "'><input type=hidden name=memory_id value='" + Escape(id) + "'>";
-  return "<form class=inline method=post action=/feedback>" + hidden +
-         "<input type=hidden name=action value=ignore><button>Ignore</button></form> "
-         "<form class=inline method=post action=/feedback>" +
-         hidden +
-         "<input type=hidden name=action value=restore><button>Restore</button></form> "
-         "<form class=inline method=post action=/feedback>" +
-         hidden +
-         "<input type=hidden name=action value=correct><input type=text name=replacement "
-         "placeholder='correct text' aria-label='correction'><button>Correct</button></form>";
 }
 
 void SearchPage(Console& c, const httplib::Request& req, httplib::Response& res) {
@@ -328,19 +346,29 @@ void SearchPage(Console& c, const httplib::Request& req, httplib::Response& res)
 }
 
 void RecallPage(Console& c, httplib::Response& res) {
-  json note = nullptr;
+  json history = nullptr;
   if (c.outbox != nullptr) {
-    if (auto got = c.outbox->GetNote(std::string(tools::kLastRecallNote))) note = *got;
+    if (auto got = c.outbox->GetNote(std::string(tools::kRecallHistoryNote))) history = *got;
   }
-  if (!note.is_object()) {
-    return Html(res, c, "Last recall", "<p class=note>No recall recorded yet.</p>");
+  if (!history.is_array() || history.empty()) {
+    return Html(res, c, "Last recalls", "<p class=note>No recall recorded yet.</p>");
   }
-  std::string body = "<table>";
-  for (const auto& [key, value] : note.items()) {
-    body += "<tr><th>" + Escape(key) + "<td class=msg>" +
-            Escape(value.is_string() ? value.get<std::string>() : value.dump(1)) + "</tr>";
+  std::string body =
+      "<table><tr><th>at<th>by<th>query<th>recalled<th>given<th>given before"
+      "<th>left out<th>bytes<th>memory ids</tr>";
+  const auto number = [](const json& note, const char* key) {
+    return note.contains(key) ? note[key].dump() : std::string("-");
+  };
+  for (const json& note : history) {
+    if (!note.is_object()) continue;
+    body += "<tr><td>" + Escape(note.value("at", "")) + "<td>" + Escape(note.value("by", "")) +
+            "<td class=msg>" + Escape(note.value("query", "")) + "<td>" +
+            number(note, "recalled_blocks") + "<td>" + number(note, "given_blocks") + "<td>" +
+            number(note, "already_given") + "<td>" + number(note, "left_out") + "<td>" +
+            number(note, "bytes") + "<td class=msg>" +
+            Escape(note.value("given", json::array()).dump()) + "</tr>";
   }
-  Html(res, c, "Last recall", body + "</table>");
+  Html(res, c, "Last recalls", body + "</table>");
 }
 
 void OutboxPage(Console& c, httplib::Response& res) {
@@ -409,17 +437,29 @@ void FeedbackPost(Console& c, const httplib::Request& req, httplib::Response& re
             : ErrorBox(done.error()));
 }
 
-void ModePost(Console& c, const httplib::Request& req, httplib::Response& res) {
+void ControlPost(Console& c, const httplib::Request& req, httplib::Response& res) {
   const std::string scope = req.get_param_value("scope");
   const std::string session = req.get_param_value("session");
+  const std::string action = req.get_param_value("action");
   if (c.app.tool_deps.controls == nullptr || !c.app.tool_deps.control_key) {
-    return Html(res, c, "Mode", "<p class=err>memory controls are not available</p>");
+    return Html(res, c, "Controls", "<p class=err>memory controls are not available</p>");
   }
-  auto done = c.app.tool_deps.controls->Control(c.app.tool_deps.control_key(scope), session, "mode",
-                                                {{"mode", req.get_param_value("mode")}});
-  Html(res, c, "Mode",
-       done ? "<p id=mode-report>Session " + Escape(session) + " is now " +
-                  Escape(done->value("mode", "")) + ".</p>"
+  json args = json::object();
+  if (action == "mode") {
+    args["mode"] = req.get_param_value("mode");
+  } else if (action == "budget") {
+    args["budgetChars"] = std::atoll(req.get_param_value("budgetChars").c_str());
+  } else if (action == "task") {
+    args["objective"] = req.get_param_value("objective");
+    args["status"] = req.get_param_value("status");
+  } else {
+    return Refuse(res, 400, "bad request: action is mode, budget or task");
+  }
+  auto done =
+      c.app.tool_deps.controls->Control(c.app.tool_deps.control_key(scope), session, action, args);
+  Html(res, c, "Controls",
+       done ? "<p id=control-report>Session " + Escape(session) + ": " + Escape(action) +
+                  " is now " + Escape(done->dump()) + ".</p>"
             : ErrorBox(done.error()));
 }
 
@@ -459,7 +499,7 @@ void Routes(httplib::Server& server, Console& c) {
   server.Get("/export", [&c](const auto& req, auto& res) { ExportGet(c, req, res); });
   server.Post("/forget", WithCsrf(c, ForgetPost));
   server.Post("/feedback", WithCsrf(c, FeedbackPost));
-  server.Post("/mode", WithCsrf(c, ModePost));
+  server.Post("/control", WithCsrf(c, ControlPost));
   server.Post("/replay", WithCsrf(c, ReplayPost));
 }
 

@@ -194,8 +194,7 @@ HookAnswer GiveBlocks(const HookInput& in, const std::vector<MemoryBlock>& block
   Envelope envelope = BuildEnvelope(blocks, *given, session, deps.options.context_bytes);
   if (event == Event::kUserPromptSubmit) {
     // For the status line and `tmcra-mcp memory last-recall`: what the newest prompt was given.
-    (void)(*outbox)->PutNote(std::string(tools::kLastRecallNote),
-                             LastRecallNote(in, blocks, *given, envelope, deps));
+    tools::RecordRecall(**outbox, LastRecallNote(in, blocks, *given, envelope, deps));
   }
   answer.output = ContextOutput(event, envelope.text);
   answer.session = session;

@@ -191,8 +191,7 @@ void NoteLastRecall(queue::Outbox& outbox, const std::string& session, const std
     ids.push_back(context.substr(at, end == std::string::npos ? std::string::npos : end - at));
   }
   const auto given = static_cast<int64_t>(ids.size());
-  (void)outbox.PutNote(std::string(kLastRecallNote),
-                       {{"at", FormatIsoUtc(NowSeconds())},
+  RecordRecall(outbox, {{"at", FormatIsoUtc(NowSeconds())},
                         {"by", "tmcra_turn_prepare"},
                         {"session", session},
                         {"query", query},

@@ -288,6 +288,19 @@ ToolResult WaitJob(const json& args, mcp::ToolContext& ctx, const MemoryToolDeps
 
 }  // namespace
 
+void RecordRecall(queue::Outbox& outbox, const json& note) {
+  (void)outbox.PutNote(std::string(kLastRecallNote), note);
+  auto history = outbox.GetNote(std::string(kRecallHistoryNote));
+  json entries = json::array({note});
+  if (history && history->is_array()) {
+    for (const json& entry : *history) {
+      if (entries.size() >= kRecallHistoryLength) break;
+      entries.push_back(entry);
+    }
+  }
+  (void)outbox.PutNote(std::string(kRecallHistoryNote), entries);
+}
+
 Result<json> RecallForTool(const MemoryToolDeps& deps, const RecallRequest& request) {
   // Task continuation rewrites the query, and the budget is the scope's, when controls apply.
   json handoff{{"query", request.query}, {"task", nullptr}, {"candidates", json::array()}};

@@ -22,6 +22,12 @@ namespace tmcra::tools {
 // The outbox note (queue::Outbox::PutNote) that records what the newest prompt was given, by a
 // hook or tmcra_turn_prepare: read by the status line and `tmcra-mcp memory last-recall`.
 inline constexpr std::string_view kLastRecallNote = "last_recall";
+// The newest recalls before it, newest first (the console's Last recall page).
+inline constexpr std::string_view kRecallHistoryNote = "recall_history";
+inline constexpr size_t kRecallHistoryLength = 20;
+// Records `note` as the last recall and at the head of the history; best effort (a status
+// display's, not part of a turn).
+void RecordRecall(queue::Outbox& outbox, const nlohmann::json& note);
 
 struct MemoryToolDeps {
   api::MemoryApi* memory = nullptr;  // not owned; outlives the server

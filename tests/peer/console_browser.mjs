@@ -6,8 +6,8 @@
 //
 // A turn is committed through a real tmcra-mcp (the official SDK client). The browser opens the
 // console with its one-time token, sees the turn on its scope's page, finds it by search,
-// forgets it and sees it gone from search and from the page; replays a dead letter; changes a
-// session's mode. Without the token, with a forged cookie, a foreign Host or Origin, a spent
+// sees the last recalls, forgets it and sees it gone from search and from the page; replays a
+// dead letter; changes a session's mode. Without the token, with a forged cookie, a foreign Host or Origin, a spent
 // token, or a POST without the CSRF token, a request gets 401 or 403 and changes nothing.
 // Screenshots of the main pages go to $CONSOLE_SCREENSHOTS (default: the temp directory).
 import { spawn } from 'node:child_process';
@@ -120,6 +120,11 @@ await r.test('console: open, see, search, forget, replay, change a mode', async 
   assert.ok((await page.content()).includes(marker), 'search finds it');
   await page.screenshot({ path: path.join(shots, 'console-search.png'), fullPage: true });
 
+  await page.goto(`http://127.0.0.1:${port}/recall`);
+  assert.ok((await page.content()).includes(`Which laptop did we order for ${marker}?`),
+    'the last recalls list the prepared turn\'s query');
+  await page.screenshot({ path: path.join(shots, 'console-recalls.png'), fullPage: true });
+
   await page.goto(`http://127.0.0.1:${port}/forget`);
   await page.fill('input[name=match]', marker);
   await page.click('button:has-text("Forget")');
@@ -133,7 +138,9 @@ await r.test('console: open, see, search, forget, replay, change a mode', async 
 
   await page.selectOption('select[name=mode]', 'off');
   await page.click('button:has-text("Set mode")');
-  assert.match(await page.textContent('#mode-report'), /is now off/);
+  assert.match(await page.textContent('#control-report'), /mode is now .*"mode":"off"/);
+  await page.goto(`http://127.0.0.1:${port}/scope?name=personal`);
+  assert.match(await page.content(), /controls: .*"mode":"off"/, 'the page shows the mode');
 
   await page.goto(`http://127.0.0.1:${port}/outbox`);
   assert.ok((await page.content()).includes(deadItem), 'the dead letter is listed');
