@@ -442,9 +442,18 @@ Result<json> EngineImpl::ForgetWith(std::string_view label, bool dry_run,
               {"jobs", done.jobs},       {"preview", std::move(done.preview)},
               {"erase", "none"}};
   if (dry_run || done.records + done.feedback + done.jobs == 0) return answer;
-  TMCRA_ASSIGN_OR_RETURN(const json erased, Erase());
-  answer["erase"] = erased.value("erased", false) ? "done" : "pending";
-  if (erased.contains("note")) answer["erase_note"] = erased["note"];
+  // The deletion is committed whatever the erase does: a failed erase (a busy lock) is pending,
+  // retried by the worker, never the forget's failure.
+  auto erased = Erase();
+  if (!erased) {
+    spdlog::warn("memory erase: {}", erased.error().ToString());
+    answer["erase"] = "pending";
+    answer["erase_note"] =
+        "the erase could not run yet (" + erased.error().message + "); it is retried";
+    return answer;
+  }
+  answer["erase"] = erased->value("erased", false) ? "done" : "pending";
+  if (erased->contains("note")) answer["erase_note"] = (*erased)["note"];
   return answer;
 }
 
