@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "base/private_dirs.h"
+#include "base/version.h"
 
 namespace tmcra::db {
 
@@ -412,6 +413,41 @@ Status Transaction::Commit() {
   return Ok();
 }
 
+namespace {
+
+// Which version of the product first wrote schema `schema`, kept in the store (schema_info), so
+// that an older binary can say which version to run.
+Status NoteSchemaVersion(Database& db, int64_t schema) {
+  if (auto s = db.Exec(
+          "CREATE TABLE IF NOT EXISTS schema_info(name TEXT PRIMARY KEY, value TEXT NOT NULL)");
+      !s) {
+    return s;
+  }
+  auto note = db.Prepare("INSERT OR IGNORE INTO schema_info(name, value) VALUES(?, ?)");
+  if (!note) return note.error();
+  note->Bind(1, "schema_" + std::to_string(schema) + "_written_by").Bind(2, kVersion);
+  return note->Run();
+}
+
+// The refusal of a store whose schema `current` is newer than this binary's `target`.
+Status NewerSchema(Database& db, std::string_view what, int64_t current, int64_t target) {
+  std::string version;
+  auto note = db.Prepare("SELECT value FROM schema_info WHERE name = ?");
+  if (note) {
+    note->Bind(1, "schema_" + std::to_string(current) + "_written_by");
+    if (auto row = note->Step(); row && *row) version = note->Text(0);
+  }
+  std::string message = std::string(what) + " was written by a newer version (schema " +
+                        std::to_string(current) + "; this is " + kVersion + ", schema " +
+                        std::to_string(target) + ")";
+  message += version.empty() ? ": run the version that wrote it, or a newer one"
+                             : ": run " + std::string(kProductName) + " " + version +
+                                   " or newer (nothing was changed)";
+  return Error{Errc::kDataLoss, false, std::move(message)};
+}
+
+}  // namespace
+
 Status Migrate(Database& db, std::span<const char* const> steps, std::string_view what) {
   auto tx = Transaction::Immediate(db);
   if (!tx) return tx.error();
@@ -421,16 +457,13 @@ Status Migrate(Database& db, std::span<const char* const> steps, std::string_vie
   if (!row) return row.error();
   const int64_t current = version->Int(0);
   const auto target = static_cast<int64_t>(steps.size());
-  if (current > target) {
-    return Error{Errc::kDataLoss, false,
-                 std::string(what) + " was written by a newer version (schema " +
-                     std::to_string(current) + ")"};
-  }
+  if (current > target) return NewerSchema(db, what, current, target);
   for (int64_t v = current; v < target; ++v) {
     if (auto s = db.Exec(steps[static_cast<size_t>(v)]); !s) return s;
   }
   if (current != target) {
     if (auto s = db.Exec("PRAGMA user_version=" + std::to_string(target)); !s) return s;
+    if (auto s = NoteSchemaVersion(db, target); !s) return s;
   }
   return tx->Commit();
 }

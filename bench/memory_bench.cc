@@ -2,6 +2,7 @@
 //
 //   memory_bench --messages N [--dir DIR] [--questions Q] [--batch B] [--seed S]
 //                [--export FILE] [--language en|ja] [--reuse 1]
+//                [--stem-language auto|none|SNOWBALL] [--synonyms 0|1]
 //
 // Generates sessions of user/assistant turns; one user turn per session plants a fact
 // ("The backup window for cluster tango-417 is 03:40 UTC."), and a paraphrased question that
@@ -19,6 +20,8 @@
 // that share only two-character words with them, in another order and with other particles
 // ("北川計画における期限を教えて?"): the case the CJK index is for (memory/cjk.h). It also
 // times queries of lone Han characters (lone_han_recall_*: half of Q, one character or four).
+// --stem-language none --synonyms 0 runs the engine without the stem index and query expansion
+// (memory/stems.h, memory/expansion.h), for the side-by-side of their cost.
 // Nothing here asserts a figure; see docs/benchmarks.md.
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -50,6 +53,8 @@ struct Options {
   std::string export_file;
   bool reuse = false;  // keep an existing store from an earlier run with the same seed
   bool japanese = false;
+  std::string stem_language = "auto";
+  bool synonyms = true;
 };
 
 struct Fact {
@@ -221,6 +226,10 @@ int main(int argc, char** argv) {
       o.reuse = v == "1";
     else if (k == "--language" && (v == "en" || v == "ja"))
       o.japanese = v == "ja";
+    else if (k == "--stem-language")
+      o.stem_language = v;
+    else if (k == "--synonyms")
+      o.synonyms = v == "1";
     else {
       std::cerr << "unknown option " << k << "\n";
       return 2;
@@ -233,6 +242,8 @@ int main(int argc, char** argv) {
   tmcra::memory::EngineOptions options;
   options.path = path;
   options.start_worker = false;  // jobs run in the timed loop below, on this thread
+  options.stem_language = o.stem_language;
+  options.synonyms = o.synonyms;
   auto opened = tmcra::memory::Engine::Open(options);
   if (!opened) {
     std::cerr << opened.error().ToString() << "\n";
@@ -399,6 +410,8 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &usage);
   json report{
       {"messages", o.messages},
+      {"stem_language", o.stem_language},
+      {"synonyms", o.synonyms},
       {"language", o.japanese ? "ja" : "en"},
       {"sessions", session_index},
       {"batch", o.batch},

@@ -79,6 +79,9 @@ constexpr const char* kUsage =
     "                         private spans and recalled memory are always dropped)\n"
     "  --redact-extra-prefix P  tokens starting with P are secrets too (repeatable)\n"
     "  --redact-allow S       the exact string S is never redacted (repeatable)\n"
+    "  --recall-language L    auto (default: each record's language detected), none (no\n"
+    "                         stems), or a Snowball language such as english or german\n"
+    "  --recall-synonyms on|off  recall also searches English synonyms (default on)\n"
     "  --postings-cache-mib N postings of searched words kept in memory, so a word's doclist\n"
     "                         is walked once, not on every recall (default 64; 0: none)\n"
     "  --no-job-worker        store ingests but run no jobs (they run at the next start)\n"
@@ -355,6 +358,8 @@ struct ServeConfig {
   std::optional<std::string> public_url;
   size_t postings_cache_mib = 64;
   tmcra::filter::FilterRules filter_rules;
+  std::string recall_language = "auto";
+  bool recall_synonyms = true;
 };
 
 // --listen, --tls-cert, --tls-key and --local; a usage error's text, or nothing.
@@ -444,19 +449,24 @@ std::optional<std::string> ParseContentOptions(const Args& args, ServeConfig& c)
     if (prefix.size() < 3) return "--redact-extra-prefix must be 3 characters or more";
   }
   c.filter_rules.allow = args.All("redact-allow");
+  if (auto v = args.Get("recall-language")) c.recall_language = *v;
+  if (auto v = args.Get("recall-synonyms")) {
+    if (*v != "on" && *v != "off") return "--recall-synonyms must be on or off";
+    c.recall_synonyms = *v == "on";
+  }
   return std::nullopt;
 }
 
 // `serve`'s command line, checked; a usage error's text, or nothing.
 std::optional<std::string> ParseServe(int argc, char** argv, ServeConfig& c) {
   std::string error;
-  auto args =
-      ParseArgs(argc, argv, 2,
-                {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads",
-                 "max-connections", "max-connections-per-address", "head-timeout",
-                 "max-concurrency", "max-body-bytes", "gzip", "request-timeout",
-                 "postings-cache-mib", "redact-secrets", "redact-extra-prefix", "redact-allow"},
-                {"local", "no-job-worker"}, &error);
+  auto args = ParseArgs(
+      argc, argv, 2,
+      {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads", "max-connections",
+       "max-connections-per-address", "head-timeout", "max-concurrency", "max-body-bytes", "gzip",
+       "request-timeout", "postings-cache-mib", "redact-secrets", "redact-extra-prefix",
+       "redact-allow", "recall-language", "recall-synonyms"},
+      {"local", "no-job-worker"}, &error);
   if (!args) return error;
   if (!args->positional.empty()) return "serve takes no positional argument";
   const auto data_dir_arg = args->Get("data-dir");
@@ -512,6 +522,8 @@ tmcra::memory::EngineOptions ServingEngine(ServeConfig& c, const std::string& da
   engine.reader_mmap_bytes = int64_t{1} << 30;
   engine.postings_cache_bytes = c.postings_cache_mib << 20;
   engine.filter_rules = std::move(c.filter_rules);
+  engine.stem_language = c.recall_language;
+  engine.synonyms = c.recall_synonyms;
   return engine;
 }
 

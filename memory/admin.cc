@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "base/canonical_json.h"
@@ -20,6 +21,7 @@
 #include "memory/cjk.h"
 #include "memory/engine_impl.h"
 #include "memory/ingest_validation.h"
+#include "memory/stems.h"
 
 namespace tmcra::memory {
 
@@ -205,6 +207,22 @@ Status Unindex(db::Database& db, const Doomed& d) {
   return Ok();
 }
 
+// Deletes the stem index's pairs of the forms of `doomed` that no record holds any more
+// (memory/stems.h).
+Status PruneStems(db::Database& db, const std::vector<Doomed>& doomed) {
+  TMCRA_RETURN_IF_ERROR(
+      db.Exec("CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab USING "
+              "fts5vocab(main, records_fts, 'row')"));
+  TMCRA_ASSIGN_OR_RETURN(WordTokenizer tokenizer, WordTokenizer::Open(db));
+  std::unordered_set<std::string> forms;
+  for (const Doomed& d : doomed) {
+    for (auto& t : tokenizer.Tokens(d.content)) forms.insert(std::move(t));
+  }
+  TMCRA_ASSIGN_OR_RETURN(const int64_t pruned, PruneForms(db, forms));
+  if (pruned > 0) spdlog::debug("stem index: {} pairs of forgotten forms deleted", pruned);
+  return Ok();
+}
+
 Status DeleteRecords(db::Database& db, const std::vector<Doomed>& doomed) {
   TMCRA_ASSIGN_OR_RETURN(auto remove, db.Prepare("DELETE FROM records WHERE event_seq = ?"));
   TMCRA_ASSIGN_OR_RETURN(auto count,
@@ -220,7 +238,7 @@ Status DeleteRecords(db::Database& db, const std::vector<Doomed>& doomed) {
     count.Bind(1, now).Bind(2, d.scope);
     TMCRA_RETURN_IF_ERROR(count.Run());
   }
-  return Ok();
+  return doomed.empty() ? Ok() : PruneStems(db, doomed);
 }
 
 // The feedback that goes with the records: its targets on them, then every feedback of the
@@ -780,8 +798,12 @@ Result<json> EngineImpl::Import(std::string_view scope, const json& lines) {
     }
     TMCRA_RETURN_IF_ERROR(tx.Commit());
     index_writes_.fetch_add(1);
-    for (;;) {  // the CJK index's back-fill, for the imported records
+    for (;;) {  // the CJK and stem indexes' back-fills, for the imported records
       TMCRA_ASSIGN_OR_RETURN(const bool more, RepairCjkIndex(*db));
+      if (!more) break;
+    }
+    for (;;) {
+      TMCRA_ASSIGN_OR_RETURN(const bool more, RepairStemIndex(*db));
       if (!more) break;
     }
   }

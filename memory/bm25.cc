@@ -47,14 +47,16 @@ int LoadQueryData(const char* name, const Fts5ExtensionApi* api, Fts5Context* ft
     const std::string item = list.substr(pos, end - pos);
     char* stop = nullptr;
     const long long hits = std::strtoll(item.c_str(), &stop, 10);
-    if (item.empty() || *stop != '\0' || hits < 0) {
+    double weight = 1.0;
+    if (*stop == '*') weight = std::strtod(stop + 1, &stop);
+    if (item.empty() || *stop != '\0' || hits < 0 || !(weight > 0.0 && weight <= 1.0)) {
       *error = std::string(name) + ": bad document count '" + item + "'";
       return SQLITE_ERROR;
     }
     double idf = std::log((static_cast<double>(rows) - static_cast<double>(hits) + 0.5) /
                           (static_cast<double>(hits) + 0.5));
     if (!(idf > 0.0)) idf = 1e-6;  // as bm25() clamps; NaN too, should a count ever exceed N
-    data->idf.push_back(idf);
+    data->idf.push_back(idf * weight);
     data->documents.push_back(hits);
     pos = end + 1;
   }

@@ -7,7 +7,8 @@
 // score as bm25() (same formula and operation order, k1 = 1.2, b = 0.75) from
 //   * the phrases' document counts, which the caller already has for the same snapshot
 //     (WordCounts: from the fts5vocab table, or a prefix's own count) and passes in as
-//     'df1,df2,...', one per phrase in query order, and
+//     'df1,df2,...', one per phrase in query order (an item 'df*w' weighs its phrase's IDF
+//     by w, 0 < w <= 1: recall's expansions, memory/expansion.h), and
 //   * the row's length from RowFacts, an in-memory copy of each record's length in tokens and
 //     scope, shared by every connection of the process:
 //

@@ -143,6 +143,17 @@ CREATE TABLE IF NOT EXISTS maintenance(
   name TEXT PRIMARY KEY,
   value INTEGER NOT NULL);
 )sql",
+    // 4 -> 5: the stem index (memory/stems.h): each word form of the word index under its
+    // Snowball stem. The records stored before are added after the migration, in batches
+    // (EngineImpl::RepairStemIndex), up to the watermark.
+    R"sql(
+CREATE TABLE IF NOT EXISTS word_stems(
+  stem TEXT NOT NULL,
+  word TEXT NOT NULL,
+  PRIMARY KEY(stem, word)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS word_stems_word ON word_stems(word);
+INSERT OR REPLACE INTO index_watermarks(name, through_seq) VALUES('word_stems', 0);
+)sql",
 };
 
 Status Migrate(db::Database& db) { return db::Migrate(db, kMigrations, "the memory database"); }
@@ -207,10 +218,16 @@ Result<std::optional<json>> LoadJob(db::Database& db, std::string_view job_id,
 }  // namespace
 
 json EngineStats::ToJson() const {
-  json out{{"records", records},           {"scopes", scopes},
-           {"jobs_pending", jobs_pending}, {"jobs_failed", jobs_failed},
-           {"file_bytes", file_bytes},     {"cjk_index_backlog", cjk_index_backlog},
-           {"live_bytes", live_bytes}};
+  json out{{"records", records},
+           {"scopes", scopes},
+           {"jobs_pending", jobs_pending},
+           {"jobs_failed", jobs_failed},
+           {"file_bytes", file_bytes},
+           {"cjk_index_backlog", cjk_index_backlog},
+           {"live_bytes", live_bytes},
+           {"stem_index_backlog", stem_index_backlog},
+           {"recall_signals", recall_signals},
+           {"recall_language", recall_language}};
   if (postings_cache) {
     out["postings_cache"] = {{"words", postings_cache->words},
                              {"bytes", postings_cache->bytes},
@@ -227,6 +244,12 @@ EngineImpl::EngineImpl(EngineOptions options)
 }
 
 Result<std::unique_ptr<EngineImpl>> EngineImpl::Open(EngineOptions options) {
+  if (!IsStemLanguage(options.stem_language)) {
+    return Error::Invalid(
+        "the recall language must be auto, none or one of the Snowball "
+        "languages (" +
+        options.stem_language + " is not one)");
+  }
   std::unique_ptr<EngineImpl> engine(new EngineImpl(std::move(options)));
   engine->options_.read_connections = std::max(1, engine->options_.read_connections);
   engine->reader_permits_ =
@@ -781,6 +804,12 @@ struct JobStatements {
   db::Statement existing;  // the seq of a message stored before
   db::Statement upsert;    // the scope's counts and watermark
   db::Statement done;      // a job's outcome
+  // The stem index's writes (memory/stems.h): the word index's tokenizer, the option, and the
+  // forms added in this transaction (remembered once it commits).
+  std::optional<WordTokenizer> tokenizer;
+  std::string stem_language;
+  KnownForms* known = nullptr;
+  std::vector<std::string> stems_added;
 
   static Result<JobStatements> Prepare(db::Database& db) {
     auto load = db.Prepare(
@@ -809,9 +838,19 @@ struct JobStatements {
     for (auto* st : {&load, &insert, &fts, &tri, &cjk, &advance, &existing, &upsert, &done}) {
       if (!*st) return st->error();
     }
-    return JobStatements{std::move(*load),     std::move(*insert), std::move(*fts),
-                         std::move(*tri),      std::move(*cjk),    std::move(*advance),
-                         std::move(*existing), std::move(*upsert), std::move(*done)};
+    return JobStatements{std::move(*load),
+                         std::move(*insert),
+                         std::move(*fts),
+                         std::move(*tri),
+                         std::move(*cjk),
+                         std::move(*advance),
+                         std::move(*existing),
+                         std::move(*upsert),
+                         std::move(*done),
+                         std::nullopt,
+                         {},
+                         nullptr,
+                         {}};
   }
 };
 
@@ -840,7 +879,7 @@ Status FailUnreadableJob(JobStatements& st, const std::string& job_id, double no
 // index (which serves queries with non-ASCII words: CJK has no spaces; ASCII-only text cannot
 // hold such a word, and the word index finds it) and the CJK index (a row only for a record
 // with CJK text; a forget deletes it with the same derived text: memory/admin.cc).
-Status IndexRecord(JobStatements& st, int64_t seq, const std::string& content) {
+Status IndexRecord(db::Database& db, JobStatements& st, int64_t seq, const std::string& content) {
   const bool non_ascii =
       std::any_of(content.begin(), content.end(), [](char c) { return (c & 0x80) != 0; });
   for (db::Statement* index : {&st.fts, &st.tri}) {
@@ -857,7 +896,9 @@ Status IndexRecord(JobStatements& st, int64_t seq, const std::string& content) {
       TMCRA_RETURN_IF_ERROR(st.cjk.Run());
     }
   }
-  return Ok();
+  if (!st.tokenizer) return Ok();
+  const std::vector<std::string> tokens = st.tokenizer->Tokens(content);
+  return st.known->Write(db, tokens, LanguageFor(tokens, st.stem_language, 2), st.stems_added);
 }
 
 // Stores one message of a job as a record and indexes it; a message stored before (a retry
@@ -887,7 +928,7 @@ Result<int64_t> WriteMessage(db::Database& db, JobStatements& st, const std::str
   int64_t seq = 0;
   if (db.Changes() == 1) {
     seq = db.LastInsertRowId();
-    TMCRA_RETURN_IF_ERROR(IndexRecord(st, seq, m.content));
+    TMCRA_RETURN_IF_ERROR(IndexRecord(db, st, seq, m.content));
     ++tally.written;
   } else {
     st.existing.Reset();
@@ -926,6 +967,29 @@ Status FinishJob(JobStatements& st, const std::string& job_id, const std::string
   return st.done.Run();
 }
 
+// Moves the stem index's watermark (memory/stems.h, StemWatermark).
+Status AdvanceStemWatermark(db::Database& db, int64_t through) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto advance,
+      db.Prepare("UPDATE index_watermarks SET through_seq = ?1 WHERE name = 'word_stems'"));
+  advance.Bind(1, through);
+  return advance.Run();
+}
+
+// Readies `st` to write the stem index in `language` unless stemming is off ("none"): the
+// tokenizer, and the known forms brought in line with the table's generation.
+Status StartStemWrites(db::Database& db, JobStatements& st, const std::string& language,
+                       KnownForms& known) {
+  if (language == "none") return Ok();
+  TMCRA_ASSIGN_OR_RETURN(const int64_t generation, StemGeneration(db));
+  known.Sync(generation);
+  TMCRA_ASSIGN_OR_RETURN(WordTokenizer tokenizer, WordTokenizer::Open(db));
+  st.tokenizer.emplace(std::move(tokenizer));
+  st.stem_language = language;
+  st.known = &known;
+  return Ok();
+}
+
 }  // namespace
 
 Result<int> EngineImpl::WriteClaimedJobs(db::Database& db,
@@ -935,10 +999,13 @@ Result<int> EngineImpl::WriteClaimedJobs(db::Database& db,
   TMCRA_ASSIGN_OR_RETURN(JobStatements st, JobStatements::Prepare(db));
   // Whether every record so far is in the CJK index (the watermark is the newest record): then
   // the records written here, which are, move it on. Otherwise RepairCjkIndex looks at them.
+  // The same for the stem index.
   auto indexed = CjkWatermark(db);
   auto before = db.QueryInt("SELECT max(event_seq) FROM records");
   if (!indexed) return indexed.error();
   if (!before) return before.error();
+  TMCRA_ASSIGN_OR_RETURN(const int64_t stemmed, StemWatermark(db));
+  TMCRA_RETURN_IF_ERROR(StartStemWrites(db, st, options_.stem_language, known_forms_));
   int64_t newest_written = 0;
   const double now = NowSeconds();
   for (const std::string& job_id : claimed) {
@@ -966,8 +1033,12 @@ Result<int> EngineImpl::WriteClaimedJobs(db::Database& db,
     st.advance.Bind(1, newest_written);
     TMCRA_RETURN_IF_ERROR(st.advance.Run());
   }
+  if (st.tokenizer && stemmed == *before && newest_written > *before) {
+    TMCRA_RETURN_IF_ERROR(AdvanceStemWatermark(db, newest_written));
+  }
   TMCRA_FAILPOINT("engine.job.before_commit");
   TMCRA_RETURN_IF_ERROR(tx->Commit());
+  known_forms_.Remember(st.stems_added);
   index_writes_.fetch_add(1);  // the indexes may need compacting now
   return static_cast<int>(claimed.size());
 }
@@ -1055,6 +1126,42 @@ Result<bool> EngineImpl::RepairCjkIndex(db::Database& db) {
     index_writes_.fetch_add(1);  // the index may need compacting now
     spdlog::debug("CJK index: {} records added, indexed through {}", added, through);
   }
+  return through < newest;
+}
+
+Result<bool> EngineImpl::RepairStemIndex(db::Database& db) {
+  if (options_.stem_language == "none") return false;
+  {  // looked at without the write lock first: nearly always there is nothing to do
+    TMCRA_ASSIGN_OR_RETURN(auto tx, db::Transaction::Deferred(db));
+    TMCRA_ASSIGN_OR_RETURN(const int64_t stemmed, StemWatermark(db));
+    TMCRA_ASSIGN_OR_RETURN(const int64_t newest, db.QueryInt("SELECT max(event_seq) FROM records"));
+    if (stemmed >= newest) return false;
+    TMCRA_RETURN_IF_ERROR(tx.Commit());
+  }
+  TMCRA_ASSIGN_OR_RETURN(auto tx, db::Transaction::Immediate(db));
+  TMCRA_ASSIGN_OR_RETURN(const int64_t stemmed, StemWatermark(db));
+  TMCRA_ASSIGN_OR_RETURN(const int64_t newest, db.QueryInt("SELECT max(event_seq) FROM records"));
+  if (stemmed >= newest) return false;
+  const int64_t through = std::min(newest, stemmed + kCjkRepairBatch);
+  TMCRA_ASSIGN_OR_RETURN(
+      auto rows,
+      db.Prepare("SELECT content FROM records WHERE event_seq > ?1 AND event_seq <= ?2"));
+  rows.Bind(1, stemmed).Bind(2, through);
+  TMCRA_ASSIGN_OR_RETURN(const int64_t generation, StemGeneration(db));
+  known_forms_.Sync(generation);
+  TMCRA_ASSIGN_OR_RETURN(WordTokenizer tokenizer, WordTokenizer::Open(db));
+  std::vector<std::string> added;
+  for (;;) {
+    TMCRA_ASSIGN_OR_RETURN(const bool row, rows.Step());
+    if (!row) break;
+    const std::vector<std::string> tokens = tokenizer.Tokens(rows.Text(0));
+    TMCRA_RETURN_IF_ERROR(
+        known_forms_.Write(db, tokens, LanguageFor(tokens, options_.stem_language, 2), added));
+  }
+  TMCRA_RETURN_IF_ERROR(AdvanceStemWatermark(db, through));
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
+  known_forms_.Remember(added);
+  spdlog::debug("stem index: {} new forms, through {}", added.size(), through);
   return through < newest;
 }
 
@@ -1194,14 +1301,20 @@ void EngineImpl::BoundWalWhenDue(WorkerSchedule& schedule) {
   schedule.wal_next = Clock::now() + schedule.wal_backoff;
 }
 
-// The CJK index's back-fill does not wait for a pause in the jobs, as compaction does: the
-// records it has not reached are not found by CJK queries. A batch (about 25 ms) at most once
-// a second while jobs keep coming; batch after batch when there are none (`more`).
+// The CJK and stem indexes' back-fills do not wait for a pause in the jobs, as compaction
+// does: the records they have not reached are not found by CJK queries or through stems. A batch
+// (about 25 ms) at most once a second while jobs keep coming; batch after batch when there are none
+// (`more`).
 void EngineImpl::RepairCjkWhenDue(WorkerSchedule& schedule, bool& more) {
   const auto now = WorkerSchedule::Clock::now();
   if (now < schedule.repair_next) return;
-  if (auto repaired = RepairCjkIndex(*worker_db_); !repaired) {
-    spdlog::warn("memory CJK index: {}", repaired.error().ToString());
+  auto repaired = RepairCjkIndex(*worker_db_);
+  if (repaired) {
+    auto stems = RepairStemIndex(*worker_db_);
+    repaired = stems ? Result<bool>(*repaired || *stems) : Result<bool>(stems.error());
+  }
+  if (!repaired) {
+    spdlog::warn("memory index back-fill: {}", repaired.error().ToString());
     schedule.repair_next = now + std::chrono::seconds(5);
   } else if (*repaired && !more) {
     more = true;
@@ -1293,6 +1406,12 @@ void EngineImpl::WorkerLoop() {
 
 Result<EngineStats> EngineImpl::Stats() {
   EngineStats stats;
+  stats.recall_signals = {"word", "trigram", "cjk"};
+  if (options_.stem_language != "none") stats.recall_signals.push_back("stem");
+  if (options_.stem_language != "none" && options_.synonyms) {
+    stats.recall_signals.push_back("synonym");
+  }
+  stats.recall_language = options_.stem_language;
   {
     std::lock_guard lock(api_mu_);
     auto api_db = ApiDb();
@@ -1303,7 +1422,9 @@ Result<EngineStats> EngineImpl::Stats() {
         "(SELECT COUNT(*) FROM jobs WHERE status IN ('pending', 'running')), "
         "(SELECT COUNT(*) FROM jobs WHERE status = 'failed'), "
         "(SELECT COUNT(*) FROM records WHERE event_seq > (SELECT through_seq FROM "
-        "index_watermarks WHERE name = 'records_cjk'))");
+        "index_watermarks WHERE name = 'records_cjk')), "
+        "(SELECT COUNT(*) FROM records WHERE event_seq > (SELECT through_seq FROM "
+        "index_watermarks WHERE name = 'word_stems'))");
     if (!st) return st.error();
     auto row = st->Step();
     if (!row) return row.error();
@@ -1312,6 +1433,7 @@ Result<EngineStats> EngineImpl::Stats() {
     stats.jobs_pending = st->Int(2);
     stats.jobs_failed = st->Int(3);
     stats.cjk_index_backlog = st->Int(4);
+    stats.stem_index_backlog = options_.stem_language == "none" ? 0 : st->Int(5);
     auto live = (*api_db)->QueryInt(
         "SELECT (page_count - freelist_count) * page_size FROM pragma_page_count, "
         "pragma_freelist_count, pragma_page_size");

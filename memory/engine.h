@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 #include "filter/content_filter.h"
@@ -75,6 +76,12 @@ struct EngineOptions {
   // contents of ingests (after the idempotency hash, which is taken on the body as received, so
   // a change of these rules never turns a client's retry into a conflict) and feedback texts.
   filter::FilterRules filter_rules;
+  // Stemming (memory/stems.h): "auto" detects each record's and query's language, a Snowball
+  // language name stems everything in it, "none" neither writes nor searches stems.
+  std::string stem_language = "auto";
+  // Recall also searches English synonyms and related words of the query's words
+  // (memory/synonyms.h), with a lower weight than the words asked.
+  bool synonyms = true;
 };
 
 // The attribution an ingest carries in headers.
@@ -97,6 +104,13 @@ struct EngineStats {
   // Records the CJK index's back-fill has still to look at (Engine::RepairCjkIndex): after the
   // schema migration, until the worker has been through the stored records.
   int64_t cjk_index_backlog = 0;
+  // Records the stem index's back-fill has still to look at (memory/stems.h); 0 with stemming
+  // off.
+  int64_t stem_index_backlog = 0;
+  // The signals recall searches with (docs/recall.md): "word", "trigram", "cjk", and "stem"
+  // and "synonym" as configured; and the stemming language option.
+  std::vector<std::string> recall_signals;
+  std::string recall_language;
   struct PostingsCacheFigures {
     uint64_t hits = 0;
     uint64_t misses = 0;

@@ -23,6 +23,7 @@
 #include "filter/content_filter.h"
 #include "memory/bm25.h"
 #include "memory/engine.h"
+#include "memory/stems.h"
 
 namespace tmcra::memory {
 
@@ -130,6 +131,10 @@ class EngineImpl {
   // row in it (the records stored before schema 3, or written by an earlier build sharing the
   // file), and moves the watermark past them; true when more are left.
   Result<bool> RepairCjkIndex(db::Database& db);
+  // Adds to the stem index the forms of a batch of the records above its watermark (the
+  // records stored before schema 5, imported, or written by an earlier build sharing the
+  // file), and moves the watermark past them; true when more are left.
+  Result<bool> RepairStemIndex(db::Database& db);
   // One compaction step on `db` for the first index that needs one; false when none does.
   // Without `force`, the indexes are only looked at when a job has run since they were last
   // found compact.
@@ -155,6 +160,7 @@ class EngineImpl {
   std::unique_ptr<WordCounts> word_counts_;  // the word index's document counts, per word
   std::unique_ptr<PostingsCache> postings_;  // the word index's postings, or null
   std::unique_ptr<WordCounts> cjk_counts_;   // the CJK index's, per bigram and lone prefix
+  KnownForms known_forms_;                   // forms the stem index holds (memory/stems.h)
   filter::ContentFilter filter_;
 
   std::mutex api_mu_;

@@ -14,10 +14,12 @@
 #include "base/utf8.h"
 #include "memory/cjk.h"
 #include "memory/engine_impl.h"
+#include "memory/expansion.h"
 #include "memory/feedback.h"
 #include "memory/ingest_validation.h"
 #include "memory/query.h"
 #include "memory/render.h"
+#include "memory/stems.h"
 
 namespace tmcra::memory {
 
@@ -430,6 +432,7 @@ struct RecallRequest {
   std::string mode;        // evidence_mode: raw, auto or compiled
   std::string projection;  // response_projection: full or prompt_only
   std::string wait_for;    // wait_for_job_id, or "" for none
+  bool debug = false;      // answer with the expansions and each hit's signals
 };
 
 // Checks `scope` and `body`; the first field that fails, in this order, names the error.
@@ -471,6 +474,7 @@ Result<RecallRequest> ParseRecallRequest(std::string_view scope, const json& bod
   if (auto it = body.find("debug"); it != body.end() && !it->is_boolean()) {
     return RecallValidation("debug", "Input should be a valid boolean");
   }
+  request.debug = body.value("debug", false);
   if (auto it = body.find("query_time");
       it != body.end() && !it->is_null() &&
       !(it->is_string() && ParseIsoTimestamp(it->get<std::string>()))) {
@@ -584,23 +588,58 @@ std::map<int64_t, double> FuseRankings(const Hits& word_hits, const Hits& trigra
   return fused;
 }
 
+// What one recall's searches found: the fused ranking, and which hits the trigram and CJK
+// indexes gave (for the debug answer's signals).
+struct Found {
+  std::map<int64_t, double> fused;
+  std::set<int64_t> trigram;
+  std::set<int64_t> cjk;
+};
+
+// The word index's search: the query's words and its expansions (memory/expansion.h), each
+// with its document count, weighted for tmcra_rank.
+struct WordSearch {
+  std::vector<std::string> words;
+  std::vector<int64_t> documents;
+  std::string rank_documents;  // "" when a word's count is unknown: ranked in SQL, unweighted
+};
+
+WordSearch WordSearchOf(const SearchTerms& terms, const ChosenExpansions& expanded) {
+  WordSearch search{terms.words, terms.word_documents, DocumentCounts(terms)};
+  if (expanded.forms.empty() || (search.rank_documents.empty() && !terms.words.empty())) {
+    return search;
+  }
+  search.words.insert(search.words.end(), expanded.forms.begin(), expanded.forms.end());
+  search.documents.insert(search.documents.end(), expanded.documents.begin(),
+                          expanded.documents.end());
+  if (!search.rank_documents.empty()) search.rank_documents += ',';
+  search.rank_documents += expanded.rank_items;
+  return search;
+}
+
+std::string OrOf(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " OR ") + QuoteTerm(w);
+  return out;
+}
+
 // Searches the word, trigram and CJK indexes within `scope` for `terms` (chosen in the
-// snapshot whose newest record is `highest`) and fuses their rankings (reciprocal rank), so a
-// trigram hit, a CJK bigram hit and a word hit count alike. `postings`: the word index's
-// postings cache, or nullptr.
-Result<std::map<int64_t, double>> SearchAndFuse(db::Database& db, std::string_view scope,
-                                                const SearchTerms& terms, int64_t highest,
-                                                const RowFacts& facts, PostingsCache* postings) {
+// snapshot whose newest record is `highest`) and the word expansions `expanded`, and fuses
+// their rankings (reciprocal rank), so a trigram hit, a CJK bigram hit and a word hit count
+// alike. `postings`: the word index's postings cache, or nullptr.
+Result<Found> SearchAndFuse(db::Database& db, std::string_view scope, const SearchTerms& terms,
+                            const ChosenExpansions& expanded, int64_t highest,
+                            const RowFacts& facts, PostingsCache* postings) {
   Hits word_hits;
   Hits trigram_hits;
-  const std::string word_documents = DocumentCounts(terms);
-  const RankPostings rank_postings{postings, &terms.words, highest};
-  if (postings != nullptr && !word_documents.empty()) {
+  const WordSearch words = WordSearchOf(terms, expanded);
+  const RankPostings rank_postings{postings, &words.words, highest};
+  if (postings != nullptr && !words.rank_documents.empty()) {
     // Postings kept from an older snapshot get the rows written since, instead of a new walk.
-    TMCRA_RETURN_IF_ERROR(postings->CatchUp(db, terms.words, terms.word_documents, highest));
+    TMCRA_RETURN_IF_ERROR(postings->CatchUp(db, words.words, words.documents, highest));
   }
   TMCRA_RETURN_IF_ERROR(Search(db,
-                               {"records_fts", terms.WordMatch(), word_documents, &facts,
+                               {"records_fts", OrOf(words.words), words.rank_documents, &facts,
                                 /*cjk=*/false, postings != nullptr ? &rank_postings : nullptr},
                                scope, word_hits));
   TMCRA_RETURN_IF_ERROR(Search(
@@ -610,7 +649,10 @@ Result<std::map<int64_t, double>> SearchAndFuse(db::Database& db, std::string_vi
                                {"records_cjk", terms.CjkMatch(), CjkDocumentCounts(terms), &facts,
                                 /*cjk=*/true},
                                scope, cjk_hits));
-  return FuseRankings(word_hits, trigram_hits, cjk_hits);
+  Found found{FuseRankings(word_hits, trigram_hits, cjk_hits), {}, {}};
+  for (const auto& [seq, score] : trigram_hits) found.trigram.insert(seq);
+  for (const auto& [seq, score] : cjk_hits) found.cjk.insert(seq);
+  return found;
 }
 
 // A fused hit, ordered before it is read whole.
@@ -892,6 +934,72 @@ json EvidenceJson(json& scope_row, bool full, json& evidence_windows, const Sear
   return evidence;
 }
 
+// The debug answer (a request's `debug: true`): the expansions searched and, per hit shown
+// (by record id), the signals that found it: "word", "stem", "synonym", "trigram", "cjk".
+Result<json> DebugJson(db::Database& db, const std::vector<Window>& windows,
+                       const SearchTerms& terms, const ChosenExpansions& expanded,
+                       const Found& found) {
+  TMCRA_ASSIGN_OR_RETURN(WordTokenizer tokenizer, WordTokenizer::Open(db));
+  json expansions = json::array();
+  for (const Expansion& e : expanded.chosen) {
+    expansions.push_back(
+        {{"form", e.form}, {"of", e.of}, {"signal", e.signal}, {"weight", e.weight}});
+  }
+  json signals = json::object();
+  for (const Window& w : windows) {
+    for (const Record& r : w.records) {
+      if (w.hits.count(r.event_seq) == 0) continue;
+      json list = WordSignals(tokenizer.Tokens(r.content), terms.words, expanded.chosen);
+      if (found.trigram.count(r.event_seq)) list.push_back("trigram");
+      if (found.cjk.count(r.event_seq)) list.push_back("cjk");
+      signals[r.record_id] = std::move(list);
+    }
+  }
+  return json{{"expansions", std::move(expansions)}, {"signals", std::move(signals)}};
+}
+
+// The word expansions of the query words `asked` this recall searches (none when stemming is
+// off), chosen in the snapshot whose newest record is `highest`.
+Result<ChosenExpansions> ExpandQuery(db::Database& db, WordCounts& counts, int64_t highest,
+                                     const std::vector<std::string>& asked,
+                                     const SearchTerms& terms, const ExpansionOptions& options) {
+  TMCRA_ASSIGN_OR_RETURN(const auto all, ExpandWords(db, asked, options));
+  if (all.empty()) return ChosenExpansions{};
+  return ChooseExpansions(db, counts, highest, all, terms.words, terms.word_documents,
+                          kPostingsBudget);
+}
+
+// The fused hits that feedback leaves (those it hides counted in `withheld`), best first.
+Result<std::vector<HitRef>> OrderedHits(db::Database& db, const std::map<int64_t, double>& fused,
+                                        const FeedbackEffects& effects, const RowFacts& facts,
+                                        size_t& withheld) {
+  std::vector<HitRef> hits;
+  TMCRA_ASSIGN_OR_RETURN(
+      auto light,
+      db.Prepare("SELECT record_id, session_id, occurred_at FROM records WHERE event_seq = ?"));
+  TMCRA_RETURN_IF_ERROR(CollectHits(fused, effects, facts, light, hits, withheld));
+  TMCRA_RETURN_IF_ERROR(OrderHits(hits, facts, light));
+  return hits;
+}
+
+// A recall's terms, its expansions, and the snapshot's newest record they were chosen at.
+struct ChosenSearch {
+  SearchTerms terms;
+  ChosenExpansions expanded;
+  int64_t highest = 0;
+};
+
+Result<ChosenSearch> ChooseSearch(db::Database& db, const std::string& query, WordCounts& words,
+                                  WordCounts& cjk, const ExpansionOptions& options) {
+  ChosenSearch out;
+  out.terms = ParseQuery(query);
+  const std::vector<std::string> asked = out.terms.words;  // before ChooseTerms drops any
+  TMCRA_ASSIGN_OR_RETURN(out.highest, ChooseTerms(db, words, cjk, out.terms));
+  TMCRA_ASSIGN_OR_RETURN(out.expanded,
+                         ExpandQuery(db, words, out.highest, asked, out.terms, options));
+  return out;
+}
+
 }  // namespace
 
 Result<json> EngineImpl::Recall(std::string_view scope, const json& body) {
@@ -910,23 +1018,25 @@ Result<json> EngineImpl::Recall(std::string_view scope, const json& body) {
   // neighbour.
   TMCRA_ASSIGN_OR_RETURN(const FeedbackEffects effects, LoadFeedbackEffects(db, scope));
   size_t withheld = 0;
-  SearchTerms terms = ParseQuery(request.query);
-  TMCRA_ASSIGN_OR_RETURN(const int64_t highest,
-                         ChooseTerms(db, *word_counts_, *cjk_counts_, terms));
-  if (CatchUpFactsNow(highest)) TMCRA_RETURN_IF_ERROR(row_facts_->CatchUp(db));
-  TMCRA_ASSIGN_OR_RETURN(const auto fused,
-                         SearchAndFuse(db, scope, terms, highest, *row_facts_, postings_.get()));
-  std::vector<HitRef> hits;
-  TMCRA_ASSIGN_OR_RETURN(
-      auto light,
-      db.Prepare("SELECT record_id, session_id, occurred_at FROM records WHERE event_seq = ?"));
-  TMCRA_RETURN_IF_ERROR(CollectHits(fused, effects, *row_facts_, light, hits, withheld));
-  TMCRA_RETURN_IF_ERROR(OrderHits(hits, *row_facts_, light));
+  TMCRA_ASSIGN_OR_RETURN(const ChosenSearch chosen,
+                         ChooseSearch(db, request.query, *word_counts_, *cjk_counts_,
+                                      {options_.stem_language, options_.synonyms}));
+  const SearchTerms& terms = chosen.terms;
+  if (CatchUpFactsNow(chosen.highest)) TMCRA_RETURN_IF_ERROR(row_facts_->CatchUp(db));
+  TMCRA_ASSIGN_OR_RETURN(const Found found,
+                         SearchAndFuse(db, scope, terms, chosen.expanded, chosen.highest,
+                                       *row_facts_, postings_.get()));
+  TMCRA_ASSIGN_OR_RETURN(const std::vector<HitRef> hits,
+                         OrderedHits(db, found.fused, effects, *row_facts_, withheld));
   std::vector<Window> windows;
   TMCRA_RETURN_IF_ERROR(BuildWindows(db, scope, effects, hits, windows, withheld));
   // With no window left (nothing matched, or feedback hid every match) the route is raw.
   const bool compiled_out = compiled && !windows.empty();
   SortWindows(windows);
+  json debug = nullptr;
+  if (request.debug) {
+    TMCRA_ASSIGN_OR_RETURN(debug, DebugJson(db, windows, terms, chosen.expanded, found));
+  }
 
   const bool full = request.projection == "full";
   Rendered rendered;
@@ -948,7 +1058,7 @@ Result<json> EngineImpl::Recall(std::string_view scope, const json& body) {
               {"prompt_evidence", PromptEvidence(std::move(content), compiled_out, windows.size(),
                                                  rendered.source_blocks, rendered.neighbour_blocks,
                                                  rendered.verbatim)},
-              {"debug", nullptr}};
+              {"debug", std::move(debug)}};
 }
 
 }  // namespace tmcra::memory

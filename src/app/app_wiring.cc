@@ -90,6 +90,8 @@ Status MakeMemory(const config::Settings& settings, const config::EnvLookup& env
     memory::EngineOptions engine;
     engine.path = settings.database_path;
     engine.filter_rules = settings.filter_rules;
+    engine.stem_language = settings.recall_language;
+    engine.synonyms = settings.recall_synonyms;
     app.memory = std::make_unique<api::EmbeddedMemoryApi>(std::move(engine));
     identity.base = "embedded://" + settings.data_dir;
     return Ok();

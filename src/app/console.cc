@@ -224,6 +224,21 @@ std::string GrowthChart(Console& c, const json& scopes) {
   return svg + "</svg>";
 }
 
+// The index back-fills still under way after an upgrade (memory/stems.h, memory/cjk.h), or "".
+std::string BackfillNote(Console& c) {
+  auto figures = c.app.memory->Stats();
+  if (!figures || !figures->is_object()) return "";
+  std::string note;
+  for (const char* key : {"stem_index_backlog", "cjk_index_backlog"}) {
+    const int64_t left = figures->value(key, int64_t{0});
+    if (left <= 0) continue;
+    note += std::string("<p class=note>Indexing in the background: ") + std::to_string(left) +
+            " records left for the " + (key[0] == 's' ? "stem" : "CJK") +
+            " index (found by their exact words meanwhile).</p>";
+  }
+  return note;
+}
+
 void Overview(Console& c, httplib::Response& res) {
   auto stats = c.app.memory->ScopeStats();
   if (!stats) return Html(res, c, "Scopes", ErrorBox(stats.error()));
@@ -244,7 +259,7 @@ void Overview(Console& c, httplib::Response& res) {
   if ((*stats).value("erase_pending", false)) {
     body += "<p class=note>Erase pending: another process holds a reader; it is retried.</p>";
   }
-  Html(res, c, "Scopes", body + GrowthChart(c, (*stats)["scopes"]));
+  Html(res, c, "Scopes", body + BackfillNote(c) + GrowthChart(c, (*stats)["scopes"]));
 }
 
 std::string FeedbackForms(const std::string& scope, const std::string& id) {
@@ -330,7 +345,14 @@ void SearchPage(Console& c, const httplib::Request& req, httplib::Response& res)
   if (!q.empty()) {
     auto found = SearchMemory(c.app, scope, q);
     if (!found) return Html(res, c, "Search", body + ErrorBox(found.error()));
+    std::string searched;
+    for (const json& e : found->value("expansions", json::array())) {
+      searched += (searched.empty() ? "" : ", ") + e.value("form", "") + " (" +
+                  e.value("signal", "") + " of " + e.value("of", "") + ")";
+    }
     body += "<p class=note>route: " + Escape(found->value("route", json::object()).dump()) +
+            "</p><p class=note>also searched, with a lower weight: " +
+            Escape(searched.empty() ? "nothing" : searched) +
             "</p><table><tr><th>window<th>rank<th>why<th>message<th>feedback</tr>";
     for (const json& r : (*found)["results"]) {
       const bool hit = r.value("hit", false);

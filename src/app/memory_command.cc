@@ -29,7 +29,8 @@ constexpr size_t kImportChunk = 500;
 constexpr const char* kUsage =
     "Usage: tmcra-mcp memory COMMAND [options] [--json]\n"
     "  stats                              what each scope holds, and the outbox\n"
-    "  search QUERY [--scope S]           the recall the model gets, and why each item ranked\n"
+    "  search QUERY [--scope S] [--explain]  the recall the model gets, why each item ranked,\n"
+    "                                     and (--explain) the other words it searched\n"
     "  last-recall                        what the last prompt was given\n"
     "  export [--scope S] [--format jsonl|markdown] [--output FILE]\n"
     "  import FILE [--scope S]            restore an export (importing twice stores once)\n"
@@ -197,17 +198,41 @@ json SearchResults(const std::string& scope, const std::string& query, const jso
       if (hit) {
         item["score"] = r.value("score", 0.0);
         item["why"] = {{"matched", MatchedWords(query, r.value("text", ""))}};
+        // Which signals found it (the engine's debug answer; a memory that gives none: absent).
+        const json& debug = recall.contains("debug") ? recall["debug"] : json();
+        if (debug.is_object() && debug.contains("signals") && debug["signals"].is_object()) {
+          const json& signals = debug["signals"];
+          if (auto it = signals.find(item["memory_id"].get<std::string>()); it != signals.end()) {
+            item["why"]["signals"] = *it;
+          }
+        }
       } else {
         item["why"] = {{"neighbour", "shown beside a hit of its session window"}};
       }
       results.push_back(std::move(item));
     }
   }
-  return json{{"scope_name", scope},
-              {"query", query},
-              {"route", recall.value("evidence_route", json::object())},
-              {"results", std::move(results)},
-              {"prompt_bytes", recall["prompt_evidence"].value("content", "").size()}};
+  const json debug = recall.contains("debug") ? recall["debug"] : json();
+  return json{
+      {"scope_name", scope},
+      {"query", query},
+      {"expansions", debug.is_object() ? debug.value("expansions", json::array()) : json::array()},
+      {"route", recall.value("evidence_route", json::object())},
+      {"results", std::move(results)},
+      {"prompt_bytes", recall["prompt_evidence"].value("content", "").size()}};
+}
+
+// The other words a search looked for, one line per query word.
+std::string ExpansionsText(const json& expansions) {
+  if (expansions.empty()) return "  also searched: nothing (no other forms or related words)\n";
+  std::map<std::string, std::string> by_word;
+  for (const json& e : expansions) {
+    std::string& line = by_word[e.value("of", "")];
+    line += (line.empty() ? "" : ", ") + e.value("form", "") + " (" + e.value("signal", "") + ")";
+  }
+  std::string out = "  also searched, with a lower weight:\n";
+  for (const auto& [word, line] : by_word) out += "    for " + word + ": " + line + "\n";
+  return out;
 }
 
 Status Search(Context& c, const Args& args) {
@@ -227,10 +252,13 @@ Status Search(Context& c, const Args& args) {
            r["memory_id"].get<std::string>() + "\n      " +
            TruncateCodePoints(r["text"].get<std::string>(), 100) + "\n      why: " +
            (r["hit"].get<bool>()
-                ? "score " + r["score"].dump() + ", matched " + r["why"]["matched"].dump()
+                ? "score " + r["score"].dump() + ", matched " + r["why"]["matched"].dump() +
+                      (r["why"].contains("signals") ? ", found by " + r["why"]["signals"].dump()
+                                                    : std::string())
                 : std::string("neighbour of a hit in its session")) +
            "\n";
   }
+  if (args.Has("explain")) out += ExpansionsText(results["expansions"]);
   if (results["results"].empty()) out += "  (nothing recalled)\n";
   Print(out);
   return Ok();
@@ -478,7 +506,8 @@ Result<json> SearchMemory(App& app, const std::string& scope, const std::string&
   if (!IsValidScope(scope)) return Error::Invalid("scope: '" + scope + "' is not a scope name");
   TMCRA_ASSIGN_OR_RETURN(
       const json recall,
-      app.memory->Recall(scope, {{"query", query}, {"max_windows", 8}}, api::RecallOptions{}));
+      app.memory->Recall(scope, {{"query", query}, {"max_windows", 8}, {"debug", true}},
+                         api::RecallOptions{}));
   return SearchResults(scope, query, recall);
 }
 
@@ -527,7 +556,8 @@ Status Retention(Context& c, const Args& args) {
 Status Dispatch(const std::string& command, const std::vector<std::string_view>& argv) {
   static const std::set<std::string> kValued{"scope",  "format", "output",  "turn",     "session",
                                              "before", "match",  "max-age", "max-bytes"};
-  TMCRA_ASSIGN_OR_RETURN(const Args args, ParseArgs(argv, 1, kValued, {"json", "dry-run", "off"}));
+  TMCRA_ASSIGN_OR_RETURN(const Args args,
+                         ParseArgs(argv, 1, kValued, {"json", "dry-run", "off", "explain"}));
   if (command != "search" && command != "import" && !args.positionals.empty()) {
     return Error::Invalid(command + ": unexpected argument '" + args.positionals[0] + "'");
   }

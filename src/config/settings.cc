@@ -261,6 +261,53 @@ Result<std::vector<std::string>> ResolveList(const EnvLookup& env, const char* v
   return out;
 }
 
+// On/off in an environment variable (also true/false/1/0), else a boolean in the config file;
+// `fallback` when neither is set.
+Result<bool> ResolveSwitch(const EnvLookup& env, const char* variable, const json& config,
+                           const char* key, const std::string& in_file, bool fallback) {
+  if (std::string text = NonBlank(env, variable); !text.empty()) {
+    std::transform(text.begin(), text.end(), text.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (text == "on" || text == "true" || text == "1") return true;
+    if (text == "off" || text == "false" || text == "0") return false;
+    return Error::Invalid(std::string(variable) + " must be on or off");
+  }
+  if (auto it = config.find(key); it != config.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      return Error::Invalid(std::string(key) + " " + in_file + " must be true or false");
+    }
+    return it->get<bool>();
+  }
+  return fallback;
+}
+
+// Recall's language and synonyms (Settings::recall_language, recall_synonyms).
+Status ResolveRecall(const EnvLookup& env, const json& config, const std::string& in_file,
+                     Settings& s) {
+  std::string language = NonBlank(env, "TMCRA_RECALL_LANGUAGE");
+  if (language.empty()) {
+    if (auto it = config.find("recallLanguage"); it != config.end() && !it->is_null()) {
+      if (!it->is_string()) {
+        return Error::Invalid("recallLanguage " + in_file + " must be a string");
+      }
+      language = it->get<std::string>();
+    }
+  }
+  if (!language.empty()) {
+    // The engine checks the name against its Snowball languages when it opens the store.
+    if (!std::all_of(language.begin(), language.end(),
+                     [](char c) { return c >= 'a' && c <= 'z'; })) {
+      return Error::Invalid(
+          "the recall language must be auto, none or a Snowball language in "
+          "lower case (e.g. english, german)");
+    }
+    s.recall_language = language;
+  }
+  TMCRA_ASSIGN_OR_RETURN(s.recall_synonyms, ResolveSwitch(env, "TMCRA_RECALL_SYNONYMS", config,
+                                                          "recallSynonyms", in_file, true));
+  return Ok();
+}
+
 Result<filter::FilterRules> ResolveFilterRules(const EnvLookup& env, const json& config,
                                                const std::string& in_file) {
   filter::FilterRules rules;
@@ -582,6 +629,7 @@ Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
   TMCRA_RETURN_IF_ERROR(ResolveIntegrationId(l));
   // The content filter's rules.
   TMCRA_ASSIGN_OR_RETURN(l.s.filter_rules, ResolveFilterRules(env, d.config, l.in_file));
+  TMCRA_RETURN_IF_ERROR(ResolveRecall(env, d.config, l.in_file, l.s));
   ResolveDefaultScope(l);
   // Whether a set SSLKEYLOGFILE is tolerated (CheckKeylog, in both remote modes).
   l.s.allow_keylog = NonBlank(env, "TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE") == "1";
@@ -645,6 +693,8 @@ json Settings::ToJson() const {
   out["redact_secrets"] = filter_rules.redact_secrets;
   out["redact_extra_prefixes"] = filter_rules.extra_prefixes.size();
   out["redact_allow"] = filter_rules.allow.size();
+  out["recall_language"] = recall_language;
+  out["recall_synonyms"] = recall_synonyms;
   if (!problem.empty()) out["problem"] = problem;
   return out;
 }

@@ -81,6 +81,12 @@ struct Settings {
   // of strings). Private spans and recalled memory are always removed.
   filter::FilterRules filter_rules;
 
+  // Recall's word handling in the embedded store (docs/recall.md): TMCRA_RECALL_LANGUAGE, else
+  // the config's recallLanguage ("auto", "none" or a Snowball language); TMCRA_RECALL_SYNONYMS
+  // (on/off), else recallSynonyms (a boolean).
+  std::string recall_language = "auto";
+  bool recall_synonyms = true;
+
   std::string data_dir;       // embedded data directory ($TMCRA_DATA_DIR, ~/.local/share/tmcra)
   std::string database_path;  // <data_dir>/memory.db
   // The outbox: embedded <data_dir>/outbox.sqlite3; remote $TMCRA_MCP_QUEUE_FILE or

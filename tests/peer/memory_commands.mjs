@@ -9,7 +9,8 @@
 // `memory forget --match` has run and no process is open. export then import into a fresh data
 // directory gives the same search results; a second import adds nothing. retention with a small
 // --max-bytes keeps the directory under the cap while turns keep arriving (a server applying
-// it every second), oldest first, and keeps an outbox item that is still pending. Bad input is
+// it every second), oldest first, and keeps an outbox item that is still pending. search
+// --explain names the signal that found each item and the other word forms it searched. Bad input is
 // refused with a clear message and changes nothing; a remote memory says it offers no forget.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -167,6 +168,17 @@ await r.test('bad input: a clear error and no change', async () => {
 });
 
 // --- export and import ----------------------------------------------------------------------
+await r.test('search --explain: another form of a word finds a turn, and says which signal did', async () => {
+  const found = await memory(envA, ['search', 'binders', '--json']);
+  const hit = found.results.find((x) => x.hit);
+  assert.ok(hit, `"binders" finds the turns about the blue binder: ${JSON.stringify(found).slice(0, 400)}`);
+  assert.deepEqual(hit.why.signals, ['stem'], JSON.stringify(hit.why));
+  assert.ok(found.expansions.some((e) => e.form === 'binder' && e.signal === 'stem'));
+  const text = (await memory(envA, ['search', 'binders', '--explain'])).stdout;
+  assert.match(text, /found by \["stem"\]/);
+  assert.match(text, /for binders: binder \(stem\)/);
+});
+
 await r.test('export then import into a fresh data directory: the same search; twice stores once', async () => {
   const envB = freshEnv('export');
   const s = track(await connectV1({ bin: bins.server, label: 'export', env: envB }));
