@@ -311,22 +311,9 @@ Status ResolveRecall(const EnvLookup& env, const json& config, const std::string
 Result<filter::FilterRules> ResolveFilterRules(const EnvLookup& env, const json& config,
                                                const std::string& in_file) {
   filter::FilterRules rules;
-  if (std::string text = NonBlank(env, "TMCRA_REDACT_SECRETS"); !text.empty()) {
-    std::transform(text.begin(), text.end(), text.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (text == "on" || text == "true" || text == "1") {
-      rules.redact_secrets = true;
-    } else if (text == "off" || text == "false" || text == "0") {
-      rules.redact_secrets = false;
-    } else {
-      return Error::Invalid("TMCRA_REDACT_SECRETS must be on or off");
-    }
-  } else if (auto it = config.find("redactSecrets"); it != config.end() && !it->is_null()) {
-    if (!it->is_boolean()) {
-      return Error::Invalid("redactSecrets " + in_file + " must be true or false");
-    }
-    rules.redact_secrets = it->get<bool>();
-  }
+  TMCRA_ASSIGN_OR_RETURN(rules.redact_secrets,
+                         ResolveSwitch(env, "TMCRA_REDACT_SECRETS", config, "redactSecrets",
+                                       in_file, rules.redact_secrets));
   auto prefixes =
       ResolveList(env, "TMCRA_REDACT_EXTRA_PREFIXES", config, "redactExtraPrefixes", in_file);
   if (!prefixes) return prefixes.error();
