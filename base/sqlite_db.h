@@ -50,6 +50,7 @@ class Statement {
   Statement& Bind(int index, const std::string& text) {
     return Bind(index, std::string_view(text));
   }
+  Statement& BindBlob(int index, std::string_view bytes);  // a BLOB, copied by SQLite
   Statement& BindNull(int index);
   Statement& Bind(int index, const std::optional<std::string>& text);
   // Binds a pointer that only a function asking for the same `type` can see
@@ -66,6 +67,7 @@ class Statement {
   int64_t Int(int column) const;
   double Double(int column) const;
   std::string Text(int column) const;
+  std::string Blob(int column) const;  // a BLOB's bytes (or a text's)
   bool IsNull(int column) const;
 
  private:

@@ -223,7 +223,25 @@ Status PruneStems(db::Database& db, const std::vector<Doomed>& doomed) {
   return Ok();
 }
 
+// Deletes the records' vectors and, when there were any, counts the deletion, so every
+// process's copy of the vectors reads them again (memory/vectors.h).
+Status DeleteVectors(db::Database& db, const std::vector<Doomed>& doomed) {
+  TMCRA_ASSIGN_OR_RETURN(auto remove, db.Prepare("DELETE FROM record_vectors WHERE event_seq = ?"));
+  int deleted = 0;
+  for (const Doomed& d : doomed) {
+    remove.Reset();
+    remove.Bind(1, d.seq);
+    TMCRA_RETURN_IF_ERROR(remove.Run());
+    deleted += db.Changes();
+  }
+  if (deleted == 0) return Ok();
+  return db.Exec(
+      "INSERT INTO maintenance(name, value) VALUES('vector_deletions', 1) "
+      "ON CONFLICT(name) DO UPDATE SET value = value + 1");
+}
+
 Status DeleteRecords(db::Database& db, const std::vector<Doomed>& doomed) {
+  TMCRA_RETURN_IF_ERROR(DeleteVectors(db, doomed));
   TMCRA_ASSIGN_OR_RETURN(auto remove, db.Prepare("DELETE FROM records WHERE event_seq = ?"));
   TMCRA_ASSIGN_OR_RETURN(auto count,
                          db.Prepare("UPDATE scopes SET record_count = MAX(record_count - 1, 0), "

@@ -154,6 +154,22 @@ CREATE TABLE IF NOT EXISTS word_stems(
 CREATE INDEX IF NOT EXISTS word_stems_word ON word_stems(word);
 INSERT OR REPLACE INTO index_watermarks(name, through_seq) VALUES('word_stems', 0);
 )sql",
+    // 5 -> 6: record vectors (memory/vectors.h, embedding.cc): at most one per record, with the
+    // model it came from; a model's dimensions are fixed by its first vectors. vec_id orders
+    // the rows as they were written, so a process's copy reads only the new ones; a forget
+    // counts its deletions in maintenance 'vector_deletions', so every copy reads them all again.
+    R"sql(
+CREATE TABLE IF NOT EXISTS embedding_models(
+  model_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL UNIQUE,
+  dimensions INTEGER);
+CREATE TABLE IF NOT EXISTS record_vectors(
+  vec_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_seq INTEGER NOT NULL UNIQUE,
+  model_id INTEGER NOT NULL,
+  vector BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS record_vectors_model ON record_vectors(model_id, vec_id);
+)sql",
 };
 
 Status Migrate(db::Database& db) { return db::Migrate(db, kMigrations, "the memory database"); }
@@ -235,6 +251,18 @@ json EngineStats::ToJson() const {
                              {"misses", postings_cache->misses},
                              {"caught_up", postings_cache->caught_up}};
   }
+  if (embeddings) {
+    const EmbeddingFigures& e = *embeddings;
+    out["embeddings"] = {{"model", e.model},      {"dimensions", e.dimensions},
+                         {"vectors", e.vectors},  {"backlog", e.backlog},
+                         {"graphed", e.graphed},  {"state", e.state},
+                         {"failures", e.failures}};
+    if (!e.last_error.empty()) {
+      out["embeddings"]["last_error"] = e.last_error;
+      out["embeddings"]["last_error_at"] = e.last_error_at;
+    }
+    if (!e.query_error.empty()) out["embeddings"]["query_error"] = e.query_error;
+  }
   return out;
 }
 
@@ -278,6 +306,9 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::Open(EngineOptions options) {
   }
   if (engine->options_.start_worker) {
     engine->worker_ = std::thread([e = engine.get()] { e->WorkerLoop(); });
+  }
+  if (engine->options_.embedder) {
+    engine->embedder_thread_ = std::thread([e = engine.get()] { e->EmbedLoop(); });
   }
   return engine;
 }
@@ -373,6 +404,7 @@ EngineImpl::~EngineImpl() {
   }
   worker_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  if (embedder_thread_.joinable()) embedder_thread_.join();
 }
 
 namespace {
@@ -1389,6 +1421,7 @@ void EngineImpl::WorkerLoop() {
       if (r) {
         more = *r > 0;
         if (more) schedule.last_job = WorkerSchedule::Clock::now();
+        if (more && options_.embedder) SignalEmbedder();
       } else {
         spdlog::warn("memory job worker: {}", r.error().ToString());
       }
@@ -1411,6 +1444,7 @@ Result<EngineStats> EngineImpl::Stats() {
   if (options_.stem_language != "none" && options_.synonyms) {
     stats.recall_signals.push_back("synonym");
   }
+  if (options_.embedder) stats.recall_signals.push_back("vector");
   stats.recall_language = options_.stem_language;
   {
     std::lock_guard lock(api_mu_);
@@ -1439,6 +1473,11 @@ Result<EngineStats> EngineImpl::Stats() {
         "pragma_freelist_count, pragma_page_size");
     if (!live) return live.error();
     stats.live_bytes = *live;
+    if (options_.embedder) {
+      auto figures = EmbeddingFigures(**api_db);
+      if (!figures) return figures.error();
+      stats.embeddings = std::move(*figures);
+    }
   }
   for (const std::string& file : {options_.path, options_.path + "-wal"}) {
     struct stat st {};

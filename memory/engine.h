@@ -32,6 +32,7 @@
 #include "base/result.h"
 #include "filter/content_filter.h"
 #include "memory/compaction.h"
+#include "memory/embedder.h"
 
 namespace tmcra::memory {
 
@@ -82,6 +83,23 @@ struct EngineOptions {
   // Recall also searches English synonyms and related words of the query's words
   // (memory/synonyms.h), with a lower weight than the words asked.
   bool synonyms = true;
+  // Semantic recall (docs/recall.md, "Vectors"): the embeddings service that records and
+  // queries are embedded with, or null for none. A thread of the engine's own embeds the
+  // records that have no vector of the current model, `embed_batch` texts per request, waiting
+  // `embed_start_ms` after Open first (a hook's process is gone by then); failures are retried
+  // with a backoff doubling up to a minute, and never hold up an ingest. Each recall embeds its
+  // query within `query_embed_timeout` (after a failure, queries go without for 30 s) and
+  // fuses the `vector_hits` most similar records of at least `vector_min_similarity` with the
+  // lexical rankings. A scope's vectors are searched exactly up to `ann_threshold`, through an
+  // HNSW graph above it (memory/vectors.h).
+  std::shared_ptr<Embedder> embedder;
+  int embed_batch = 32;
+  int embed_start_ms = 1000;
+  std::chrono::milliseconds embed_timeout{30000};
+  std::chrono::milliseconds query_embed_timeout{2000};
+  size_t vector_hits = 20;
+  double vector_min_similarity = 0.3;
+  size_t ann_threshold = 20000;
 };
 
 // The attribution an ingest carries in headers.
@@ -111,6 +129,24 @@ struct EngineStats {
   // and "synonym" as configured; and the stemming language option.
   std::vector<std::string> recall_signals;
   std::string recall_language;
+  // Semantic recall, when an embedder is configured: the model, its dimensions (0 until its
+  // first vectors), the records with and without a vector of it, the vectors this process
+  // holds in an HNSW graph, and the embedding thread's state: "starting", "ok" or "failing"
+  // (with the last error, when, and how many attempts in a row failed); query_error is the
+  // last failure to embed a query while queries go without (30 s).
+  struct EmbeddingFigures {
+    std::string model;
+    int64_t dimensions = 0;
+    int64_t vectors = 0;
+    int64_t backlog = 0;
+    int64_t graphed = 0;
+    std::string state = "starting";
+    std::string last_error;
+    double last_error_at = 0;
+    int64_t failures = 0;
+    std::string query_error;
+  };
+  std::optional<EmbeddingFigures> embeddings;
   struct PostingsCacheFigures {
     uint64_t hits = 0;
     uint64_t misses = 0;

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "base/result.h"
@@ -24,6 +25,7 @@
 #include "memory/bm25.h"
 #include "memory/engine.h"
 #include "memory/stems.h"
+#include "memory/vectors.h"
 
 namespace tmcra::memory {
 
@@ -151,6 +153,33 @@ class EngineImpl {
   // readers kept it from being truncated (the worker tries again later, backing off).
   bool BoundWal(db::Database& db);
 
+  // Semantic recall's steps (embedding.cc): the embedding thread and its batches, the model's
+  // row, the query's vector, and the vector ranking of a recall.
+  struct ModelRow {
+    int64_t id = 0;
+    int64_t dimensions = 0;  // 0 until the model's first vectors are stored
+  };
+  struct Backlog;
+  void EmbedLoop();
+  bool WaitToEmbed(std::chrono::milliseconds wait);
+  Result<bool> EmbedStep(db::Database& db, int64_t& cursor);
+  Result<Backlog> ReadBacklog(db::Database& db, const ModelRow& model, int64_t after);
+  Result<std::vector<std::string>> EmbedTexts(const Backlog& backlog, const ModelRow& model);
+  Status StoreVectors(db::Database& db, const ModelRow& model, const Backlog& backlog,
+                      const std::vector<std::string>& stored);
+  void NoteEmbedding(const Status& outcome);
+  Result<ModelRow> ReadModel(db::Database& db, bool create);
+  void SignalEmbedder();
+  // The query's vector in stored form, or nullopt (no embedder, no vectors yet, or the service
+  // failed: the recall goes on lexically and `note` says why).
+  std::optional<std::string> QueryVector(const std::string& query, std::string& note);
+  // The scope's records most similar to `query_vector` in `db`'s snapshot, best first; nullopt
+  // when the vectors cannot be searched (none of the model yet, or the query's vector is of
+  // other dimensions), which `note` says.
+  Result<std::optional<std::vector<std::pair<int64_t, double>>>> VectorHits(
+      db::Database& db, std::string_view scope, const std::string& query_vector, std::string& note);
+  Result<EngineStats::EmbeddingFigures> EmbeddingFigures(db::Database& db);
+
   EngineOptions options_;
   std::string owner_;  // lease owner id of this process
 
@@ -232,6 +261,15 @@ class EngineImpl {
   std::vector<std::string> orphaned_claims_;  // guarded by orphans_mu_ (RunJobs)
   std::unique_ptr<db::Database> worker_db_;
   std::thread worker_;
+
+  // Semantic recall (embedding.cc).
+  std::thread embedder_thread_;
+  bool embed_signalled_ = false;  // guarded by worker_mu_
+  std::mutex vectors_mu_;
+  std::shared_ptr<VectorIndex> vector_index_;      // guarded by vectors_mu_; the current model's
+  EngineStats::EmbeddingFigures embedding_state_;  // guarded by vectors_mu_
+  std::chrono::steady_clock::time_point queries_resume_at_{};   // guarded by vectors_mu_
+  std::unordered_map<std::string, std::string> query_vectors_;  // guarded by vectors_mu_
 
   // Compaction (memory/compaction.h): how many job transactions this process has committed,
   // and the count when the indexes were last found compact (so an engine that starts looks

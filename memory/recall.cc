@@ -1,5 +1,6 @@
 // EngineImpl::Recall: search, session windows, ranking and rendering (docs/contract.md §1.4.1).
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
@@ -573,12 +574,11 @@ Result<int64_t> ChooseTerms(db::Database& db, WordCounts& word_counts, WordCount
   return highest;
 }
 
-// Reciprocal-rank fusion of the indexes' rankings: each hit's sum of 1 / (60 + rank), by
-// event_seq.
-std::map<int64_t, double> FuseRankings(const Hits& word_hits, const Hits& trigram_hits,
-                                       const Hits& cjk_hits) {
+// Reciprocal-rank fusion of the rankings (the indexes' and the vectors'): each hit's sum of
+// 1 / (60 + rank), by event_seq.
+std::map<int64_t, double> FuseRankings(const std::vector<const Hits*>& lists) {
   std::map<int64_t, double> fused;
-  for (const auto* list : {&word_hits, &trigram_hits, &cjk_hits}) {
+  for (const Hits* list : lists) {
     size_t rank = 0;  // competition rank: equal BM25 scores share a rank
     for (size_t i = 0; i < list->size(); ++i) {
       if (i == 0 || (*list)[i].second != (*list)[i - 1].second) rank = i + 1;
@@ -589,11 +589,12 @@ std::map<int64_t, double> FuseRankings(const Hits& word_hits, const Hits& trigra
 }
 
 // What one recall's searches found: the fused ranking, and which hits the trigram and CJK
-// indexes gave (for the debug answer's signals).
+// indexes and the vectors gave (for the debug answer's signals, with the vectors' similarity).
 struct Found {
   std::map<int64_t, double> fused;
   std::set<int64_t> trigram;
   std::set<int64_t> cjk;
+  std::map<int64_t, double> vector;
 };
 
 // The word index's search: the query's words and its expansions (memory/expansion.h), each
@@ -625,11 +626,13 @@ std::string OrOf(const std::vector<std::string>& words) {
 
 // Searches the word, trigram and CJK indexes within `scope` for `terms` (chosen in the
 // snapshot whose newest record is `highest`) and the word expansions `expanded`, and fuses
-// their rankings (reciprocal rank), so a trigram hit, a CJK bigram hit and a word hit count
-// alike. `postings`: the word index's postings cache, or nullptr.
+// their rankings with the vectors' (`vector_hits`, reciprocal rank), so a trigram hit, a CJK
+// bigram hit, a word hit and a vector hit count alike. `postings`: the word index's postings
+// cache, or nullptr.
 Result<Found> SearchAndFuse(db::Database& db, std::string_view scope, const SearchTerms& terms,
                             const ChosenExpansions& expanded, int64_t highest,
-                            const RowFacts& facts, PostingsCache* postings) {
+                            const RowFacts& facts, PostingsCache* postings,
+                            const Hits& vector_hits) {
   Hits word_hits;
   Hits trigram_hits;
   const WordSearch words = WordSearchOf(terms, expanded);
@@ -649,9 +652,10 @@ Result<Found> SearchAndFuse(db::Database& db, std::string_view scope, const Sear
                                {"records_cjk", terms.CjkMatch(), CjkDocumentCounts(terms), &facts,
                                 /*cjk=*/true},
                                scope, cjk_hits));
-  Found found{FuseRankings(word_hits, trigram_hits, cjk_hits), {}, {}};
+  Found found{FuseRankings({&word_hits, &trigram_hits, &cjk_hits, &vector_hits}), {}, {}, {}};
   for (const auto& [seq, score] : trigram_hits) found.trigram.insert(seq);
   for (const auto& [seq, score] : cjk_hits) found.cjk.insert(seq);
+  found.vector.insert(vector_hits.begin(), vector_hits.end());
   return found;
 }
 
@@ -934,11 +938,18 @@ json EvidenceJson(json& scope_row, bool full, json& evidence_windows, const Sear
   return evidence;
 }
 
+// Whether a recall searched the vectors, and if not, why (for the debug answer).
+struct VectorSearch {
+  bool searched = false;
+  std::string note;
+};
+
 // The debug answer (a request's `debug: true`): the expansions searched and, per hit shown
-// (by record id), the signals that found it: "word", "stem", "synonym", "trigram", "cjk".
+// (by record id), the signals that found it: "word", "stem", "synonym", "trigram", "cjk",
+// "vector"; whether the vectors were searched (and why not), and each vector hit's similarity.
 Result<json> DebugJson(db::Database& db, const std::vector<Window>& windows,
                        const SearchTerms& terms, const ChosenExpansions& expanded,
-                       const Found& found) {
+                       const Found& found, const VectorSearch& vector) {
   TMCRA_ASSIGN_OR_RETURN(WordTokenizer tokenizer, WordTokenizer::Open(db));
   json expansions = json::array();
   for (const Expansion& e : expanded.chosen) {
@@ -946,16 +957,25 @@ Result<json> DebugJson(db::Database& db, const std::vector<Window>& windows,
         {{"form", e.form}, {"of", e.of}, {"signal", e.signal}, {"weight", e.weight}});
   }
   json signals = json::object();
+  json similarity = json::object();
   for (const Window& w : windows) {
     for (const Record& r : w.records) {
       if (w.hits.count(r.event_seq) == 0) continue;
       json list = WordSignals(tokenizer.Tokens(r.content), terms.words, expanded.chosen);
       if (found.trigram.count(r.event_seq)) list.push_back("trigram");
       if (found.cjk.count(r.event_seq)) list.push_back("cjk");
+      if (auto v = found.vector.find(r.event_seq); v != found.vector.end()) {
+        list.push_back("vector");
+        similarity[r.record_id] = std::round(v->second * 1000) / 1000;
+      }
       signals[r.record_id] = std::move(list);
     }
   }
-  return json{{"expansions", std::move(expansions)}, {"signals", std::move(signals)}};
+  json vector_json{{"searched", vector.searched}, {"similarity", std::move(similarity)}};
+  if (!vector.note.empty()) vector_json["note"] = vector.note;
+  return json{{"expansions", std::move(expansions)},
+              {"signals", std::move(signals)},
+              {"vector", std::move(vector_json)}};
 }
 
 // The word expansions of the query words `asked` this recall searches (none when stemming is
@@ -1004,6 +1024,10 @@ Result<ChosenSearch> ChooseSearch(db::Database& db, const std::string& query, Wo
 
 Result<json> EngineImpl::Recall(std::string_view scope, const json& body) {
   TMCRA_ASSIGN_OR_RETURN(const RecallRequest request, ParseRecallRequest(scope, body));
+  // The query's vector is asked for before a connection is borrowed or a snapshot taken.
+  VectorSearch vector;
+  const std::optional<std::string> query_vector =
+      options_.embedder ? QueryVector(request.query, vector.note) : std::nullopt;
   TMCRA_ASSIGN_OR_RETURN(ReadLease reader, BorrowReader());
   db::Database& db = reader.db();
   // One consistent snapshot for the whole recall.
@@ -1023,9 +1047,15 @@ Result<json> EngineImpl::Recall(std::string_view scope, const json& body) {
                                       {options_.stem_language, options_.synonyms}));
   const SearchTerms& terms = chosen.terms;
   if (CatchUpFactsNow(chosen.highest)) TMCRA_RETURN_IF_ERROR(row_facts_->CatchUp(db));
+  Hits vector_hits;
+  if (query_vector) {
+    TMCRA_ASSIGN_OR_RETURN(auto searched, VectorHits(db, scope, *query_vector, vector.note));
+    vector.searched = searched.has_value();
+    if (searched) vector_hits = std::move(*searched);
+  }
   TMCRA_ASSIGN_OR_RETURN(const Found found,
                          SearchAndFuse(db, scope, terms, chosen.expanded, chosen.highest,
-                                       *row_facts_, postings_.get()));
+                                       *row_facts_, postings_.get(), vector_hits));
   TMCRA_ASSIGN_OR_RETURN(const std::vector<HitRef> hits,
                          OrderedHits(db, found.fused, effects, *row_facts_, withheld));
   std::vector<Window> windows;
@@ -1035,7 +1065,7 @@ Result<json> EngineImpl::Recall(std::string_view scope, const json& body) {
   SortWindows(windows);
   json debug = nullptr;
   if (request.debug) {
-    TMCRA_ASSIGN_OR_RETURN(debug, DebugJson(db, windows, terms, chosen.expanded, found));
+    TMCRA_ASSIGN_OR_RETURN(debug, DebugJson(db, windows, terms, chosen.expanded, found, vector));
   }
 
   const bool full = request.projection == "full";
