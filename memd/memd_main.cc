@@ -9,7 +9,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -29,6 +32,7 @@
 #include "memd/memd_server.h"
 #include "memory/engine.h"
 #include "src/api/embedded_memory_api.h"
+#include "src/api/embeddings_client.h"
 
 namespace {
 
@@ -82,6 +86,13 @@ constexpr const char* kUsage =
     "  --recall-language L    auto (default: each record's language detected), none (no\n"
     "                         stems), or a Snowball language such as english or german\n"
     "  --recall-synonyms on|off  recall also searches English synonyms (default on)\n"
+    "  --embeddings-url URL   semantic recall through an embeddings endpoint: Ollama's\n"
+    "                         .../api/embed or an OpenAI-compatible .../v1/embeddings (https,\n"
+    "                         or http to localhost); its key from TMCRA_EMBEDDINGS_API_KEY\n"
+    "  --embeddings-model M   the model to ask for (required with --embeddings-url)\n"
+    "  --embeddings-ca-file F CA bundle for an https embeddings endpoint\n"
+    "  --embeddings-timeout S seconds for one request of the embedding thread (default 30;\n"
+    "                         a recall's query waits at most 2 s of it)\n"
     "  --postings-cache-mib N postings of searched words kept in memory, so a word's doclist\n"
     "                         is walked once, not on every recall (default 64; 0: none)\n"
     "  --no-job-worker        store ingests but run no jobs (they run at the next start)\n"
@@ -360,7 +371,41 @@ struct ServeConfig {
   tmcra::filter::FilterRules filter_rules;
   std::string recall_language = "auto";
   bool recall_synonyms = true;
+  std::shared_ptr<tmcra::memory::Embedder> embedder;  // --embeddings-url, or none
+  std::chrono::milliseconds embed_timeout{30000};
 };
+
+// --embeddings-url, --embeddings-model, --embeddings-ca-file, and the key from the
+// environment (never argv); a usage error's text, or nothing.
+std::optional<std::string> ParseEmbeddings(const Args& args, ServeConfig& c) {
+  const auto url = args.Get("embeddings-url");
+  const auto model = args.Get("embeddings-model");
+  if (!url) {
+    if (model) return "--embeddings-model needs --embeddings-url";
+    return std::nullopt;
+  }
+  if (!model || model->empty()) return "--embeddings-url needs --embeddings-model";
+  tmcra::api::EmbeddingsOptions options;
+  options.url = *url;
+  while (!options.url.empty() && options.url.back() == '/') options.url.pop_back();
+  options.model = *model;
+  options.ca_file = args.Get("embeddings-ca-file").value_or("");
+  if (const char* key = std::getenv("TMCRA_EMBEDDINGS_API_KEY"); key != nullptr) {
+    options.api_key = key;
+  }
+  if (auto v = args.Get("embeddings-timeout")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !(seconds > 0 && seconds <= 3600)) {
+      return "--embeddings-timeout must be seconds above 0 and at most 3600";
+    }
+    c.embed_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));
+  }
+  auto client = tmcra::api::EmbeddingsClient::Create(std::move(options));
+  if (!client) return "--embeddings-url: " + client.error().message;
+  c.embedder = std::move(*client);
+  return std::nullopt;
+}
 
 // --listen, --tls-cert, --tls-key and --local; a usage error's text, or nothing.
 std::optional<std::string> ParseEndpoint(const Args& args, ServeConfig& c) {
@@ -454,19 +499,24 @@ std::optional<std::string> ParseContentOptions(const Args& args, ServeConfig& c)
     if (*v != "on" && *v != "off") return "--recall-synonyms must be on or off";
     c.recall_synonyms = *v == "on";
   }
-  return std::nullopt;
+  return ParseEmbeddings(args, c);
 }
 
 // `serve`'s command line, checked; a usage error's text, or nothing.
 std::optional<std::string> ParseServe(int argc, char** argv, ServeConfig& c) {
   std::string error;
-  auto args = ParseArgs(
-      argc, argv, 2,
-      {"data-dir", "listen", "tls-cert", "tls-key", "public-url", "threads", "max-connections",
-       "max-connections-per-address", "head-timeout", "max-concurrency", "max-body-bytes", "gzip",
-       "request-timeout", "postings-cache-mib", "redact-secrets", "redact-extra-prefix",
-       "redact-allow", "recall-language", "recall-synonyms"},
-      {"local", "no-job-worker"}, &error);
+  auto args = ParseArgs(argc, argv, 2, {"data-dir",         "listen",
+                                        "tls-cert",         "tls-key",
+                                        "public-url",       "threads",
+                                        "max-connections",  "max-connections-per-address",
+                                        "head-timeout",     "max-concurrency",
+                                        "max-body-bytes",   "gzip",
+                                        "request-timeout",  "postings-cache-mib",
+                                        "redact-secrets",   "redact-extra-prefix",
+                                        "redact-allow",     "recall-language",
+                                        "recall-synonyms",  "embeddings-url",
+                                        "embeddings-model", "embeddings-ca-file"},
+                        {"local", "no-job-worker"}, &error);
   if (!args) return error;
   if (!args->positional.empty()) return "serve takes no positional argument";
   const auto data_dir_arg = args->Get("data-dir");
@@ -524,6 +574,9 @@ tmcra::memory::EngineOptions ServingEngine(ServeConfig& c, const std::string& da
   engine.filter_rules = std::move(c.filter_rules);
   engine.stem_language = c.recall_language;
   engine.synonyms = c.recall_synonyms;
+  engine.embedder = c.embedder;
+  engine.embed_timeout = c.embed_timeout;
+  engine.query_embed_timeout = std::min(engine.query_embed_timeout, c.embed_timeout);
   return engine;
 }
 

@@ -90,6 +90,8 @@ bool EngineImpl::WaitToEmbed(std::chrono::milliseconds wait) {
 Result<EngineImpl::ModelRow> EngineImpl::ReadModel(db::Database& db, bool create) {
   const std::string& name = options_.embedder->model();
   if (create) {
+    TMCRA_ASSIGN_OR_RETURN(const ModelRow known, ReadModel(db, false));
+    if (known.id != 0) return known;
     TMCRA_ASSIGN_OR_RETURN(auto insert,
                            db.Prepare("INSERT OR IGNORE INTO embedding_models(name) VALUES(?)"));
     insert.Bind(1, name);
@@ -145,11 +147,19 @@ Status EngineImpl::StoreVectors(db::Database& db, const ModelRow& model, const B
     return Error::Unavailable("the embeddings service answered vectors of " + std::to_string(dims) +
                               " dimensions; this model's have " + std::to_string(now.dimensions));
   }
-  // A record forgotten since the batch was read gets no vector (the join finds no record).
+  // Another model's vector of the record makes way (the new row gets a new vec_id, so every
+  // process's copy of this model reads it); a vector of this model that another process stored
+  // meanwhile stays, so no copy reads a record twice. A record forgotten since the batch was
+  // read gets no vector (the join finds no record).
   TMCRA_ASSIGN_OR_RETURN(
-      auto insert, db.Prepare("INSERT OR REPLACE INTO record_vectors(event_seq, model_id, vector) "
+      auto replace, db.Prepare("DELETE FROM record_vectors WHERE event_seq = ? AND model_id != ?"));
+  TMCRA_ASSIGN_OR_RETURN(
+      auto insert, db.Prepare("INSERT OR IGNORE INTO record_vectors(event_seq, model_id, vector) "
                               "SELECT event_seq, ?, ? FROM records WHERE event_seq = ?"));
   for (size_t i = 0; i < stored.size(); ++i) {
+    replace.Reset();
+    replace.Bind(1, backlog.seqs[i]).Bind(2, model.id);
+    TMCRA_RETURN_IF_ERROR(replace.Run());
     insert.Reset();
     insert.Bind(1, model.id).BindBlob(2, stored[i]).Bind(3, backlog.seqs[i]);
     TMCRA_RETURN_IF_ERROR(insert.Run());
@@ -165,6 +175,11 @@ Result<bool> EngineImpl::EmbedStep(db::Database& db, int64_t& cursor) {
   {
     TMCRA_ASSIGN_OR_RETURN(auto tx, db::Transaction::Deferred(db));
     TMCRA_ASSIGN_OR_RETURN(backlog, ReadBacklog(db, model, cursor));
+    if (backlog.seqs.empty()) {
+      // Every record of this snapshot has its vector: the next look starts after them.
+      TMCRA_ASSIGN_OR_RETURN(cursor,
+                             db.QueryInt("SELECT COALESCE(MAX(event_seq), 0) FROM records"));
+    }
     TMCRA_RETURN_IF_ERROR(tx.Commit());
   }
   if (backlog.seqs.empty()) return false;
@@ -214,7 +229,7 @@ void EngineImpl::EmbedLoop() {
       continue;
     }
     backoff = std::chrono::milliseconds(1000);
-    if (*more) NoteEmbedding(Ok());
+    NoteEmbedding(Ok());
     std::shared_ptr<VectorIndex> index;
     {
       std::lock_guard lock(vectors_mu_);

@@ -140,21 +140,34 @@ Status VectorIndex::ReadRows(db::Database& db, int64_t after) {
                             "FROM record_vectors v JOIN records r ON r.event_seq = v.event_seq "
                             "WHERE v.model_id = ? AND v.vec_id > ? ORDER BY v.vec_id"));
   rows.Bind(1, model_id_).Bind(2, after);
-  std::vector<std::pair<std::string, std::pair<int64_t, std::string>>> read;
+  // Read into buffers of the index's own shape first, so the lock is held only to append.
+  struct Read {
+    std::vector<int64_t> seqs;
+    std::string data;
+  };
+  std::unordered_map<std::string, Read> read;
   int64_t through = after;
   for (;;) {
     TMCRA_ASSIGN_OR_RETURN(const bool row, rows.Step());
     if (!row) break;
     through = rows.Int(0);
-    std::string blob = rows.Blob(3);
+    const std::string blob = rows.Blob(3);
     if (StoredDimensions(blob) != dims_) continue;  // never another model's shape
-    read.push_back({rows.Text(2), {rows.Int(1), std::move(blob)}});
+    Read& r = read[rows.Text(2)];
+    r.seqs.push_back(rows.Int(1));
+    r.data += blob;
   }
   std::unique_lock lock(mu_);
-  for (auto& [scope, entry] : read) {
+  for (auto& [scope, r] : read) {
     Partition& p = PartitionOf(scope);
-    p.seqs.push_back(entry.first);
-    p.data += entry.second;
+    if (p.seqs.empty()) {
+      r.data.shrink_to_fit();
+      p.seqs = std::move(r.seqs);
+      p.data = std::move(r.data);
+    } else {
+      p.seqs.insert(p.seqs.end(), r.seqs.begin(), r.seqs.end());
+      p.data += r.data;
+    }
   }
   through_vec_id_ = std::max(through_vec_id_, through);
   return Ok();
@@ -183,7 +196,10 @@ std::vector<std::pair<int64_t, double>> VectorIndex::Search(std::string_view sco
   KeepBest(scored, k);
   for (const auto& [similarity, position] : scored) {
     if (similarity < min_similarity) break;
-    out.emplace_back(p.seqs[position], static_cast<double>(similarity));
+    const int64_t seq = p.seqs[position];
+    const bool seen =
+        std::any_of(out.begin(), out.end(), [&](const auto& o) { return o.first == seq; });
+    if (!seen) out.emplace_back(seq, static_cast<double>(similarity));
   }
   return out;
 }

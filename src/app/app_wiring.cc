@@ -4,14 +4,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <string>
 
 #include "base/process_owner.h"
 #include "base/version.h"
 #include "src/api/embedded_memory_api.h"
+#include "src/api/embeddings_client.h"
 #include "src/api/http_memory_api.h"
 #include "src/config/project_scope.h"
 #include "src/config/settings.h"
@@ -92,6 +95,15 @@ Status MakeMemory(const config::Settings& settings, const config::EnvLookup& env
     engine.filter_rules = settings.filter_rules;
     engine.stem_language = settings.recall_language;
     engine.synonyms = settings.recall_synonyms;
+    if (settings.embeddings) {
+      api::EmbeddingsOptions embeddings{settings.embeddings->url, settings.embeddings->model,
+                                        settings.embeddings->api_key, settings.embeddings->ca_file};
+      embeddings.allow_keylog = settings.allow_keylog;
+      engine.embed_timeout = std::chrono::milliseconds(
+          static_cast<int64_t>(std::ceil(settings.embeddings->timeout_seconds * 1000)));
+      engine.query_embed_timeout = std::min(engine.query_embed_timeout, engine.embed_timeout);
+      TMCRA_ASSIGN_OR_RETURN(engine.embedder, api::EmbeddingsClient::Create(std::move(embeddings)));
+    }
     app.memory = std::make_unique<api::EmbeddedMemoryApi>(std::move(engine));
     identity.base = "embedded://" + settings.data_dir;
     return Ok();

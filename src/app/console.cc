@@ -224,6 +224,19 @@ std::string GrowthChart(Console& c, const json& scopes) {
   return svg + "</svg>";
 }
 
+// The embedding thread's figures (memory/engine.h, EngineStats::EmbeddingFigures).
+std::string VectorsNote(const json& e) {
+  std::string note = "<p class=note>Vectors (" + Escape(e.value("model", "")) +
+                     "): " + std::to_string(e.value("vectors", int64_t{0})) +
+                     " records embedded, " + std::to_string(e.value("backlog", int64_t{0})) +
+                     " waiting; " + Escape(e.value("state", ""));
+  if (e.value("state", "") == "failing") {
+    note += " — " + Escape(e.value("last_error", "")) +
+            " (retried; recall goes on with words meanwhile)";
+  }
+  return note + "</p>";
+}
+
 // The index back-fills still under way after an upgrade (memory/stems.h, memory/cjk.h), or "".
 std::string BackfillNote(Console& c) {
   auto figures = c.app.memory->Stats();
@@ -236,6 +249,7 @@ std::string BackfillNote(Console& c) {
             " records left for the " + (key[0] == 's' ? "stem" : "CJK") +
             " index (found by their exact words meanwhile).</p>";
   }
+  if (figures->contains("embeddings")) note += VectorsNote((*figures)["embeddings"]);
   return note;
 }
 
@@ -350,10 +364,16 @@ void SearchPage(Console& c, const httplib::Request& req, httplib::Response& res)
       searched += (searched.empty() ? "" : ", ") + e.value("form", "") + " (" +
                   e.value("signal", "") + " of " + e.value("of", "") + ")";
     }
-    body += "<p class=note>route: " + Escape(found->value("route", json::object()).dump()) +
-            "</p><p class=note>also searched, with a lower weight: " +
-            Escape(searched.empty() ? "nothing" : searched) +
-            "</p><table><tr><th>window<th>rank<th>why<th>message<th>feedback</tr>";
+    body +=
+        "<p class=note>route: " + Escape(found->value("route", json::object()).dump()) +
+        "</p><p class=note>also searched, with a lower weight: " +
+        Escape(searched.empty() ? "nothing" : searched) + "</p><p class=note>vectors: " +
+        Escape(found->value("vectors", json::object()).value("searched", false)
+                   ? std::string("searched")
+                   : "not searched (" +
+                         found->value("vectors", json::object()).value("note", std::string("off")) +
+                         ")") +
+        "</p><table><tr><th>window<th>rank<th>why<th>message<th>feedback</tr>";
     for (const json& r : (*found)["results"]) {
       const bool hit = r.value("hit", false);
       body += std::string("<tr class=") + (hit ? "hit" : "near") + "><td>" + r["window"].dump() +

@@ -180,6 +180,16 @@ json MatchedWords(const std::string& query, const std::string& text) {
   return words;
 }
 
+// Whether the recall searched the vectors, and why not ("off" for a memory without them).
+json VectorsOf(const json& debug) {
+  if (!debug.is_object() || !debug.contains("vector") || !debug["vector"].is_object()) {
+    return json{{"searched", false}, {"note", "off"}};
+  }
+  json out{{"searched", debug["vector"].value("searched", false)}};
+  if (debug["vector"].contains("note")) out["note"] = debug["vector"]["note"];
+  return out;
+}
+
 // The recall answer as search results: each window's records with their rank and reason.
 json SearchResults(const std::string& scope, const std::string& query, const json& recall) {
   json results = json::array();
@@ -205,6 +215,12 @@ json SearchResults(const std::string& scope, const std::string& query, const jso
           if (auto it = signals.find(item["memory_id"].get<std::string>()); it != signals.end()) {
             item["why"]["signals"] = *it;
           }
+          const json similarity =
+              debug.value("vector", json::object()).value("similarity", json::object());
+          if (auto it = similarity.find(item["memory_id"].get<std::string>());
+              it != similarity.end()) {
+            item["why"]["similarity"] = *it;
+          }
         }
       } else {
         item["why"] = {{"neighbour", "shown beside a hit of its session window"}};
@@ -217,9 +233,16 @@ json SearchResults(const std::string& scope, const std::string& query, const jso
       {"scope_name", scope},
       {"query", query},
       {"expansions", debug.is_object() ? debug.value("expansions", json::array()) : json::array()},
+      {"vectors", VectorsOf(debug)},
       {"route", recall.value("evidence_route", json::object())},
       {"results", std::move(results)},
       {"prompt_bytes", recall["prompt_evidence"].value("content", "").size()}};
+}
+
+// One line on the vectors for --explain.
+std::string VectorsText(const json& vectors) {
+  if (vectors.value("searched", false)) return "  vectors: searched\n";
+  return "  vectors: not searched (" + vectors.value("note", std::string("off")) + ")\n";
 }
 
 // The other words a search looked for, one line per query word.
@@ -258,7 +281,9 @@ Status Search(Context& c, const Args& args) {
                 : std::string("neighbour of a hit in its session")) +
            "\n";
   }
-  if (args.Has("explain")) out += ExpansionsText(results["expansions"]);
+  if (args.Has("explain")) {
+    out += ExpansionsText(results["expansions"]) + VectorsText(results["vectors"]);
+  }
   if (results["results"].empty()) out += "  (nothing recalled)\n";
   Print(out);
   return Ok();

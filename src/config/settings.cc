@@ -308,6 +308,64 @@ Status ResolveRecall(const EnvLookup& env, const json& config, const std::string
   return Ok();
 }
 
+// A setting as text: the environment variable, else the config's member (a string, or a
+// number as written), else "".
+Result<std::string> ResolveString(const EnvLookup& env, const char* variable, const json& config,
+                                  const char* member, const std::string& in_file) {
+  if (std::string value = NonBlank(env, variable); !value.empty()) return value;
+  auto it = config.find(member);
+  if (it == config.end() || it->is_null()) return std::string();
+  if (it->is_number()) return it->dump();
+  if (!it->is_string())
+    return Error::Invalid(std::string(member) + " " + in_file + " must be a string");
+  return it->get<std::string>();
+}
+
+// The embeddings service's settings (Settings::embeddings); none without a URL.
+Status ResolveEmbeddings(const EnvLookup& env, const json& config, const std::string& in_file,
+                         Settings& s) {
+  Settings::Embeddings e;
+  TMCRA_ASSIGN_OR_RETURN(
+      e.url, ResolveString(env, "TMCRA_EMBEDDINGS_URL", config, "embeddingsUrl", in_file));
+  TMCRA_ASSIGN_OR_RETURN(
+      e.model, ResolveString(env, "TMCRA_EMBEDDINGS_MODEL", config, "embeddingsModel", in_file));
+  TMCRA_ASSIGN_OR_RETURN(e.api_key, ResolveString(env, "TMCRA_EMBEDDINGS_API_KEY", config,
+                                                  "embeddingsApiKey", in_file));
+  TMCRA_ASSIGN_OR_RETURN(e.ca_file, ResolveString(env, "TMCRA_EMBEDDINGS_CA_FILE", config,
+                                                  "embeddingsCaFile", in_file));
+  TMCRA_ASSIGN_OR_RETURN(const std::string timeout,
+                         ResolveString(env, "TMCRA_EMBEDDINGS_TIMEOUT_SECONDS", config,
+                                       "embeddingsTimeoutSeconds", in_file));
+  if (!timeout.empty()) {
+    const auto seconds = ParseDouble(timeout);
+    if (!seconds || *seconds <= 0 || *seconds > 3600) {
+      return Error::Invalid(
+          "TMCRA_EMBEDDINGS_TIMEOUT_SECONDS (embeddingsTimeoutSeconds) must be a number of "
+          "seconds above 0 and at most 3600");
+    }
+    e.timeout_seconds = *seconds;
+  }
+  if (e.url.empty()) {
+    if (!e.model.empty())
+      return Error::Invalid(
+          "TMCRA_EMBEDDINGS_MODEL (embeddingsModel) is set without TMCRA_EMBEDDINGS_URL "
+          "(embeddingsUrl)");
+    return Ok();
+  }
+  while (!e.url.empty() && e.url.back() == '/') e.url.pop_back();
+  if (auto api = CheckEmbeddingsUrl(e.url, "TMCRA_EMBEDDINGS_URL (embeddingsUrl)"); !api) {
+    return api.error();
+  }
+  if (e.model.empty())
+    return Error::Invalid(
+        "TMCRA_EMBEDDINGS_URL (embeddingsUrl) is set without TMCRA_EMBEDDINGS_MODEL "
+        "(embeddingsModel)");
+  if (e.api_key.find_first_of("\r\n") != std::string::npos)
+    return Error::Invalid("TMCRA_EMBEDDINGS_API_KEY (embeddingsApiKey) must be one line");
+  s.embeddings = std::move(e);
+  return Ok();
+}
+
 Result<filter::FilterRules> ResolveFilterRules(const EnvLookup& env, const json& config,
                                                const std::string& in_file) {
   filter::FilterRules rules;
@@ -617,6 +675,12 @@ Result<Settings> LoadSettings(const EnvLookup& env, Clock::time_point now) {
   // The content filter's rules.
   TMCRA_ASSIGN_OR_RETURN(l.s.filter_rules, ResolveFilterRules(env, d.config, l.in_file));
   TMCRA_RETURN_IF_ERROR(ResolveRecall(env, d.config, l.in_file, l.s));
+  TMCRA_RETURN_IF_ERROR(ResolveEmbeddings(env, d.config, l.in_file, l.s));
+  if (l.s.embeddings && l.s.remote()) {
+    l.problems.push_back(
+        "the embeddings settings apply to the embedded memory only: a remote memory recalls "
+        "with its own (tmcra-memd --embeddings-url)");
+  }
   ResolveDefaultScope(l);
   // Whether a set SSLKEYLOGFILE is tolerated (CheckKeylog, in both remote modes).
   l.s.allow_keylog = NonBlank(env, "TMCRA_DEBUG_ALLOW_SSLKEYLOGFILE") == "1";
@@ -682,6 +746,13 @@ json Settings::ToJson() const {
   out["redact_allow"] = filter_rules.allow.size();
   out["recall_language"] = recall_language;
   out["recall_synonyms"] = recall_synonyms;
+  if (embeddings) {
+    out["embeddings"] = {{"url", embeddings->url},
+                         {"model", embeddings->model},
+                         {"key", embeddings->api_key.empty() ? "none" : "set"},
+                         {"timeout_seconds", embeddings->timeout_seconds}};
+    if (!embeddings->ca_file.empty()) out["embeddings"]["ca_file"] = embeddings->ca_file;
+  }
   if (!problem.empty()) out["problem"] = problem;
   return out;
 }

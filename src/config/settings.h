@@ -87,6 +87,22 @@ struct Settings {
   std::string recall_language = "auto";
   bool recall_synonyms = true;
 
+  // Semantic recall in the embedded store (docs/recall.md, "Vectors"): the endpoint
+  // (TMCRA_EMBEDDINGS_URL, else the config's embeddingsUrl; checked by CheckEmbeddingsUrl), the
+  // model (TMCRA_EMBEDDINGS_MODEL / embeddingsModel; required with a URL), a key
+  // (TMCRA_EMBEDDINGS_API_KEY / embeddingsApiKey; SECRET, and never a reason to use a remote
+  // memory), a CA bundle for https (TMCRA_EMBEDDINGS_CA_FILE / embeddingsCaFile), and the
+  // timeout of one request of the embedding thread (TMCRA_EMBEDDINGS_TIMEOUT_SECONDS /
+  // embeddingsTimeoutSeconds, default 30; a recall's query waits at most 2 s of it).
+  struct Embeddings {
+    std::string url;
+    std::string model;
+    std::string api_key;  // SECRET: never in ToJson, messages, logs or argv
+    std::string ca_file;
+    double timeout_seconds = 30;
+  };
+  std::optional<Embeddings> embeddings;
+
   std::string data_dir;       // embedded data directory ($TMCRA_DATA_DIR, ~/.local/share/tmcra)
   std::string database_path;  // <data_dir>/memory.db
   // The outbox: embedded <data_dir>/outbox.sqlite3; remote $TMCRA_MCP_QUEUE_FILE or

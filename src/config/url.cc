@@ -5,6 +5,7 @@
 
 #include <curl/curl.h>
 
+#include <cctype>
 #include <memory>
 #include <optional>
 
@@ -376,6 +377,66 @@ std::string RedactUrl(std::string_view url) {
   const auto at = out.rfind('@', path_start == std::string::npos ? out.size() : path_start);
   if (at != std::string::npos && at >= authority) out.erase(authority, at - authority + 1);
   return out;
+}
+
+namespace {
+
+bool EndsWith(std::string_view text, std::string_view tail) {
+  return text.size() >= tail.size() && text.substr(text.size() - tail.size()) == tail;
+}
+
+Error UrlError(std::string_view setting, const std::string& rule) {
+  return Error::Invalid(std::string(setting) + ": " + rule);
+}
+
+// Splits "scheme://authority/path" into the lower-case host and the path; the authority has
+// no credentials. An error names the rule broken.
+Result<std::pair<std::string, std::string>> HostAndPath(std::string_view url,
+                                                        std::string_view setting) {
+  const size_t scheme_end = url.find("://");
+  const std::string_view rest = url.substr(scheme_end + 3);
+  const size_t slash = rest.find('/');
+  const std::string_view authority = rest.substr(0, slash);
+  const std::string path =
+      slash == std::string_view::npos ? std::string() : std::string(rest.substr(slash));
+  if (authority.find('@') != std::string_view::npos) {
+    return UrlError(setting, "must not hold credentials (give the key as its own setting)");
+  }
+  std::string host(authority.front() == '[' ? authority.substr(0, authority.find(']') + 1)
+                                            : authority.substr(0, authority.find(':')));
+  for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (host.empty()) return UrlError(setting, "has no host");
+  return std::make_pair(std::move(host), path);
+}
+
+}  // namespace
+
+Result<EmbeddingsApi> CheckEmbeddingsUrl(std::string_view url, std::string_view setting) {
+  for (char c : url) {
+    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f ||
+        c == '\\') {
+      return UrlError(setting, "must be plain ASCII without spaces or backslashes");
+    }
+  }
+  if (url.find('?') != std::string_view::npos || url.find('#') != std::string_view::npos) {
+    return UrlError(setting, "must have no query or fragment");
+  }
+  const bool https = url.rfind("https://", 0) == 0;
+  if (!https && url.rfind("http://", 0) != 0)
+    return UrlError(setting, "must be https:// or http://");
+  TMCRA_ASSIGN_OR_RETURN(const auto parts, HostAndPath(url, setting));
+  const auto& [host, path] = parts;
+  if (!https && host != "localhost" && host != "127.0.0.1" && host != "[::1]") {
+    return UrlError(setting, "may be plain http:// only to localhost, 127.0.0.1 or [::1]");
+  }
+  if (path.find("/../") != std::string::npos || path.find("/./") != std::string::npos) {
+    return UrlError(setting, "must have no . or .. path segments");
+  }
+  if (EndsWith(path, "/api/embed")) return EmbeddingsApi::kOllama;
+  if (EndsWith(path, "/embeddings")) return EmbeddingsApi::kOpenAi;
+  return UrlError(setting,
+                  "must be the endpoint itself: a path ending in /api/embed (Ollama) or "
+                  "/embeddings (OpenAI-compatible, e.g. /v1/embeddings)");
 }
 
 }  // namespace tmcra::config

@@ -36,6 +36,14 @@ struct BaseUrl {
 Result<BaseUrl> ValidateBaseUrl(std::string_view url, bool local_mode,
                                 std::string_view setting = "TMCRA_BASE_URL");
 
+// An embeddings endpoint (docs/recall.md, "Vectors"): Ollama's or an OpenAI-compatible one.
+enum class EmbeddingsApi { kOllama, kOpenAi };
+
+// Which API `url` is, or kInvalidArgument naming `setting` and the rule it breaks (never the
+// URL): https:// to any host, or http:// to localhost, 127.0.0.1 or [::1]; no credentials,
+// query or fragment; a path ending in /api/embed (Ollama) or /embeddings (OpenAI-compatible).
+Result<EmbeddingsApi> CheckEmbeddingsUrl(std::string_view url, std::string_view setting);
+
 // One path segment, percent-encoded as Python's `urllib.parse.quote(value, safe='')`: every byte
 // except A-Z a-z 0-9 _ . - ~ becomes %XX (upper-case hex), so "/" is %2F, "%" is %25, NUL is %00.
 // Callers still validate `value` against the service's grammar first (see identifiers.h).
