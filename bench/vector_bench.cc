@@ -59,7 +59,8 @@ class TopicEmbedder final : public tmcra::memory::Embedder {
   explicit TopicEmbedder(size_t dims) : dims_(dims) {}
   const std::string& model() const override { return model_; }
   tmcra::Result<std::vector<std::vector<float>>> Embed(const std::vector<std::string>& texts,
-                                                       std::chrono::milliseconds) override {
+                                                       std::chrono::milliseconds,
+                                                       const std::atomic<bool>*) override {
     std::vector<std::vector<float>> out;
     for (const auto& t : texts) {
       const size_t at =

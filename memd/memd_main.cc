@@ -505,17 +505,18 @@ std::optional<std::string> ParseContentOptions(const Args& args, ServeConfig& c)
 // `serve`'s command line, checked; a usage error's text, or nothing.
 std::optional<std::string> ParseServe(int argc, char** argv, ServeConfig& c) {
   std::string error;
-  auto args = ParseArgs(argc, argv, 2, {"data-dir",         "listen",
-                                        "tls-cert",         "tls-key",
-                                        "public-url",       "threads",
-                                        "max-connections",  "max-connections-per-address",
-                                        "head-timeout",     "max-concurrency",
-                                        "max-body-bytes",   "gzip",
-                                        "request-timeout",  "postings-cache-mib",
-                                        "redact-secrets",   "redact-extra-prefix",
-                                        "redact-allow",     "recall-language",
-                                        "recall-synonyms",  "embeddings-url",
-                                        "embeddings-model", "embeddings-ca-file"},
+  auto args = ParseArgs(argc, argv, 2, {"data-dir",          "listen",
+                                        "tls-cert",          "tls-key",
+                                        "public-url",        "threads",
+                                        "max-connections",   "max-connections-per-address",
+                                        "head-timeout",      "max-concurrency",
+                                        "max-body-bytes",    "gzip",
+                                        "request-timeout",   "postings-cache-mib",
+                                        "redact-secrets",    "redact-extra-prefix",
+                                        "redact-allow",      "recall-language",
+                                        "recall-synonyms",   "embeddings-url",
+                                        "embeddings-model",  "embeddings-ca-file",
+                                        "embeddings-timeout"},
                         {"local", "no-job-worker"}, &error);
   if (!args) return error;
   if (!args->positional.empty()) return "serve takes no positional argument";

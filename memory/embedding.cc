@@ -4,12 +4,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "base/clock.h"
+#include "base/process_owner.h"
 #include "base/utf8.h"
 #include "memory/engine_impl.h"
 
@@ -24,6 +27,16 @@ constexpr size_t kEmbedTextBytes = 2000;
 constexpr auto kQueryPause = std::chrono::seconds(30);
 constexpr size_t kQueryCacheEntries = 256;
 constexpr size_t kGraphStepPoints = 64;
+constexpr int64_t kLeaseSeconds = 60;
+
+bool IsBlank(const std::string& text) {
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; });
+}
+
+// The service refused these texts (an HTTP 4xx other than 408 and 429): sent alone, a text it
+// refuses is passed over. Any other failure is the service's and is retried.
+bool Refused(const Error& error) { return error.code == Errc::kInvalidArgument; }
 
 std::string EmbedText(const std::string& content) {
   if (content.size() <= kEmbedTextBytes) return content;
@@ -118,17 +131,20 @@ Result<EngineImpl::Backlog> EngineImpl::ReadBacklog(db::Database& db, const Mode
   for (;;) {
     TMCRA_ASSIGN_OR_RETURN(const bool row, read.Step());
     if (!row) break;
-    backlog.seqs.push_back(read.Int(0));
     backlog.through = read.Int(0);
-    backlog.texts.push_back(EmbedText(read.Text(1)));
+    std::string text = EmbedText(read.Text(1));
+    if (IsBlank(text)) continue;  // nothing to embed: passed over
+    backlog.seqs.push_back(read.Int(0));
+    backlog.texts.push_back(std::move(text));
   }
   return backlog;
 }
 
 Result<std::vector<std::string>> EngineImpl::EmbedTexts(const Backlog& backlog,
                                                         const ModelRow& model) {
-  TMCRA_ASSIGN_OR_RETURN(const auto vectors,
-                         options_.embedder->Embed(backlog.texts, options_.embed_timeout));
+  TMCRA_ASSIGN_OR_RETURN(
+      const auto vectors,
+      options_.embedder->Embed(backlog.texts, options_.embed_timeout, &stopping_));
   return CheckedVectors(vectors, backlog.texts.size(), model.dimensions);
 }
 
@@ -175,25 +191,92 @@ Result<bool> EngineImpl::EmbedStep(db::Database& db, int64_t& cursor) {
   {
     TMCRA_ASSIGN_OR_RETURN(auto tx, db::Transaction::Deferred(db));
     TMCRA_ASSIGN_OR_RETURN(backlog, ReadBacklog(db, model, cursor));
-    if (backlog.seqs.empty()) {
+    if (backlog.through == 0) {
       // Every record of this snapshot has its vector: the next look starts after them.
-      TMCRA_ASSIGN_OR_RETURN(cursor,
+      TMCRA_ASSIGN_OR_RETURN(backlog.through,
                              db.QueryInt("SELECT COALESCE(MAX(event_seq), 0) FROM records"));
+      cursor = std::max(cursor, backlog.through);
+      return false;
     }
     TMCRA_RETURN_IF_ERROR(tx.Commit());
   }
-  if (backlog.seqs.empty()) return false;
-  TMCRA_ASSIGN_OR_RETURN(const auto stored, EmbedTexts(backlog, model));
-  TMCRA_RETURN_IF_ERROR(StoreVectors(db, model, backlog, stored));
+  if (!backlog.seqs.empty()) {
+    auto stored = EmbedTexts(backlog, model);
+    if (!stored && Refused(stored.error())) return EmbedSingly(db, model, backlog, cursor);
+    if (!stored) return stored.error();
+    if (stopping_.load()) return false;
+    TMCRA_RETURN_IF_ERROR(StoreVectors(db, model, backlog, *stored));
+  }
   cursor = backlog.through;
   return true;
 }
 
-void EngineImpl::NoteEmbedding(const Status& outcome) {
+// A batch the service refused, one record at a time: a record refused alone is passed over
+// (logged by its event_seq, never its text); any other failure stops the batch there.
+Result<bool> EngineImpl::EmbedSingly(db::Database& db, const ModelRow& model,
+                                     const Backlog& backlog, int64_t& cursor) {
+  for (size_t i = 0; i < backlog.seqs.size() && !stopping_.load(); ++i) {
+    Backlog one{{backlog.seqs[i]}, {backlog.texts[i]}, backlog.seqs[i]};
+    auto stored = EmbedTexts(one, model);
+    if (stored) {
+      TMCRA_RETURN_IF_ERROR(StoreVectors(db, model, one, *stored));
+    } else if (Refused(stored.error())) {
+      spdlog::warn("embedding record {}: refused, passed over: {}", one.through,
+                   stored.error().message);
+    } else {
+      return stored.error();
+    }
+    cursor = one.through;
+  }
+  if (!stopping_.load()) cursor = std::max(cursor, backlog.through);
+  return true;
+}
+
+// Whether this process may embed now: one process at a time embeds a store (so several
+// sessions do not each pay for the same vectors), holding a lease in `maintenance` that it
+// renews while it runs and that lapses a minute after its process ends.
+Result<bool> EngineImpl::HoldEmbeddingLease(db::Database& db,
+                                            std::chrono::steady_clock::time_point& renew_at) {
+  if (std::chrono::steady_clock::now() < renew_at) return true;
+  const std::string mine = "embedding_lease:" + owner_;
+  const auto now = static_cast<int64_t>(NowSeconds());
+  TMCRA_ASSIGN_OR_RETURN(auto tx, db::Transaction::Immediate(db));
+  TMCRA_ASSIGN_OR_RETURN(auto expired,
+                         db.Prepare("DELETE FROM maintenance WHERE name LIKE 'embedding_lease:%' "
+                                    "AND value < ?"));
+  expired.Bind(1, now);
+  TMCRA_RETURN_IF_ERROR(expired.Run());
+  TMCRA_ASSIGN_OR_RETURN(auto others, db.Prepare("SELECT name FROM maintenance WHERE name "
+                                                 "LIKE 'embedding_lease:%' AND name != ?"));
+  others.Bind(1, mine);
+  for (;;) {
+    TMCRA_ASSIGN_OR_RETURN(const bool row, others.Step());
+    if (!row) break;
+    // A holder whose process has died (killed) gives way at once, not at its expiry.
+    if (!ProcessOwnerIsDead(others.Text(0).substr(std::strlen("embedding_lease:")))) return false;
+  }
+  TMCRA_ASSIGN_OR_RETURN(
+      auto take, db.Prepare("INSERT OR REPLACE INTO maintenance(name, value) VALUES(?, ?)"));
+  take.Bind(1, mine).Bind(2, now + kLeaseSeconds);
+  TMCRA_RETURN_IF_ERROR(take.Run());
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
+  renew_at = std::chrono::steady_clock::now() + std::chrono::seconds(kLeaseSeconds / 2);
+  return true;
+}
+
+void EngineImpl::ReleaseEmbeddingLease(db::Database& db) {
+  auto drop = db.Prepare("DELETE FROM maintenance WHERE name = ?");
+  if (drop) {
+    drop->Bind(1, "embedding_lease:" + owner_);
+    (void)drop->Run();
+  }
+}
+
+void EngineImpl::NoteEmbedding(const Status& outcome, bool elsewhere) {
   std::lock_guard lock(vectors_mu_);
   EngineStats::EmbeddingFigures& s = embedding_state_;
   if (outcome) {
-    s.state = "ok";
+    s.state = elsewhere ? "elsewhere" : "ok";
     s.failures = 0;
     return;
   }
@@ -213,35 +296,48 @@ void EngineImpl::EmbedLoop() {
   db::Database& db = **opened;
   auto backoff = std::chrono::milliseconds(1000);
   int64_t cursor = 0;  // the records up to it have vectors (or had none to give)
+  auto renew_at = std::chrono::steady_clock::time_point::min();
+  bool elsewhere = false;
   while (!stopping_.load()) {
     Result<bool> more = false;
     try {
-      more = EmbedStep(db, cursor);
+      auto leased = HoldEmbeddingLease(db, renew_at);
+      elsewhere = leased && !*leased;  // another process embeds: look again later
+      more = !leased   ? Result<bool>(leased.error())
+             : *leased ? EmbedStep(db, cursor)
+                       : Result<bool>(false);
     } catch (const std::exception& e) {
       more = Error::Internal(std::string("embedding failed: ") + e.what());
     }
+    if (!more && stopping_.load()) break;  // an aborted request: the engine is closing
     if (!more) {
       NoteEmbedding(more.error());
       spdlog::warn("embedding records: {} (again in {} s)", more.error().message,
                    backoff.count() / 1000);
-      if (!WaitToEmbed(backoff)) return;
+      if (!WaitToEmbed(backoff)) break;
       backoff = std::min(backoff * 2, std::chrono::milliseconds(60000));
       continue;
     }
     backoff = std::chrono::milliseconds(1000);
-    NoteEmbedding(Ok());
+    NoteEmbedding(Ok(), elsewhere);
     std::shared_ptr<VectorIndex> index;
     {
       std::lock_guard lock(vectors_mu_);
       index = vector_index_;
     }
     if (*more || (index && index->ExtendGraphs(kGraphStepPoints))) continue;
-    if (!WaitToEmbed(std::chrono::milliseconds(options_.idle_poll_ms))) return;
+    if (!WaitToEmbed(std::chrono::milliseconds(options_.idle_poll_ms))) break;
   }
+  ReleaseEmbeddingLease(db);
 }
 
-std::optional<std::string> EngineImpl::QueryVector(const std::string& query, std::string& note) {
+std::optional<std::string> EngineImpl::QueryVector(const std::string& asked, std::string& note) {
   if (!options_.embedder) return std::nullopt;
+  if (IsBlank(asked)) {
+    note = "the query is empty";
+    return std::nullopt;
+  }
+  const std::string query = EmbedText(asked);  // a long query's start, as for a record
   {
     std::lock_guard lock(vectors_mu_);
     if (auto it = query_vectors_.find(query); it != query_vectors_.end()) return it->second;

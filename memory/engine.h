@@ -131,9 +131,10 @@ struct EngineStats {
   std::string recall_language;
   // Semantic recall, when an embedder is configured: the model, its dimensions (0 until its
   // first vectors), the records with and without a vector of it, the vectors this process
-  // holds in an HNSW graph, and the embedding thread's state: "starting", "ok" or "failing"
-  // (with the last error, when, and how many attempts in a row failed); query_error is the
-  // last failure to embed a query while queries go without (30 s).
+  // holds in an HNSW graph, and the embedding thread's state: "starting", "ok", "elsewhere"
+  // (another process sharing the store holds the embedding lease and embeds for all), or
+  // "failing" (with the last error, when, and how many attempts in a row failed); query_error
+  // is the last failure to embed a query while queries go without (30 s).
   struct EmbeddingFigures {
     std::string model;
     int64_t dimensions = 0;

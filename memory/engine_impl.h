@@ -163,16 +163,21 @@ class EngineImpl {
   void EmbedLoop();
   bool WaitToEmbed(std::chrono::milliseconds wait);
   Result<bool> EmbedStep(db::Database& db, int64_t& cursor);
+  Result<bool> EmbedSingly(db::Database& db, const ModelRow& model, const Backlog& backlog,
+                           int64_t& cursor);
   Result<Backlog> ReadBacklog(db::Database& db, const ModelRow& model, int64_t after);
   Result<std::vector<std::string>> EmbedTexts(const Backlog& backlog, const ModelRow& model);
   Status StoreVectors(db::Database& db, const ModelRow& model, const Backlog& backlog,
                       const std::vector<std::string>& stored);
-  void NoteEmbedding(const Status& outcome);
+  void NoteEmbedding(const Status& outcome, bool elsewhere = false);
+  Result<bool> HoldEmbeddingLease(db::Database& db,
+                                  std::chrono::steady_clock::time_point& renew_at);
+  void ReleaseEmbeddingLease(db::Database& db);
   Result<ModelRow> ReadModel(db::Database& db, bool create);
   void SignalEmbedder();
-  // The query's vector in stored form, or nullopt (no embedder, no vectors yet, or the service
+  // The query's vector in stored form, or nullopt (no embedder, an empty query, or the service
   // failed: the recall goes on lexically and `note` says why).
-  std::optional<std::string> QueryVector(const std::string& query, std::string& note);
+  std::optional<std::string> QueryVector(const std::string& asked, std::string& note);
   // The scope's records most similar to `query_vector` in `db`'s snapshot, best first; nullopt
   // when the vectors cannot be searched (none of the model yet, or the query's vector is of
   // other dimensions), which `note` says.

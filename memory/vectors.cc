@@ -120,21 +120,13 @@ Status VectorIndex::CatchUp(db::Database& db) {
     after = through_vec_id_;
     seen = deletions_seen_;
   }
-  if (deletions != seen) return Reload(db, deletions);
-  return ReadRows(db, after);
+  // A recall on an older snapshot may see fewer deletions than the copy has: it never reloads.
+  if (deletions > seen) return ReadRows(db, 0, deletions);
+  return ReadRows(db, after, std::nullopt);
 }
 
-Status VectorIndex::Reload(db::Database& db, int64_t deletions) {
-  {
-    std::unique_lock lock(mu_);
-    partitions_.clear();
-    through_vec_id_ = 0;
-    deletions_seen_ = deletions;
-  }
-  return ReadRows(db, 0);
-}
-
-Status VectorIndex::ReadRows(db::Database& db, int64_t after) {
+Status VectorIndex::ReadRows(db::Database& db, int64_t after,
+                             std::optional<int64_t> reload_at_deletions) {
   TMCRA_ASSIGN_OR_RETURN(
       auto rows, db.Prepare("SELECT v.vec_id, v.event_seq, r.scope_name, v.vector "
                             "FROM record_vectors v JOIN records r ON r.event_seq = v.event_seq "
@@ -158,6 +150,11 @@ Status VectorIndex::ReadRows(db::Database& db, int64_t after) {
     r.data += blob;
   }
   std::unique_lock lock(mu_);
+  if (reload_at_deletions) {  // the new copy replaces the old one at once
+    partitions_.clear();
+    through_vec_id_ = 0;
+    deletions_seen_ = *reload_at_deletions;
+  }
   for (auto& [scope, r] : read) {
     Partition& p = PartitionOf(scope);
     if (p.seqs.empty()) {

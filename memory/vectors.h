@@ -74,8 +74,9 @@ class VectorIndex {
  private:
   struct Partition;
   Partition& PartitionOf(const std::string& scope);
-  Status Reload(db::Database& db, int64_t deletions);
-  Status ReadRows(db::Database& db, int64_t after);
+  // Reads the rows above `after`, read without the lock and then added under it; with
+  // `reload_at_deletions`, all rows, replacing the copy.
+  Status ReadRows(db::Database& db, int64_t after, std::optional<int64_t> reload_at_deletions);
 
   const int64_t model_id_;
   const size_t dims_;

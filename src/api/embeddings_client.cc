@@ -61,7 +61,14 @@ struct Answer {
   std::string body;
   size_t limit = 0;
   bool too_large = false;
+  const std::atomic<bool>* stop = nullptr;  // the caller's: abort the transfer when true
 };
+
+// Called by libcurl about once a second and whenever data moves: aborts when asked to stop.
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) noexcept {
+  const auto* answer = static_cast<const Answer*>(user);
+  return answer->stop != nullptr && answer->stop->load() ? 1 : 0;
+}
 
 size_t OnBody(char* data, size_t size, size_t count, void* user) noexcept {
   auto* answer = static_cast<Answer*>(user);
@@ -106,6 +113,13 @@ Result<std::vector<std::vector<float>>> ReadVectors(const json& answer, config::
     }
     std::sort(rows.begin(), rows.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].first != static_cast<int64_t>(i)) {
+        return Error{Errc::kProtocol, false,
+                     "the embeddings answer's indexes are not 0 to " +
+                         std::to_string(rows.size() - 1) + ", each once"};
+      }
+    }
   }
   std::vector<std::vector<float>> out;
   for (const auto& [index, values] : rows) {
@@ -188,6 +202,9 @@ struct EmbeddingsClient::Impl {
     set(CURLOPT_POSTFIELDS, body.c_str());
     set(CURLOPT_WRITEFUNCTION, &OnBody);
     set(CURLOPT_WRITEDATA, static_cast<void*>(&answer));
+    set(CURLOPT_NOPROGRESS, 0L);
+    set(CURLOPT_XFERINFOFUNCTION, &OnProgress);
+    set(CURLOPT_XFERINFODATA, static_cast<void*>(&answer));
     set(CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, timeout.count())));
     set(CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, timeout.count())));
     set(CURLOPT_SSL_VERIFYPEER, 1L);
@@ -233,11 +250,13 @@ struct EmbeddingsClient::Impl {
   }
 
   Result<std::vector<std::vector<float>>> Post(const std::vector<std::string>& texts,
-                                               std::chrono::milliseconds timeout) {
+                                               std::chrono::milliseconds timeout,
+                                               const std::atomic<bool>* stop) {
     const std::string body = Body(texts);
     TMCRA_ASSIGN_OR_RETURN(curl_slist * headers, Headers());
     Answer answer;
     answer.limit = options.max_response_bytes;
+    answer.stop = stop;
     char errbuf[CURL_ERROR_SIZE] = {0};
     CURL* h = Acquire();
     if (h == nullptr) {
@@ -255,8 +274,12 @@ struct EmbeddingsClient::Impl {
     }
     if (rc != CURLE_OK) return TransportError(rc, errbuf);
     if (status != 200) return StatusError(status, answer.body);
-    TMCRA_ASSIGN_OR_RETURN(const json parsed, wire::ParseResponseObject(answer.body, 200, ""));
-    return ReadVectors(parsed, api);
+    auto parsed = wire::ParseResponseObject(answer.body, 200, "");
+    if (!parsed) {
+      return Error{Errc::kProtocol, false,
+                   "the embeddings service's answer is not one strict JSON object"};
+    }
+    return ReadVectors(*parsed, api);
   }
 };
 
@@ -289,8 +312,9 @@ EmbeddingsClient::~EmbeddingsClient() = default;
 const std::string& EmbeddingsClient::model() const { return impl_->options.model; }
 
 Result<std::vector<std::vector<float>>> EmbeddingsClient::Embed(
-    const std::vector<std::string>& texts, std::chrono::milliseconds timeout) {
-  return impl_->Post(texts, timeout);
+    const std::vector<std::string>& texts, std::chrono::milliseconds timeout,
+    const std::atomic<bool>* stop) {
+  return impl_->Post(texts, timeout, stop);
 }
 
 }  // namespace tmcra::api

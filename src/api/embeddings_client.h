@@ -45,7 +45,8 @@ class EmbeddingsClient final : public memory::Embedder {
 
   const std::string& model() const override;
   Result<std::vector<std::vector<float>>> Embed(const std::vector<std::string>& texts,
-                                                std::chrono::milliseconds timeout) override;
+                                                std::chrono::milliseconds timeout,
+                                                const std::atomic<bool>* stop) override;
 
  private:
   struct Impl;

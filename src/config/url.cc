@@ -402,6 +402,7 @@ Result<std::pair<std::string, std::string>> HostAndPath(std::string_view url,
   if (authority.find('@') != std::string_view::npos) {
     return UrlError(setting, "must not hold credentials (give the key as its own setting)");
   }
+  if (authority.empty()) return UrlError(setting, "has no host");
   std::string host(authority.front() == '[' ? authority.substr(0, authority.find(']') + 1)
                                             : authority.substr(0, authority.find(':')));
   for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

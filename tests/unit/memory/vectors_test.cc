@@ -45,10 +45,16 @@ class FakeEmbedder final : public Embedder {
   FakeEmbedder(std::string model, size_t dims) : model_(std::move(model)), dims_(dims) {}
   const std::string& model() const override { return model_; }
   Result<std::vector<std::vector<float>>> Embed(const std::vector<std::string>& texts,
-                                                std::chrono::milliseconds) override {
+                                                std::chrono::milliseconds,
+                                                const std::atomic<bool>*) override {
     calls_.fetch_add(1);
     const Mode mode = mode_.load();
     if (mode == Mode::kDown) return Error::Unavailable("connection refused");
+    for (const auto& t : texts) {
+      if (t.find("refuse-me") != std::string::npos) {
+        return Error::Invalid("the embeddings service answered HTTP 400: input too long");
+      }
+    }
     std::vector<std::vector<float>> out;
     for (const auto& t : texts)
       out.push_back(Vector(t, mode == Mode::kWrongDims ? dims_ + 1 : dims_));
@@ -285,4 +291,40 @@ TEST_CASE("above its threshold a scope's vectors are searched through an HNSW gr
   const json figures = WaitFor(*e, [](const json& f) { return f["graphed"] == 63; });
   CHECK(figures["vectors"] == 63);
   CHECK(SignalsOf(Ask(*e, "ship invoicing"), kFact) == json::array({"vector"}));
+}
+
+TEST_CASE("a text the service refuses is passed over, and the rest of its batch is embedded",
+          "[memory][vectors]") {
+  TempDir dir;
+  const std::string path = dir.path() + "/m.db";
+  auto e = OpenWith(path, std::make_shared<FakeEmbedder>("fake-a", 48));
+  SayCorpus(*e);
+  Say(*e, "d", "an endless paste refuse-me", 4);
+  Say(*e, "e", "after the refused one", 5);
+  const json figures = WaitFor(*e, [](const json& f) { return f["vectors"] == 4; });
+  CHECK(figures["state"] == "ok");
+  CHECK(figures["backlog"] == 1);  // the refused record, found by its words
+  CHECK(CountVectors(path,
+                     "event_seq = (SELECT event_seq FROM records WHERE content LIKE "
+                     "'%refuse-me%')") == 0);
+}
+
+TEST_CASE("one process at a time embeds a store, and another takes over when it closes",
+          "[memory][vectors]") {
+  TempDir dir;
+  const std::string path = dir.path() + "/m.db";
+  auto first_fake = std::make_shared<FakeEmbedder>("fake-a", 48);
+  auto second_fake = std::make_shared<FakeEmbedder>("fake-a", 48);
+  auto first = OpenWith(path, first_fake);
+  WaitFor(*first, [](const json& f) { return f["state"] == "ok"; });  // holds the lease
+  auto second = OpenWith(path, second_fake);
+  WaitFor(*second, [](const json& f) { return f["state"] == "elsewhere"; });
+  SayCorpus(*second);
+  WaitFor(*second, [](const json& f) { return f["backlog"] == 0; });
+  CHECK(first_fake->calls_.load() > 0);
+  CHECK(second_fake->calls_.load() == 0);  // the first process embedded for both
+  first.reset();                           // gives the lease back
+  Say(*second, "f", "a note after the first process ended", 6);
+  WaitFor(*second, [](const json& f) { return f["backlog"] == 0 && f["state"] == "ok"; });
+  CHECK(second_fake->calls_.load() > 0);
 }
