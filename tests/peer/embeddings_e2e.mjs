@@ -10,10 +10,14 @@
 // or NaN: recall still answers from the words, nothing is lost (every record gets its vector
 // once the service is back), and tmcra_status says what is wrong. A new model re-embeds every
 // record and recall searches its vectors only; the OpenAI-compatible endpoint gets the key as a
-// bearer token, and the key appears in no output.
+// bearer token, and the key appears in no output. Over HTTPS (a test-time certificate) the
+// service is used with its CA file and refused without it; and a tmcra-memd configured with the
+// service gives a remote tmcra-mcp the same vector recall.
+import fs from 'node:fs';
 import path from 'node:path';
 import { Runner, assert, parseBins, run, connectV1, callOk, serverEnv } from './lib.mjs';
 import { FakeEmbeddings } from '../support/fake_embeddings.mjs';
+import { makeCerts, createKey, startMemd, remoteEnv } from './remote_lib.mjs';
 
 const NAME = 'embeddings_e2e.mjs';
 const bins = parseBins(NAME);
@@ -159,6 +163,63 @@ await r.test('the OpenAI-compatible endpoint gets the key as a bearer token; the
     assert.ok(!o.stderr().includes(SECRET), 'the key in the log');
   } finally {
     await o.closeQuietly();
+  }
+});
+
+const certs = makeCerts();
+
+await r.test('over HTTPS the service is used with its CA file, and refused without it', async () => {
+  const tls = await FakeEmbeddings.start({ cert: certs.cert, key: certs.key });
+  try {
+    const url = `https://127.0.0.1:${tls.port}/api/embed`;
+    const trusted = { ...envFor('fake-a'), TMCRA_EMBEDDINGS_URL: url, TMCRA_EMBEDDINGS_CA_FILE: certs.ca,
+      TMCRA_DATA_DIR: path.join(base.HOME, 'https-data') };
+    const t = await connectV1({ bin: bins.server, label: 'embed-https', env: trusted });
+    try {
+      await say(t.client, FACT);
+      await waitFor(t.client, 'embedded over https', (x) => x.backlog === 0 && x.vectors === 1);
+      assert.deepEqual(hitOf(await explain(trusted, 'ship invoicing'), FACT)?.why.signals, ['vector']);
+    } finally {
+      await t.closeQuietly();
+    }
+    const untrusted = { ...trusted, TMCRA_EMBEDDINGS_CA_FILE: '', TMCRA_DATA_DIR: path.join(base.HOME, 'https-untrusted') };
+    const u = await connectV1({ bin: bins.server, label: 'embed-untrusted', env: untrusted });
+    try {
+      await say(u.client, FACT);
+      const failing = await waitFor(u.client, 'refused', (x) => x.state === 'failing');
+      assert.match(failing.last_error, /certificate|SSL|TLS/i);
+      assert.equal(failing.vectors, 0);
+    } finally {
+      await u.closeQuietly();
+    }
+  } finally {
+    await tls.stop();
+  }
+});
+
+await r.test('a tmcra-memd with the service gives a remote tmcra-mcp vector recall', async () => {
+  const dataDir = path.join(base.HOME, 'memd-data');
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const key = createKey(dataDir);
+  const memd = await startMemd({ dataDir, certs, args: ['--embeddings-url', `http://localhost:${fake.port}/api/embed`,
+    '--embeddings-model', 'fake-a', '--recall-language', 'none', '--recall-synonyms', 'off'] });
+  try {
+    const env = remoteEnv({ url: memd.url, key, ca: certs.ca });
+    const m = await connectV1({ bin: bins.server, label: 'embed-memd', env });
+    try {
+      await say(m.client, FACT);
+      const until = Date.now() + 30_000;
+      let found;
+      do {
+        await sleep(200);
+        found = await explain(env, 'ship invoicing');
+      } while (!hitOf(found, FACT) && Date.now() < until);
+      assert.deepEqual(hitOf(found, FACT)?.why.signals, ['vector'], JSON.stringify(found).slice(0, 600));
+    } finally {
+      await m.closeQuietly();
+    }
+  } finally {
+    await memd.stop();
   }
 });
 

@@ -6,8 +6,11 @@
 // "physician", "doctor" -> doctor). Model "fake-b" answers 256 dimensions, any other 384.
 //
 //   const fake = await FakeEmbeddings.start();   // fake.port, fake.requests
+//   const tls = await FakeEmbeddings.start({ cert, key });  // HTTPS with that certificate (PEM files)
 //   fake.mode = 'ok' | 'slow' | 'error' | 'wrongdims' | 'nan';  await fake.stop(); await fake.restart();
+import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 
 const CONCEPTS = {
   ship: 'deploy', shipped: 'deploy', shipping: 'deploy', deploying: 'deploy', deployment: 'deploy',
@@ -45,13 +48,14 @@ export function fakeVector(text, dims) {
 }
 
 export class FakeEmbeddings {
-  static async start() {
-    const fake = new FakeEmbeddings();
+  static async start(tls = null) {
+    const fake = new FakeEmbeddings(tls);
     await fake.restart();
     return fake;
   }
 
-  constructor() {
+  constructor(tls = null) {
+    this.tls = tls ? { cert: fs.readFileSync(tls.cert), key: fs.readFileSync(tls.key) } : null;
     this.mode = 'ok';
     this.requests = [];  // {path, model, inputs, authorization}
     this.port = 0;
@@ -59,7 +63,8 @@ export class FakeEmbeddings {
   }
 
   async restart() {
-    this.server = http.createServer((req, res) => this.handle(req, res));
+    const handler = (req, res) => this.handle(req, res);
+    this.server = this.tls ? https.createServer(this.tls, handler) : http.createServer(handler);
     await new Promise((done, fail) => {
       this.server.once('error', fail);
       this.server.listen(this.port, '127.0.0.1', done);
