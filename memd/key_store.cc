@@ -11,6 +11,8 @@
 #include "base/clock.h"
 #include "base/identifiers.h"
 #include "base/sha256.h"
+#include "base/sqlite_db.h"
+#include "memd/key_rows.h"
 #include "memory/engine.h"
 
 namespace tmcra::memd {
@@ -160,21 +162,86 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return result == 0;
 }
 
-Result<std::unique_ptr<KeyStore>> KeyStore::Open(const std::string& data_dir) {
-  auto db = db::Database::Open({data_dir + "/keys.db"});
-  if (!db) return db.error();
-  if (auto s = Migrate(**db); !s) return s.error();
-  return std::unique_ptr<KeyStore>(new KeyStore(std::move(*db)));
-}
+namespace {
 
-Result<CreatedKey> KeyStore::Create(const NewKeyRequest& request) {
+// The keys in `<data_dir>/keys.db`, one connection behind a mutex.
+class SqliteKeyRows final : public KeyRows {
+ public:
+  explicit SqliteKeyRows(std::unique_ptr<db::Database> db) : db_(std::move(db)) {}
+
+  Status Insert(const StoredKey& stored) override {
+    std::lock_guard lock(mu_);
+    auto tx = db::Transaction::Immediate(*db_);
+    if (!tx) return tx.error();
+    auto insert = db_->Prepare(
+        "INSERT INTO api_keys(key_id, secret_sha256, permissions, scope_names, scope_prefixes, "
+        "label, created_at) VALUES(?, ?, ?, ?, ?, ?, ?)");
+    if (!insert) return insert.error();
+    const ApiKey& key = stored.key;
+    insert->Bind(1, key.key_id)
+        .Bind(2, stored.secret_sha256)
+        .Bind(3, json(key.permissions).dump())
+        .Bind(4, json(key.scope_names).dump())
+        .Bind(5, json(key.scope_prefixes).dump())
+        .Bind(6, key.label)
+        .Bind(7, key.created_at);
+    if (auto s = insert->Run(); !s) return s.error();
+    return tx->Commit();
+  }
+
+  Result<std::vector<ApiKey>> List() override {
+    std::lock_guard lock(mu_);
+    auto st = db_->Prepare(std::string("SELECT ") + kColumns +
+                           " FROM api_keys ORDER BY created_at, key_id");
+    if (!st) return st.error();
+    std::vector<ApiKey> out;
+    for (;;) {
+      auto row = st->Step();
+      if (!row) return row.error();
+      if (!*row) break;
+      out.push_back(KeyFromRow(*st));
+    }
+    return out;
+  }
+
+  Result<bool> Revoke(std::string_view key_id, double now) override {
+    std::lock_guard lock(mu_);
+    auto tx = db::Transaction::Immediate(*db_);
+    if (!tx) return tx.error();
+    auto st =
+        db_->Prepare("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE key_id = ?");
+    if (!st) return st.error();
+    st->Bind(1, now).Bind(2, key_id);
+    if (auto s = st->Run(); !s) return s.error();
+    const bool found = db_->Changes() > 0;
+    if (auto s = tx->Commit(); !s) return s.error();
+    return found;
+  }
+
+  Result<std::optional<StoredKey>> Find(std::string_view key_id) override {
+    std::lock_guard lock(mu_);
+    auto st = db_->Prepare(std::string("SELECT ") + kColumns + " FROM api_keys WHERE key_id = ?");
+    if (!st) return st.error();
+    st->Bind(1, key_id);
+    auto row = st->Step();
+    if (!row) return row.error();
+    if (!*row) return std::optional<StoredKey>();
+    return std::optional<StoredKey>(StoredKey{KeyFromRow(*st), st->Text(1)});
+  }
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<db::Database> db_;  // guarded by mu_
+};
+
+Status ValidateRequest(const NewKeyRequest& request, std::vector<std::string>& permissions) {
   if (request.permissions && request.permissions->empty()) {
     return Error::Invalid(
         "the permission list is empty: name at least one of memory:read, "
         "memory:write, memory:feedback, memory:delete, memory:export (leave --permissions "
         "out for read, write and feedback)");
   }
-  std::vector<std::string> permissions = request.permissions.value_or(DefaultPermissions());
+  permissions = request.permissions.value_or(DefaultPermissions());
   for (const auto& p : permissions) {
     if (std::find(KnownPermissions().begin(), KnownPermissions().end(), p) ==
         KnownPermissions().end()) {
@@ -198,7 +265,36 @@ Result<CreatedKey> KeyStore::Create(const NewKeyRequest& request) {
     }
   }
   if (request.label.size() > kMaxLabel) return Error::Invalid("the label is over 200 bytes");
+  return Ok();
+}
 
+}  // namespace
+
+Result<std::unique_ptr<KeyRows>> OpenSqliteKeyRows(const std::string& data_dir) {
+  auto db = db::Database::Open({data_dir + "/keys.db"});
+  if (!db) return db.error();
+  if (auto s = Migrate(**db); !s) return s.error();
+  return std::unique_ptr<KeyRows>(std::make_unique<SqliteKeyRows>(std::move(*db)));
+}
+
+KeyStore::KeyStore(std::unique_ptr<KeyRows> rows) : rows_(std::move(rows)) {}
+KeyStore::~KeyStore() = default;
+
+Result<std::unique_ptr<KeyStore>> KeyStore::Open(const std::string& data_dir) {
+  auto rows = OpenSqliteKeyRows(data_dir);
+  if (!rows) return rows.error();
+  return std::unique_ptr<KeyStore>(new KeyStore(std::move(*rows)));
+}
+
+Result<std::unique_ptr<KeyStore>> KeyStore::OpenPostgres(const pg::ConnectOptions& options) {
+  auto rows = OpenPostgresKeyRows(options);
+  if (!rows) return rows.error();
+  return std::unique_ptr<KeyStore>(new KeyStore(std::move(*rows)));
+}
+
+Result<CreatedKey> KeyStore::Create(const NewKeyRequest& request) {
+  std::vector<std::string> permissions;
+  if (auto s = ValidateRequest(request, permissions); !s) return s.error();
   CreatedKey created;
   created.key.key_id = RandomHex(kKeyIdHex / 2);
   created.key.permissions = permissions;
@@ -208,64 +304,21 @@ Result<CreatedKey> KeyStore::Create(const NewKeyRequest& request) {
   created.key.created_at = NowSeconds();
   const std::string secret = RandomHex(kSecretHex / 2);
   created.token = "tmcra_" + created.key.key_id + "." + secret;
-
-  std::lock_guard lock(mu_);
-  auto tx = db::Transaction::Immediate(*db_);
-  if (!tx) return tx.error();
-  auto insert = db_->Prepare(
-      "INSERT INTO api_keys(key_id, secret_sha256, permissions, scope_names, scope_prefixes, "
-      "label, created_at) VALUES(?, ?, ?, ?, ?, ?, ?)");
-  if (!insert) return insert.error();
-  insert->Bind(1, created.key.key_id)
-      .Bind(2, Sha256Hex(secret))
-      .Bind(3, json(created.key.permissions).dump())
-      .Bind(4, json(created.key.scope_names).dump())
-      .Bind(5, json(created.key.scope_prefixes).dump())
-      .Bind(6, created.key.label)
-      .Bind(7, created.key.created_at);
-  if (auto s = insert->Run(); !s) return s.error();
-  if (auto s = tx->Commit(); !s) return s.error();
+  if (auto s = rows_->Insert(StoredKey{created.key, Sha256Hex(secret)}); !s) return s.error();
   return created;
 }
 
-Result<std::vector<ApiKey>> KeyStore::List() {
-  std::lock_guard lock(mu_);
-  auto st = db_->Prepare(std::string("SELECT ") + kColumns +
-                         " FROM api_keys ORDER BY created_at, key_id");
-  if (!st) return st.error();
-  std::vector<ApiKey> out;
-  for (;;) {
-    auto row = st->Step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.push_back(KeyFromRow(*st));
-  }
-  return out;
-}
+Result<std::vector<ApiKey>> KeyStore::List() { return rows_->List(); }
 
 Result<bool> KeyStore::Revoke(std::string_view key_id) {
-  std::lock_guard lock(mu_);
-  auto tx = db::Transaction::Immediate(*db_);
-  if (!tx) return tx.error();
-  auto st =
-      db_->Prepare("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE key_id = ?");
-  if (!st) return st.error();
-  st->Bind(1, NowSeconds()).Bind(2, key_id);
-  if (auto s = st->Run(); !s) return s.error();
-  const bool found = db_->Changes() > 0;
-  if (auto s = tx->Commit(); !s) return s.error();
-  return found;
+  return rows_->Revoke(key_id, NowSeconds());
 }
 
 Result<std::optional<ApiKey>> KeyStore::Find(std::string_view key_id) {
-  std::lock_guard lock(mu_);
-  auto st = db_->Prepare(std::string("SELECT ") + kColumns + " FROM api_keys WHERE key_id = ?");
-  if (!st) return st.error();
-  st->Bind(1, key_id);
-  auto row = st->Step();
-  if (!row) return row.error();
-  if (!*row) return std::optional<ApiKey>();
-  return std::optional<ApiKey>(KeyFromRow(*st));
+  auto found = rows_->Find(key_id);
+  if (!found) return found.error();
+  if (!*found) return std::optional<ApiKey>();
+  return std::optional<ApiKey>(std::move((*found)->key));
 }
 
 Result<KeyStore::AuthOutcome> KeyStore::Authenticate(std::string_view token) {
@@ -273,15 +326,11 @@ Result<KeyStore::AuthOutcome> KeyStore::Authenticate(std::string_view token) {
   if (!parsed) return AuthOutcome{std::nullopt, "malformed token"};
   // Hash first, whatever the lookup finds, so a miss costs the same as a wrong secret.
   const std::string presented = Sha256Hex(parsed->secret);
-  std::lock_guard lock(mu_);
-  auto st = db_->Prepare(std::string("SELECT ") + kColumns + " FROM api_keys WHERE key_id = ?");
-  if (!st) return st.error();
-  st->Bind(1, parsed->key_id);
-  auto row = st->Step();
-  if (!row) return row.error();
-  if (!*row) return AuthOutcome{std::nullopt, "unknown key " + parsed->key_id};
-  const bool secret_ok = ConstantTimeEquals(presented, st->Text(1));
-  ApiKey key = KeyFromRow(*st);
+  auto found = rows_->Find(parsed->key_id);
+  if (!found) return found.error();
+  if (!*found) return AuthOutcome{std::nullopt, "unknown key " + parsed->key_id};
+  const bool secret_ok = ConstantTimeEquals(presented, (*found)->secret_sha256);
+  ApiKey key = std::move((*found)->key);
   if (!secret_ok) return AuthOutcome{std::nullopt, "wrong secret for key " + key.key_id};
   if (key.revoked_at) return AuthOutcome{std::nullopt, "revoked key " + key.key_id};
   return AuthOutcome{std::move(key), ""};

@@ -1,5 +1,6 @@
 // API keys of tmcra-memd: `tmcra_<key_id>.<secret>`, stored hashed in a SQLite file of the data
-// directory (`keys.db`, 0600 in a 0700 directory, like every store of ours).
+// directory (`keys.db`, 0600 in a 0700 directory, like every store of ours), or in table
+// memd_api_keys of a PostgreSQL database (memd/key_rows.h), shared by every memd on it.
 //
 // A key is 24 lower-case hex digits of id and 64 of secret, both from getrandom(2). Only the
 // SHA-256 of the secret is stored, and it is compared in constant time; the secret is shown once,
@@ -8,8 +9,8 @@
 // and may be limited to exact scope names and scope prefixes.
 // Revocation is a mark, so a revoked id is never reused and `keys list` still shows it.
 //
-// Every Authenticate reads the file, so `keys revoke` run by another process takes effect on the
-// next request of a running server. Thread-safe.
+// Every Authenticate reads the store, so `keys revoke` run by another process (or through another
+// memd on the same database) takes effect on the next request of a running server. Thread-safe.
 #pragma once
 
 #include <memory>
@@ -20,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/pg_db.h"
 #include "base/result.h"
-#include "base/sqlite_db.h"
 
 namespace tmcra::memd {
 
@@ -77,10 +78,20 @@ std::optional<ParsedToken> ParseToken(std::string_view token);
 // Equality of two strings in time that depends only on their lengths.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
+class KeyRows;  // where the keys are stored (memd/key_rows.h)
+
 class KeyStore {
  public:
   // Opens (creating) `<data_dir>/keys.db`.
   [[nodiscard]] static Result<std::unique_ptr<KeyStore>> Open(const std::string& data_dir);
+  // Opens the keys of a PostgreSQL database, creating or migrating its tables (errors as
+  // pg::Connection::Open's: a refused password is kPermissionDenied, a server that is down
+  // kUnavailable).
+  [[nodiscard]] static Result<std::unique_ptr<KeyStore>> OpenPostgres(
+      const pg::ConnectOptions& options);
+  ~KeyStore();
+  KeyStore(const KeyStore&) = delete;
+  KeyStore& operator=(const KeyStore&) = delete;
 
   // Validates the request (known permissions, valid scope names and prefixes) and stores a new
   // key. Errors are kInvalidArgument with a message for the person at the command line.
@@ -100,10 +111,9 @@ class KeyStore {
   [[nodiscard]] Result<std::optional<ApiKey>> Find(std::string_view key_id);
 
  private:
-  explicit KeyStore(std::unique_ptr<db::Database> db) : db_(std::move(db)) {}
+  explicit KeyStore(std::unique_ptr<KeyRows> rows);
 
-  std::mutex mu_;
-  std::unique_ptr<db::Database> db_;  // guarded by mu_
+  std::unique_ptr<KeyRows> rows_;
 };
 
 }  // namespace tmcra::memd

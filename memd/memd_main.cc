@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/pg_db.h"
 #include "base/private_dirs.h"
 #include "base/version.h"
 #include "memd/key_store.h"
@@ -43,10 +44,10 @@ constexpr const char* kUsage =
     "Usage:\n"
     "  tmcra-memd serve --data-dir DIR --tls-cert PEM --tls-key PEM [options]\n"
     "  tmcra-memd serve --data-dir DIR --local [options]\n"
-    "  tmcra-memd keys create --data-dir DIR [--permissions P,...] [--scope NAME]...\n"
+    "  tmcra-memd keys create STORE [--permissions P,...] [--scope NAME]...\n"
     "                         [--scope-prefix PREFIX]... [--label TEXT]\n"
-    "  tmcra-memd keys list --data-dir DIR\n"
-    "  tmcra-memd keys revoke --data-dir DIR KEY_ID\n"
+    "  tmcra-memd keys list STORE\n"
+    "  tmcra-memd keys revoke STORE KEY_ID\n"
     "  tmcra-memd --version | --help\n"
     "\n"
     "Serves the tmcra memory engine with TMCRA's Memory API (recall, ingest, ingest/batch, jobs,\n"
@@ -105,6 +106,10 @@ constexpr const char* kUsage =
     "memory:feedback (feedback), memory:delete (forget), memory:export (export); default\n"
     "(without --permissions) read, write and feedback: delete and export only when named.\n"
     "An empty list is an error. --scope and --scope-prefix limit the key to those scopes.\n"
+    "STORE is --data-dir DIR (keys.db there) or --database URL (a PostgreSQL URI or conninfo,\n"
+    "without a password: it comes from PGPASSWORD, a .pgpass file (PGPASSFILE) or\n"
+    "--database-password-file F, a file of yours that no one else may read). Every memd on\n"
+    "that database shares its keys.\n"
     "\n"
     "Environment: TMCRA_LOG_LEVEL (default info), TMCRA_LOCAL_BINDING_FILE (--local).\n";
 
@@ -211,13 +216,131 @@ std::vector<std::string> SplitCommas(const std::string& text) {
   return out;
 }
 
-std::unique_ptr<KeyStore> OpenKeys(const std::string& data_dir) {
-  auto keys = KeyStore::Open(data_dir);
+// Where a command's store is: a data directory, or a PostgreSQL database (--database, with the
+// password from --database-password-file or libpq's own sources).
+struct StoreLocation {
+  std::string data_dir;  // absolute; empty with a database
+  std::optional<tmcra::pg::ConnectOptions> database;
+
+  std::string Describe() const {
+    return database ? "PostgreSQL " + tmcra::pg::DescribeConninfo(database->conninfo) : data_dir;
+  }
+};
+
+// The store the options name, or a usage error in `error`.
+std::optional<StoreLocation> LocateStore(const Args& args, std::string* error) {
+  const auto data_dir = args.Get("data-dir");
+  const auto database = args.Get("database");
+  const auto password_file = args.Get("database-password-file");
+  if (data_dir && database) {
+    *error = "--data-dir and --database name two stores: give one";
+    return std::nullopt;
+  }
+  if (!database) {
+    if (password_file) *error = "--database-password-file needs --database";
+    if (!data_dir || data_dir->empty()) *error = "--data-dir or --database is required";
+    if (!error->empty()) return std::nullopt;
+    return StoreLocation{AbsoluteDir(*data_dir), std::nullopt};
+  }
+  if (auto s = tmcra::pg::CheckConninfo(*database); !s) {
+    *error = "--database: " + s.error().message;
+    return std::nullopt;
+  }
+  tmcra::pg::ConnectOptions options;
+  options.conninfo = *database;
+  options.application_name = "tmcra-memd";
+  if (password_file) {
+    auto password = tmcra::pg::ReadPasswordFile(*password_file);
+    if (!password) {
+      *error = "--database-password-file: " + password.error().message;
+      return std::nullopt;
+    }
+    options.password = std::move(*password);
+  }
+  return StoreLocation{"", std::move(options)};
+}
+
+std::unique_ptr<KeyStore> OpenKeys(const StoreLocation& where) {
+  auto keys =
+      where.database ? KeyStore::OpenPostgres(*where.database) : KeyStore::Open(where.data_dir);
   if (!keys) {
-    spdlog::critical("cannot open the key store in {}: {}", data_dir, keys.error().ToString());
+    spdlog::critical("cannot open the key store in {}: {}", where.Describe(),
+                     keys.error().ToString());
     return nullptr;
   }
   return std::move(*keys);
+}
+
+int KeysCreate(const Args& args, const StoreLocation& where) {
+  if (!args.positional.empty()) return UsageError("keys create takes no positional argument");
+  tmcra::memd::NewKeyRequest request;
+  // Given, the list must name a permission ("", " " and "," name none); absent, the default.
+  if (auto p = args.Get("permissions")) request.permissions = SplitCommas(*p);
+  request.scope_names = args.All("scope");
+  request.scope_prefixes = args.All("scope-prefix");
+  request.label = args.Get("label").value_or("");
+  if (!where.database) {
+    if (auto s = tmcra::MakePrivateDirs(where.data_dir); !s) {
+      spdlog::critical("cannot create {}: {}", where.data_dir, s.error().ToString());
+      return 1;
+    }
+  }
+  auto keys = OpenKeys(where);
+  if (!keys) return 1;
+  auto created = keys->Create(request);
+  if (!created) {
+    if (created.error().code == tmcra::Errc::kInvalidArgument) {
+      return UsageError(created.error().message);
+    }
+    spdlog::critical("cannot create a key: {}", created.error().ToString());
+    return 1;
+  }
+  std::fprintf(stdout, "%s\n", created->token.c_str());  // stdout-ok: shown this once
+  std::fflush(stdout);
+  spdlog::info("created key {} ({}); the key above is shown only once", created->key.key_id,
+               created->key.ToJson()["permissions"].dump());
+  return 0;
+}
+
+int KeysList(const Args& args, const StoreLocation& where) {
+  if (!args.positional.empty()) return UsageError("keys list takes no positional argument");
+  auto keys = OpenKeys(where);
+  if (!keys) return 1;
+  auto list = keys->List();
+  if (!list) {
+    spdlog::critical("cannot list keys: {}", list.error().ToString());
+    return 1;
+  }
+  for (const ApiKey& key : *list) {
+    std::fprintf(stdout, "%s\n", key.ToJson().dump().c_str());  // stdout-ok: the listing
+  }
+  return 0;
+}
+
+int KeysRevoke(const Args& args, const StoreLocation& where) {
+  if (args.positional.size() != 1) return UsageError("keys revoke needs one KEY_ID");
+  std::string id = args.positional[0];
+  // Never a whole key: other users can read argv, so a secret must not travel there.
+  if (id.find('.') != std::string::npos) {
+    return UsageError(
+        "keys revoke takes the key id (the part between tmcra_ and the dot, "
+        "as `keys list` shows it), never the whole key: command lines are "
+        "visible to other users");
+  }
+  if (id.rfind("tmcra_", 0) == 0) id = id.substr(6);
+  auto keys = OpenKeys(where);
+  if (!keys) return 1;
+  auto revoked = keys->Revoke(id);
+  if (!revoked) {
+    spdlog::critical("cannot revoke: {}", revoked.error().ToString());
+    return 1;
+  }
+  if (!*revoked) {
+    std::fprintf(stderr, "tmcra-memd: no key %s\n", id.c_str());
+    return 1;
+  }
+  spdlog::info("revoked key {}", id);
+  return 0;
 }
 
 int KeysCommand(int argc, char** argv) {
@@ -225,77 +348,15 @@ int KeysCommand(int argc, char** argv) {
   const std::string sub = argv[2];
   std::string error;
   auto args = ParseArgs(argc, argv, 3,
-                        {"data-dir", "permissions", "scope", "scope-prefix", "label"}, {}, &error);
+                        {"data-dir", "database", "database-password-file", "permissions", "scope",
+                         "scope-prefix", "label"},
+                        {}, &error);
   if (!args) return UsageError(error);
-  const auto data_dir = args->Get("data-dir");
-  if (!data_dir || data_dir->empty()) return UsageError("--data-dir is required");
-  if (sub == "create") {
-    if (!args->positional.empty()) return UsageError("keys create takes no positional argument");
-    tmcra::memd::NewKeyRequest request;
-    // Given, the list must name a permission ("", " " and "," name none); absent, the default.
-    if (auto p = args->Get("permissions")) request.permissions = SplitCommas(*p);
-    request.scope_names = args->All("scope");
-    request.scope_prefixes = args->All("scope-prefix");
-    request.label = args->Get("label").value_or("");
-    if (auto s = tmcra::MakePrivateDirs(AbsoluteDir(*data_dir)); !s) {
-      spdlog::critical("cannot create {}: {}", *data_dir, s.error().ToString());
-      return 1;
-    }
-    auto keys = OpenKeys(AbsoluteDir(*data_dir));
-    if (!keys) return 1;
-    auto created = keys->Create(request);
-    if (!created) {
-      if (created.error().code == tmcra::Errc::kInvalidArgument) {
-        return UsageError(created.error().message);
-      }
-      spdlog::critical("cannot create a key: {}", created.error().ToString());
-      return 1;
-    }
-    std::fprintf(stdout, "%s\n", created->token.c_str());  // stdout-ok: shown this once
-    std::fflush(stdout);
-    spdlog::info("created key {} ({}); the key above is shown only once", created->key.key_id,
-                 created->key.ToJson()["permissions"].dump());
-    return 0;
-  }
-  if (sub == "list") {
-    if (!args->positional.empty()) return UsageError("keys list takes no positional argument");
-    auto keys = OpenKeys(AbsoluteDir(*data_dir));
-    if (!keys) return 1;
-    auto list = keys->List();
-    if (!list) {
-      spdlog::critical("cannot list keys: {}", list.error().ToString());
-      return 1;
-    }
-    for (const ApiKey& key : *list) {
-      std::fprintf(stdout, "%s\n", key.ToJson().dump().c_str());  // stdout-ok: the listing
-    }
-    return 0;
-  }
-  if (sub == "revoke") {
-    if (args->positional.size() != 1) return UsageError("keys revoke needs one KEY_ID");
-    std::string id = args->positional[0];
-    // Never a whole key: other users can read argv, so a secret must not travel there.
-    if (id.find('.') != std::string::npos) {
-      return UsageError(
-          "keys revoke takes the key id (the part between tmcra_ and the dot, "
-          "as `keys list` shows it), never the whole key: command lines are "
-          "visible to other users");
-    }
-    if (id.rfind("tmcra_", 0) == 0) id = id.substr(6);
-    auto keys = OpenKeys(AbsoluteDir(*data_dir));
-    if (!keys) return 1;
-    auto revoked = keys->Revoke(id);
-    if (!revoked) {
-      spdlog::critical("cannot revoke: {}", revoked.error().ToString());
-      return 1;
-    }
-    if (!*revoked) {
-      std::fprintf(stderr, "tmcra-memd: no key %s\n", id.c_str());
-      return 1;
-    }
-    spdlog::info("revoked key {}", id);
-    return 0;
-  }
+  auto where = LocateStore(*args, &error);
+  if (!where) return UsageError(error);
+  if (sub == "create") return KeysCreate(*args, *where);
+  if (sub == "list") return KeysList(*args, *where);
+  if (sub == "revoke") return KeysRevoke(*args, *where);
   return UsageError("unknown keys command '" + sub + "'");
 }
 
@@ -644,7 +705,7 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     spdlog::critical("cannot create {}: {}", data_dir, s.error().ToString());
     return 1;
   }
-  auto keys = OpenKeys(data_dir);
+  auto keys = OpenKeys(StoreLocation{data_dir, std::nullopt});
   if (!keys) return 1;
   std::optional<tmcra::memd::PreviousIdentity> previous;
   if (c.local) previous = tmcra::memd::ReadLocalIdentity(tmcra::memd::LocalIdentityPath(data_dir));

@@ -31,8 +31,9 @@ build_packages=(build-essential cmake ninja-build pkg-config libsqlite3-dev libc
                 libssl-dev nlohmann-json3-dev libspdlog-dev libfmt-dev catch2 ca-certificates
                 zlib1g-dev libtomlplusplus-dev libcpp-httplib-dev
                 libstemmer-dev wordnet-base   # stems and WordNet's synonyms (docs/recall.md)
-                libhnswlib-dev)               # the vectors' approximate index (docs/recall.md)
-test_packages=(clang-14 libclang-rt-14-dev clang-format-14 universal-ctags openssl util-linux chromium)  # clang-format-14: the format test; universal-ctags: the function_sizes test; openssl: test certificates (memd); util-linux: unshare and nsenter (memd's full-disk test); chromium: the console's browser test (playwright-core drives it)
+                libhnswlib-dev                # the vectors' approximate index (docs/recall.md)
+                libpq-dev)                    # tmcra-memd on PostgreSQL (docs/memd.md)
+test_packages=(clang-14 libclang-rt-14-dev clang-format-14 universal-ctags openssl util-linux chromium postgresql-15)  # postgresql-15: the private cluster the memd tests start (tests/support/pg_cluster.sh); clang-format-14: the format test; universal-ctags: the function_sizes test; openssl: test certificates (memd); util-linux: unshare and nsenter (memd's full-disk test); chromium: the console's browser test (playwright-core drives it)
 
 apt_updated=0
 install_missing() {

@@ -1,4 +1,5 @@
-// tmcra-memd's key store: key shape, hashed storage, permissions, scope limits, revocation.
+// tmcra-memd's key store: key shape, hashed storage, permissions, scope limits, revocation; each
+// case on both stores (a SQLite file, and a PostgreSQL database of the suite's cluster).
 #include "memd/key_store.h"
 
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <iterator>
 
 #include "base/sha256.h"
+#include "tests/support/pg_test_cluster.h"
 #include "tests/support/temp_dir.h"
 
 using tmcra::memd::ApiKey;
@@ -18,22 +20,43 @@ using tmcra::testing::TempDir;
 
 namespace {
 
-std::unique_ptr<KeyStore> OpenStore(const TempDir& dir) {
-  auto store = KeyStore::Open(dir.path());
-  REQUIRE(store);
-  return std::move(*store);
-}
+// One key store of the kind GENERATE picked, with its directory or database.
+struct StoreUnderTest {
+  explicit StoreUnderTest(const std::string& kind) {
+    if (kind == "postgresql") database = std::make_unique<tmcra::testing::ScratchDatabase>("keys");
+    auto opened =
+        database ? KeyStore::OpenPostgres(database->Options()) : KeyStore::Open(dir.path());
+    INFO((opened ? std::string() : opened.error().ToString()));
+    REQUIRE(opened);
+    store = std::move(*opened);
+  }
+  // Every stored byte of the keys: the SQLite file and its WAL, or the table's rows.
+  std::string StoredBytes() const {
+    if (!database) return FileBytes(dir.File("keys.db")) + FileBytes(dir.File("keys.db-wal"));
+    auto conn = tmcra::pg::Connection::Open(database->Options());
+    REQUIRE(conn);
+    auto rows = (*conn)->Exec("SELECT memd_api_keys::text FROM memd_api_keys");
+    REQUIRE(rows);
+    std::string out;
+    for (int i = 0; i < rows->size(); ++i) out += std::string(rows->Text(i, 0));
+    return out;
+  }
+  static std::string FileBytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
 
-std::string FileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+  TempDir dir;
+  std::unique_ptr<tmcra::testing::ScratchDatabase> database;
+  std::unique_ptr<KeyStore> store;
+};
 
 }  // namespace
 
 TEST_CASE("a new key is tmcra_<24 hex>.<64 hex> with every permission by default") {
-  TempDir dir;
-  auto store = OpenStore(dir);
+  const std::string kind = GENERATE("sqlite", "postgresql");
+  StoreUnderTest under(kind);
+  auto& store = under.store;
   auto created = store->Create({});
   REQUIRE(created);
   const std::string& token = created->token;
@@ -50,17 +73,20 @@ TEST_CASE("a new key is tmcra_<24 hex>.<64 hex> with every permission by default
   CHECK(outcome->key->key_id == created->key.key_id);
 
   // Only the SHA-256 of the secret is stored.
-  const std::string bytes = FileBytes(dir.File("keys.db")) + FileBytes(dir.File("keys.db-wal"));
+  const std::string bytes = under.StoredBytes();
   CHECK(bytes.find(parsed->secret) == std::string::npos);
   CHECK(bytes.find(tmcra::Sha256Hex(parsed->secret)) != std::string::npos);
-  struct stat st {};
-  REQUIRE(stat(dir.File("keys.db").c_str(), &st) == 0);
-  CHECK((st.st_mode & 0777) == 0600);
+  if (kind == "sqlite") {
+    struct stat st {};
+    REQUIRE(stat(under.dir.File("keys.db").c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
 }
 
 TEST_CASE("malformed, unknown, wrong-secret and revoked tokens do not authenticate") {
-  TempDir dir;
-  auto store = OpenStore(dir);
+  const std::string kind = GENERATE("sqlite", "postgresql");
+  StoreUnderTest under(kind);
+  auto& store = under.store;
   auto created = store->Create({});
   REQUIRE(created);
   const std::string id = created->key.key_id;
@@ -88,8 +114,9 @@ TEST_CASE("malformed, unknown, wrong-secret and revoked tokens do not authentica
 }
 
 TEST_CASE("a key made without a permission list has all three") {
-  TempDir dir;
-  auto store = OpenStore(dir);
+  const std::string kind = GENERATE("sqlite", "postgresql");
+  StoreUnderTest under(kind);
+  auto& store = under.store;
   auto all = store->Create({});
   REQUIRE(all);
   CHECK(all->key.permissions ==
@@ -97,8 +124,9 @@ TEST_CASE("a key made without a permission list has all three") {
 }
 
 TEST_CASE("permissions and scope limits are validated and kept") {
-  TempDir dir;
-  auto store = OpenStore(dir);
+  const std::string kind = GENERATE("sqlite", "postgresql");
+  StoreUnderTest under(kind);
+  auto& store = under.store;
   NewKeyRequest bad;
   bad.permissions = std::vector<std::string>{"memory:read", "tokens:manage"};
   CHECK_FALSE(store->Create(bad));
@@ -147,4 +175,26 @@ TEST_CASE("ConstantTimeEquals compares whole strings") {
   CHECK_FALSE(ConstantTimeEquals("abc", "abd"));
   CHECK_FALSE(ConstantTimeEquals("abc", "abcd"));
   CHECK(ConstantTimeEquals("", ""));
+}
+
+TEST_CASE(
+    "keys in PostgreSQL are shared: a key one store makes, another revokes, and the first "
+    "refuses") {
+  tmcra::testing::ScratchDatabase database("shared_keys");
+  auto a = KeyStore::OpenPostgres(database.Options());
+  auto b = KeyStore::OpenPostgres(database.Options());
+  REQUIRE(a);
+  REQUIRE(b);
+  auto created = (*a)->Create({});
+  REQUIRE(created);
+  auto seen = (*b)->Authenticate(created->token);
+  REQUIRE(seen);
+  CHECK(seen->key);
+  auto revoked = (*b)->Revoke(created->key.key_id);
+  REQUIRE(revoked);
+  CHECK(*revoked);
+  auto refused = (*a)->Authenticate(created->token);
+  REQUIRE(refused);
+  CHECK_FALSE(refused->key);
+  CHECK(refused->reason == "revoked key " + created->key.key_id);
 }

@@ -1,0 +1,137 @@
+// tmcra-memd's API keys in PostgreSQL: table memd_api_keys, schema component "memd_keys".
+#include <nlohmann/json.hpp>
+
+#include "memd/key_rows.h"
+
+namespace tmcra::memd {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kSteps[] = {
+    "CREATE TABLE memd_api_keys("
+    "  key_id TEXT PRIMARY KEY,"
+    "  secret_sha256 TEXT NOT NULL,"
+    "  permissions TEXT NOT NULL,"     // JSON array of strings
+    "  scope_names TEXT NOT NULL,"     // JSON array of strings
+    "  scope_prefixes TEXT NOT NULL,"  // JSON array of strings
+    "  label TEXT NOT NULL DEFAULT '',"
+    "  created_at DOUBLE PRECISION NOT NULL,"
+    "  revoked_at DOUBLE PRECISION)",
+};
+
+constexpr const char* kColumns =
+    "key_id, secret_sha256, permissions, scope_names, scope_prefixes, label, created_at, "
+    "revoked_at";
+
+// Connections kept for Authenticate, which every request calls.
+constexpr size_t kConnections = 4;
+
+std::vector<std::string> StringList(std::string_view text) {
+  std::vector<std::string> out;
+  json parsed = json::parse(text, nullptr, false);
+  if (!parsed.is_array()) return out;
+  for (const auto& v : parsed) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+StoredKey KeyFromRow(const pg::Rows& rows, int row) {
+  StoredKey stored;
+  ApiKey& key = stored.key;
+  key.key_id = std::string(rows.Text(row, 0));
+  stored.secret_sha256 = std::string(rows.Text(row, 1));
+  key.permissions = StringList(rows.Text(row, 2));
+  key.scope_names = StringList(rows.Text(row, 3));
+  key.scope_prefixes = StringList(rows.Text(row, 4));
+  key.label = std::string(rows.Text(row, 5));
+  key.created_at = rows.Double(row, 6);
+  if (!rows.IsNull(row, 7)) key.revoked_at = rows.Double(row, 7);
+  return stored;
+}
+
+class PostgresKeyRows final : public KeyRows {
+ public:
+  explicit PostgresKeyRows(const pg::ConnectOptions& options) : pool_(options, kConnections) {}
+
+  Status Insert(const StoredKey& stored) override {
+    const ApiKey& key = stored.key;
+    const pg::Param params[] = {key.key_id,
+                                stored.secret_sha256,
+                                json(key.permissions).dump(),
+                                json(key.scope_names).dump(),
+                                json(key.scope_prefixes).dump(),
+                                key.label,
+                                key.created_at};
+    auto done = Exec(
+        "INSERT INTO memd_api_keys(key_id, secret_sha256, permissions, scope_names, "
+        "scope_prefixes, label, created_at) VALUES($1, $2, $3, $4, $5, $6, $7)",
+        params, /*idempotent=*/false);
+    if (!done) return done.error();
+    return Ok();
+  }
+
+  Result<std::vector<ApiKey>> List() override {
+    auto rows =
+        Exec(std::string("SELECT ") + kColumns + " FROM memd_api_keys ORDER BY created_at, key_id",
+             {}, /*idempotent=*/true);
+    if (!rows) return rows.error();
+    std::vector<ApiKey> out;
+    for (int i = 0; i < rows->size(); ++i) out.push_back(KeyFromRow(*rows, i).key);
+    return out;
+  }
+
+  Result<bool> Revoke(std::string_view key_id, double now) override {
+    const pg::Param params[] = {now, key_id};
+    // Idempotent: COALESCE keeps the first revocation time.
+    auto rows =
+        Exec("UPDATE memd_api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE key_id = $2",
+             params, /*idempotent=*/true);
+    if (!rows) return rows.error();
+    return rows->Affected() > 0;
+  }
+
+  Result<std::optional<StoredKey>> Find(std::string_view key_id) override {
+    const pg::Param params[] = {key_id};
+    auto rows = Exec(std::string("SELECT ") + kColumns + " FROM memd_api_keys WHERE key_id = $1",
+                     params, /*idempotent=*/true);
+    if (!rows) return rows.error();
+    if (rows->size() == 0) return std::optional<StoredKey>();
+    return std::optional<StoredKey>(KeyFromRow(*rows, 0));
+  }
+
+  Status Migrate() {
+    auto conn = pool_.Borrow();
+    if (!conn) return conn.error();
+    return pg::Migrate(**conn, "memd_keys", kSteps, "tmcra-memd's key store");
+  }
+
+ private:
+  // One statement on a pooled connection. A statement that found its connection broken (the
+  // server restarted) is sent once more on a fresh one when sending it twice is harmless.
+  Result<pg::Rows> Exec(const std::string& sql, std::span<const pg::Param> params,
+                        bool idempotent) {
+    for (int attempt = 0;; ++attempt) {
+      auto conn = pool_.Borrow();
+      if (!conn) return conn.error();
+      auto rows = (*conn)->Exec(sql, params);
+      if (rows || !idempotent || attempt > 0 || rows.error().code != Errc::kUnavailable) {
+        return rows;
+      }
+    }
+  }
+
+  pg::ConnectionPool pool_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KeyRows>> OpenPostgresKeyRows(const pg::ConnectOptions& options) {
+  auto rows = std::make_unique<PostgresKeyRows>(options);
+  if (auto s = rows->Migrate(); !s) return s.error();
+  return std::unique_ptr<KeyRows>(std::move(rows));
+}
+
+}  // namespace tmcra::memd
