@@ -1,0 +1,416 @@
+#include "memory/pg_store.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tmcra::memory {
+
+namespace {
+
+using pg::Param;
+
+// Step i takes the schema from version i to i + 1. Never edit a shipped step; add one.
+constexpr const char* kSteps[] = {
+    R"sql(
+CREATE TABLE mem_change_counter(
+  id BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id),
+  seq BIGINT NOT NULL);
+INSERT INTO mem_change_counter(id, seq) VALUES (TRUE, 0);
+CREATE TABLE mem_scopes(
+  name TEXT PRIMARY KEY,
+  record_count BIGINT NOT NULL DEFAULT 0,
+  last_event_seq BIGINT,
+  last_job_id TEXT,
+  created_at DOUBLE PRECISION NOT NULL,
+  updated_at DOUBLE PRECISION NOT NULL);
+CREATE TABLE mem_jobs(
+  job_id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  scope_name TEXT NOT NULL,
+  job_type TEXT NOT NULL,
+  status TEXT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  idempotency_key TEXT,
+  payload_sha256 TEXT NOT NULL,
+  payload_json TEXT,
+  created_at DOUBLE PRECISION NOT NULL,
+  updated_at DOUBLE PRECISION NOT NULL,
+  started_at DOUBLE PRECISION,
+  finished_at DOUBLE PRECISION,
+  heartbeat_at DOUBLE PRECISION,
+  lease_expires_at DOUBLE PRECISION,
+  lease_owner TEXT,
+  result_json TEXT,
+  error_json TEXT);
+CREATE UNIQUE INDEX mem_jobs_idempotency ON mem_jobs(tenant_id, idempotency_key);
+CREATE INDEX mem_jobs_claim ON mem_jobs(created_at) WHERE status IN ('pending', 'running');
+CREATE TABLE mem_records(
+  event_seq BIGINT PRIMARY KEY,
+  record_id TEXT NOT NULL UNIQUE,
+  scope_name TEXT NOT NULL,
+  session_id TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  role TEXT NOT NULL,
+  content TEXT NOT NULL,
+  occurred_at DOUBLE PRECISION NOT NULL,
+  timestamp TEXT NOT NULL,
+  metadata_json TEXT NOT NULL,
+  agent_id TEXT,
+  target_agent_id TEXT,
+  job_id TEXT NOT NULL,
+  UNIQUE(scope_name, session_id, message_id));
+CREATE INDEX mem_records_session ON mem_records(scope_name, session_id, occurred_at, event_seq);
+CREATE TABLE mem_deletions(
+  seq BIGINT PRIMARY KEY,
+  event_seq BIGINT NOT NULL,
+  scope_name TEXT NOT NULL);
+)sql",
+};
+
+constexpr const char* kJobColumns =
+    "job_id, tenant_id, scope_name, job_type, status, attempts, idempotency_key, payload_sha256, "
+    "payload_json, created_at, finished_at, result_json, error_json";
+
+constexpr const char* kRecordColumns =
+    "event_seq, scope_name, job_id, record_id, session_id, message_id, role, content, "
+    "occurred_at, timestamp, metadata_json, agent_id, target_agent_id";
+
+// The database's clock in seconds: leases are timed by one clock, whatever the instances' say.
+constexpr const char* kNow = "extract(epoch from clock_timestamp())::double precision";
+
+std::optional<std::string> OptionalText(const pg::Rows& rows, int row, int column) {
+  if (rows.IsNull(row, column)) return std::nullopt;
+  return std::string(rows.Text(row, column));
+}
+
+std::optional<double> OptionalDouble(const pg::Rows& rows, int row, int column) {
+  if (rows.IsNull(row, column)) return std::nullopt;
+  return rows.Double(row, column);
+}
+
+PgStore::JobRow JobFromRow(const pg::Rows& rows, int row) {
+  PgStore::JobRow job;
+  job.job_id = std::string(rows.Text(row, 0));
+  job.tenant_id = std::string(rows.Text(row, 1));
+  job.scope_name = std::string(rows.Text(row, 2));
+  job.job_type = std::string(rows.Text(row, 3));
+  job.status = std::string(rows.Text(row, 4));
+  job.attempts = rows.Int(row, 5);
+  job.idempotency_key = OptionalText(rows, row, 6);
+  job.payload_sha256 = std::string(rows.Text(row, 7));
+  job.payload_json = OptionalText(rows, row, 8);
+  job.created_at = rows.Double(row, 9);
+  job.finished_at = OptionalDouble(rows, row, 10);
+  job.result_json = OptionalText(rows, row, 11);
+  job.error_json = OptionalText(rows, row, 12);
+  return job;
+}
+
+PgStore::Change RecordChange(const pg::Rows& rows, int row) {
+  PgStore::Change change;
+  change.seq = rows.Int(row, 0);
+  change.event_seq = change.seq;
+  change.scope_name = std::string(rows.Text(row, 1));
+  change.job_id = std::string(rows.Text(row, 2));
+  PgStore::NewRecord& r = change.record;
+  r.record_id = std::string(rows.Text(row, 3));
+  r.session_id = std::string(rows.Text(row, 4));
+  r.message_id = std::string(rows.Text(row, 5));
+  r.role = std::string(rows.Text(row, 6));
+  r.content = std::string(rows.Text(row, 7));
+  r.occurred_at = rows.Double(row, 8);
+  r.timestamp = std::string(rows.Text(row, 9));
+  r.metadata_json = std::string(rows.Text(row, 10));
+  r.agent_id = OptionalText(rows, row, 11);
+  r.target_agent_id = OptionalText(rows, row, 12);
+  return change;
+}
+
+Param OptionalParam(const std::optional<std::string>& value) {
+  return value ? Param(*value) : Param::Null();
+}
+
+// Takes the change counter's row lock (held to the commit) and returns its value. Every
+// transaction that numbers changes takes this lock first, so they also commit in that order,
+// and no two lock in opposite orders.
+Result<int64_t> LockCounter(pg::Connection& conn) {
+  TMCRA_ASSIGN_OR_RETURN(auto rows,
+                         conn.Exec("SELECT seq FROM mem_change_counter WHERE id FOR UPDATE"));
+  if (rows.size() != 1) return Error::Internal("PostgreSQL: the change counter row is missing");
+  return rows.Int(0, 0);
+}
+
+Status MoveCounter(pg::Connection& conn, int64_t to) {
+  TMCRA_ASSIGN_OR_RETURN(auto rows,
+                         conn.Exec("UPDATE mem_change_counter SET seq = $1 WHERE id", {Param(to)}));
+  (void)rows;
+  return Ok();
+}
+
+// Inserts one record numbered `seq` unless its message is stored; the stored one's event_seq
+// otherwise (0 when there is none, which a unique record id clash would be).
+Result<std::pair<bool, int64_t>> InsertRecord(pg::Connection& conn, int64_t seq,
+                                              std::string_view scope, std::string_view job_id,
+                                              const PgStore::NewRecord& r) {
+  const Param params[] = {seq,
+                          r.record_id,
+                          scope,
+                          r.session_id,
+                          r.message_id,
+                          r.role,
+                          r.content,
+                          r.occurred_at,
+                          r.timestamp,
+                          r.metadata_json,
+                          OptionalParam(r.agent_id),
+                          OptionalParam(r.target_agent_id),
+                          job_id};
+  TMCRA_ASSIGN_OR_RETURN(
+      auto inserted,
+      conn.Exec("INSERT INTO mem_records(event_seq, record_id, scope_name, session_id, "
+                "message_id, role, content, occurred_at, timestamp, metadata_json, agent_id, "
+                "target_agent_id, job_id) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+                "$12, $13) ON CONFLICT (scope_name, session_id, message_id) DO NOTHING",
+                params));
+  if (inserted.Affected() == 1) return std::make_pair(true, seq);
+  TMCRA_ASSIGN_OR_RETURN(
+      auto existing,
+      conn.Exec("SELECT event_seq FROM mem_records WHERE scope_name = $1 AND session_id = $2 AND "
+                "message_id = $3",
+                {Param(scope), Param(r.session_id), Param(r.message_id)}));
+  return std::make_pair(false, existing.size() == 0 ? int64_t{0} : existing.Int(0, 0));
+}
+
+std::string WithMaxSeq(std::string result_json, int64_t max_seq) {
+  const std::string mark = "{max_event_seq}";
+  for (size_t at = result_json.find(mark); at != std::string::npos;
+       at = result_json.find(mark, at)) {
+    result_json.replace(at, mark.size(), std::to_string(max_seq));
+  }
+  return result_json;
+}
+
+}  // namespace
+
+PgStore::PgStore(const pg::ConnectOptions& options, size_t pool_size) : pool_(options, pool_size) {}
+PgStore::~PgStore() = default;
+
+Result<std::unique_ptr<PgStore>> PgStore::Open(const pg::ConnectOptions& options,
+                                               size_t pool_size) {
+  std::unique_ptr<PgStore> store(new PgStore(options, pool_size));
+  TMCRA_ASSIGN_OR_RETURN(auto conn, store->pool_.Borrow());
+  TMCRA_RETURN_IF_ERROR(pg::Migrate(*conn, "memory", kSteps, "the memory store"));
+  return store;
+}
+
+Result<PgStore::Accepted> PgStore::AcceptJob(const JobRow& job) {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  const Param params[] = {job.job_id,
+                          job.tenant_id,
+                          job.scope_name,
+                          job.job_type,
+                          OptionalParam(job.idempotency_key),
+                          job.payload_sha256,
+                          OptionalParam(job.payload_json),
+                          job.created_at};
+  TMCRA_ASSIGN_OR_RETURN(
+      auto inserted,
+      conn->Exec("INSERT INTO mem_jobs(job_id, tenant_id, scope_name, job_type, status, "
+                 "idempotency_key, payload_sha256, payload_json, created_at, updated_at) "
+                 "VALUES($1, $2, $3, $4, 'pending', $5, $6, $7, $8, $8) "
+                 "ON CONFLICT (tenant_id, idempotency_key) DO NOTHING",
+                 params));
+  const bool created = inserted.Affected() == 1;
+  // The row that won: this one, or the one accepted before (committed: ON CONFLICT waited for
+  // it, and this statement reads a snapshot taken after).
+  TMCRA_ASSIGN_OR_RETURN(
+      auto rows,
+      created
+          ? conn->Exec(std::string("SELECT ") + kJobColumns + " FROM mem_jobs WHERE job_id = $1",
+                       {Param(job.job_id)})
+          : conn->Exec(std::string("SELECT ") + kJobColumns +
+                           " FROM mem_jobs WHERE tenant_id = $1 AND idempotency_key = $2",
+                       {Param(job.tenant_id), OptionalParam(job.idempotency_key)}));
+  if (rows.size() != 1) return Error::Internal("PostgreSQL: the accepted job cannot be read back");
+  return Accepted{JobFromRow(rows, 0), created};
+}
+
+Result<std::optional<PgStore::JobRow>> PgStore::GetJob(std::string_view job_id) {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(auto rows, conn->Exec(std::string("SELECT ") + kJobColumns +
+                                                   " FROM mem_jobs WHERE job_id = $1",
+                                               {Param(job_id)}));
+  if (rows.size() == 0) return std::optional<JobRow>();
+  return std::optional<JobRow>(JobFromRow(rows, 0));
+}
+
+Result<std::vector<PgStore::Claimed>> PgStore::ClaimJobs(std::string_view owner, int max_jobs,
+                                                         double lease_seconds) {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
+  TMCRA_ASSIGN_OR_RETURN(
+      auto picked,
+      conn->Exec(std::string("SELECT job_id, attempts, scope_name, payload_json, ") + kNow +
+                     " FROM mem_jobs WHERE status = 'pending' OR (status = 'running' AND "
+                     "lease_expires_at < " +
+                     kNow + ") ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED",
+                 {Param(max_jobs)}));
+  std::vector<Claimed> claimed;
+  for (int i = 0; i < picked.size(); ++i) {
+    const std::string job_id(picked.Text(i, 0));
+    const double now = picked.Double(i, 4);
+    if (picked.Int(i, 1) + 1 > kMaxAttempts) {
+      const std::string error =
+          R"({"code":"job_attempts_exhausted","message":"the job did not complete after )" +
+          std::to_string(kMaxAttempts) + R"( attempts"})";
+      TMCRA_ASSIGN_OR_RETURN(
+          auto failed,
+          conn->Exec(
+              "UPDATE mem_jobs SET status = 'failed', finished_at = $2, updated_at = $2, "
+              "lease_owner = NULL, lease_expires_at = NULL, error_json = $3 WHERE job_id = $1",
+              {Param(job_id), Param(now), Param(error)}));
+      (void)failed;
+      continue;
+    }
+    TMCRA_ASSIGN_OR_RETURN(
+        auto claim,
+        conn->Exec("UPDATE mem_jobs SET status = 'running', attempts = attempts + 1, started_at = "
+                   "COALESCE(started_at, $2), heartbeat_at = $2, lease_owner = $3, "
+                   "lease_expires_at = $4, updated_at = $2 WHERE job_id = $1",
+                   {Param(job_id), Param(now), Param(owner), Param(now + lease_seconds)}));
+    (void)claim;
+    claimed.push_back({job_id, std::string(picked.Text(i, 2)),
+                       picked.IsNull(i, 3) ? std::string() : std::string(picked.Text(i, 3))});
+  }
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
+  return claimed;
+}
+
+Result<PgStore::Written> PgStore::FinishJob(std::string_view owner, std::string_view job_id,
+                                            const std::vector<NewRecord>& records,
+                                            const std::string& result_json) {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
+  TMCRA_ASSIGN_OR_RETURN(const int64_t counter, LockCounter(*conn));
+  TMCRA_ASSIGN_OR_RETURN(
+      auto held,
+      conn->Exec(std::string("SELECT scope_name, ") + kNow +
+                     " FROM mem_jobs WHERE job_id = $1 AND status = 'running' AND lease_owner = "
+                     "$2 FOR UPDATE",
+                 {Param(job_id), Param(owner)}));
+  if (held.size() == 0) return Written{};  // rolled back: the lease is another's now
+  const std::string scope(held.Text(0, 0));
+  const double now = held.Double(0, 1);
+  Written out;
+  out.written = true;
+  int64_t next = counter;
+  for (const NewRecord& r : records) {
+    TMCRA_ASSIGN_OR_RETURN(const auto stored, InsertRecord(*conn, next + 1, scope, job_id, r));
+    if (stored.first) {
+      ++next;
+      ++out.records_written;
+    } else {
+      ++out.records_deduplicated;
+    }
+    out.max_event_seq = std::max(out.max_event_seq, stored.second);
+  }
+  if (next != counter) TMCRA_RETURN_IF_ERROR(MoveCounter(*conn, next));
+  TMCRA_ASSIGN_OR_RETURN(
+      auto scope_row,
+      conn->Exec("INSERT INTO mem_scopes(name, record_count, last_event_seq, last_job_id, "
+                 "created_at, updated_at) VALUES($1, $2, $3, $4, $5, $5) ON CONFLICT (name) DO "
+                 "UPDATE SET record_count = mem_scopes.record_count + $2, last_event_seq = "
+                 "GREATEST(COALESCE(mem_scopes.last_event_seq, 0), $3), last_job_id = $4, "
+                 "updated_at = $5",
+                 {Param(scope), Param(out.records_written), Param(out.max_event_seq), Param(job_id),
+                  Param(now)}));
+  (void)scope_row;
+  TMCRA_ASSIGN_OR_RETURN(
+      auto done,
+      conn->Exec("UPDATE mem_jobs SET status = 'succeeded', finished_at = $2, updated_at = $2, "
+                 "heartbeat_at = $2, lease_owner = NULL, lease_expires_at = NULL, result_json = "
+                 "$3, error_json = NULL, payload_json = NULL WHERE job_id = $1",
+                 {Param(job_id), Param(now), Param(WithMaxSeq(result_json, out.max_event_seq))}));
+  (void)done;
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
+  return out;
+}
+
+Result<PgStore::Changes> PgStore::ChangesAfter(int64_t after, int limit) {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(
+      auto tx, pg::Transaction::Begin(*conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+  TMCRA_ASSIGN_OR_RETURN(auto head_rows, conn->Exec("SELECT seq FROM mem_change_counter WHERE id"));
+  const int64_t head = head_rows.size() == 1 ? head_rows.Int(0, 0) : 0;
+  Changes out;
+  out.through = std::max(after, head);
+  if (head <= after) return out;
+  TMCRA_ASSIGN_OR_RETURN(
+      auto written,
+      conn->Exec(std::string("SELECT ") + kRecordColumns +
+                     " FROM mem_records WHERE event_seq > $1 AND event_seq <= $2 ORDER BY "
+                     "event_seq LIMIT $3",
+                 {Param(after), Param(head), Param(limit)}));
+  TMCRA_ASSIGN_OR_RETURN(
+      auto deleted,
+      conn->Exec("SELECT seq, event_seq, scope_name FROM mem_deletions WHERE seq > $1 AND seq <= "
+                 "$2 ORDER BY seq LIMIT $3",
+                 {Param(after), Param(head), Param(limit)}));
+  for (int i = 0; i < written.size(); ++i) out.changes.push_back(RecordChange(written, i));
+  for (int i = 0; i < deleted.size(); ++i) {
+    Change change;
+    change.seq = deleted.Int(i, 0);
+    change.deleted = true;
+    change.event_seq = deleted.Int(i, 1);
+    change.scope_name = std::string(deleted.Text(i, 2));
+    out.changes.push_back(std::move(change));
+  }
+  std::sort(out.changes.begin(), out.changes.end(),
+            [](const Change& a, const Change& b) { return a.seq < b.seq; });
+  // Each list holds every change of its kind up to its own last row, so the first `limit` of
+  // the merge hold every change up to the last of them.
+  if (static_cast<int>(out.changes.size()) > limit) {
+    out.changes.resize(static_cast<size_t>(limit));
+    out.through = out.changes.back().seq;
+    out.more = true;
+  } else if (written.size() == limit || deleted.size() == limit) {
+    out.through = out.changes.back().seq;
+    out.more = true;
+  }
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
+  return out;
+}
+
+Result<int64_t> PgStore::DeleteRecords(const std::vector<int64_t>& event_seqs) {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
+  TMCRA_ASSIGN_OR_RETURN(int64_t counter, LockCounter(*conn));
+  std::map<std::string, int64_t> per_scope;
+  for (const int64_t seq : event_seqs) {
+    TMCRA_ASSIGN_OR_RETURN(
+        auto gone, conn->Exec("DELETE FROM mem_records WHERE event_seq = $1 RETURNING scope_name",
+                              {Param(seq)}));
+    if (gone.size() == 0) continue;
+    const std::string scope(gone.Text(0, 0));
+    ++per_scope[scope];
+    TMCRA_ASSIGN_OR_RETURN(
+        auto noted,
+        conn->Exec("INSERT INTO mem_deletions(seq, event_seq, scope_name) VALUES($1, $2, $3)",
+                   {Param(++counter), Param(seq), Param(scope)}));
+    (void)noted;
+  }
+  int64_t deleted = 0;
+  for (const auto& [scope, count] : per_scope) {
+    deleted += count;
+    TMCRA_ASSIGN_OR_RETURN(
+        auto counted,
+        conn->Exec("UPDATE mem_scopes SET record_count = record_count - $2 WHERE name = $1",
+                   {Param(scope), Param(count)}));
+    (void)counted;
+  }
+  if (deleted > 0) TMCRA_RETURN_IF_ERROR(MoveCounter(*conn, counter));
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
+  return deleted;
+}
+
+}  // namespace tmcra::memory
