@@ -356,20 +356,20 @@ void ConnectionPool::GiveBack(std::unique_ptr<Connection> conn) {
 
 Status Migrate(Connection& conn, std::string_view component, std::span<const char* const> steps,
                std::string_view what) {
-  if (auto s = conn.Run("CREATE TABLE IF NOT EXISTS tmcra_schema("
-                        "component TEXT PRIMARY KEY, version INTEGER NOT NULL)");
-      !s && s.error().code != Errc::kConflict) {  // two first starts: one CREATE wins
-    return s.error();
-  }
   for (;;) {
     auto tx = Transaction::Begin(conn);
     if (!tx) return tx.error();
-    // One migrating process per component; the others wait here, then find it done.
-    auto locked = conn.Exec("SELECT pg_advisory_xact_lock(hashtext('tmcra_schema:' || $1))",
-                            {Param(component)});
+    // One migrating process at a time; the others wait here, then find the work done. The lock
+    // comes before the table's creation, which two first starts would otherwise race on.
+    auto locked = conn.Exec("SELECT pg_advisory_xact_lock(hashtext('tmcra_schema'))");
     if (!locked) return locked.error();
-    auto row =
-        conn.Exec("SELECT version FROM tmcra_schema WHERE component = $1", {Param(component)});
+    if (auto s = conn.Run("CREATE TABLE IF NOT EXISTS tmcra_schema("
+                          "component TEXT PRIMARY KEY, version INTEGER NOT NULL)");
+        !s) {
+      return s.error();
+    }
+    auto row = conn.Exec("SELECT version FROM tmcra_schema WHERE component = $1",
+                         {Param(component)});
     if (!row) return row.error();
     const int64_t version = row->size() == 0 ? 0 : row->Int(0, 0);
     const auto known = static_cast<int64_t>(steps.size());

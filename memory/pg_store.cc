@@ -33,6 +33,7 @@ CREATE TABLE mem_jobs(
   idempotency_key TEXT,
   payload_sha256 TEXT NOT NULL,
   payload_json TEXT,
+  consistency TEXT NOT NULL DEFAULT '',
   created_at DOUBLE PRECISION NOT NULL,
   updated_at DOUBLE PRECISION NOT NULL,
   started_at DOUBLE PRECISION,
@@ -69,7 +70,8 @@ CREATE TABLE mem_deletions(
 
 constexpr const char* kJobColumns =
     "job_id, tenant_id, scope_name, job_type, status, attempts, idempotency_key, payload_sha256, "
-    "payload_json, created_at, finished_at, result_json, error_json";
+    "payload_json, consistency, created_at, updated_at, started_at, finished_at, heartbeat_at, "
+    "lease_expires_at, result_json, error_json";
 
 constexpr const char* kRecordColumns =
     "event_seq, scope_name, job_id, record_id, session_id, message_id, role, content, "
@@ -88,8 +90,8 @@ std::optional<double> OptionalDouble(const pg::Rows& rows, int row, int column) 
   return rows.Double(row, column);
 }
 
-PgStore::JobRow JobFromRow(const pg::Rows& rows, int row) {
-  PgStore::JobRow job;
+SharedStore::JobRow JobFromRow(const pg::Rows& rows, int row) {
+  SharedStore::JobRow job;
   job.job_id = std::string(rows.Text(row, 0));
   job.tenant_id = std::string(rows.Text(row, 1));
   job.scope_name = std::string(rows.Text(row, 2));
@@ -99,20 +101,25 @@ PgStore::JobRow JobFromRow(const pg::Rows& rows, int row) {
   job.idempotency_key = OptionalText(rows, row, 6);
   job.payload_sha256 = std::string(rows.Text(row, 7));
   job.payload_json = OptionalText(rows, row, 8);
-  job.created_at = rows.Double(row, 9);
-  job.finished_at = OptionalDouble(rows, row, 10);
-  job.result_json = OptionalText(rows, row, 11);
-  job.error_json = OptionalText(rows, row, 12);
+  job.consistency = std::string(rows.Text(row, 9));
+  job.created_at = rows.Double(row, 10);
+  job.updated_at = rows.Double(row, 11);
+  job.started_at = OptionalDouble(rows, row, 12);
+  job.finished_at = OptionalDouble(rows, row, 13);
+  job.heartbeat_at = OptionalDouble(rows, row, 14);
+  job.lease_expires_at = OptionalDouble(rows, row, 15);
+  job.result_json = OptionalText(rows, row, 16);
+  job.error_json = OptionalText(rows, row, 17);
   return job;
 }
 
-PgStore::Change RecordChange(const pg::Rows& rows, int row) {
-  PgStore::Change change;
+SharedStore::Change RecordChange(const pg::Rows& rows, int row) {
+  SharedStore::Change change;
   change.seq = rows.Int(row, 0);
   change.event_seq = change.seq;
   change.scope_name = std::string(rows.Text(row, 1));
   change.job_id = std::string(rows.Text(row, 2));
-  PgStore::NewRecord& r = change.record;
+  SharedStore::NewRecord& r = change.record;
   r.record_id = std::string(rows.Text(row, 3));
   r.session_id = std::string(rows.Text(row, 4));
   r.message_id = std::string(rows.Text(row, 5));
@@ -151,7 +158,7 @@ Status MoveCounter(pg::Connection& conn, int64_t to) {
 // otherwise (0 when there is none, which a unique record id clash would be).
 Result<std::pair<bool, int64_t>> InsertRecord(pg::Connection& conn, int64_t seq,
                                               std::string_view scope, std::string_view job_id,
-                                              const PgStore::NewRecord& r) {
+                                              const SharedStore::NewRecord& r) {
   const Param params[] = {seq,
                           r.record_id,
                           scope,
@@ -181,15 +188,6 @@ Result<std::pair<bool, int64_t>> InsertRecord(pg::Connection& conn, int64_t seq,
   return std::make_pair(false, existing.size() == 0 ? int64_t{0} : existing.Int(0, 0));
 }
 
-std::string WithMaxSeq(std::string result_json, int64_t max_seq) {
-  const std::string mark = "{max_event_seq}";
-  for (size_t at = result_json.find(mark); at != std::string::npos;
-       at = result_json.find(mark, at)) {
-    result_json.replace(at, mark.size(), std::to_string(max_seq));
-  }
-  return result_json;
-}
-
 }  // namespace
 
 PgStore::PgStore(const pg::ConnectOptions& options, size_t pool_size) : pool_(options, pool_size) {}
@@ -203,8 +201,11 @@ Result<std::unique_ptr<PgStore>> PgStore::Open(const pg::ConnectOptions& options
   return store;
 }
 
-Result<PgStore::Accepted> PgStore::AcceptJob(const JobRow& job) {
-  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+namespace {
+
+// Stores one job unless its key is known; the row that won either way (committed: ON CONFLICT
+// waited for a concurrent insert of the key, and the read that follows sees it).
+Result<SharedStore::Accepted> AcceptJob(pg::Connection& conn, const SharedStore::JobRow& job) {
   const Param params[] = {job.job_id,
                           job.tenant_id,
                           job.scope_name,
@@ -212,30 +213,60 @@ Result<PgStore::Accepted> PgStore::AcceptJob(const JobRow& job) {
                           OptionalParam(job.idempotency_key),
                           job.payload_sha256,
                           OptionalParam(job.payload_json),
+                          job.consistency,
                           job.created_at};
   TMCRA_ASSIGN_OR_RETURN(
       auto inserted,
-      conn->Exec("INSERT INTO mem_jobs(job_id, tenant_id, scope_name, job_type, status, "
-                 "idempotency_key, payload_sha256, payload_json, created_at, updated_at) "
-                 "VALUES($1, $2, $3, $4, 'pending', $5, $6, $7, $8, $8) "
-                 "ON CONFLICT (tenant_id, idempotency_key) DO NOTHING",
-                 params));
+      conn.Exec("INSERT INTO mem_jobs(job_id, tenant_id, scope_name, job_type, status, "
+                "idempotency_key, payload_sha256, payload_json, consistency, created_at, "
+                "updated_at) VALUES($1, $2, $3, $4, 'pending', $5, $6, $7, $8, $9, $9) "
+                "ON CONFLICT (tenant_id, idempotency_key) DO NOTHING",
+                params));
   const bool created = inserted.Affected() == 1;
-  // The row that won: this one, or the one accepted before (committed: ON CONFLICT waited for
-  // it, and this statement reads a snapshot taken after).
   TMCRA_ASSIGN_OR_RETURN(
       auto rows,
-      created
-          ? conn->Exec(std::string("SELECT ") + kJobColumns + " FROM mem_jobs WHERE job_id = $1",
-                       {Param(job.job_id)})
-          : conn->Exec(std::string("SELECT ") + kJobColumns +
-                           " FROM mem_jobs WHERE tenant_id = $1 AND idempotency_key = $2",
-                       {Param(job.tenant_id), OptionalParam(job.idempotency_key)}));
+      created ? conn.Exec(std::string("SELECT ") + kJobColumns + " FROM mem_jobs WHERE job_id = $1",
+                          {Param(job.job_id)})
+              : conn.Exec(std::string("SELECT ") + kJobColumns +
+                              " FROM mem_jobs WHERE tenant_id = $1 AND idempotency_key = $2",
+                          {Param(job.tenant_id), OptionalParam(job.idempotency_key)}));
   if (rows.size() != 1) return Error::Internal("PostgreSQL: the accepted job cannot be read back");
-  return Accepted{JobFromRow(rows, 0), created};
+  return SharedStore::Accepted{JobFromRow(rows, 0), created};
 }
 
-Result<std::optional<PgStore::JobRow>> PgStore::GetJob(std::string_view job_id) {
+}  // namespace
+
+Result<SharedStore::Acceptance> PgStore::AcceptJobs(const std::vector<JobRow>& jobs) {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
+  Acceptance out;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    TMCRA_ASSIGN_OR_RETURN(auto accepted, AcceptJob(*conn, jobs[i]));
+    if (!accepted.created && accepted.job.payload_sha256 != jobs[i].payload_sha256) {
+      out.conflict = i;
+      return out;  // rolled back: nothing of this call is stored
+    }
+    out.accepted.push_back(std::move(accepted));
+  }
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
+  return out;
+}
+
+Result<SharedStore::JobCounts> PgStore::CountJobs() {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(
+      auto rows, conn->Exec("SELECT count(*) FILTER (WHERE status IN ('pending', 'running')), "
+                            "count(*) FILTER (WHERE status = 'failed') FROM mem_jobs"));
+  return JobCounts{rows.Int(0, 0), rows.Int(0, 1)};
+}
+
+Result<int64_t> PgStore::Head() {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(auto rows, conn->Exec("SELECT seq FROM mem_change_counter WHERE id"));
+  return rows.size() == 1 ? rows.Int(0, 0) : int64_t{0};
+}
+
+Result<std::optional<SharedStore::JobRow>> PgStore::GetJob(std::string_view job_id) {
   TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
   TMCRA_ASSIGN_OR_RETURN(auto rows, conn->Exec(std::string("SELECT ") + kJobColumns +
                                                    " FROM mem_jobs WHERE job_id = $1",
@@ -244,8 +275,8 @@ Result<std::optional<PgStore::JobRow>> PgStore::GetJob(std::string_view job_id) 
   return std::optional<JobRow>(JobFromRow(rows, 0));
 }
 
-Result<std::vector<PgStore::Claimed>> PgStore::ClaimJobs(std::string_view owner, int max_jobs,
-                                                         double lease_seconds) {
+Result<std::vector<SharedStore::Claimed>> PgStore::ClaimJobs(std::string_view owner, int max_jobs,
+                                                             double lease_seconds) {
   TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
   TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
   TMCRA_ASSIGN_OR_RETURN(
@@ -259,10 +290,10 @@ Result<std::vector<PgStore::Claimed>> PgStore::ClaimJobs(std::string_view owner,
   for (int i = 0; i < picked.size(); ++i) {
     const std::string job_id(picked.Text(i, 0));
     const double now = picked.Double(i, 4);
-    if (picked.Int(i, 1) + 1 > kMaxAttempts) {
+    if (picked.Int(i, 1) + 1 > kMaxJobClaims) {
       const std::string error =
           R"({"code":"job_attempts_exhausted","message":"the job did not complete after )" +
-          std::to_string(kMaxAttempts) + R"( attempts"})";
+          std::to_string(kMaxJobClaims) + R"( attempts"})";
       TMCRA_ASSIGN_OR_RETURN(
           auto failed,
           conn->Exec(
@@ -286,9 +317,9 @@ Result<std::vector<PgStore::Claimed>> PgStore::ClaimJobs(std::string_view owner,
   return claimed;
 }
 
-Result<PgStore::Written> PgStore::FinishJob(std::string_view owner, std::string_view job_id,
-                                            const std::vector<NewRecord>& records,
-                                            const std::string& result_json) {
+Result<SharedStore::Written> PgStore::FinishJob(
+    std::string_view owner, std::string_view job_id, const std::vector<NewRecord>& records,
+    const std::function<std::string(const Written&)>& result) {
   TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
   TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
   TMCRA_ASSIGN_OR_RETURN(const int64_t counter, LockCounter(*conn));
@@ -330,13 +361,27 @@ Result<PgStore::Written> PgStore::FinishJob(std::string_view owner, std::string_
       conn->Exec("UPDATE mem_jobs SET status = 'succeeded', finished_at = $2, updated_at = $2, "
                  "heartbeat_at = $2, lease_owner = NULL, lease_expires_at = NULL, result_json = "
                  "$3, error_json = NULL, payload_json = NULL WHERE job_id = $1",
-                 {Param(job_id), Param(now), Param(WithMaxSeq(result_json, out.max_event_seq))}));
+                 {Param(job_id), Param(now), Param(result(out))}));
   (void)done;
   TMCRA_RETURN_IF_ERROR(tx.Commit());
   return out;
 }
 
-Result<PgStore::Changes> PgStore::ChangesAfter(int64_t after, int limit) {
+Result<bool> PgStore::FailJob(std::string_view owner, std::string_view job_id,
+                              const std::string& error_json) {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(
+      auto failed,
+      conn->Exec(
+          std::string("UPDATE mem_jobs SET status = 'failed', finished_at = ") + kNow +
+              ", updated_at = " + kNow +
+              ", lease_owner = NULL, lease_expires_at = NULL, payload_json = NULL, "
+              "error_json = $3 WHERE job_id = $1 AND status = 'running' AND lease_owner = $2",
+          {Param(job_id), Param(owner), Param(error_json)}));
+  return failed.Affected() == 1;
+}
+
+Result<SharedStore::Changes> PgStore::ChangesAfter(int64_t after, int limit) {
   TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
   TMCRA_ASSIGN_OR_RETURN(
       auto tx, pg::Transaction::Begin(*conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));

@@ -9,6 +9,7 @@
 
 #include "tests/support/pg_test_cluster.h"
 
+using ResultOf = std::function<std::string(const tmcra::memory::SharedStore::Written&)>;
 using tmcra::memory::PgStore;
 using tmcra::testing::ScratchDatabase;
 
@@ -29,10 +30,18 @@ PgStore::JobRow NewJob(const std::string& id, std::optional<std::string> key,
   job.scope_name = scope;
   job.job_type = "ingest";
   job.idempotency_key = std::move(key);
-  job.payload_sha256 = "sha-" + id;
+  job.payload_sha256 = "sha-of-the-payload";
   job.payload_json = R"({"session_id":"s"})";
   job.created_at = 1000;
   return job;
+}
+
+// One job accepted alone: the row that won, and whether it is new.
+tmcra::Result<PgStore::Accepted> AcceptOne(PgStore& store, const PgStore::JobRow& job) {
+  auto accepted = store.AcceptJobs({job});
+  if (!accepted) return accepted.error();
+  if (accepted->conflict) return tmcra::Error::Conflict("another payload under the key");
+  return accepted->accepted.front();
 }
 
 PgStore::NewRecord Message(const std::string& session, const std::string& message) {
@@ -62,7 +71,7 @@ TEST_CASE("pg store: one idempotency key accepted by two instances at once is on
     for (int i = 0; i < 16; ++i) {
       threads.emplace_back([&, i] {
         PgStore& store = (i % 2 == 0) ? *a : *b;
-        auto accepted = store.AcceptJob(NewJob("job_" + key + "_" + std::to_string(i), key));
+        auto accepted = AcceptOne(store, NewJob("job_" + key + "_" + std::to_string(i), key));
         if (!accepted) return;
         if (accepted->created) ++created;
         answered[static_cast<size_t>(i)] = accepted->job.job_id;
@@ -73,8 +82,8 @@ TEST_CASE("pg store: one idempotency key accepted by two instances at once is on
     for (const auto& id : answered) CHECK(id == answered[0]);
   }
   // Jobs without a key never collide.
-  REQUIRE(a->AcceptJob(NewJob("job_nokey_1", std::nullopt)));
-  auto second = a->AcceptJob(NewJob("job_nokey_2", std::nullopt));
+  REQUIRE(AcceptOne(*a, NewJob("job_nokey_1", std::nullopt)));
+  auto second = AcceptOne(*a, NewJob("job_nokey_2", std::nullopt));
   REQUIRE(second);
   CHECK(second->created);
 }
@@ -86,7 +95,7 @@ TEST_CASE("pg store: two instances never claim the same job, and a lost lease is
   std::set<std::string> all;
   for (int i = 0; i < 60; ++i) {
     const std::string id = "job_" + std::to_string(i);
-    REQUIRE(a->AcceptJob(NewJob(id, "k" + std::to_string(i))));
+    REQUIRE(AcceptOne(*a, NewJob(id, "k" + std::to_string(i))));
     all.insert(id);
   }
   std::vector<std::string> by_a;
@@ -108,7 +117,7 @@ TEST_CASE("pg store: two instances never claim the same job, and a lost lease is
   for (const auto& id : by_b) CHECK(seen.insert(id).second);
   CHECK(seen == all);
 
-  REQUIRE(a->AcceptJob(NewJob("job_lease", "k-lease")));
+  REQUIRE(AcceptOne(*a, NewJob("job_lease", "k-lease")));
   auto first = a->ClaimJobs("instance-a", 1, 0.5);
   REQUIRE(first);
   REQUIRE(first->size() == 1);
@@ -120,11 +129,13 @@ TEST_CASE("pg store: two instances never claim the same job, and a lost lease is
   REQUIRE(taken);
   REQUIRE(taken->size() == 1);
   CHECK(taken->front().job_id == "job_lease");
-  auto late = a->FinishJob("instance-a", "job_lease", {Message("s", "m1")}, "{}");
+  auto late = a->FinishJob("instance-a", "job_lease", {Message("s", "m1")},
+                           ResultOf([](const auto&) { return std::string("{}"); }));
   REQUIRE(late);
   CHECK_FALSE(late->written);
-  auto done =
-      b->FinishJob("instance-b", "job_lease", {Message("s", "m1")}, R"({"n":{max_event_seq}})");
+  auto done = b->FinishJob(
+      "instance-b", "job_lease", {Message("s", "m1")},
+      ResultOf([](const auto& w) { return R"({"n":)" + std::to_string(w.max_event_seq) + "}"; }));
   REQUIRE(done);
   CHECK(done->written);
   CHECK(done->records_written == 1);
@@ -140,8 +151,8 @@ TEST_CASE("pg store: two instances never claim the same job, and a lost lease is
 TEST_CASE("pg store: a job claimed more than the most attempts is failed, not claimed") {
   ScratchDatabase db("attempts");
   auto store = OpenStore(db);
-  REQUIRE(store->AcceptJob(NewJob("job_x", "kx")));
-  for (int i = 0; i < PgStore::kMaxAttempts; ++i) {
+  REQUIRE(AcceptOne(*store, NewJob("job_x", "kx")));
+  for (int i = 0; i < PgStore::kMaxJobClaims; ++i) {
     auto claimed = store->ClaimJobs("crashing", 1, 0);
     REQUIRE(claimed);
     REQUIRE(claimed->size() == 1);
@@ -160,17 +171,19 @@ TEST_CASE("pg store: a job claimed more than the most attempts is failed, not cl
 TEST_CASE("pg store: a message stored before keeps its one copy") {
   ScratchDatabase db("dedup");
   auto store = OpenStore(db);
-  REQUIRE(store->AcceptJob(NewJob("job_1", "k1")));
-  REQUIRE(store->AcceptJob(NewJob("job_2", "k2")));
+  REQUIRE(AcceptOne(*store, NewJob("job_1", "k1")));
+  REQUIRE(AcceptOne(*store, NewJob("job_2", "k2")));
   auto claimed = store->ClaimJobs("me", 2, 60);
   REQUIRE(claimed);
   REQUIRE(claimed->size() == 2);
-  auto one = store->FinishJob("me", "job_1", {Message("s", "m1"), Message("s", "m2")}, "{}");
+  auto one = store->FinishJob("me", "job_1", {Message("s", "m1"), Message("s", "m2")},
+                              ResultOf([](const auto&) { return std::string("{}"); }));
   REQUIRE(one);
   CHECK(one->records_written == 2);
   PgStore::NewRecord again = Message("s", "m2");
   again.record_id = "rec_other";
-  auto two = store->FinishJob("me", "job_2", {again, Message("s", "m3")}, "{}");
+  auto two = store->FinishJob("me", "job_2", {again, Message("s", "m3")},
+                              ResultOf([](const auto&) { return std::string("{}"); }));
   REQUIRE(two);
   CHECK(two->records_written == 1);
   CHECK(two->records_deduplicated == 1);
@@ -192,7 +205,7 @@ TEST_CASE(
   constexpr int kJobs = 240;
   constexpr int kPerJob = 5;
   for (int i = 0; i < kJobs; ++i) {
-    REQUIRE(a->AcceptJob(NewJob("job_" + std::to_string(i), "k" + std::to_string(i))));
+    REQUIRE(AcceptOne(*a, NewJob("job_" + std::to_string(i), "k" + std::to_string(i))));
   }
   std::atomic<int> writers_left{2};
   std::atomic<bool> failed{false};
@@ -207,7 +220,8 @@ TEST_CASE(
       for (const auto& job : *claimed) {
         std::vector<PgStore::NewRecord> records;
         for (int m = 0; m < kPerJob; ++m) records.push_back(Message(job.job_id, std::to_string(m)));
-        auto done = store.FinishJob(owner, job.job_id, records, "{}");
+        auto done = store.FinishJob(owner, job.job_id, records,
+                                    ResultOf([](const auto&) { return std::string("{}"); }));
         if (!done || !done->written) failed = true;
       }
     }
@@ -261,4 +275,19 @@ TEST_CASE(
   auto count = (*conn)->Exec("SELECT sum(record_count) FROM mem_scopes");
   REQUIRE(count);
   CHECK(count->Int(0, 0) == static_cast<int64_t>(stored.size()));
+}
+
+TEST_CASE("pg store: a batch with a key known under another payload stores nothing") {
+  ScratchDatabase db("conflict");
+  auto store = OpenStore(db);
+  REQUIRE(AcceptOne(*store, NewJob("job_known", "k-known")));
+  PgStore::JobRow changed = NewJob("job_other", "k-known");
+  changed.payload_sha256 = "another";
+  auto batch = store->AcceptJobs({NewJob("job_new", "k-new"), changed});
+  REQUIRE(batch);
+  REQUIRE(batch->conflict);
+  CHECK(*batch->conflict == 1);
+  auto absent = store->GetJob("job_new");
+  REQUIRE(absent);
+  CHECK_FALSE(*absent);
 }
