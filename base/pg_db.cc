@@ -368,8 +368,8 @@ Status Migrate(Connection& conn, std::string_view component, std::span<const cha
         !s) {
       return s.error();
     }
-    auto row = conn.Exec("SELECT version FROM tmcra_schema WHERE component = $1",
-                         {Param(component)});
+    auto row =
+        conn.Exec("SELECT version FROM tmcra_schema WHERE component = $1", {Param(component)});
     if (!row) return row.error();
     const int64_t version = row->size() == 0 ? 0 : row->Int(0, 0);
     const auto known = static_cast<int64_t>(steps.size());

@@ -32,6 +32,7 @@
 #include "memd/local_identity.h"
 #include "memd/memd_server.h"
 #include "memory/engine.h"
+#include "memory/pg_store.h"
 #include "src/api/embedded_memory_api.h"
 #include "src/api/embeddings_client.h"
 
@@ -44,6 +45,7 @@ constexpr const char* kUsage =
     "Usage:\n"
     "  tmcra-memd serve --data-dir DIR --tls-cert PEM --tls-key PEM [options]\n"
     "  tmcra-memd serve --data-dir DIR --local [options]\n"
+    "  tmcra-memd serve --database URL --tls-cert PEM --tls-key PEM [options]\n"
     "  tmcra-memd keys create STORE [--permissions P,...] [--scope NAME]...\n"
     "                         [--scope-prefix PREFIX]... [--label TEXT]\n"
     "  tmcra-memd keys list STORE\n"
@@ -57,6 +59,11 @@ constexpr const char* kUsage =
     "\n"
     "serve options:\n"
     "  --data-dir DIR         memory.db and keys.db live here (created 0700)\n"
+    "  --database URL         the memory and the keys in PostgreSQL instead, shared by every\n"
+    "                         memd on that database (password as for keys, below)\n"
+    "  --database-password-file F  the database's password (a 0600 file of yours)\n"
+    "  --index-dir DIR        with --database: this instance's index of the shared records\n"
+    "                         (default $XDG_CACHE_HOME/tmcra-memd or ~/.cache/tmcra-memd)\n"
     "  --tls-cert PEM         certificate chain (required unless --local)\n"
     "  --tls-key PEM          private key of the certificate\n"
     "  --local                plain HTTP on 127.0.0.1 and write the local binding and identity\n"
@@ -423,7 +430,8 @@ void TuneAllocatorForServing() {
 // What `serve`'s command line asks for, checked.
 struct ServeConfig {
   tmcra::memd::ServerOptions options;
-  std::string data_dir_arg;
+  StoreLocation store;        // --data-dir, or --database
+  std::string index_dir_arg;  // --index-dir (with --database)
   bool local = false;
   bool listen_given = false;
   bool job_worker = true;
@@ -566,25 +574,45 @@ std::optional<std::string> ParseContentOptions(const Args& args, ServeConfig& c)
 // `serve`'s command line, checked; a usage error's text, or nothing.
 std::optional<std::string> ParseServe(int argc, char** argv, ServeConfig& c) {
   std::string error;
-  auto args = ParseArgs(argc, argv, 2, {"data-dir",          "listen",
-                                        "tls-cert",          "tls-key",
-                                        "public-url",        "threads",
-                                        "max-connections",   "max-connections-per-address",
-                                        "head-timeout",      "max-concurrency",
-                                        "max-body-bytes",    "gzip",
-                                        "request-timeout",   "postings-cache-mib",
-                                        "redact-secrets",    "redact-extra-prefix",
-                                        "redact-allow",      "recall-language",
-                                        "recall-synonyms",   "embeddings-url",
-                                        "embeddings-model",  "embeddings-ca-file",
-                                        "embeddings-timeout"},
+  auto args = ParseArgs(argc, argv, 2,
+                        {"data-dir",
+                         "listen",
+                         "tls-cert",
+                         "tls-key",
+                         "public-url",
+                         "threads",
+                         "max-connections",
+                         "max-connections-per-address",
+                         "head-timeout",
+                         "max-concurrency",
+                         "max-body-bytes",
+                         "gzip",
+                         "request-timeout",
+                         "postings-cache-mib",
+                         "redact-secrets",
+                         "redact-extra-prefix",
+                         "redact-allow",
+                         "recall-language",
+                         "recall-synonyms",
+                         "embeddings-url",
+                         "embeddings-model",
+                         "embeddings-ca-file",
+                         "embeddings-timeout",
+                         "database",
+                         "database-password-file",
+                         "index-dir"},
                         {"local", "no-job-worker"}, &error);
   if (!args) return error;
   if (!args->positional.empty()) return "serve takes no positional argument";
-  const auto data_dir_arg = args->Get("data-dir");
-  if (!data_dir_arg || data_dir_arg->empty()) return "--data-dir is required";
-  c.data_dir_arg = *data_dir_arg;
+  auto store = LocateStore(*args, &error);
+  if (!store) return error;
+  c.store = std::move(*store);
   c.local = args->Flag("local");
+  if (c.store.database && c.local) return "--local serves a --data-dir store, not --database";
+  if (auto index_dir = args->Get("index-dir")) {
+    if (!c.store.database) return "--index-dir goes with --database";
+    c.index_dir_arg = *index_dir;
+  }
   c.job_worker = !args->Flag("no-job-worker");
   c.public_url = args->Get("public-url");
   if (auto e = ParseEndpoint(*args, c)) return e;
@@ -619,10 +647,10 @@ int BindServer(const ServeConfig& c, tmcra::memd::KeyStore& keys,
 
 // The engine's options for serving: the public base URL of job links, the worker, the
 // readers' shared mapping and the postings cache.
-tmcra::memory::EngineOptions ServingEngine(ServeConfig& c, const std::string& data_dir,
+tmcra::memory::EngineOptions ServingEngine(ServeConfig& c, const std::string& store_path,
                                            const std::string& origin) {
   tmcra::memory::EngineOptions engine;
-  engine.path = data_dir + "/memory.db";
+  engine.path = store_path;
   engine.public_base_url = c.public_url.value_or(origin);
   while (!engine.public_base_url.empty() && engine.public_base_url.back() == '/') {
     engine.public_base_url.pop_back();
@@ -690,6 +718,42 @@ int ServeUntilStopped(tmcra::memd::Server& server, tmcra::api::EmbeddedMemoryApi
   return 0;
 }
 
+// The directory of this instance's index of a shared store: --index-dir, else
+// $XDG_CACHE_HOME/tmcra-memd, else ~/.cache/tmcra-memd.
+std::string IndexDir(const ServeConfig& c) {
+  if (!c.index_dir_arg.empty()) return AbsoluteDir(c.index_dir_arg);
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache != nullptr && *cache == '/') {
+    return std::string(cache) + "/tmcra-memd";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && *home == '/' ? home : "/tmp") + "/.cache/tmcra-memd";
+}
+
+// The memory's store: with --data-dir, the directory (created private) that memory.db lives
+// in; with --database, the shared store, and the file of this instance's index of it (under
+// the store's id, in IndexDir). False when it cannot be opened (logged).
+bool OpenMemoryStore(const ServeConfig& c, std::string& dir, std::string& path,
+                     std::shared_ptr<tmcra::memory::SharedStore>& shared) {
+  dir = c.store.database ? IndexDir(c) : c.store.data_dir;
+  if (auto s = tmcra::MakePrivateDirs(dir); !s) {
+    spdlog::critical("cannot create {}: {}", dir, s.error().ToString());
+    return false;
+  }
+  path = dir + "/memory.db";
+  if (!c.store.database) return true;
+  auto store = tmcra::memory::PgStore::Open(*c.store.database,
+                                            static_cast<size_t>(c.options.max_concurrency) + 4);
+  auto id = store ? (*store)->StoreId() : tmcra::Result<std::string>(store.error());
+  if (!id) {
+    spdlog::critical("cannot open the memory store in {}: {}", c.store.Describe(),
+                     id.error().ToString());
+    return false;
+  }
+  shared = std::move(*store);
+  path = dir + "/index-" + *id + ".db";
+  return true;
+}
+
 int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   TuneAllocatorForServing();
   ServeConfig c;
@@ -700,20 +764,19 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
         "instead of being answered 429",
         c.options.threads, c.options.max_concurrency);
   }
-  const std::string data_dir = AbsoluteDir(c.data_dir_arg);
-  if (auto s = tmcra::MakePrivateDirs(data_dir); !s) {
-    spdlog::critical("cannot create {}: {}", data_dir, s.error().ToString());
-    return 1;
-  }
-  auto keys = OpenKeys(StoreLocation{data_dir, std::nullopt});
-  if (!keys) return 1;
+  std::string data_dir;
+  std::string store_path;
+  std::shared_ptr<tmcra::memory::SharedStore> shared;
+  auto keys = OpenKeys(c.store);  // first: a wrong password or a server that is down shows here
+  if (!keys || !OpenMemoryStore(c, data_dir, store_path, shared)) return 1;
   std::optional<tmcra::memd::PreviousIdentity> previous;
   if (c.local) previous = tmcra::memd::ReadLocalIdentity(tmcra::memd::LocalIdentityPath(data_dir));
   std::unique_ptr<tmcra::memd::Server> server;
   const int port = BindServer(c, *keys, previous, server);
   if (port < 0) return 1;
   const std::string origin = c.options.listen.Origin(c.local ? "http" : "https", port);
-  const tmcra::memory::EngineOptions engine = ServingEngine(c, data_dir, origin);
+  tmcra::memory::EngineOptions engine = ServingEngine(c, store_path, origin);
+  engine.shared = shared;
   tmcra::api::EmbeddedMemoryApi memory(engine);
   // Open the store now: a broken store fails the start, and jobs accepted before a stop run
   // at once (the worker starts with them).

@@ -369,23 +369,8 @@ Result<bool> ErasePending(db::Database& db) {
 
 }  // namespace
 
-// Holds every read permit, so no recall runs while the ranking caches are cleared.
-class EngineImpl::ReadersPaused {
- public:
-  explicit ReadersPaused(EngineImpl& engine) : engine_(engine) {
-    for (int i = 0; i < engine_.options_.read_connections; ++i) engine_.reader_permits_->Acquire();
-  }
-  ~ReadersPaused() {
-    for (int i = 0; i < engine_.options_.read_connections; ++i) engine_.reader_permits_->Release();
-  }
-  ReadersPaused(const ReadersPaused&) = delete;
-  ReadersPaused& operator=(const ReadersPaused&) = delete;
-
- private:
-  EngineImpl& engine_;
-};
-
 Result<json> EngineImpl::ScopeStats() {
+  if (options_.shared) TMCRA_RETURN_IF_ERROR(SyncReplica());
   auto reader = BorrowReader();
   if (!reader) return reader.error();
   db::Database& db = reader->db();
@@ -418,6 +403,7 @@ Result<json> EngineImpl::ScopeStats() {
 }
 
 Result<json> EngineImpl::Forget(std::string_view scope, const json& body) {
+  if (options_.shared) return NotShared("forget");
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   TMCRA_ASSIGN_OR_RETURN(const ForgetSelector selector, ValidateForget(body));
   return ForgetWith(scope, selector.dry_run, [&](db::Database& db) -> Result<ForgetPlan> {
@@ -434,6 +420,7 @@ Result<json> EngineImpl::Forget(std::string_view scope, const json& body) {
 }
 
 Result<json> EngineImpl::ForgetOldest(int64_t bytes) {
+  if (options_.shared) return NotShared("forget");
   if (bytes <= 0) return ValidationError("bytes", "should be greater than 0");
   return ForgetWith("*", false, [&](db::Database& db) -> Result<ForgetPlan> {
     ForgetPlan plan;
@@ -702,6 +689,7 @@ void BindNullable(db::Statement& st, int index, const json& value) {
 
 Status EngineImpl::Export(std::string_view scope,
                           const std::function<Status(const json& line)>& sink) {
+  if (options_.shared) TMCRA_RETURN_IF_ERROR(SyncReplica());
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   auto reader = BorrowReader();
   if (!reader) return reader.error();
@@ -797,6 +785,7 @@ Result<bool> ImportFeedback(db::Database& db, std::string_view tenant, std::stri
 }  // namespace
 
 Result<json> EngineImpl::Import(std::string_view scope, const json& lines) {
+  if (options_.shared) return NotShared("import");
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   TMCRA_RETURN_IF_ERROR(ValidateImport(lines));
   int64_t records_added = 0, records_present = 0, feedback_added = 0, feedback_present = 0;
@@ -839,6 +828,18 @@ void EngineImpl::EraseWhenPending(db::Database& db) {
   } else if (!erased->value("erased", false)) {
     spdlog::info("memory erase: still pending (another process is reading the file)");
   }
+}
+
+Status EngineImpl::ApplySharedDeletions(db::Database& db, const std::vector<int64_t>& seqs) {
+  TMCRA_ASSIGN_OR_RETURN(auto st, db.Prepare(std::string(kDoomedColumns) + "WHERE event_seq = ?"));
+  std::vector<Doomed> doomed;
+  for (const int64_t seq : seqs) {
+    st.Reset();
+    st.Bind(1, seq);
+    TMCRA_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (row) doomed.push_back(ReadDoomed(st));
+  }
+  return DeleteRecords(db, doomed);
 }
 
 }  // namespace tmcra::memory

@@ -183,6 +183,27 @@ std::string NewId(std::string_view prefix) {
   return std::string(prefix) + hex;
 }
 
+}  // namespace
+
+std::string RecordIdOf(std::string_view scope, std::string_view session_id,
+                       std::string_view message_id) {
+  std::string key;
+  key.reserve(scope.size() + session_id.size() + message_id.size() + 2);
+  key.append(scope).push_back('\0');
+  key.append(session_id).push_back('\0');
+  key.append(message_id);
+  return "rec_" + Sha256Hex(key).substr(0, 32);
+}
+
+json JobResultJson(int64_t max_seq, int64_t written, int64_t duplicates) {
+  return json{{"watermarks", {{"source_event_seq", max_seq}, {"indexed_event_seq", max_seq}}},
+              {"index", {{"active_index", "fts5"}}},
+              {"records_written", written},
+              {"records_deduplicated", duplicates}};
+}
+
+namespace {
+
 json NullableReal(const db::Statement& st, int column) {
   return st.IsNull(column) ? json(nullptr) : json(st.Double(column));
 }
@@ -419,13 +440,6 @@ Error KeyError(const std::string& loc) {
 
 }  // namespace
 
-struct EngineImpl::PreparedIngest {
-  std::string key;
-  std::string payload_sha;
-  std::string payload_text;
-  std::string consistency;
-};
-
 Result<EngineImpl::PreparedIngest> EngineImpl::PrepareIngest(std::string_view scope,
                                                              const json& body,
                                                              const std::string& key,
@@ -562,6 +576,12 @@ Result<json> EngineImpl::IngestNow(std::string_view scope, const json& body,
   if (key_length < 8 || key_length > 200) return KeyError("Idempotency-Key");
   auto prepared = PrepareIngest(scope, body, context.idempotency_key, context);
   if (!prepared) return prepared.error();
+  if (options_.shared) {
+    std::vector<PreparedIngest> one;
+    one.push_back(std::move(*prepared));
+    TMCRA_ASSIGN_OR_RETURN(auto views, AcceptShared(scope, one, false));
+    return std::move(views.front());
+  }
 
   std::lock_guard lock(api_mu_);
   auto api_db = ApiDb();
@@ -649,6 +669,12 @@ Result<json> EngineImpl::IngestBatchNow(std::string_view scope, const json& body
                                         const IngestContext& context) {
   TMCRA_ASSIGN_OR_RETURN(const json* items, BatchItems(scope, body));
   TMCRA_ASSIGN_OR_RETURN(const auto prepared, PrepareBatch(scope, *items, context));
+  if (options_.shared) {
+    TMCRA_ASSIGN_OR_RETURN(auto views, AcceptShared(scope, prepared, true));
+    json jobs = json::array();
+    for (json& view : views) jobs.push_back(std::move(view));
+    return json{{"scope_name", scope}, {"jobs", std::move(jobs)}};
+  }
   std::lock_guard lock(api_mu_);
   TMCRA_ASSIGN_OR_RETURN(db::Database * api_db, ApiDb());
   db::Database& db = *api_db;
@@ -672,6 +698,10 @@ Result<json> EngineImpl::IngestBatchNow(std::string_view scope, const json& body
 }
 
 Status EngineImpl::Ready() {
+  if (options_.shared) {
+    auto head = options_.shared->Head();
+    if (!head) return head.error();
+  }
   {
     auto reader = BorrowReader();
     if (!reader) return reader.error();
@@ -698,6 +728,7 @@ Status EngineImpl::ProbeWrite() {
 }
 
 Result<json> EngineImpl::GetJob(std::string_view job_id) {
+  if (options_.shared) return SharedGetJob(job_id);
   auto reader = BorrowReader();
   if (!reader) return reader.error();
   auto job = LoadJob(reader->db(), job_id, options_.public_base_url, nullptr);
@@ -733,6 +764,11 @@ Result<std::optional<std::string>> EngineImpl::ClaimJobForTest(double lease_seco
 }
 
 Result<int> EngineImpl::RunJobs(db::Database& db, int max_jobs) {
+  if (options_.shared) {
+    TMCRA_ASSIGN_OR_RETURN(const int ran, RunSharedJobs(max_jobs));
+    TMCRA_RETURN_IF_ERROR(SyncReplica());
+    return ran;
+  }
   if (auto s = ReleaseOrphanedClaims(db); !s) return s.error();
   std::vector<std::string> claimed;
   auto found = ClaimJobs(db, max_jobs, claimed);
@@ -944,7 +980,7 @@ Result<int64_t> WriteMessage(db::Database& db, JobStatements& st, const std::str
     return it->get<std::string>();
   };
   st.insert.Reset();
-  st.insert.Bind(1, NewId("rec_"))
+  st.insert.Bind(1, RecordIdOf(scope, request.session_id, m.message_id))
       .Bind(2, scope)
       .Bind(3, request.session_id)
       .Bind(4, m.message_id)
@@ -983,11 +1019,7 @@ Status FinishJob(JobStatements& st, const std::string& job_id, const std::string
       .Bind(4, job_id)
       .Bind(5, now);
   TMCRA_RETURN_IF_ERROR(st.upsert.Run());
-  const json result{
-      {"watermarks", {{"source_event_seq", tally.max_seq}, {"indexed_event_seq", tally.max_seq}}},
-      {"index", {{"active_index", "fts5"}}},
-      {"records_written", tally.written},
-      {"records_deduplicated", tally.duplicates}};
+  const json result = JobResultJson(tally.max_seq, tally.written, tally.duplicates);
   st.done.Reset();
   st.done.Bind(1, "succeeded")
       .Bind(2, now)
@@ -1073,6 +1105,86 @@ Result<int> EngineImpl::WriteClaimedJobs(db::Database& db,
   known_forms_.Remember(st.stems_added);
   index_writes_.fetch_add(1);  // the indexes may need compacting now
   return static_cast<int>(claimed.size());
+}
+
+namespace {
+
+// Adds one record of the shared store's feed to the index with its own event_seq, and counts it
+// in its scope; false when the index holds it already.
+Result<bool> ApplyWrittenRecord(db::Database& db, JobStatements& st, db::Statement& place,
+                                const SharedStore::Change& change, double now) {
+  const SharedStore::NewRecord& r = change.record;
+  place.Reset();
+  place.Bind(1, change.event_seq)
+      .Bind(2, r.record_id)
+      .Bind(3, change.scope_name)
+      .Bind(4, r.session_id)
+      .Bind(5, r.message_id)
+      .Bind(6, r.role)
+      .Bind(7, r.content)
+      .Bind(8, r.occurred_at)
+      .Bind(9, r.timestamp)
+      .Bind(10, r.metadata_json)
+      .Bind(11, r.agent_id)
+      .Bind(12, r.target_agent_id)
+      .Bind(13, change.job_id);
+  TMCRA_RETURN_IF_ERROR(place.Run());
+  if (db.Changes() != 1) return false;
+  TMCRA_RETURN_IF_ERROR(IndexRecord(db, st, change.event_seq, r.content));
+  st.upsert.Reset();
+  st.upsert.Bind(1, change.scope_name)
+      .Bind(2, int64_t{1})
+      .Bind(3, change.event_seq)
+      .Bind(4, change.job_id)
+      .Bind(5, now);
+  TMCRA_RETURN_IF_ERROR(st.upsert.Run());
+  return true;
+}
+
+}  // namespace
+
+Result<int64_t> EngineImpl::ApplySharedChanges(db::Database& db, const SharedStore::Changes& feed) {
+  TMCRA_ASSIGN_OR_RETURN(auto tx, db::Transaction::Immediate(db));
+  TMCRA_ASSIGN_OR_RETURN(JobStatements st, JobStatements::Prepare(db));
+  TMCRA_ASSIGN_OR_RETURN(
+      auto place,
+      db.Prepare("INSERT OR IGNORE INTO records(event_seq, record_id, scope_name, session_id, "
+                 "message_id, role, content, occurred_at, timestamp, metadata_json, agent_id, "
+                 "target_agent_id, job_id) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  TMCRA_ASSIGN_OR_RETURN(const int64_t indexed, CjkWatermark(db));
+  TMCRA_ASSIGN_OR_RETURN(const int64_t before, db.QueryInt("SELECT max(event_seq) FROM records"));
+  TMCRA_ASSIGN_OR_RETURN(const int64_t stemmed, StemWatermark(db));
+  TMCRA_RETURN_IF_ERROR(StartStemWrites(db, st, options_.stem_language, known_forms_));
+  int64_t newest_written = 0;
+  std::vector<int64_t> deleted;
+  const double now = NowSeconds();
+  for (const SharedStore::Change& change : feed.changes) {
+    // A deletion always follows its record's writing, so deleting after the batch's writes
+    // leaves what applying in order would.
+    if (change.deleted) {
+      deleted.push_back(change.event_seq);
+      continue;
+    }
+    TMCRA_ASSIGN_OR_RETURN(const bool added, ApplyWrittenRecord(db, st, place, change, now));
+    if (added) newest_written = std::max(newest_written, change.event_seq);
+  }
+  if (!deleted.empty()) TMCRA_RETURN_IF_ERROR(ApplySharedDeletions(db, deleted));
+  if (indexed == before && newest_written > before) {
+    st.advance.Bind(1, newest_written);
+    TMCRA_RETURN_IF_ERROR(st.advance.Run());
+  }
+  if (st.tokenizer && stemmed == before && newest_written > before) {
+    TMCRA_RETURN_IF_ERROR(AdvanceStemWatermark(db, newest_written));
+  }
+  TMCRA_ASSIGN_OR_RETURN(
+      auto through, db.Prepare("INSERT INTO maintenance(name, value) VALUES('shared_through', ?) "
+                               "ON CONFLICT(name) DO UPDATE SET value = excluded.value"));
+  through.Bind(1, feed.through);
+  TMCRA_RETURN_IF_ERROR(through.Run());
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
+  known_forms_.Remember(st.stems_added);
+  index_writes_.fetch_add(1);
+  return static_cast<int64_t>(deleted.size());
 }
 
 // Claims whose jobs could not be written go back to pending (the attempt not counted). On a
@@ -1198,6 +1310,16 @@ Result<bool> EngineImpl::RepairStemIndex(db::Database& db) {
 }
 
 Result<int> EngineImpl::RunPendingJobs() {
+  if (options_.shared) {
+    int ran = 0;
+    for (;;) {
+      TMCRA_ASSIGN_OR_RETURN(const int r, RunSharedJobs(kJobsPerTransaction));
+      if (r == 0) break;
+      ran += r;
+    }
+    TMCRA_RETURN_IF_ERROR(SyncReplica());
+    return ran;
+  }
   std::lock_guard lock(api_mu_);
   auto api_db = ApiDb();
   if (!api_db) return api_db.error();
@@ -1487,6 +1609,11 @@ Result<EngineStats> EngineImpl::Stats() {
     const PostingsCache::Stats cache = postings_->stats();
     stats.postings_cache = EngineStats::PostingsCacheFigures{cache.hits, cache.misses, cache.words,
                                                              cache.bytes, cache.caught_up};
+  }
+  if (options_.shared) {  // the jobs are the shared store's
+    TMCRA_ASSIGN_OR_RETURN(const auto jobs, options_.shared->CountJobs());
+    stats.jobs_pending = jobs.unfinished;
+    stats.jobs_failed = jobs.failed;
   }
   return stats;
 }

@@ -33,6 +33,7 @@
 #include "filter/content_filter.h"
 #include "memory/compaction.h"
 #include "memory/embedder.h"
+#include "memory/shared_store.h"
 
 namespace tmcra::memory {
 
@@ -100,6 +101,12 @@ struct EngineOptions {
   size_t vector_hits = 20;
   double vector_min_similarity = 0.3;
   size_t ann_threshold = 20000;
+  // A store shared with other engines (tmcra-memd on PostgreSQL: memory/pg_store.h), or null.
+  // With one, ingests are accepted there (its unique keys hold idempotency across engines), the
+  // worker claims its jobs and writes their records there, and `path` is this engine's own index
+  // of the shared records: brought up to the store's newest change before every read, and by
+  // the worker. Feedback, forget and import answer not_implemented on a shared store.
+  std::shared_ptr<SharedStore> shared;
 };
 
 // The attribution an ingest carries in headers.

@@ -24,10 +24,20 @@
 #include "filter/content_filter.h"
 #include "memory/bm25.h"
 #include "memory/engine.h"
+#include "memory/shared_store.h"
 #include "memory/stems.h"
 #include "memory/vectors.h"
 
 namespace tmcra::memory {
+
+// A record's id: "rec_" and 32 hex digits of the SHA-256 of its scope, session and message ids,
+// so every store that holds the record (a SQLite store, each index of a shared store) names it
+// alike. Unique, as (scope, session, message) is.
+std::string RecordIdOf(std::string_view scope, std::string_view session_id,
+                       std::string_view message_id);
+// A succeeded ingest job's result: its newest record's event_seq and how many of its messages
+// were new and stored before.
+json JobResultJson(int64_t max_seq, int64_t written, int64_t duplicates);
 
 class EngineImpl {
  public:
@@ -65,7 +75,13 @@ class EngineImpl {
  private:
   explicit EngineImpl(EngineOptions options);
 
-  struct PreparedIngest;  // a validated ingest with its key and payload hash
+  // A validated ingest: its key, the hash of the body as received, the payload as stored.
+  struct PreparedIngest {
+    std::string key;
+    std::string payload_sha;
+    std::string payload_text;
+    std::string consistency;
+  };
   // Validates an ingest and hashes it as received; what is stored is its filtered form.
   Result<PreparedIngest> PrepareIngest(std::string_view scope, const json& body,
                                        const std::string& key, const IngestContext& context);
@@ -88,7 +104,25 @@ class EngineImpl {
     int64_t feedback = 0;
     int64_t jobs = 0;
   };
-  class ReadersPaused;
+  // Holds every read permit, so no recall runs while the ranking caches are cleared.
+  class ReadersPaused {
+   public:
+    explicit ReadersPaused(EngineImpl& engine) : engine_(engine) {
+      for (int i = 0; i < engine_.options_.read_connections; ++i) {
+        engine_.reader_permits_->Acquire();
+      }
+    }
+    ~ReadersPaused() {
+      for (int i = 0; i < engine_.options_.read_connections; ++i) {
+        engine_.reader_permits_->Release();
+      }
+    }
+    ReadersPaused(const ReadersPaused&) = delete;
+    ReadersPaused& operator=(const ReadersPaused&) = delete;
+
+   private:
+    EngineImpl& engine_;
+  };
   Result<json> ForgetWith(std::string_view label, bool dry_run,
                           const std::function<Result<ForgetPlan>(db::Database&)>& plan);
   void ClearRankingCaches();
@@ -184,6 +218,29 @@ class EngineImpl {
   Result<std::optional<std::vector<std::pair<int64_t, double>>>> VectorHits(
       db::Database& db, std::string_view scope, const std::string& query_vector, std::string& note);
   Result<EngineStats::EmbeddingFigures> EmbeddingFigures(db::Database& db);
+
+  // Shared mode (EngineOptions::shared; shared.cc): jobs, their idempotency keys and the
+  // records live in the shared store, which the worker claims jobs from and writes records to;
+  // this engine's file is its own index of the shared records, brought up to the store's newest
+  // change by SyncReplica before every read and by the worker. With `batch`, an idempotency
+  // conflict names its item ("items.3: ").
+  Result<std::vector<json>> AcceptShared(std::string_view scope,
+                                         const std::vector<PreparedIngest>& prepared, bool batch);
+  Result<json> SharedGetJob(std::string_view job_id);
+  Result<int> RunSharedJobs(int max_jobs);
+  Status RunSharedJob(const SharedStore::Claimed& job);
+  Status SyncReplica();
+  // Before a recall: the job it waits for (if any) checked, then the index brought up to date.
+  Status CheckSharedWaitedJob(std::string_view scope, const std::string& job_id);
+  // Applies a batch of the feed to `db` in one transaction (engine.cc); returns how many
+  // records it deleted (the caller then clears the ranking caches).
+  Result<int64_t> ApplySharedChanges(db::Database& db, const SharedStore::Changes& feed);
+  // Deletes the records with these event_seqs and their index entries (admin.cc).
+  Status ApplySharedDeletions(db::Database& db, const std::vector<int64_t>& seqs);
+  // The answer to a call that a shared store does not offer yet.
+  static Error NotShared(std::string_view what);
+  std::mutex sync_mu_;
+  std::optional<int64_t> replica_through_;  // guarded by sync_mu_; read from the file at first
 
   EngineOptions options_;
   std::string owner_;  // lease owner id of this process

@@ -485,6 +485,7 @@ Result<json> EvidenceSnapshot(db::Database& db, std::string_view scope) {
 }  // namespace
 
 Result<json> EngineImpl::Evidence(std::string_view scope, std::string_view memory_id, int limit) {
+  if (options_.shared) TMCRA_RETURN_IF_ERROR(SyncReplica());
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   if (limit < 1 || limit > kMaxEvidenceLimit) return EvidenceLimitError();
   std::lock_guard lock(api_mu_);
@@ -514,6 +515,7 @@ Result<json> EngineImpl::Evidence(std::string_view scope, std::string_view memor
 
 Result<json> EngineImpl::Feedback(std::string_view scope, const json& body,
                                   std::string_view idempotency_key) {
+  if (options_.shared) return NotShared("feedback");
   return Noted(FeedbackNow(scope, body, idempotency_key));
 }
 

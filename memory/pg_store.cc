@@ -12,6 +12,8 @@ using pg::Param;
 // Step i takes the schema from version i to i + 1. Never edit a shipped step; add one.
 constexpr const char* kSteps[] = {
     R"sql(
+CREATE TABLE mem_store(id TEXT NOT NULL);
+INSERT INTO mem_store(id) SELECT replace(gen_random_uuid()::text, '-', '');
 CREATE TABLE mem_change_counter(
   id BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id),
   seq BIGINT NOT NULL);
@@ -258,6 +260,13 @@ Result<SharedStore::JobCounts> PgStore::CountJobs() {
       auto rows, conn->Exec("SELECT count(*) FILTER (WHERE status IN ('pending', 'running')), "
                             "count(*) FILTER (WHERE status = 'failed') FROM mem_jobs"));
   return JobCounts{rows.Int(0, 0), rows.Int(0, 1)};
+}
+
+Result<std::string> PgStore::StoreId() {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(auto rows, conn->Exec("SELECT id FROM mem_store"));
+  if (rows.size() != 1) return Error::Internal("PostgreSQL: the memory store has no id");
+  return std::string(rows.Text(0, 0));
 }
 
 Result<int64_t> PgStore::Head() {

@@ -43,6 +43,7 @@ class PgStore final : public SharedStore {
   Result<bool> FailJob(std::string_view owner, std::string_view job_id,
                        const std::string& error_json) override;
   Result<Changes> ChangesAfter(int64_t after, int limit) override;
+  Result<std::string> StoreId() override;
   Result<int64_t> Head() override;
   Result<int64_t> DeleteRecords(const std::vector<int64_t>& event_seqs) override;
 

@@ -492,19 +492,17 @@ Result<RecallRequest> ParseRecallRequest(std::string_view scope, const json& bod
 
 // Checks that the job `job_id`, which the recall waits for, is a succeeded ingest job of `scope`
 // with a searchable watermark.
-Status CheckWaitedJob(db::Database& db, std::string_view scope, const std::string& job_id) {
-  TMCRA_ASSIGN_OR_RETURN(
-      auto st,
-      db.Prepare("SELECT scope_name, job_type, status, result_json FROM jobs WHERE job_id = ?"));
-  st.Bind(1, job_id);
-  TMCRA_ASSIGN_OR_RETURN(const bool row, st.Step());
-  if (!row) return Error::Api(Errc::kNotFound, "not_found", "wait_for_job_id: job not found");
-  const std::string status = st.Text(2);
-  if (st.Text(0) != scope) {
+// Whether the job a recall waits for is a succeeded ingest of `scope` with a watermark:
+// `found` says whether the job exists, and the rest are its row's.
+Status CheckWaited(std::string_view scope, bool found, const std::string& scope_name,
+                   const std::string& job_type, const std::string& status,
+                   const std::optional<std::string>& result_json) {
+  if (!found) return Error::Api(Errc::kNotFound, "not_found", "wait_for_job_id: job not found");
+  if (scope_name != scope) {
     return Error::Api(Errc::kConflict, "wait_job_scope_mismatch",
                       "wait_for_job_id: the job belongs to another scope");
   }
-  if (st.Text(1) != "ingest") {
+  if (job_type != "ingest") {
     return Error::Api(Errc::kConflict, "wait_job_type_mismatch",
                       "wait_for_job_id: the job is not an ingest job");
   }
@@ -513,16 +511,27 @@ Status CheckWaitedJob(db::Database& db, std::string_view scope, const std::strin
                       "wait_for_job_id: the job has not succeeded (status " + status + ")",
                       json{{"job_status", status}}.dump());
   }
-  const json result = st.IsNull(3) ? json(nullptr) : ParseJsonLenient(st.Text(3));
+  const json result = result_json ? ParseJsonLenient(*result_json) : json(nullptr);
   if (!result.is_object() || !result.contains("watermarks") || !result["watermarks"].is_object() ||
       !result["watermarks"].contains("source_event_seq") ||
       !result["watermarks"]["source_event_seq"].is_number_integer()) {
     return Error::Api(Errc::kConflict, "wait_job_has_no_searchable_watermark",
                       "wait_for_job_id: the job has no searchable watermark");
   }
+  return Ok();
+}
+
+Status CheckWaitedJob(db::Database& db, std::string_view scope, const std::string& job_id) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto st,
+      db.Prepare("SELECT scope_name, job_type, status, result_json FROM jobs WHERE job_id = ?"));
+  st.Bind(1, job_id);
+  TMCRA_ASSIGN_OR_RETURN(const bool row, st.Step());
+  if (!row) return CheckWaited(scope, false, {}, {}, {}, std::nullopt);
   // Records and their indexes are written in the job's own transaction, so a succeeded job
   // is always visible to this snapshot: write_index_not_visible cannot happen here.
-  return Ok();
+  return CheckWaited(scope, true, st.Text(0), st.Text(1), st.Text(2),
+                     st.IsNull(3) ? std::nullopt : std::optional<std::string>(st.Text(3)));
 }
 
 // The scope's record count, last event_seq and last job id, or null when it has no records.
@@ -1022,8 +1031,22 @@ Result<ChosenSearch> ChooseSearch(db::Database& db, const std::string& query, Wo
 
 }  // namespace
 
+Status EngineImpl::CheckSharedWaitedJob(std::string_view scope, const std::string& job_id) {
+  // A job found succeeded here committed its records before SyncReplica reads the feed's head,
+  // so the index holds them then: read-your-writes across engines.
+  if (job_id.empty()) return SyncReplica();
+  TMCRA_ASSIGN_OR_RETURN(const auto job, options_.shared->GetJob(job_id));
+  if (!job || job->tenant_id != options_.tenant_id) {
+    return CheckWaited(scope, false, {}, {}, {}, std::nullopt);
+  }
+  TMCRA_RETURN_IF_ERROR(
+      CheckWaited(scope, true, job->scope_name, job->job_type, job->status, job->result_json));
+  return SyncReplica();
+}
+
 Result<json> EngineImpl::Recall(std::string_view scope, const json& body) {
   TMCRA_ASSIGN_OR_RETURN(const RecallRequest request, ParseRecallRequest(scope, body));
+  if (options_.shared) TMCRA_RETURN_IF_ERROR(CheckSharedWaitedJob(scope, request.wait_for));
   // The query's vector is asked for before a connection is borrowed or a snapshot taken.
   VectorSearch vector;
   const std::optional<std::string> query_vector =
@@ -1032,7 +1055,9 @@ Result<json> EngineImpl::Recall(std::string_view scope, const json& body) {
   db::Database& db = reader.db();
   // One consistent snapshot for the whole recall.
   TMCRA_ASSIGN_OR_RETURN(db::Transaction tx, db::Transaction::Deferred(db));
-  if (!request.wait_for.empty()) TMCRA_RETURN_IF_ERROR(CheckWaitedJob(db, scope, request.wait_for));
+  if (!request.wait_for.empty() && !options_.shared) {
+    TMCRA_RETURN_IF_ERROR(CheckWaitedJob(db, scope, request.wait_for));
+  }
   TMCRA_ASSIGN_OR_RETURN(json scope_row, ReadScopeRow(db, scope));
   const std::string query_id = NewQueryId();
   const bool compiled = request.mode == "compiled";

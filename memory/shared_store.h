@@ -126,6 +126,9 @@ class SharedStore {
   };
   // The changes numbered above `after`, at most `limit`, read in one snapshot.
   [[nodiscard]] virtual Result<Changes> ChangesAfter(int64_t after, int limit) = 0;
+  // The store's id, made when its schema was: an index of the store is kept under it, so a
+  // store made afresh under the same name is never mistaken for the one indexed before.
+  [[nodiscard]] virtual Result<std::string> StoreId() = 0;
   // The number of the newest change.
   [[nodiscard]] virtual Result<int64_t> Head() = 0;
   // Deletes records by event_seq, each deletion numbered in the feed; returns how many existed.

@@ -7,11 +7,15 @@
 // Keys on a database: made, listed and revoked through --database with the password from
 // --database-password-file, PGPASSWORD or a .pgpass file; a password in the setting refused
 // without echoing it; a wrong password, a server that is down and a missing database each one
-// clear line on stderr and exit 1. Last line: "<N> passed, <M> failed".
+// clear line on stderr and exit 1. Two `serve --database` instances on one database: a turn
+// ingested through one is recalled through the other; one idempotency key sent to both at once
+// is one job with one receipt; SIGKILL of one during a 1,000-item ingest burst, and every
+// acknowledged item is stored exactly once by the other. Last line: "<N> passed, <M> failed".
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { Runner, assert, tmpDir, serverEnv, run } from '../peer/lib.mjs';
+import { Runner, assert, tmpDir, serverEnv, run, sleep } from '../peer/lib.mjs';
+import { makeCertificate, startMemd, stopMemd, request } from './memd_lib.mjs';
 
 const BIN = process.argv[2] ? path.resolve(process.argv[2]) : '';
 const PG_DIR = process.env.TMCRA_PG_DIR;
@@ -21,7 +25,7 @@ if (!BIN || !fs.existsSync(BIN) || !PG_DIR) {
   process.exit(2);
 }
 
-const r = new Runner('memd_postgres', { budgetMs: 120_000 });
+const r = new Runner('memd_postgres', { budgetMs: 300_000 });
 const TMP = tmpDir('tmcra-memd-pg-');
 const CLUSTER = Object.fromEntries(fs.readFileSync(path.join(PG_DIR, 'env'), 'utf8').trim()
   .split('\n').map((line) => line.split('=')));
@@ -106,5 +110,121 @@ await r.test('a wrong password, a server that is down, a missing database: one c
     assert(!res.stderr.includes('wrong-password-123'), 'the password is not echoed');
   }
 });
+
+// ---------------------------------------------------------------------------
+// Two instances serving one database.
+
+const CERT = await makeCertificate(TMP);
+
+async function serveOn(url, name, extra = []) {
+  const srv = await startMemd(BIN, ['--database', url, '--database-password-file', PASSWORD_FILE,
+    '--index-dir', path.join(TMP, `index-${name}`), '--tls-cert', CERT.cert, '--tls-key', CERT.key,
+    ...extra], { env: ENV });
+  r.cleanups.push(() => { if (srv.exit === null) srv.proc.kill('SIGKILL'); });
+  return srv;
+}
+
+async function newKey(url) {
+  const made = await keys(['create', '--database', url, '--database-password-file', PASSWORD_FILE]);
+  assert(made.code === 0, made.stderr);
+  return made.stdout.trim();
+}
+
+function turn(id, content, session = 'shared') {
+  return { session_id: session, messages: [{ message_id: id, role: 'user', content, timestamp: '2026-12-01T09:00:00Z' }] };
+}
+
+async function waitSucceeded(srv, key, jobId, ms = 20_000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const res = await request(srv.port, CERT.ca, 'GET', `/v1/jobs/${jobId}`, { key });
+    if (res.status === 200 && res.json.status === 'succeeded') return res.json;
+    assert(Date.now() < deadline, `job ${jobId} not done: ${res.text}`);
+    await sleep(50);
+  }
+}
+
+await r.test('two instances: a turn ingested through A is recalled through B', async () => {
+  const url = await freshDatabase('two');
+  const key = await newKey(url);
+  const a = await serveOn(url, 'two-a');
+  const b = await serveOn(url, 'two-b');
+  const ing = await request(a.port, CERT.ca, 'POST', '/v1/scopes/team/ingest', { key,
+    body: turn('m1', 'the quokka migration finishes on tuesday'), headers: { 'Idempotency-Key': 'two-instances-1' } });
+  assert(ing.status === 202, ing.text);
+  const job = await waitSucceeded(b, key, ing.json.job_id);
+  assert(job.result.records_written === 1, JSON.stringify(job));
+  const recall = await request(b.port, CERT.ca, 'POST', '/v1/scopes/team/recall', { key,
+    body: { query: 'quokka migration', wait_for_job_id: ing.json.job_id } });
+  assert(recall.status === 200, recall.text);
+  assert(recall.json.prompt_evidence.content.includes('quokka migration'), recall.text);
+  const fb = await request(b.port, CERT.ca, 'POST', '/v1/scopes/team/feedback', { key,
+    body: { query_id: recall.json.query_id, rating: 'not_helpful', action: 'ignore', memory_ids: ['rec_x'] },
+    headers: { 'Idempotency-Key': 'feedback-two-1' } });
+  assert(fb.status === 501, `feedback on PostgreSQL is not built yet: ${fb.status} ${fb.text}`);
+  await stopMemd(a);
+  await stopMemd(b);
+});
+
+await r.test('two instances: one idempotency key sent to both at once is one job with one receipt', async () => {
+  const url = await freshDatabase('samekey');
+  const key = await newKey(url);
+  const a = await serveOn(url, 'key-a');
+  const b = await serveOn(url, 'key-b');
+  for (let i = 0; i < 10; i += 1) {
+    const body = turn(`m${i}`, `only once number ${i}`);
+    const headers = { 'Idempotency-Key': `same-key-both-${i}` };
+    const [x, y] = await Promise.all([
+      request(a.port, CERT.ca, 'POST', '/v1/scopes/team/ingest', { key, body, headers }),
+      request(b.port, CERT.ca, 'POST', '/v1/scopes/team/ingest', { key, body, headers }),
+    ]);
+    assert(x.status === 202 && y.status === 202, `${x.text} ${y.text}`);
+    assert(x.json.job_id === y.json.job_id, `one job: ${x.json.job_id} ${y.json.job_id}`);
+    assert(x.json.idempotent_replay !== y.json.idempotent_replay, 'one of them is the replay');
+    await waitSucceeded(a, key, x.json.job_id);
+  }
+  const rows = await run('psql', ['-h', '127.0.0.1', '-p', CLUSTER.TMCRA_PG_PORT, '-U', 'tmcra', '-At',
+    '-d', new URL(url).pathname.slice(1), '-c', 'SELECT count(*) FROM mem_records'], { env: { ...ENV, PGPASSWORD: PASSWORD } });
+  assert(rows.stdout.trim() === '10', `ten records: ${rows.stdout} ${rows.stderr}`);
+  await stopMemd(a);
+  await stopMemd(b);
+});
+
+await r.test('SIGKILL of A during a 1,000-item ingest burst: every acknowledged item stored once, through B', async () => {
+  const url = await freshDatabase('burst');
+  const key = await newKey(url);
+  const a = await serveOn(url, 'burst-a');
+  const b = await serveOn(url, 'burst-b');
+  const acknowledged = new Map();  // idempotency key -> job id
+  let next = 0;
+  let killed = false;
+  const sender = async () => {
+    while (next < 1000) {
+      const i = next;
+      next += 1;
+      const res = await request(a.port, CERT.ca, 'POST', '/v1/scopes/burst/ingest', { key,
+        body: turn(`m${i}`, `burst item ${i}`, `s${i % 20}`), headers: { 'Idempotency-Key': `burst-item-${i}` }, timeoutMs: 5_000 });
+      if (res.status === 202) acknowledged.set(`burst-item-${i}`, res.json.job_id);
+      if (killed && res.status !== 202) return;
+    }
+  };
+  const senders = Array.from({ length: 8 }, sender);
+  while (acknowledged.size < 300) await sleep(10);
+  a.proc.kill('SIGKILL');
+  killed = true;
+  await Promise.all(senders);
+  await a.exited;
+  assert(acknowledged.size >= 300, `acknowledged ${acknowledged.size}`);
+  for (const jobId of acknowledged.values()) await waitSucceeded(b, key, jobId, 60_000);
+  const sql = 'SELECT count(*), count(DISTINCT (session_id, message_id)) FROM mem_records WHERE scope_name = \'burst\'';
+  const rows = await run('psql', ['-h', '127.0.0.1', '-p', CLUSTER.TMCRA_PG_PORT, '-U', 'tmcra', '-At',
+    '-d', new URL(url).pathname.slice(1), '-c', sql], { env: { ...ENV, PGPASSWORD: PASSWORD } });
+  const [count, distinct] = rows.stdout.trim().split('|').map(Number);
+  assert(count === distinct, `each item once: ${rows.stdout}`);
+  assert(count >= acknowledged.size, `every acknowledged item stored: ${count} < ${acknowledged.size}`);
+  const recall = await request(b.port, CERT.ca, 'POST', '/v1/scopes/burst/recall', { key, body: { query: 'burst item' } });
+  assert(recall.status === 200 && recall.json.evidence.snapshot.records === count, recall.text.slice(0, 400));
+  await stopMemd(b);
+}, { timeoutMs: 120_000 });
 
 await r.finish();

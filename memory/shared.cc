@@ -1,0 +1,208 @@
+// The engine on a shared store (EngineOptions::shared, memory/shared_store.h): ingests accepted
+// into the shared store, its jobs run by whichever engine claims them, and this engine's file
+// kept as an index of the shared records from the store's change feed.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "base/canonical_json.h"
+#include "base/clock.h"
+#include "base/identifiers.h"
+#include "base/ids.h"
+#include "base/json_reader.h"
+#include "memory/engine_impl.h"
+#include "memory/ingest_validation.h"
+
+namespace tmcra::memory {
+
+namespace {
+
+// Feed changes applied per local transaction.
+constexpr int kFeedBatch = 2000;
+
+json NullableReal(const std::optional<double>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+json ParsedOrNull(const std::optional<std::string>& text) {
+  if (!text) return nullptr;
+  json value = ParseJsonLenient(*text);
+  return value.is_discarded() ? json(nullptr) : value;
+}
+
+// The JobView of a shared job row, as LoadJob makes it of a local one (engine.cc).
+json JobView(const SharedStore::JobRow& job, const std::string& base_url) {
+  return json{{"job_id", job.job_id},
+              {"tenant_id", job.tenant_id},
+              {"scope_name", job.scope_name},
+              {"job_type", job.job_type},
+              {"status", job.status},
+              {"attempts", job.attempts},
+              {"created_at", job.created_at},
+              {"updated_at", job.updated_at},
+              {"started_at", NullableReal(job.started_at)},
+              {"finished_at", NullableReal(job.finished_at)},
+              {"heartbeat_at", NullableReal(job.heartbeat_at)},
+              {"lease_expires_at", NullableReal(job.lease_expires_at)},
+              {"result", ParsedOrNull(job.result_json)},
+              {"error", ParsedOrNull(job.error_json)},
+              {"status_url", base_url + "/v1/jobs/" + job.job_id},
+              {"idempotent_retry", nullptr},
+              {"resume_mode", nullptr}};
+}
+
+std::string NewJobId() {
+  std::string hex;
+  for (char c : UuidV4()) {
+    if (c != '-') hex.push_back(c);
+  }
+  return "job_" + hex;
+}
+
+std::vector<SharedStore::NewRecord> RecordsOf(const std::string& scope,
+                                              const IngestRequest& request) {
+  std::vector<SharedStore::NewRecord> records;
+  for (const IngestMessage& m : request.messages) {
+    const auto text_field = [&](const char* key) -> std::optional<std::string> {
+      auto it = m.metadata.find(key);
+      if (it == m.metadata.end() || !it->is_string()) return std::nullopt;
+      return it->get<std::string>();
+    };
+    SharedStore::NewRecord r;
+    r.record_id = RecordIdOf(scope, request.session_id, m.message_id);
+    r.session_id = request.session_id;
+    r.message_id = m.message_id;
+    r.role = m.role;
+    r.content = m.content;
+    r.occurred_at = m.occurred_at;
+    r.timestamp = m.timestamp;
+    r.metadata_json = CanonicalJson(m.metadata);
+    r.agent_id = text_field("agent_id");
+    r.target_agent_id = text_field("target_agent_id");
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+}  // namespace
+
+Error EngineImpl::NotShared(std::string_view what) {
+  return Error::Api(Errc::kUnimplemented, "not_implemented",
+                    std::string(what) + " is not available on a PostgreSQL store yet");
+}
+
+Result<std::vector<json>> EngineImpl::AcceptShared(std::string_view scope,
+                                                   const std::vector<PreparedIngest>& prepared,
+                                                   bool batch) {
+  std::vector<SharedStore::JobRow> rows;
+  const double now = NowSeconds();
+  for (const PreparedIngest& p : prepared) {
+    SharedStore::JobRow row;
+    row.job_id = NewJobId();
+    row.tenant_id = options_.tenant_id;
+    row.scope_name = std::string(scope);
+    row.job_type = "ingest";
+    row.idempotency_key = p.key;
+    row.payload_sha256 = p.payload_sha;
+    row.payload_json = p.payload_text;
+    row.consistency = p.consistency;
+    row.created_at = now;
+    rows.push_back(std::move(row));
+  }
+  TMCRA_ASSIGN_OR_RETURN(auto acceptance, options_.shared->AcceptJobs(rows));
+  if (acceptance.conflict) {
+    const std::string item = batch ? "items." + std::to_string(*acceptance.conflict) + ": " : "";
+    return Error::Api(Errc::kConflict, "idempotency_conflict",
+                      item + "Idempotency-Key was already used with a different request");
+  }
+  std::vector<json> views;
+  bool any_created = false;
+  for (const SharedStore::Accepted& accepted : acceptance.accepted) {
+    json view = JobView(accepted.job, options_.public_base_url);
+    view["idempotent_replay"] = !accepted.created;
+    const bool ryw = accepted.job.consistency == "read_your_writes";
+    view["consistency_contract"] = {
+        {"mode", accepted.job.consistency},
+        {"visible_after_job_id", accepted.job.job_id},
+        {"recall_wait_for_job_id", ryw ? json(accepted.job.job_id) : json(nullptr)}};
+    any_created = any_created || accepted.created;
+    views.push_back(std::move(view));
+  }
+  if (any_created) SignalWorker();
+  return views;
+}
+
+Result<json> EngineImpl::SharedGetJob(std::string_view job_id) {
+  TMCRA_ASSIGN_OR_RETURN(auto job, options_.shared->GetJob(job_id));
+  if (!job || job->tenant_id != options_.tenant_id) {
+    return Error::Api(Errc::kNotFound, "not_found", "job not found");
+  }
+  return JobView(*job, options_.public_base_url);
+}
+
+Result<int> EngineImpl::RunSharedJobs(int max_jobs) {
+  TMCRA_ASSIGN_OR_RETURN(const auto claimed,
+                         options_.shared->ClaimJobs(owner_, max_jobs, options_.lease_seconds));
+  for (const SharedStore::Claimed& job : claimed) {
+    // A job that could not be written stays claimed until its lease runs out; then any engine
+    // claims it again (its attempts counted).
+    if (auto s = RunSharedJob(job); !s) {
+      spdlog::warn("memory job {}: {}", job.job_id, s.error().ToString());
+    }
+  }
+  return static_cast<int>(claimed.size());
+}
+
+Status EngineImpl::RunSharedJob(const SharedStore::Claimed& job) {
+  const json payload = ParseJsonLenient(job.payload_json);
+  if (payload.is_discarded() || !payload.is_object()) {
+    const std::string error =
+        json{{"code", "invalid_payload"}, {"message", "stored payload is unreadable"}}.dump();
+    TMCRA_ASSIGN_OR_RETURN(const bool failed, options_.shared->FailJob(owner_, job.job_id, error));
+    (void)failed;  // false: another engine holds the job now
+    return Ok();
+  }
+  const IngestRequest request = IngestRequest::FromJson(payload);
+  TMCRA_ASSIGN_OR_RETURN(
+      const auto written,
+      options_.shared->FinishJob(
+          owner_, job.job_id, RecordsOf(job.scope_name, request),
+          [](const SharedStore::Written& w) {
+            return JobResultJson(w.max_event_seq, w.records_written, w.records_deduplicated).dump();
+          }));
+  if (!written.written) spdlog::info("memory job {}: its lease passed to another", job.job_id);
+  return Ok();
+}
+
+Status EngineImpl::SyncReplica() {
+  std::lock_guard sync(sync_mu_);
+  if (!replica_through_) {
+    std::lock_guard lock(api_mu_);
+    TMCRA_ASSIGN_OR_RETURN(db::Database * db, ApiDb());
+    TMCRA_ASSIGN_OR_RETURN(
+        replica_through_,
+        db->QueryInt("SELECT COALESCE((SELECT value FROM maintenance WHERE name = "
+                     "'shared_through'), 0)"));
+  }
+  TMCRA_ASSIGN_OR_RETURN(const int64_t head, options_.shared->Head());
+  while (*replica_through_ < head) {
+    TMCRA_ASSIGN_OR_RETURN(const auto feed,
+                           options_.shared->ChangesAfter(*replica_through_, kFeedBatch));
+    const bool deletes = std::any_of(feed.changes.begin(), feed.changes.end(),
+                                     [](const auto& c) { return c.deleted; });
+    {
+      // Deletions clear the ranking caches, which no recall may be reading then.
+      std::optional<ReadersPaused> paused;
+      if (deletes) paused.emplace(*this);
+      std::lock_guard lock(api_mu_);
+      TMCRA_ASSIGN_OR_RETURN(db::Database * db, ApiDb());
+      TMCRA_ASSIGN_OR_RETURN(const int64_t deleted, ApplySharedChanges(*db, feed));
+      if (deleted > 0) ClearRankingCaches();
+    }
+    replica_through_ = feed.through;
+    if (!feed.more) break;
+  }
+  return Ok();
+}
+
+}  // namespace tmcra::memory
