@@ -349,7 +349,13 @@ void ConnectionPool::GiveBack(std::unique_ptr<Connection> conn) {
   {
     std::lock_guard lock(state_->mu);
     --state_->lent;
-    if (conn && conn->healthy()) state_->idle.push_back(std::move(conn));
+    if (conn && conn->healthy()) {
+      state_->idle.push_back(std::move(conn));
+    } else if (conn) {
+      // A broken connection most often means the server restarted: the idle ones are broken
+      // too, and are dropped rather than lent to fail one by one.
+      state_->idle.clear();
+    }
   }
   state_->cv.notify_one();
 }

@@ -136,7 +136,8 @@ class Transaction {
 };
 
 // Connections to one database, opened on demand up to `max_size`; Borrow waits for one when all
-// are lent. A broken connection is dropped when given back.
+// are lent. A broken connection given back is dropped, and the idle ones with it (the server
+// has most likely restarted).
 class ConnectionPool {
  public:
   ConnectionPool(ConnectOptions options, size_t max_size);

@@ -192,6 +192,16 @@ Result<std::pair<bool, int64_t>> InsertRecord(pg::Connection& conn, int64_t seq,
 
 }  // namespace
 
+template <class Step>
+auto PgStore::Retrying(const Step& step) -> decltype(step(std::declval<pg::Connection&>())) {
+  for (int attempt = 0;; ++attempt) {
+    auto conn = pool_.Borrow();
+    if (!conn) return conn.error();
+    auto out = step(**conn);
+    if (out || attempt > 0 || out.error().code != Errc::kUnavailable) return out;
+  }
+}
+
 PgStore::PgStore(const pg::ConnectOptions& options, size_t pool_size) : pool_(options, pool_size) {}
 PgStore::~PgStore() = default;
 
@@ -239,49 +249,59 @@ Result<SharedStore::Accepted> AcceptJob(pg::Connection& conn, const SharedStore:
 }  // namespace
 
 Result<SharedStore::Acceptance> PgStore::AcceptJobs(const std::vector<JobRow>& jobs) {
-  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
-  TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
-  Acceptance out;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    TMCRA_ASSIGN_OR_RETURN(auto accepted, AcceptJob(*conn, jobs[i]));
-    if (!accepted.created && accepted.job.payload_sha256 != jobs[i].payload_sha256) {
-      out.conflict = i;
-      return out;  // rolled back: nothing of this call is stored
+  return Retrying([&](pg::Connection& connection) -> Result<SharedStore::Acceptance> {
+    pg::Connection* conn = &connection;
+    TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
+    Acceptance out;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      TMCRA_ASSIGN_OR_RETURN(auto accepted, AcceptJob(*conn, jobs[i]));
+      if (!accepted.created && accepted.job.payload_sha256 != jobs[i].payload_sha256) {
+        out.conflict = i;
+        return out;  // rolled back: nothing of this call is stored
+      }
+      out.accepted.push_back(std::move(accepted));
     }
-    out.accepted.push_back(std::move(accepted));
-  }
-  TMCRA_RETURN_IF_ERROR(tx.Commit());
-  return out;
+    TMCRA_RETURN_IF_ERROR(tx.Commit());
+    return out;
+  });
 }
 
 Result<SharedStore::JobCounts> PgStore::CountJobs() {
-  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
-  TMCRA_ASSIGN_OR_RETURN(
-      auto rows, conn->Exec("SELECT count(*) FILTER (WHERE status IN ('pending', 'running')), "
-                            "count(*) FILTER (WHERE status = 'failed') FROM mem_jobs"));
-  return JobCounts{rows.Int(0, 0), rows.Int(0, 1)};
+  return Retrying([&](pg::Connection& connection) -> Result<SharedStore::JobCounts> {
+    pg::Connection* conn = &connection;
+    TMCRA_ASSIGN_OR_RETURN(
+        auto rows, conn->Exec("SELECT count(*) FILTER (WHERE status IN ('pending', 'running')), "
+                              "count(*) FILTER (WHERE status = 'failed') FROM mem_jobs"));
+    return JobCounts{rows.Int(0, 0), rows.Int(0, 1)};
+  });
 }
 
 Result<std::string> PgStore::StoreId() {
-  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
-  TMCRA_ASSIGN_OR_RETURN(auto rows, conn->Exec("SELECT id FROM mem_store"));
-  if (rows.size() != 1) return Error::Internal("PostgreSQL: the memory store has no id");
-  return std::string(rows.Text(0, 0));
+  return Retrying([&](pg::Connection& connection) -> Result<std::string> {
+    pg::Connection* conn = &connection;
+    TMCRA_ASSIGN_OR_RETURN(auto rows, conn->Exec("SELECT id FROM mem_store"));
+    if (rows.size() != 1) return Error::Internal("PostgreSQL: the memory store has no id");
+    return std::string(rows.Text(0, 0));
+  });
 }
 
 Result<int64_t> PgStore::Head() {
-  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
-  TMCRA_ASSIGN_OR_RETURN(auto rows, conn->Exec("SELECT seq FROM mem_change_counter WHERE id"));
-  return rows.size() == 1 ? rows.Int(0, 0) : int64_t{0};
+  return Retrying([&](pg::Connection& connection) -> Result<int64_t> {
+    pg::Connection* conn = &connection;
+    TMCRA_ASSIGN_OR_RETURN(auto rows, conn->Exec("SELECT seq FROM mem_change_counter WHERE id"));
+    return rows.size() == 1 ? rows.Int(0, 0) : int64_t{0};
+  });
 }
 
 Result<std::optional<SharedStore::JobRow>> PgStore::GetJob(std::string_view job_id) {
-  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
-  TMCRA_ASSIGN_OR_RETURN(auto rows, conn->Exec(std::string("SELECT ") + kJobColumns +
-                                                   " FROM mem_jobs WHERE job_id = $1",
-                                               {Param(job_id)}));
-  if (rows.size() == 0) return std::optional<JobRow>();
-  return std::optional<JobRow>(JobFromRow(rows, 0));
+  return Retrying([&](pg::Connection& connection) -> Result<std::optional<SharedStore::JobRow>> {
+    pg::Connection* conn = &connection;
+    TMCRA_ASSIGN_OR_RETURN(auto rows, conn->Exec(std::string("SELECT ") + kJobColumns +
+                                                     " FROM mem_jobs WHERE job_id = $1",
+                                                 {Param(job_id)}));
+    if (rows.size() == 0) return std::optional<JobRow>();
+    return std::optional<JobRow>(JobFromRow(rows, 0));
+  });
 }
 
 Result<std::vector<SharedStore::Claimed>> PgStore::ClaimJobs(std::string_view owner, int max_jobs,
@@ -391,48 +411,51 @@ Result<bool> PgStore::FailJob(std::string_view owner, std::string_view job_id,
 }
 
 Result<SharedStore::Changes> PgStore::ChangesAfter(int64_t after, int limit) {
-  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
-  TMCRA_ASSIGN_OR_RETURN(
-      auto tx, pg::Transaction::Begin(*conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
-  TMCRA_ASSIGN_OR_RETURN(auto head_rows, conn->Exec("SELECT seq FROM mem_change_counter WHERE id"));
-  const int64_t head = head_rows.size() == 1 ? head_rows.Int(0, 0) : 0;
-  Changes out;
-  out.through = std::max(after, head);
-  if (head <= after) return out;
-  TMCRA_ASSIGN_OR_RETURN(
-      auto written,
-      conn->Exec(std::string("SELECT ") + kRecordColumns +
-                     " FROM mem_records WHERE event_seq > $1 AND event_seq <= $2 ORDER BY "
-                     "event_seq LIMIT $3",
-                 {Param(after), Param(head), Param(limit)}));
-  TMCRA_ASSIGN_OR_RETURN(
-      auto deleted,
-      conn->Exec("SELECT seq, event_seq, scope_name FROM mem_deletions WHERE seq > $1 AND seq <= "
-                 "$2 ORDER BY seq LIMIT $3",
-                 {Param(after), Param(head), Param(limit)}));
-  for (int i = 0; i < written.size(); ++i) out.changes.push_back(RecordChange(written, i));
-  for (int i = 0; i < deleted.size(); ++i) {
-    Change change;
-    change.seq = deleted.Int(i, 0);
-    change.deleted = true;
-    change.event_seq = deleted.Int(i, 1);
-    change.scope_name = std::string(deleted.Text(i, 2));
-    out.changes.push_back(std::move(change));
-  }
-  std::sort(out.changes.begin(), out.changes.end(),
-            [](const Change& a, const Change& b) { return a.seq < b.seq; });
-  // Each list holds every change of its kind up to its own last row, so the first `limit` of
-  // the merge hold every change up to the last of them.
-  if (static_cast<int>(out.changes.size()) > limit) {
-    out.changes.resize(static_cast<size_t>(limit));
-    out.through = out.changes.back().seq;
-    out.more = true;
-  } else if (written.size() == limit || deleted.size() == limit) {
-    out.through = out.changes.back().seq;
-    out.more = true;
-  }
-  TMCRA_RETURN_IF_ERROR(tx.Commit());
-  return out;
+  return Retrying([&](pg::Connection& connection) -> Result<SharedStore::Changes> {
+    pg::Connection* conn = &connection;
+    TMCRA_ASSIGN_OR_RETURN(
+        auto tx, pg::Transaction::Begin(*conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+    TMCRA_ASSIGN_OR_RETURN(auto head_rows,
+                           conn->Exec("SELECT seq FROM mem_change_counter WHERE id"));
+    const int64_t head = head_rows.size() == 1 ? head_rows.Int(0, 0) : 0;
+    Changes out;
+    out.through = std::max(after, head);
+    if (head <= after) return out;
+    TMCRA_ASSIGN_OR_RETURN(
+        auto written,
+        conn->Exec(std::string("SELECT ") + kRecordColumns +
+                       " FROM mem_records WHERE event_seq > $1 AND event_seq <= $2 ORDER BY "
+                       "event_seq LIMIT $3",
+                   {Param(after), Param(head), Param(limit)}));
+    TMCRA_ASSIGN_OR_RETURN(
+        auto deleted,
+        conn->Exec("SELECT seq, event_seq, scope_name FROM mem_deletions WHERE seq > $1 AND seq <= "
+                   "$2 ORDER BY seq LIMIT $3",
+                   {Param(after), Param(head), Param(limit)}));
+    for (int i = 0; i < written.size(); ++i) out.changes.push_back(RecordChange(written, i));
+    for (int i = 0; i < deleted.size(); ++i) {
+      Change change;
+      change.seq = deleted.Int(i, 0);
+      change.deleted = true;
+      change.event_seq = deleted.Int(i, 1);
+      change.scope_name = std::string(deleted.Text(i, 2));
+      out.changes.push_back(std::move(change));
+    }
+    std::sort(out.changes.begin(), out.changes.end(),
+              [](const Change& a, const Change& b) { return a.seq < b.seq; });
+    // Each list holds every change of its kind up to its own last row, so the first `limit` of
+    // the merge hold every change up to the last of them.
+    if (static_cast<int>(out.changes.size()) > limit) {
+      out.changes.resize(static_cast<size_t>(limit));
+      out.through = out.changes.back().seq;
+      out.more = true;
+    } else if (written.size() == limit || deleted.size() == limit) {
+      out.through = out.changes.back().seq;
+      out.more = true;
+    }
+    TMCRA_RETURN_IF_ERROR(tx.Commit());
+    return out;
+  });
 }
 
 Result<int64_t> PgStore::DeleteRecords(const std::vector<int64_t>& event_seqs) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "base/pg_db.h"
 #include "memory/shared_store.h"
@@ -49,6 +50,11 @@ class PgStore final : public SharedStore {
 
  private:
   PgStore(const pg::ConnectOptions& options, size_t pool_size);
+  // Runs `step` (reads, and AcceptJobs, whose keys make a second run a replay) on a pooled
+  // connection, and once more on a fresh one when the first turns out broken (kUnavailable:
+  // the server restarted since it was last used).
+  template <class Step>
+  auto Retrying(const Step& step) -> decltype(step(std::declval<pg::Connection&>()));
 
   pg::ConnectionPool pool_;
 };

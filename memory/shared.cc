@@ -141,16 +141,28 @@ Result<json> EngineImpl::SharedGetJob(std::string_view job_id) {
 }
 
 Result<int> EngineImpl::RunSharedJobs(int max_jobs) {
-  TMCRA_ASSIGN_OR_RETURN(const auto claimed,
-                         options_.shared->ClaimJobs(owner_, max_jobs, options_.lease_seconds));
-  for (const SharedStore::Claimed& job : claimed) {
-    // A job that could not be written stays claimed until its lease runs out; then any engine
-    // claims it again (its attempts counted).
+  // Jobs this engine claimed but could not write (the store was unreachable) are written again
+  // while their leases last, before any new claim; a lease that ran out passed them to whoever
+  // claims them next (their attempts counted).
+  std::vector<SharedStore::Claimed> jobs;
+  {
+    std::lock_guard lock(orphans_mu_);
+    jobs.swap(unwritten_shared_jobs_);
+  }
+  if (jobs.empty()) {
+    TMCRA_ASSIGN_OR_RETURN(jobs,
+                           options_.shared->ClaimJobs(owner_, max_jobs, options_.lease_seconds));
+  }
+  for (const SharedStore::Claimed& job : jobs) {
     if (auto s = RunSharedJob(job); !s) {
       spdlog::warn("memory job {}: {}", job.job_id, s.error().ToString());
+      if (s.error().retryable) {
+        std::lock_guard lock(orphans_mu_);
+        unwritten_shared_jobs_.push_back(job);
+      }
     }
   }
-  return static_cast<int>(claimed.size());
+  return static_cast<int>(jobs.size());
 }
 
 Status EngineImpl::RunSharedJob(const SharedStore::Claimed& job) {

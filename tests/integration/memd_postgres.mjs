@@ -13,6 +13,7 @@
 // acknowledged item is stored exactly once by the other. Last line: "<N> passed, <M> failed".
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import { Runner, assert, tmpDir, serverEnv, run, sleep } from '../peer/lib.mjs';
 import { makeCertificate, startMemd, stopMemd, request } from './memd_lib.mjs';
@@ -225,6 +226,61 @@ await r.test('SIGKILL of A during a 1,000-item ingest burst: every acknowledged 
   const recall = await request(b.port, CERT.ca, 'POST', '/v1/scopes/burst/recall', { key, body: { query: 'burst item' } });
   assert(recall.status === 200 && recall.json.evidence.snapshot.records === count, recall.text.slice(0, 400));
   await stopMemd(b);
+}, { timeoutMs: 120_000 });
+
+await r.test('PostgreSQL restarted under memd: requests fail 503 meanwhile, memd reconnects, nothing acknowledged lost', async () => {
+  // A cluster of this test's own: restarting the suite's would fail the tests running beside it.
+  const script = path.join(path.dirname(fileURLToPath(import.meta.url)), '../support/pg_cluster.sh');
+  const dir = `/tmp/tmcra-pg-restart-${process.pid}`;
+  const started = await run('bash', [script, 'start', dir], { timeoutMs: 120_000 });
+  assert(started.code === 0, started.stderr);
+  r.cleanups.push(async () => { await run('bash', [script, 'stop', dir]); fs.rmSync(dir, { recursive: true, force: true }); });
+  const own = Object.fromEntries(fs.readFileSync(path.join(dir, 'env'), 'utf8').trim().split('\n').map((l) => l.split('=')));
+  const url = `postgresql://tmcra@127.0.0.1:${own.TMCRA_PG_PORT}/postgres`;
+  const made = await keys(['create', '--database', url, '--database-password-file', own.TMCRA_PG_PASSWORD_FILE]);
+  assert(made.code === 0, made.stderr);
+  const key = made.stdout.trim();
+  const srv = await startMemd(BIN, ['--database', url, '--database-password-file', own.TMCRA_PG_PASSWORD_FILE,
+    '--index-dir', path.join(TMP, 'index-restart'), '--tls-cert', CERT.cert, '--tls-key', CERT.key], { env: ENV });
+  r.cleanups.push(() => { if (srv.exit === null) srv.proc.kill('SIGKILL'); });
+  const acknowledged = [];
+  const statuses = new Map();
+  let stop = false;
+  let n = 0;
+  const traffic = async () => {
+    while (!stop) {
+      const i = n;
+      n += 1;
+      const ing = await request(srv.port, CERT.ca, 'POST', '/v1/scopes/restart/ingest', { key,
+        body: turn(`m${i}`, `restart item ${i}`), headers: { 'Idempotency-Key': `restart-item-${i}` }, timeoutMs: 10_000 });
+      statuses.set(ing.status, (statuses.get(ing.status) ?? 0) + 1);
+      if (ing.status === 202) acknowledged.push(ing.json.job_id);
+      if (ing.status === 503) assert(ing.headers['retry-after'] === '1', 'a 503 says when to retry');
+      const rec = await request(srv.port, CERT.ca, 'POST', '/v1/scopes/restart/recall', { key, body: { query: 'restart item' }, timeoutMs: 10_000 });
+      statuses.set(rec.status, (statuses.get(rec.status) ?? 0) + 1);
+      await sleep(5);
+    }
+  };
+  const clients = [traffic(), traffic()];
+  while (acknowledged.length < 20) await sleep(10);
+  const restarted = await run('bash', [script, 'restart', dir], { timeoutMs: 60_000 });
+  assert(restarted.code === 0, restarted.stderr);
+  const before = acknowledged.length;
+  const deadline = Date.now() + 15_000;
+  while (acknowledged.length < before + 20) {
+    assert(Date.now() < deadline, `no ingest acknowledged after the restart: ${JSON.stringify([...statuses])}`);
+    await sleep(20);
+  }
+  stop = true;
+  await Promise.all(clients);
+  for (const status of statuses.keys()) {
+    assert([200, 202, 503].includes(status), `only answers and 503s: ${JSON.stringify([...statuses])}`);
+  }
+  for (const jobId of acknowledged) await waitSucceeded(srv, key, jobId, 60_000);
+  assert(srv.exit === null, 'memd kept serving');
+  const recall = await request(srv.port, CERT.ca, 'POST', '/v1/scopes/restart/recall', { key, body: { query: 'restart item' } });
+  assert(recall.status === 200 && recall.json.evidence.snapshot.records >= acknowledged.length, recall.text.slice(0, 300));
+  await stopMemd(srv);
 }, { timeoutMs: 120_000 });
 
 await r.finish();
