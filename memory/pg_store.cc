@@ -63,6 +63,9 @@ CREATE TABLE mem_records(
   job_id TEXT NOT NULL,
   UNIQUE(scope_name, session_id, message_id));
 CREATE INDEX mem_records_session ON mem_records(scope_name, session_id, occurred_at, event_seq);
+CREATE TABLE mem_imports(
+  source TEXT PRIMARY KEY,
+  through BIGINT NOT NULL);
 CREATE TABLE mem_deletions(
   seq BIGINT PRIMARY KEY,
   event_seq BIGINT NOT NULL,
@@ -488,6 +491,112 @@ Result<int64_t> PgStore::DeleteRecords(const std::vector<int64_t>& event_seqs) {
   if (deleted > 0) TMCRA_RETURN_IF_ERROR(MoveCounter(*conn, counter));
   TMCRA_RETURN_IF_ERROR(tx.Commit());
   return deleted;
+}
+
+Result<int64_t> PgStore::ImportedThrough(std::string_view source) {
+  return Retrying([&](pg::Connection& conn) -> Result<int64_t> {
+    TMCRA_ASSIGN_OR_RETURN(
+        auto rows, conn.Exec("SELECT through FROM mem_imports WHERE source = $1", {Param(source)}));
+    return rows.size() == 0 ? int64_t{0} : rows.Int(0, 0);
+  });
+}
+
+Result<int64_t> PgStore::ImportRecords(std::string_view source, int64_t through,
+                                       const std::vector<ImportedRecord>& records) {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
+  TMCRA_ASSIGN_OR_RETURN(const int64_t counter, LockCounter(*conn));
+  int64_t next = counter;
+  for (const ImportedRecord& imported : records) {
+    const NewRecord& r = imported.record;
+    const Param params[] = {next + 1,
+                            r.record_id,
+                            imported.scope_name,
+                            r.session_id,
+                            r.message_id,
+                            r.role,
+                            r.content,
+                            r.occurred_at,
+                            r.timestamp,
+                            r.metadata_json,
+                            OptionalParam(r.agent_id),
+                            OptionalParam(r.target_agent_id),
+                            imported.job_id};
+    TMCRA_ASSIGN_OR_RETURN(
+        auto inserted,
+        conn->Exec("INSERT INTO mem_records(event_seq, record_id, scope_name, session_id, "
+                   "message_id, role, content, occurred_at, timestamp, metadata_json, agent_id, "
+                   "target_agent_id, job_id) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                   "$11, $12, $13) ON CONFLICT DO NOTHING",
+                   params));
+    next += inserted.Affected();
+  }
+  if (next != counter) TMCRA_RETURN_IF_ERROR(MoveCounter(*conn, next));
+  TMCRA_ASSIGN_OR_RETURN(
+      auto noted, conn->Exec("INSERT INTO mem_imports(source, through) VALUES($1, $2) ON CONFLICT "
+                             "(source) DO UPDATE SET through = EXCLUDED.through",
+                             {Param(source), Param(through)}));
+  (void)noted;
+  TMCRA_RETURN_IF_ERROR(tx.Commit());
+  return next - counter;
+}
+
+Result<bool> PgStore::ImportJob(const JobRow& job) {
+  return Retrying([&](pg::Connection& conn) -> Result<bool> {
+    const Param params[] = {job.job_id,
+                            job.tenant_id,
+                            job.scope_name,
+                            job.job_type,
+                            job.status,
+                            job.attempts,
+                            OptionalParam(job.idempotency_key),
+                            job.payload_sha256,
+                            job.consistency,
+                            job.created_at,
+                            job.updated_at,
+                            job.finished_at ? Param(*job.finished_at) : Param::Null(),
+                            OptionalParam(job.result_json),
+                            OptionalParam(job.error_json)};
+    TMCRA_ASSIGN_OR_RETURN(
+        auto inserted,
+        conn.Exec("INSERT INTO mem_jobs(job_id, tenant_id, scope_name, job_type, status, "
+                  "attempts, idempotency_key, payload_sha256, consistency, created_at, "
+                  "updated_at, finished_at, result_json, error_json) VALUES($1, $2, $3, $4, $5, "
+                  "$6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING",
+                  params));
+    return inserted.Affected() == 1;
+  });
+}
+
+Status PgStore::RecountScopes() {
+  return Retrying([&](pg::Connection& conn) -> Status {
+    return conn.Run(
+        std::string(
+            "INSERT INTO mem_scopes(name, record_count, last_event_seq, last_job_id, created_at, "
+            "updated_at) SELECT scope_name, count(*), max(event_seq), (array_agg(job_id ORDER BY "
+            "event_seq DESC))[1], ") +
+        kNow + ", " + kNow +
+        " FROM mem_records GROUP BY scope_name ON CONFLICT (name) DO UPDATE SET record_count = "
+        "EXCLUDED.record_count, last_event_seq = EXCLUDED.last_event_seq, last_job_id = "
+        "EXCLUDED.last_job_id, updated_at = EXCLUDED.updated_at");
+  });
+}
+
+Result<std::vector<PgStore::ImportedRecord>> PgStore::RecordsById(std::string_view after,
+                                                                  int limit) {
+  return Retrying([&](pg::Connection& conn) -> Result<std::vector<ImportedRecord>> {
+    TMCRA_ASSIGN_OR_RETURN(
+        auto rows, conn.Exec(std::string("SELECT ") + kRecordColumns +
+                                 " FROM mem_records WHERE record_id COLLATE \"C\" > $1 ORDER BY "
+                                 "record_id COLLATE \"C\" LIMIT $2",
+                             {Param(after), Param(limit)}));
+    std::vector<ImportedRecord> out;
+    for (int i = 0; i < rows.size(); ++i) {
+      Change change = RecordChange(rows, i);
+      out.push_back({change.scope_name, change.job_id, std::move(change.record)});
+    }
+    return out;
+  });
 }
 
 }  // namespace tmcra::memory

@@ -48,6 +48,26 @@ class PgStore final : public SharedStore {
   Result<int64_t> Head() override;
   Result<int64_t> DeleteRecords(const std::vector<int64_t>& event_seqs) override;
 
+  // Copying a store in (tmcra-memd migrate). A record of another store, with its own ids.
+  struct ImportedRecord {
+    std::string scope_name;
+    std::string job_id;
+    NewRecord record;
+  };
+  // How far the copy from `source` has come: the source's highest row copied (0: none).
+  [[nodiscard]] Result<int64_t> ImportedThrough(std::string_view source);
+  // Stores records (a record whose id or message is stored already is left as it is), each new
+  // one numbered in the feed, and notes `through` as `source`'s progress, in one transaction.
+  // Returns how many were new.
+  [[nodiscard]] Result<int64_t> ImportRecords(std::string_view source, int64_t through,
+                                              const std::vector<ImportedRecord>& records);
+  // Stores a finished job of another store unless its id or key is known; true when stored.
+  [[nodiscard]] Result<bool> ImportJob(const JobRow& job);
+  // Sets every scope's record count and newest record from the records.
+  [[nodiscard]] Status RecountScopes();
+  // The records whose id is above `after`, by id, at most `limit`.
+  [[nodiscard]] Result<std::vector<ImportedRecord>> RecordsById(std::string_view after, int limit);
+
  private:
   PgStore(const pg::ConnectOptions& options, size_t pool_size);
   // Runs `step` (reads, and AcceptJobs, whose keys make a second run a replay) on a pooled

@@ -11,6 +11,7 @@
 // ingested through one is recalled through the other; one idempotency key sent to both at once
 // is one job with one receipt; SIGKILL of one during a 1,000-item ingest burst, and every
 // acknowledged item is stored exactly once by the other. Last line: "<N> passed, <M> failed".
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -282,5 +283,70 @@ await r.test('PostgreSQL restarted under memd: requests fail 503 meanwhile, memd
   assert(recall.status === 200 && recall.json.evidence.snapshot.records >= acknowledged.length, recall.text.slice(0, 300));
   await stopMemd(srv);
 }, { timeoutMs: 120_000 });
+
+await r.test('migrate: a SQLite store copied in, killed halfway and run again: counts, contents and recalls agree', async () => {
+  const dataDir = path.join(TMP, 'sqlite-store');
+  const made = await keys(['create', '--data-dir', dataDir]);
+  assert(made.code === 0, made.stderr);
+  const liteKey = made.stdout.trim();
+  const lite = await startMemd(BIN, ['--data-dir', dataDir, '--tls-cert', CERT.cert, '--tls-key', CERT.key], { env: ENV });
+  r.cleanups.push(() => { if (lite.exit === null) lite.proc.kill('SIGKILL'); });
+  const words = ['kestrel', 'harbour', 'lantern', 'granite', 'meadow', 'copper', 'orchard', 'falcon'];
+  let last;
+  for (let b = 0; b < 30; b += 1) {
+    const items = [];
+    for (let i = 0; i < 100; i += 1) {
+      const n = b * 100 + i;
+      items.push({ ...turn(`m${n}`, `note ${n}: the ${words[n % 8]} plan meets the ${words[(n * 3) % 8]} deadline`, `s${n % 40}`),
+        idempotency_key: `migrate-item-${n}` });
+    }
+    const res = await request(lite.port, CERT.ca, 'POST', '/v1/scopes/team/ingest/batch', { key: liteKey, body: { items } });
+    assert(res.status === 202, res.text.slice(0, 300));
+    last = res.json.jobs;
+  }
+  for (const job of last) await waitSucceeded(lite, liteKey, job.job_id, 60_000);
+  await stopMemd(lite);
+
+  const url = await freshDatabase('migrate');
+  const args = ['migrate', '--from-data-dir', dataDir, '--database', url, '--database-password-file', PASSWORD_FILE, '--batch', '100'];
+  // The first run is killed once it has copied part of the store.
+  await new Promise((resolve, reject) => {
+    const proc = spawn(BIN, args, { env: ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+    let lines = 0;
+    proc.stderr.on('data', (d) => {
+      lines += String(d).split('\n').filter((l) => l.startsWith('migrate: ')).length;
+      if (lines >= 4) proc.kill('SIGKILL');
+    });
+    proc.on('exit', (code, signal) => (signal === 'SIGKILL' ? resolve() : reject(new Error(`migrate ended ${code} before the kill`))));
+  });
+  const second = await run(BIN, args, { env: ENV, timeoutMs: 120_000 });
+  assert(second.code === 0, second.stderr);
+  const summary = JSON.parse(second.stdout.trim());
+  assert(summary.records === 3000 && summary.records_verified === 3000, second.stdout);
+  assert(summary.records_copied > 0 && summary.records_copied < 3000, `the rerun resumed: ${second.stdout}`);
+  const third = await run(BIN, args, { env: ENV, timeoutMs: 120_000 });
+  assert(third.code === 0 && JSON.parse(third.stdout.trim()).records_copied === 0, third.stdout + third.stderr);
+  const rows = await run('psql', ['-h', '127.0.0.1', '-p', CLUSTER.TMCRA_PG_PORT, '-U', 'tmcra', '-At',
+    '-d', new URL(url).pathname.slice(1), '-c', 'SELECT count(*), count(DISTINCT record_id), (SELECT record_count FROM mem_scopes WHERE name = \'team\') FROM mem_records'],
+  { env: { ...ENV, PGPASSWORD: PASSWORD } });
+  assert(rows.stdout.trim() === '3000|3000|3000', rows.stdout + rows.stderr);
+
+  // The same recalls from the SQLite store and from the database.
+  const again = await startMemd(BIN, ['--data-dir', dataDir, '--tls-cert', CERT.cert, '--tls-key', CERT.key], { env: ENV });
+  r.cleanups.push(() => { if (again.exit === null) again.proc.kill('SIGKILL'); });
+  const pgKey = await newKey(url);
+  const served = await serveOn(url, 'migrated');
+  for (const query of ['kestrel plan', 'copper deadline', 'note 1234', 'orchard harbour lantern']) {
+    const one = await request(again.port, CERT.ca, 'POST', '/v1/scopes/team/recall', { key: liteKey, body: { query } });
+    const two = await request(served.port, CERT.ca, 'POST', '/v1/scopes/team/recall', { key: pgKey, body: { query } });
+    assert(one.status === 200 && two.status === 200, `${one.text} ${two.text}`);
+    assert(one.json.prompt_evidence.content === two.json.prompt_evidence.content, `recall parity for "${query}"`);
+    assert(JSON.stringify(one.json.evidence.windows) === JSON.stringify(two.json.evidence.windows), `windows for "${query}"`);
+  }
+  const oldJob = await request(served.port, CERT.ca, 'GET', `/v1/jobs/${last[0].job_id}`, { key: pgKey });
+  assert(oldJob.status === 200 && oldJob.json.status === 'succeeded', `a migrated job answers: ${oldJob.text}`);
+  await stopMemd(again);
+  await stopMemd(served);
+}, { timeoutMs: 180_000 });
 
 await r.finish();
