@@ -146,6 +146,23 @@ async function waitSucceeded(srv, key, jobId, ms = 20_000) {
   }
 }
 
+await r.test('serve --database with a wrong password or a server that is down: one clear line, exit 1', async () => {
+  const base = ['serve', '--tls-cert', CERT.cert, '--tls-key', CERT.key, '--index-dir', path.join(TMP, 'index-refused')];
+  const cases = [
+    [['--database', `postgresql://tmcra@127.0.0.1:${CLUSTER.TMCRA_PG_PORT}/postgres`], { ...ENV, PGPASSWORD: 'wrong-password-456' }, 'password authentication failed'],
+    [['--database', 'postgresql://tmcra@127.0.0.1:1/postgres'], { ...ENV, PGPASSWORD: PASSWORD }, 'Connection refused'],
+  ];
+  for (const [extra, env, says] of cases) {
+    const res = await run(BIN, [...base, ...extra], { env });
+    assert(res.code === 1, `exit ${res.code}: ${res.stderr}`);
+    const lines = stderrLines(res);
+    assert(lines.length === 1 && lines[0].includes(says), `one line, got:\n${res.stderr}`);
+    assert(res.stdout === '', 'no readiness line');
+  }
+  const local = await run(BIN, [...base, '--database', 'dbname=x', '--local'], { env: ENV });
+  assert(local.code === 2 && local.stderr.includes('--local'), local.stderr);
+});
+
 await r.test('two instances: a turn ingested through A is recalled through B', async () => {
   const url = await freshDatabase('two');
   const key = await newKey(url);
