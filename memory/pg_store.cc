@@ -27,6 +27,7 @@ CREATE TABLE mem_scopes(
   updated_at DOUBLE PRECISION NOT NULL);
 CREATE TABLE mem_jobs(
   job_id TEXT PRIMARY KEY,
+  accepted_seq BIGINT GENERATED ALWAYS AS IDENTITY,
   tenant_id TEXT NOT NULL,
   scope_name TEXT NOT NULL,
   job_type TEXT NOT NULL,
@@ -46,7 +47,8 @@ CREATE TABLE mem_jobs(
   result_json TEXT,
   error_json TEXT);
 CREATE UNIQUE INDEX mem_jobs_idempotency ON mem_jobs(tenant_id, idempotency_key);
-CREATE INDEX mem_jobs_claim ON mem_jobs(created_at) WHERE status IN ('pending', 'running');
+CREATE INDEX mem_jobs_claim ON mem_jobs(created_at, accepted_seq)
+  WHERE status IN ('pending', 'running');
 CREATE TABLE mem_records(
   event_seq BIGINT PRIMARY KEY,
   record_id TEXT NOT NULL UNIQUE,
@@ -316,7 +318,7 @@ Result<std::vector<SharedStore::Claimed>> PgStore::ClaimJobs(std::string_view ow
       conn->Exec(std::string("SELECT job_id, attempts, scope_name, payload_json, ") + kNow +
                      " FROM mem_jobs WHERE status = 'pending' OR (status = 'running' AND "
                      "lease_expires_at < " +
-                     kNow + ") ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED",
+                     kNow + ") ORDER BY created_at, accepted_seq LIMIT $1 FOR UPDATE SKIP LOCKED",
                  {Param(max_jobs)}));
   std::vector<Claimed> claimed;
   for (int i = 0; i < picked.size(); ++i) {

@@ -6,8 +6,9 @@
 //   * Idempotency: a unique index on mem_jobs(tenant_id, idempotency_key); INSERT ... ON
 //     CONFLICT DO NOTHING waits for a concurrent insert of the same key, then the row that won
 //     is read back.
-//   * Claims: SELECT ... FOR UPDATE SKIP LOCKED, and leases timed by the database's clock, so
-//     instances whose clocks disagree still agree on when a lease expires.
+//   * Claims: SELECT ... FOR UPDATE SKIP LOCKED, oldest first (the items of one batch in their
+//     order, as on one SQLite store), and leases timed by the database's clock, so instances
+//     whose clocks disagree still agree on when a lease expires.
 //   * The feed: every change takes its number from one counter row (mem_change_counter),
 //     locked first in its transaction and held to the commit, so changes commit in the order of
 //     their numbers. (Sequence values would not do: they are handed out at the call and commit

@@ -175,6 +175,23 @@ TEST_CASE("shared store: one corpus gives the same recalls and receipts as a SQL
     REQUIRE(done_two);
     CHECK(WithoutIdsAndTimes(*done_one) == WithoutIdsAndTimes(*done_two));
   }
+  // A batch whose items tie on every ranking: its records must be numbered in item order on both
+  // stores, or equal scores would order differently.
+  json items = json::array();
+  for (int i = 0; i < 12; ++i) {
+    items.push_back({{"session_id", "batch-" + std::to_string(i)},
+                     {"idempotency_key", "parity-batch-item-" + std::to_string(i)},
+                     {"messages",
+                      {Message("b" + std::to_string(i), "user", "the deploy pipeline runner again",
+                               "2026-11-20T10:00:00Z")}}});
+  }
+  auto batch_one = lite->IngestBatch("parity", json{{"items", items}}, Key("parity-batch"));
+  auto batch_two = shared->IngestBatch("parity", json{{"items", items}}, Key("parity-batch"));
+  REQUIRE(batch_one);
+  REQUIRE(batch_two);
+  CHECK(WithoutIdsAndTimes(*batch_one) == WithoutIdsAndTimes(*batch_two));
+  REQUIRE(lite->RunPendingJobs());
+  REQUIRE(shared->RunPendingJobs());
   // A replay is a replay on both.
   const auto corpus = Corpus();
   const auto& [key0, body0] = corpus.front();
