@@ -38,7 +38,7 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
 Error Classify(std::string_view sqlstate, std::string message) {
   message = "PostgreSQL: " + message + " (SQLSTATE " + std::string(sqlstate) + ")";
   if (StartsWith(sqlstate, "08") || sqlstate == "57P01" || sqlstate == "57P02" ||
-      sqlstate == "57P03" || sqlstate == "57014") {
+      sqlstate == "57P03" || sqlstate == "57014" || sqlstate == "55P03") {
     return Error::Unavailable(std::move(message));
   }
   if (sqlstate == "40001" || sqlstate == "40P01") {
@@ -77,9 +77,11 @@ Result<ConninfoPtr> Parse(std::string_view conninfo) {
   char* error = nullptr;
   ConninfoPtr parsed(PQconninfoParse(std::string(conninfo).c_str(), &error));
   if (!parsed) {
-    std::string message = error ? OneLine(error) : "out of memory";
+    // libpq's message may quote the setting, password and all: it is not passed on.
     PQfreemem(error);
-    return Error::Invalid("the database setting is not a PostgreSQL URI or conninfo: " + message);
+    return Error::Invalid(
+        "the database setting is not a PostgreSQL URI or conninfo that libpq can parse (its "
+        "text is not repeated here: it may hold a password)");
   }
   return parsed;
 }
@@ -222,9 +224,20 @@ Connection::~Connection() { PQfinish(conn_); }
 Result<std::unique_ptr<Connection>> Connection::Open(const ConnectOptions& options) {
   if (auto s = CheckConninfo(options.conninfo); !s) return s.error();
   const std::string timeout = std::to_string(options.connect_timeout_seconds);
-  std::vector<const char*> keys{"dbname", "application_name", "connect_timeout"};
-  std::vector<const char*> values{options.conninfo.c_str(), options.application_name.c_str(),
-                                  timeout.c_str()};
+  // TCP keepalives and a send timeout: a server or network that goes silent breaks the
+  // connection within about a minute instead of the kernel's two hours, so a statement waiting
+  // on it fails (retryably) rather than holding its caller.
+  std::vector<const char*> keys{"dbname",           "application_name", "connect_timeout",
+                                "keepalives",       "keepalives_idle",  "keepalives_interval",
+                                "keepalives_count", "tcp_user_timeout"};
+  std::vector<const char*> values{options.conninfo.c_str(),
+                                  options.application_name.c_str(),
+                                  timeout.c_str(),
+                                  "1",
+                                  "30",
+                                  "10",
+                                  "3",
+                                  "60000"};
   if (options.password) {
     keys.push_back("password");
     values.push_back(options.password->c_str());
@@ -240,9 +253,7 @@ Result<std::unique_ptr<Connection>> Connection::Open(const ConnectOptions& optio
     PQfinish(conn);
     return error;
   }
-  auto owned = std::unique_ptr<Connection>(new Connection(conn, options));
-  if (auto s = owned->Run("SET client_min_messages = warning"); !s) return s.error();
-  return owned;
+  return std::unique_ptr<Connection>(new Connection(conn, options));
 }
 
 bool Connection::healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
@@ -263,6 +274,12 @@ Result<Rows> Connection::Exec(std::string_view sql, std::span<const Param> param
   std::vector<int> lengths;
   std::vector<int> formats;
   for (const Param& p : params) {
+    // libpq reads a text parameter up to its first NUL, and PostgreSQL text cannot hold one:
+    // refused rather than cut short.
+    if (p.kind == Param::Kind::kText && p.value.find('\0') != std::string::npos) {
+      return Error::Invalid(
+          "PostgreSQL: a text value holds a NUL character, which it cannot store");
+    }
     values.push_back(p.kind == Param::Kind::kNull ? nullptr : p.value.c_str());
     lengths.push_back(static_cast<int>(p.value.size()));
     formats.push_back(p.kind == Param::Kind::kBytes ? 1 : 0);

@@ -13,6 +13,10 @@
 //     one line, with no password and no parameter values.
 //   * A connection found broken is re-established by the next Exec (the statement that found
 //     it broken fails, retryable, and is not re-sent: the caller decides whether it may be).
+//     Connections use TCP keepalives and a 60 s send timeout, so a silent server breaks them
+//     within about a minute; they keep no session settings (transaction poolers fit).
+//   * A text parameter holding a NUL character is refused (kInvalidArgument): PostgreSQL text
+//     cannot hold one, and libpq would cut it short.
 // Not thread-safe: one Connection per thread at a time (ConnectionPool hands them out).
 #pragma once
 

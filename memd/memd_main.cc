@@ -27,6 +27,7 @@
 #include "base/log.h"
 #include "base/pg_db.h"
 #include "base/private_dirs.h"
+#include "base/sqlite_db.h"
 #include "base/version.h"
 #include "memd/key_store.h"
 #include "memd/local_identity.h"
@@ -787,6 +788,37 @@ std::string IndexDir(const ServeConfig& c) {
   return std::string(home != nullptr && *home == '/' ? home : "/tmp") + "/.cache/tmcra-memd";
 }
 
+// An index that holds changes the shared store no longer has (the database was restored, or
+// failed over to a replica that lacked the newest ones) is deleted, so the engine rebuilds it
+// from the store. False when the store cannot be read (logged).
+bool DropIndexAheadOfStore(tmcra::memory::SharedStore& store, const std::string& path) {
+  if (!std::filesystem::exists(path)) return true;
+  int64_t through = 0;
+  {
+    tmcra::db::Database::Options options;
+    options.path = path;
+    options.read_only = true;
+    auto index = tmcra::db::Database::Open(options);
+    auto value = index ? (*index)->QueryInt(
+                             "SELECT COALESCE((SELECT value FROM maintenance WHERE "
+                             "name = 'shared_through'), 0)")
+                       : tmcra::Result<int64_t>(index.error());
+    through = value ? *value : 0;
+  }
+  auto head = store.Head();
+  if (!head) {
+    spdlog::critical("cannot read the memory store: {}", head.error().ToString());
+    return false;
+  }
+  if (through <= *head) return true;
+  spdlog::warn(
+      "the index {} is ahead of the store (change {} against {}: a restore or a "
+      "failover); rebuilding it",
+      path, through, *head);
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  return true;
+}
+
 // The memory's store: with --data-dir, the directory (created private) that memory.db lives
 // in; with --database, the shared store, and the file of this instance's index of it (under
 // the store's id, in IndexDir). False when it cannot be opened (logged).
@@ -809,7 +841,7 @@ bool OpenMemoryStore(const ServeConfig& c, std::string& dir, std::string& path,
   }
   shared = std::move(*store);
   path = dir + "/index-" + *id + ".db";
-  return true;
+  return DropIndexAheadOfStore(*shared, path);
 }
 
 int ServeCommand(int argc, char** argv, const sigset_t& signals) {

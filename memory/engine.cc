@@ -1159,16 +1159,15 @@ Result<int64_t> EngineImpl::ApplySharedChanges(db::Database& db, const SharedSto
   std::vector<int64_t> deleted;
   const double now = NowSeconds();
   for (const SharedStore::Change& change : feed.changes) {
-    // A deletion always follows its record's writing, so deleting after the batch's writes
-    // leaves what applying in order would.
+    // In the feed's order: a message deleted and written again in one batch ends up present.
     if (change.deleted) {
+      TMCRA_RETURN_IF_ERROR(ApplySharedDeletions(db, {change.event_seq}));
       deleted.push_back(change.event_seq);
       continue;
     }
     TMCRA_ASSIGN_OR_RETURN(const bool added, ApplyWrittenRecord(db, st, place, change, now));
     if (added) newest_written = std::max(newest_written, change.event_seq);
   }
-  if (!deleted.empty()) TMCRA_RETURN_IF_ERROR(ApplySharedDeletions(db, deleted));
   if (indexed == before && newest_written > before) {
     st.advance.Bind(1, newest_written);
     TMCRA_RETURN_IF_ERROR(st.advance.Run());

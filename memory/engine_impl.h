@@ -321,8 +321,13 @@ class EngineImpl {
   std::atomic<bool> writes_failing_{false};  // the last write failed for want of room
   std::mutex orphans_mu_;
   std::vector<std::string> orphaned_claims_;  // guarded by orphans_mu_ (RunJobs)
-  // Shared jobs this engine holds that could not be written yet; guarded by orphans_mu_.
-  std::vector<SharedStore::Claimed> unwritten_shared_jobs_;
+  // Shared jobs this engine holds that could not be written yet, and until when it tries them
+  // again itself; guarded by orphans_mu_.
+  struct UnwrittenJob {
+    SharedStore::Claimed job;
+    std::chrono::steady_clock::time_point give_up_at;
+  };
+  std::vector<UnwrittenJob> unwritten_shared_jobs_;
   std::unique_ptr<db::Database> worker_db_;
   std::thread worker_;
 

@@ -148,6 +148,9 @@ Param OptionalParam(const std::optional<std::string>& value) {
 // transaction that numbers changes takes this lock first, so they also commit in that order,
 // and no two lock in opposite orders.
 Result<int64_t> LockCounter(pg::Connection& conn) {
+  // A holder that went silent (a frozen instance) delays writers by this much at most; they
+  // then fail retryably (55P03).
+  TMCRA_RETURN_IF_ERROR(conn.Run("SET LOCAL lock_timeout = '30s'"));
   TMCRA_ASSIGN_OR_RETURN(auto rows,
                          conn.Exec("SELECT seq FROM mem_change_counter WHERE id FOR UPDATE"));
   if (rows.size() != 1) return Error::Internal("PostgreSQL: the change counter row is missing");
@@ -203,7 +206,13 @@ auto PgStore::Retrying(const Step& step) -> decltype(step(std::declval<pg::Conne
     auto conn = pool_.Borrow();
     if (!conn) return conn.error();
     auto out = step(**conn);
-    if (out || attempt > 0 || out.error().code != Errc::kUnavailable) return out;
+    if (out || !out.error().retryable) return out;
+    if (attempt > 0) {
+      // A deadlock or serialization failure twice in a row is the store being busy, not a
+      // conflict of the caller's request.
+      if (out.error().code == Errc::kConflict) return Error::Unavailable(out.error().message);
+      return out;
+    }
   }
 }
 
@@ -572,7 +581,11 @@ Result<bool> PgStore::ImportJob(const JobRow& job) {
 
 Status PgStore::RecountScopes() {
   return Retrying([&](pg::Connection& conn) -> Status {
-    return conn.Run(
+    // Under the counter's lock, so no job's count lands between the reading and the writing.
+    TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(conn));
+    TMCRA_ASSIGN_OR_RETURN(const int64_t counter, LockCounter(conn));
+    (void)counter;
+    TMCRA_RETURN_IF_ERROR(conn.Run(
         std::string(
             "INSERT INTO mem_scopes(name, record_count, last_event_seq, last_job_id, created_at, "
             "updated_at) SELECT scope_name, count(*), max(event_seq), (array_agg(job_id ORDER BY "
@@ -580,7 +593,8 @@ Status PgStore::RecountScopes() {
         kNow + ", " + kNow +
         " FROM mem_records GROUP BY scope_name ON CONFLICT (name) DO UPDATE SET record_count = "
         "EXCLUDED.record_count, last_event_seq = EXCLUDED.last_event_seq, last_job_id = "
-        "EXCLUDED.last_job_id, updated_at = EXCLUDED.updated_at");
+        "EXCLUDED.last_job_id, updated_at = EXCLUDED.updated_at"));
+    return tx.Commit();
   });
 }
 

@@ -96,6 +96,14 @@ Result<std::vector<json>> EngineImpl::AcceptShared(std::string_view scope,
                                                    bool batch) {
   std::vector<SharedStore::JobRow> rows;
   const double now = NowSeconds();
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    // PostgreSQL text cannot hold U+0000 (canonical JSON writes it as \u0000).
+    if (prepared[i].payload_text.find("\\u0000") != std::string::npos) {
+      const std::string item = batch ? "items." + std::to_string(i) + "." : "";
+      return ValidationError(item + "messages",
+                             "U+0000 (NUL) cannot be stored in a PostgreSQL memory store");
+    }
+  }
   for (const PreparedIngest& p : prepared) {
     SharedStore::JobRow row;
     row.job_id = NewJobId();
@@ -142,27 +150,37 @@ Result<json> EngineImpl::SharedGetJob(std::string_view job_id) {
 
 Result<int> EngineImpl::RunSharedJobs(int max_jobs) {
   // Jobs this engine claimed but could not write (the store was unreachable) are written again
-  // while their leases last, before any new claim; a lease that ran out passed them to whoever
-  // claims them next (their attempts counted).
-  std::vector<SharedStore::Claimed> jobs;
+  // by it for most of their lease; then they are left to whoever claims them once the lease has
+  // run out (their attempts counted).
+  std::vector<UnwrittenJob> retries;
   {
     std::lock_guard lock(orphans_mu_);
-    jobs.swap(unwritten_shared_jobs_);
+    retries.swap(unwritten_shared_jobs_);
   }
-  if (jobs.empty()) {
-    TMCRA_ASSIGN_OR_RETURN(jobs,
-                           options_.shared->ClaimJobs(owner_, max_jobs, options_.lease_seconds));
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<UnwrittenJob> jobs;
+  for (auto& retry : retries) {
+    if (now < retry.give_up_at) jobs.push_back(std::move(retry));
   }
-  for (const SharedStore::Claimed& job : jobs) {
-    if (auto s = RunSharedJob(job); !s) {
-      spdlog::warn("memory job {}: {}", job.job_id, s.error().ToString());
-      if (s.error().retryable) {
-        std::lock_guard lock(orphans_mu_);
-        unwritten_shared_jobs_.push_back(job);
-      }
+  TMCRA_ASSIGN_OR_RETURN(const auto claimed,
+                         options_.shared->ClaimJobs(owner_, max_jobs, options_.lease_seconds));
+  const auto give_up_at =
+      now + std::chrono::milliseconds(static_cast<int64_t>(options_.lease_seconds * 800));
+  for (const auto& job : claimed) jobs.push_back({job, give_up_at});
+  int written = 0;
+  for (UnwrittenJob& job : jobs) {
+    auto s = RunSharedJob(job.job);
+    if (s) {
+      ++written;
+      continue;
+    }
+    spdlog::warn("memory job {}: {}", job.job.job_id, s.error().ToString());
+    if (s.error().retryable) {
+      std::lock_guard lock(orphans_mu_);
+      unwritten_shared_jobs_.push_back(std::move(job));
     }
   }
-  return static_cast<int>(jobs.size());
+  return written;  // 0 when every job failed: the worker waits before trying again
 }
 
 Status EngineImpl::RunSharedJob(const SharedStore::Claimed& job) {
@@ -197,6 +215,15 @@ Status EngineImpl::SyncReplica() {
                      "'shared_through'), 0)"));
   }
   TMCRA_ASSIGN_OR_RETURN(const int64_t head, options_.shared->Head());
+  if (head < *replica_through_) {
+    // The store went back: a restore, or a failover to a replica without the newest changes.
+    // The index holds changes the store has lost, and would skip new ones under their numbers.
+    return Error{Errc::kDataLoss, false,
+                 "the shared store's newest change (" + std::to_string(head) +
+                     ") is older than this index's (" + std::to_string(*replica_through_) +
+                     "): it was restored or failed over; restart this instance, which rebuilds "
+                     "its index"};
+  }
   while (*replica_through_ < head) {
     TMCRA_ASSIGN_OR_RETURN(const auto feed,
                            options_.shared->ChangesAfter(*replica_through_, kFeedBatch));

@@ -46,8 +46,10 @@ start() {
   as_owner "$bin/pg_ctl" -D "$dir/data" stop -m immediate >/dev/null 2>&1 || true
   rm -rf "$dir"
   mkdir -p "$dir/sock"
-  chmod 0755 "$dir"
-  openssl rand -hex 16 > "$dir/password"
+  chmod 0755 "$dir"   # the socket directory must be reachable; the password files are not
+  # The superuser's password: readable by the cluster's owner for initdb, then only by the user
+  # running the tests (password.client); the owner's copy is removed after initdb.
+  (umask 077 && openssl rand -hex 16 > "$dir/password")
   if [ "$(id -u)" -eq 0 ]; then chown -R nobody:nogroup "$dir"; fi
   as_owner "$bin/initdb" -D "$dir/data" -U tmcra --pwfile="$dir/password" \
     --auth=scram-sha-256 --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
@@ -67,10 +69,11 @@ log_min_messages = warning
 EOF
   as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
     || { cat "$dir/server.log" >&2; exit 1; }
-  # The tests run as root and read the password file; only its owner may read it.
-  cp "$dir/password" "$dir/password.client"
+  # The tests read the password from a file of their own user's, 0600.
+  (umask 077 && cp "$dir/password" "$dir/password.client")
   chown "$(id -u):$(id -g)" "$dir/password.client"
   chmod 0600 "$dir/password.client"
+  rm -f "$dir/password"
   cat > "$dir/env" <<EOF
 TMCRA_PG_PORT=$port
 TMCRA_PG_SOCKET=$dir/sock

@@ -39,6 +39,11 @@ TEST_CASE("pg: statements take parameters apart from their text, NULL and bytes 
   CHECK(rows->Double(0, 3) == 0.1);
   CHECK(rows->IsNull(1, 1));
   CHECK(rows->IsNull(1, 2));
+  // Text cannot hold NUL: refused, never cut short.
+  auto nul =
+      (*conn)->Exec("INSERT INTO t(id, name) VALUES(3, $1)", {Param(std::string("a\0b", 3))});
+  REQUIRE_FALSE(nul);
+  CHECK(nul.error().code == Errc::kInvalidArgument);
 }
 
 TEST_CASE("pg: a password in the database setting is refused, in a URI or a conninfo") {
@@ -50,7 +55,10 @@ TEST_CASE("pg: a password in the database setting is refused, in a URI or a conn
     CHECK(checked.error().message.find("PGPASSWORD") != std::string::npos);
     CHECK(checked.error().message.find("hunter2") == std::string::npos);
   }
+  auto malformed = tmcra::pg::CheckConninfo("postgresql://tmcra:hunter2@[::1");
   CHECK_FALSE(tmcra::pg::CheckConninfo("postgresql://[::1"));
+  REQUIRE_FALSE(malformed);
+  CHECK(malformed.error().message.find("hunter2") == std::string::npos);
   CHECK_FALSE(tmcra::pg::CheckConninfo(""));
   CHECK(tmcra::pg::CheckConninfo("postgresql://tmcra@127.0.0.1:5433/memory?sslmode=verify-full"));
   CHECK(tmcra::pg::DescribeConninfo("postgresql://tmcra@db.example:5433/memory") ==

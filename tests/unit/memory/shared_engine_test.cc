@@ -272,4 +272,13 @@ TEST_CASE(
   auto import = a->Import("team", json::array());
   REQUIRE_FALSE(import);
   CHECK(import.error().code == tmcra::Errc::kUnimplemented);
+  // PostgreSQL text cannot hold U+0000: refused as the request's fault, before it is accepted.
+  auto nul = a->Ingest(
+      "team",
+      json{{"session_id", "s"},
+           {"messages", {Message("m", "user", std::string("a\0b", 3), "2026-12-01T09:00:00Z")}}},
+      Key("nul-key-0001"));
+  REQUIRE_FALSE(nul);
+  CHECK(nul.error().api_code == "validation_error");
+  CHECK(nul.error().message.find("U+0000") != std::string::npos);
 }
