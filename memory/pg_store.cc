@@ -164,11 +164,11 @@ Status MoveCounter(pg::Connection& conn, int64_t to) {
   return Ok();
 }
 
-// Inserts one record numbered `seq` unless its message is stored; the stored one's event_seq
-// otherwise (0 when there is none, which a unique record id clash would be).
-Result<std::pair<bool, int64_t>> InsertRecord(pg::Connection& conn, int64_t seq,
-                                              std::string_view scope, std::string_view job_id,
-                                              const SharedStore::NewRecord& r) {
+// Inserts one record numbered `seq`, doing nothing on the `conflict` ("(scope_name, session_id,
+// message_id)", or "" for any unique key); true when it was inserted.
+Result<bool> PlaceRecord(pg::Connection& conn, int64_t seq, std::string_view scope,
+                         std::string_view job_id, const SharedStore::NewRecord& r,
+                         std::string_view conflict) {
   const Param params[] = {seq,
                           r.record_id,
                           scope,
@@ -187,9 +187,20 @@ Result<std::pair<bool, int64_t>> InsertRecord(pg::Connection& conn, int64_t seq,
       conn.Exec("INSERT INTO mem_records(event_seq, record_id, scope_name, session_id, "
                 "message_id, role, content, occurred_at, timestamp, metadata_json, agent_id, "
                 "target_agent_id, job_id) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
-                "$12, $13) ON CONFLICT (scope_name, session_id, message_id) DO NOTHING",
+                "$12, $13) ON CONFLICT " +
+                    std::string(conflict) + " DO NOTHING",
                 params));
-  if (inserted.Affected() == 1) return std::make_pair(true, seq);
+  return inserted.Affected() == 1;
+}
+
+// Inserts one record numbered `seq` unless its message is stored; the stored one's event_seq
+// otherwise (0 when there is none, which a unique record id clash would be).
+Result<std::pair<bool, int64_t>> InsertRecord(pg::Connection& conn, int64_t seq,
+                                              std::string_view scope, std::string_view job_id,
+                                              const SharedStore::NewRecord& r) {
+  TMCRA_ASSIGN_OR_RETURN(const bool placed, PlaceRecord(conn, seq, scope, job_id, r,
+                                                        "(scope_name, session_id, message_id)"));
+  if (placed) return std::make_pair(true, seq);
   TMCRA_ASSIGN_OR_RETURN(
       auto existing,
       conn.Exec("SELECT event_seq FROM mem_records WHERE scope_name = $1 AND session_id = $2 AND "
@@ -519,28 +530,9 @@ Result<int64_t> PgStore::ImportRecords(std::string_view source, int64_t through,
   TMCRA_ASSIGN_OR_RETURN(const int64_t counter, LockCounter(*conn));
   int64_t next = counter;
   for (const ImportedRecord& imported : records) {
-    const NewRecord& r = imported.record;
-    const Param params[] = {next + 1,
-                            r.record_id,
-                            imported.scope_name,
-                            r.session_id,
-                            r.message_id,
-                            r.role,
-                            r.content,
-                            r.occurred_at,
-                            r.timestamp,
-                            r.metadata_json,
-                            OptionalParam(r.agent_id),
-                            OptionalParam(r.target_agent_id),
-                            imported.job_id};
-    TMCRA_ASSIGN_OR_RETURN(
-        auto inserted,
-        conn->Exec("INSERT INTO mem_records(event_seq, record_id, scope_name, session_id, "
-                   "message_id, role, content, occurred_at, timestamp, metadata_json, agent_id, "
-                   "target_agent_id, job_id) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
-                   "$11, $12, $13) ON CONFLICT DO NOTHING",
-                   params));
-    next += inserted.Affected();
+    TMCRA_ASSIGN_OR_RETURN(const bool placed, PlaceRecord(*conn, next + 1, imported.scope_name,
+                                                          imported.job_id, imported.record, ""));
+    if (placed) ++next;
   }
   if (next != counter) TMCRA_RETURN_IF_ERROR(MoveCounter(*conn, next));
   TMCRA_ASSIGN_OR_RETURN(
