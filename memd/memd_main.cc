@@ -396,16 +396,11 @@ int MigrateCommand(int argc, char** argv) {
     spdlog::critical("migrate {}: {}", source, summary.error().ToString());
     return 1;
   }
-  const nlohmann::json line{{"records", summary->records},
-                            {"records_copied", summary->records_copied},
-                            {"records_verified", summary->verified},
-                            {"jobs_copied", summary->jobs_copied},
-                            {"feedback_not_copied", summary->feedback_left}};
+  const nlohmann::json line{
+      {"records", summary->records},           {"records_copied", summary->records_copied},
+      {"records_verified", summary->verified}, {"jobs_copied", summary->jobs_copied},
+      {"feedback", summary->feedback},         {"feedback_copied", summary->feedback_copied}};
   std::fprintf(stdout, "%s\n", line.dump().c_str());  // stdout-ok: the summary
-  if (summary->feedback_left > 0) {
-    spdlog::warn("{} feedback entries were not copied: PostgreSQL stores hold none yet",
-                 summary->feedback_left);
-  }
   return 0;
 }
 

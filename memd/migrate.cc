@@ -138,6 +138,53 @@ Status CopyJobs(db::Database& source, PgStore& store, MigrationSummary& out) {
   }
 }
 
+// Every feedback with its targets, `batch` per transaction, in the source's order (each is
+// numbered in the database's feed as it is copied; one copied before is left as it is).
+Status CopyFeedback(db::Database& source, PgStore& store, int batch, MigrationSummary& out) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto st, source.Prepare("SELECT seq, feedback_id, tenant_id, scope_name, rating, action, "
+                              "idempotency_key, payload_sha256, request_json, created_at, "
+                              "correction_job_id FROM feedback ORDER BY seq"));
+  TMCRA_ASSIGN_OR_RETURN(auto targets,
+                         source.Prepare("SELECT record_id FROM feedback_targets WHERE "
+                                        "feedback_seq = ? ORDER BY position"));
+  std::vector<PgStore::ImportLine> lines;
+  const auto flush = [&]() -> Status {
+    if (lines.empty()) return Ok();
+    // Feedback lines carry their own scope; the call's scope is a record's.
+    TMCRA_ASSIGN_OR_RETURN(const auto imported, store.Import("", lines));
+    out.feedback_copied += imported.feedback_added;
+    lines.clear();
+    return Ok();
+  };
+  for (;;) {
+    TMCRA_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) return flush();
+    PgStore::ImportLine line;
+    line.is_record = false;
+    PgStore::FeedbackRow& f = line.feedback;
+    f.feedback_id = st.Text(1);
+    f.tenant_id = st.Text(2);
+    f.scope_name = st.Text(3);
+    f.rating = st.Text(4);
+    f.action = st.Text(5);
+    f.idempotency_key = OptionalText(st, 6);
+    f.payload_sha256 = st.Text(7);
+    f.request_json = st.Text(8);
+    f.created_at = st.Double(9);
+    f.correction_job_id = OptionalText(st, 10);
+    targets.Reset();
+    targets.Bind(1, st.Int(0));
+    for (;;) {
+      TMCRA_ASSIGN_OR_RETURN(const bool target, targets.Step());
+      if (!target) break;
+      f.targets.push_back(targets.Text(0));
+    }
+    lines.push_back(std::move(line));
+    if (static_cast<int>(lines.size()) >= batch) TMCRA_RETURN_IF_ERROR(flush());
+  }
+}
+
 // Every source record's fingerprint against the database's record of the same id.
 Status Verify(db::Database& source, PgStore& store, MigrationSummary& out) {
   std::map<std::string, std::string> expected;
@@ -185,10 +232,11 @@ Result<MigrationSummary> MigrateStore(const std::string& sqlite_path, PgStore& s
   TMCRA_RETURN_IF_ERROR(RefuseUnrunJobs(*source));
   MigrationSummary out;
   TMCRA_ASSIGN_OR_RETURN(out.records, source->QueryInt("SELECT count(*) FROM records"));
-  TMCRA_ASSIGN_OR_RETURN(out.feedback_left, source->QueryInt("SELECT count(*) FROM feedback"));
+  TMCRA_ASSIGN_OR_RETURN(out.feedback, source->QueryInt("SELECT count(*) FROM feedback"));
   TMCRA_RETURN_IF_ERROR(
       CopyRecords(*source, sqlite_path, store, batch, out.records, out, progress));
   TMCRA_RETURN_IF_ERROR(CopyJobs(*source, store, out));
+  TMCRA_RETURN_IF_ERROR(CopyFeedback(*source, store, batch, out));
   TMCRA_RETURN_IF_ERROR(store.RecountScopes());
   TMCRA_RETURN_IF_ERROR(Verify(*source, store, out));
   return out;

@@ -27,8 +27,9 @@ struct MigrationSummary {
   int64_t records = 0;         // in the source
   int64_t records_copied = 0;  // new in the database in this run
   int64_t jobs_copied = 0;
-  int64_t feedback_left = 0;  // feedback entries of the source not copied
-  int64_t verified = 0;       // source records found identical in the database
+  int64_t feedback = 0;         // in the source
+  int64_t feedback_copied = 0;  // new in the database in this run
+  int64_t verified = 0;         // source records found identical in the database
 };
 
 // Copies `sqlite_path` into `store`, `batch` records per transaction; `progress` is called

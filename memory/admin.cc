@@ -20,6 +20,7 @@
 #include "base/utf8.h"
 #include "memory/cjk.h"
 #include "memory/engine_impl.h"
+#include "memory/feedback.h"
 #include "memory/ingest_validation.h"
 #include "memory/stems.h"
 
@@ -34,27 +35,10 @@ constexpr size_t kMaxMessageIds = 1000;
 // The full-text indexes, each with the column it indexes (the CJK index holds derived text).
 constexpr const char* kIndexes[] = {"records_fts", "records_tri", "records_cjk"};
 
-// What a Forget selects in one scope; every selector given must hold.
-struct ForgetSelector {
-  std::optional<std::string> session_id;
-  std::optional<std::vector<std::string>> message_ids;
-  std::optional<double> before;
-  std::optional<std::string> match;
-  bool all = false;
-  bool dry_run = false;
-};
-
-// A record on its way out.
-struct Doomed {
-  int64_t seq = 0;
-  std::string record_id;
-  std::string scope;
-  std::string session_id;
-  std::string role;
-  std::string timestamp;
-  std::string content;
-  std::string job_id;
-};
+// What a Forget selects in one scope (every selector given must hold), and a record on its way
+// out: as a shared store takes and answers them.
+using ForgetSelector = SharedStore::ForgetSelection;
+using Doomed = SharedStore::ForgottenRecord;
 
 std::optional<std::string> OptionalText(const json& body, const char* key) {
   auto it = body.find(key);
@@ -403,9 +387,9 @@ Result<json> EngineImpl::ScopeStats() {
 }
 
 Result<json> EngineImpl::Forget(std::string_view scope, const json& body) {
-  if (options_.shared) return NotShared("forget");
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   TMCRA_ASSIGN_OR_RETURN(const ForgetSelector selector, ValidateForget(body));
+  if (options_.shared) return SharedForget(scope, selector);
   return ForgetWith(scope, selector.dry_run, [&](db::Database& db) -> Result<ForgetPlan> {
     ForgetPlan plan;
     TMCRA_ASSIGN_OR_RETURN(auto doomed, SelectDoomed(db, scope, selector));
@@ -420,7 +404,8 @@ Result<json> EngineImpl::Forget(std::string_view scope, const json& body) {
 }
 
 Result<json> EngineImpl::ForgetOldest(int64_t bytes) {
-  if (options_.shared) return NotShared("forget");
+  // The embedded store's size cap (tmcra-mcp); tmcra-memd offers no such call.
+  if (options_.shared) return NotShared("forget_oldest");
   if (bytes <= 0) return ValidationError("bytes", "should be greater than 0");
   return ForgetWith("*", false, [&](db::Database& db) -> Result<ForgetPlan> {
     ForgetPlan plan;
@@ -635,7 +620,8 @@ std::string FeedbackLineProblem(const json& line) {
   if (!IsOptionalText(line, "idempotency_key")) return "idempotency_key";
   if (!IsOptionalText(line, "correction_job_id")) return "correction_job_id";
   const json targets = line.value("targets", json());
-  if (!targets.is_array() || targets.empty() ||
+  // A note may target nothing; every other action targets a record.
+  if (!targets.is_array() || (targets.empty() && line["action"] != "note") ||
       !std::all_of(targets.begin(), targets.end(),
                    [](const json& t) { return IsStoredId(t, "rec_"); })) {
     return "targets";
@@ -785,9 +771,9 @@ Result<bool> ImportFeedback(db::Database& db, std::string_view tenant, std::stri
 }  // namespace
 
 Result<json> EngineImpl::Import(std::string_view scope, const json& lines) {
-  if (options_.shared) return NotShared("import");
   if (!IsValidScope(scope)) return ValidationError("scope", "invalid scope name");
   TMCRA_RETURN_IF_ERROR(ValidateImport(lines));
+  if (options_.shared) return SharedImport(scope, lines);
   int64_t records_added = 0, records_present = 0, feedback_added = 0, feedback_present = 0;
   {
     std::lock_guard lock(api_mu_);
@@ -830,16 +816,133 @@ void EngineImpl::EraseWhenPending(db::Database& db) {
   }
 }
 
-Status EngineImpl::ApplySharedDeletions(db::Database& db, const std::vector<int64_t>& seqs) {
+Status EngineImpl::ApplySharedDeletions(db::Database& db, const std::vector<int64_t>& seqs,
+                                        const std::vector<std::string>& feedback_ids) {
+  TMCRA_RETURN_IF_ERROR(db.Exec("PRAGMA secure_delete=ON"));
   TMCRA_ASSIGN_OR_RETURN(auto st, db.Prepare(std::string(kDoomedColumns) + "WHERE event_seq = ?"));
+  TMCRA_ASSIGN_OR_RETURN(auto targets,
+                         db.Prepare("DELETE FROM feedback_targets WHERE record_id = ?"));
   std::vector<Doomed> doomed;
   for (const int64_t seq : seqs) {
     st.Reset();
     st.Bind(1, seq);
     TMCRA_ASSIGN_OR_RETURN(const bool row, st.Step());
-    if (row) doomed.push_back(ReadDoomed(st));
+    if (!row) continue;
+    doomed.push_back(ReadDoomed(st));
+    targets.Reset();
+    targets.Bind(1, doomed.back().record_id);
+    TMCRA_RETURN_IF_ERROR(targets.Run());
   }
-  return DeleteRecords(db, doomed);
+  TMCRA_RETURN_IF_ERROR(DeleteRecords(db, doomed));
+  for (const std::string& id : feedback_ids) TMCRA_RETURN_IF_ERROR(DeleteSharedFeedback(db, id));
+  return doomed.empty() && feedback_ids.empty() ? Ok() : MarkErasePending(db, true);
+}
+
+namespace {
+
+// An export's line as a shared store imports it, its record's text filtered; nullopt for a
+// record left without text.
+std::optional<SharedStore::ImportLine> SharedImportLine(const filter::ContentFilter& filter,
+                                                        const std::string& tenant,
+                                                        std::string_view scope, const json& line) {
+  SharedStore::ImportLine out;
+  const auto text = [&line](const char* key) { return line[key].get<std::string>(); };
+  const auto optional_text = [&line](const char* key) -> std::optional<std::string> {
+    const json value = NullableText(line, key);
+    return value.is_string() ? std::optional<std::string>(value.get<std::string>()) : std::nullopt;
+  };
+  out.is_record = line["type"] == "record";
+  if (!out.is_record) {
+    SharedStore::FeedbackRow& f = out.feedback;
+    f.feedback_id = text("feedback_id");
+    f.tenant_id = tenant;
+    f.scope_name = std::string(scope);
+    f.rating = text("rating");
+    f.action = text("action");
+    f.idempotency_key = optional_text("idempotency_key");
+    f.payload_sha256 = text("payload_sha256");
+    f.request_json = CanonicalJson(line["request"]);
+    f.created_at = line["created_at"].get<double>();
+    f.correction_job_id = optional_text("correction_job_id");
+    for (const json& id : line["targets"]) f.targets.push_back(id.get<std::string>());
+    return out;
+  }
+  SharedStore::NewRecord& r = out.record;
+  r.content = filter.Apply(text("content")).text;
+  if (r.content.empty()) return std::nullopt;
+  out.job_id = text("job_id");
+  r.record_id = text("memory_id");
+  r.session_id = text("session_id");
+  r.message_id = text("message_id");
+  r.role = text("role");
+  r.occurred_at = line["occurred_at"].get<double>();
+  r.timestamp = text("timestamp");
+  r.metadata_json = CanonicalJson(line["metadata"]);
+  r.agent_id = optional_text("agent_id");
+  r.target_agent_id = optional_text("target_agent_id");
+  return out;
+}
+
+}  // namespace
+
+Result<json> EngineImpl::SharedImport(std::string_view scope, const json& lines) {
+  std::vector<SharedStore::ImportLine> kept;
+  int64_t emptied = 0;  // records the filter left without text: counted as present, as here
+  for (size_t i = 0; i < lines.size(); ++i) {
+    // PostgreSQL text cannot hold U+0000 (canonical JSON writes it as \u0000).
+    if (CanonicalJson(lines[i]).find("\\u0000") != std::string::npos) {
+      return ValidationError("lines." + std::to_string(i),
+                             "U+0000 (NUL) cannot be stored in a PostgreSQL memory store");
+    }
+    auto line = SharedImportLine(filter_, options_.tenant_id, scope, lines[i]);
+    if (line) {
+      kept.push_back(std::move(*line));
+    } else {
+      ++emptied;
+    }
+  }
+  TMCRA_ASSIGN_OR_RETURN(const auto imported, options_.shared->Import(scope, kept));
+  if (auto synced = SyncReplica(); !synced) {
+    spdlog::warn("memory import: this index is brought up to date later: {}",
+                 synced.error().ToString());
+  }
+  return json{{"records_added", imported.records_added},
+              {"records_present", imported.records_present + emptied},
+              {"feedback_added", imported.feedback_added},
+              {"feedback_present", imported.feedback_present}};
+}
+
+Result<json> EngineImpl::SharedForget(std::string_view scope, const ForgetSelector& selector) {
+  TMCRA_ASSIGN_OR_RETURN(const auto forgotten, options_.shared->Forget(scope, selector));
+  const auto records = static_cast<int64_t>(forgotten.records.size());
+  json answer{{"scope_name", scope},    {"dry_run", selector.dry_run},
+              {"records", records},     {"feedback", forgotten.feedback},
+              {"jobs", forgotten.jobs}, {"preview", Preview(forgotten.records)},
+              {"erase", "none"}};
+  if (selector.dry_run || records + forgotten.feedback + forgotten.jobs == 0) return answer;
+  // The store has deleted and vacuumed; this index applies the deletions from the feed and is
+  // erased (every other instance's is when its worker next runs).
+  std::vector<std::string> pending;
+  if (!forgotten.vacuumed) {
+    pending.push_back("PostgreSQL's VACUUM did not run (" + forgotten.vacuum_error +
+                      "); autovacuum reclaims the rows later");
+  }
+  if (auto synced = SyncReplica(); !synced) {
+    pending.push_back("this instance's index applies the deletions once the store answers (" +
+                      synced.error().message + ")");
+  } else if (auto erased = Erase(); !erased) {
+    pending.push_back("the index's erase could not run yet (" + erased.error().message +
+                      "); it is retried");
+  } else if (!erased->value("erased", false)) {
+    pending.push_back(erased->value("note", std::string("the index's erase is retried")));
+  }
+  answer["erase"] = pending.empty() ? "done" : "pending";
+  if (!pending.empty()) {
+    std::string note;
+    for (const std::string& p : pending) note += (note.empty() ? "" : "; ") + p;
+    answer["erase_note"] = note;
+  }
+  return answer;
 }
 
 }  // namespace tmcra::memory

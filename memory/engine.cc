@@ -24,6 +24,7 @@
 #include "memory/cjk.h"
 #include "memory/compaction.h"
 #include "memory/engine_impl.h"
+#include "memory/feedback.h"
 #include "memory/ingest_validation.h"
 
 namespace tmcra::memory {
@@ -1160,13 +1161,23 @@ Result<int64_t> EngineImpl::ApplySharedChanges(db::Database& db, const SharedSto
   const double now = NowSeconds();
   for (const SharedStore::Change& change : feed.changes) {
     // In the feed's order: a message deleted and written again in one batch ends up present.
-    if (change.deleted) {
-      TMCRA_RETURN_IF_ERROR(ApplySharedDeletions(db, {change.event_seq}));
-      deleted.push_back(change.event_seq);
-      continue;
+    switch (change.kind) {
+      case SharedStore::ChangeKind::kRecordDeleted:
+        TMCRA_RETURN_IF_ERROR(ApplySharedDeletions(db, {change.event_seq}, {}));
+        deleted.push_back(change.event_seq);
+        break;
+      case SharedStore::ChangeKind::kFeedbackAdded:
+        TMCRA_RETURN_IF_ERROR(AddSharedFeedback(db, change.feedback));
+        break;
+      case SharedStore::ChangeKind::kFeedbackDeleted:
+        TMCRA_RETURN_IF_ERROR(ApplySharedDeletions(db, {}, {change.feedback.feedback_id}));
+        break;
+      case SharedStore::ChangeKind::kRecordWritten: {
+        TMCRA_ASSIGN_OR_RETURN(const bool added, ApplyWrittenRecord(db, st, place, change, now));
+        if (added) newest_written = std::max(newest_written, change.event_seq);
+        break;
+      }
     }
-    TMCRA_ASSIGN_OR_RETURN(const bool added, ApplyWrittenRecord(db, st, place, change, now));
-    if (added) newest_written = std::max(newest_written, change.event_seq);
   }
   if (indexed == before && newest_written > before) {
     st.advance.Bind(1, newest_written);

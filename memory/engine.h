@@ -105,7 +105,8 @@ struct EngineOptions {
   // With one, ingests are accepted there (its unique keys hold idempotency across engines), the
   // worker claims its jobs and writes their records there, and `path` is this engine's own index
   // of the shared records: brought up to the store's newest change before every read, and by
-  // the worker. Feedback, forget and import answer not_implemented on a shared store.
+  // the worker. Feedback, forget, import and export behave as on a file; ForgetOldest (the
+  // embedded store's size cap) answers not_implemented.
   std::shared_ptr<SharedStore> shared;
 };
 

@@ -39,6 +39,8 @@ std::string RecordIdOf(std::string_view scope, std::string_view session_id,
 // were new and stored before.
 json JobResultJson(int64_t max_seq, int64_t written, int64_t duplicates);
 
+struct FeedbackRequest;  // a validated feedback request (feedback.cc)
+
 class EngineImpl {
  public:
   [[nodiscard]] static Result<std::unique_ptr<EngineImpl>> Open(EngineOptions options);
@@ -226,7 +228,17 @@ class EngineImpl {
   // conflict names its item ("items.3: ").
   Result<std::vector<json>> AcceptShared(std::string_view scope,
                                          const std::vector<PreparedIngest>& prepared, bool batch);
+  // A shared store's job row for one validated ingest.
+  SharedStore::JobRow SharedJobRow(std::string_view scope, const PreparedIngest& prepared) const;
   Result<json> SharedGetJob(std::string_view job_id);
+  // Feedback, forget and import on the shared store (feedback.cc, admin.cc): targets resolved
+  // and views read in this index, rows written by the store, and this index brought up to
+  // date from the feed.
+  Result<json> SharedFeedback(std::string_view scope, const FeedbackRequest& request,
+                              std::string_view idempotency_key, const std::string& payload_sha,
+                              const std::string& payload_text);
+  Result<json> SharedForget(std::string_view scope, const SharedStore::ForgetSelection& selection);
+  Result<json> SharedImport(std::string_view scope, const json& lines);
   Result<int> RunSharedJobs(int max_jobs);
   Status RunSharedJob(const SharedStore::Claimed& job);
   Status SyncReplica();
@@ -235,8 +247,10 @@ class EngineImpl {
   // Applies a batch of the feed to `db` in one transaction (engine.cc); returns how many
   // records it deleted (the caller then clears the ranking caches).
   Result<int64_t> ApplySharedChanges(db::Database& db, const SharedStore::Changes& feed);
-  // Deletes the records with these event_seqs and their index entries (admin.cc).
-  Status ApplySharedDeletions(db::Database& db, const std::vector<int64_t>& seqs);
+  // Deletes the records with these event_seqs (with their index entries and the feedback
+  // targets on them) and these feedback, and marks the file for an erase (admin.cc).
+  Status ApplySharedDeletions(db::Database& db, const std::vector<int64_t>& seqs,
+                              const std::vector<std::string>& feedback_ids);
   // The answer to a call that a shared store does not offer yet.
   static Error NotShared(std::string_view what);
   std::mutex sync_mu_;

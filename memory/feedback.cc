@@ -46,6 +46,8 @@ Error KeyError() {
                         .dump());
 }
 
+}  // namespace
+
 // ---- FeedbackRequest validation ----------------------------------------------------------
 
 struct FeedbackRequest {
@@ -68,6 +70,8 @@ struct FeedbackRequest {
                 {"metadata", metadata}};
   }
 };
+
+namespace {
 
 // An optional string member: absent or null gives nullopt; otherwise a string, trimmed, with
 // code-point bounds.
@@ -515,7 +519,6 @@ Result<json> EngineImpl::Evidence(std::string_view scope, std::string_view memor
 
 Result<json> EngineImpl::Feedback(std::string_view scope, const json& body,
                                   std::string_view idempotency_key) {
-  if (options_.shared) return NotShared("feedback");
   return Noted(FeedbackNow(scope, body, idempotency_key));
 }
 
@@ -531,16 +534,11 @@ Status CheckFeedbackKey(const std::string& action, std::string_view idempotency_
   return Ok();
 }
 
-}  // namespace
-
-Status EngineImpl::IngestCorrection(db::Database& db, std::string_view scope,
-                                    const std::string& feedback_id, int64_t seq,
-                                    const std::string& replacement,
-                                    const std::vector<std::string>& targets, double now,
-                                    bool* job_created) {
-  const std::string session = CorrectionSession(feedback_id);
-  const json ingest{
-      {"session_id", session},
+// The ingest that stores a correction's replacement as a user message of its own session.
+json CorrectionIngest(const std::string& feedback_id, const std::string& replacement,
+                      const std::vector<std::string>& targets, double now) {
+  return json{
+      {"session_id", CorrectionSession(feedback_id)},
       {"messages", json::array({{{"message_id", feedback_id},
                                  {"role", "user"},
                                  {"content", replacement},
@@ -549,10 +547,48 @@ Status EngineImpl::IngestCorrection(db::Database& db, std::string_view scope,
       {"consistency", "eventual"},
       {"metadata",
        {{"source", "feedback_correction"}, {"feedback_id", feedback_id}, {"corrects", targets}}}};
+}
+
+// The FeedbackView of a shared store's feedback.
+json SharedFeedbackView(const SharedStore::StoredFeedback& stored) {
+  const SharedStore::FeedbackRow& f = stored.feedback;
+  const auto nullable = [](const std::optional<std::string>& v) {
+    return v ? json(*v) : json(nullptr);
+  };
+  return json{{"feedback_id", f.feedback_id},
+              {"scope_name", f.scope_name},
+              {"rating", f.rating},
+              {"created_at", f.created_at},
+              {"action", f.action},
+              {"effective", f.action != "note"},
+              {"correction_job_id", nullable(f.correction_job_id)},
+              {"correction_index_status", nullable(stored.correction_status)}};
+}
+
+// A feedback stored under the request's key before: its view, or a 409 when it was another
+// request.
+Result<json> ReplayedFeedback(const SharedStore::StoredFeedback& stored,
+                              const std::string& payload_sha) {
+  if (stored.feedback.payload_sha256 != payload_sha) {
+    return Error::Api(Errc::kConflict, "idempotency_conflict",
+                      "Idempotency-Key was already used with a different feedback request");
+  }
+  return SharedFeedbackView(stored);
+}
+
+}  // namespace
+
+Status EngineImpl::IngestCorrection(db::Database& db, std::string_view scope,
+                                    const std::string& feedback_id, int64_t seq,
+                                    const std::string& replacement,
+                                    const std::vector<std::string>& targets, double now,
+                                    bool* job_created) {
   IngestContext context;
-  context.idempotency_key = session;
-  TMCRA_ASSIGN_OR_RETURN(const json job,
-                         IngestInTransaction(db, scope, ingest, context, job_created));
+  context.idempotency_key = CorrectionSession(feedback_id);
+  TMCRA_ASSIGN_OR_RETURN(
+      const json job,
+      IngestInTransaction(db, scope, CorrectionIngest(feedback_id, replacement, targets, now),
+                          context, job_created));
   TMCRA_ASSIGN_OR_RETURN(auto update,
                          db.Prepare("UPDATE feedback SET correction_job_id = ? WHERE seq = ?"));
   update.Bind(1, job["job_id"].get<std::string>()).Bind(2, seq);
@@ -574,6 +610,9 @@ Result<json> EngineImpl::FeedbackNow(std::string_view scope, const json& body,
     if (*text) **text = filter_.Apply(**text).text;
   }
   const std::string payload_text = CanonicalJson(request->ToJson());
+  if (options_.shared) {
+    return SharedFeedback(scope, *request, idempotency_key, payload_sha, payload_text);
+  }
 
   std::lock_guard lock(api_mu_);
   auto api_db = ApiDb();
@@ -615,6 +654,100 @@ Result<json> EngineImpl::FeedbackNow(std::string_view scope, const json& body,
   if (auto s = tx->Commit(); !s) return s.error();
   if (job_created) SignalWorker();
   return view;
+}
+
+Result<json> EngineImpl::SharedFeedback(std::string_view scope, const FeedbackRequest& request,
+                                        std::string_view idempotency_key,
+                                        const std::string& payload_sha,
+                                        const std::string& payload_text) {
+  SharedStore& store = *options_.shared;
+  if (!idempotency_key.empty()) {
+    TMCRA_ASSIGN_OR_RETURN(const auto stored,
+                           store.FeedbackOfKey(options_.tenant_id, idempotency_key));
+    if (stored) return ReplayedFeedback(*stored, payload_sha);
+  }
+  // The targets are resolved in this index, brought up to the store's newest change first.
+  TMCRA_RETURN_IF_ERROR(SyncReplica());
+  SharedStore::FeedbackRow row;
+  {
+    auto reader = BorrowReader();
+    if (!reader) return reader.error();
+    TMCRA_ASSIGN_OR_RETURN(auto tx, db::Transaction::Deferred(reader->db()));
+    TMCRA_ASSIGN_OR_RETURN(row.targets, ResolveTargets(reader->db(), scope, request));
+  }
+  row.feedback_id = NewId("fb_");
+  row.tenant_id = options_.tenant_id;
+  row.scope_name = std::string(scope);
+  row.rating = request.rating;
+  row.action = request.action;
+  if (!idempotency_key.empty()) row.idempotency_key = std::string(idempotency_key);
+  row.payload_sha256 = payload_sha;
+  row.request_json = payload_text;
+  row.created_at = NowSeconds();
+  std::optional<SharedStore::JobRow> correction;
+  if (request.action == "correct") {
+    IngestContext context;
+    context.idempotency_key = CorrectionSession(row.feedback_id);
+    TMCRA_ASSIGN_OR_RETURN(const PreparedIngest prepared,
+                           PrepareIngest(scope,
+                                         CorrectionIngest(row.feedback_id, *request.replacement,
+                                                          row.targets, row.created_at),
+                                         context.idempotency_key, context));
+    if (prepared.payload_text.find("\\u0000") != std::string::npos) {
+      return ValidationError("replacement",
+                             "U+0000 (NUL) cannot be stored in a PostgreSQL memory store");
+    }
+    correction = SharedJobRow(scope, prepared);
+    row.correction_job_id = correction->job_id;
+  }
+  TMCRA_ASSIGN_OR_RETURN(const auto stored, store.AddFeedback(row, correction));
+  if (!stored.created) return ReplayedFeedback(stored, payload_sha);
+  if (correction) SignalWorker();
+  return SharedFeedbackView(stored);
+}
+
+Status AddSharedFeedback(db::Database& db, const SharedStore::FeedbackRow& f) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto insert,
+      db.Prepare("INSERT OR IGNORE INTO feedback(feedback_id, tenant_id, scope_name, rating, "
+                 "action, idempotency_key, payload_sha256, request_json, created_at, "
+                 "correction_job_id) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  insert.Bind(1, f.feedback_id)
+      .Bind(2, f.tenant_id)
+      .Bind(3, f.scope_name)
+      .Bind(4, f.rating)
+      .Bind(5, f.action)
+      .Bind(6, f.idempotency_key)
+      .Bind(7, f.payload_sha256)
+      .Bind(8, f.request_json)
+      .Bind(9, f.created_at)
+      .Bind(10, f.correction_job_id);
+  TMCRA_RETURN_IF_ERROR(insert.Run());
+  if (db.Changes() == 0) return Ok();
+  const int64_t seq = db.LastInsertRowId();
+  TMCRA_ASSIGN_OR_RETURN(
+      auto target, db.Prepare("INSERT INTO feedback_targets(feedback_seq, position, record_id, "
+                              "scope_name) VALUES(?, ?, ?, ?)"));
+  for (size_t i = 0; i < f.targets.size(); ++i) {
+    target.Reset();
+    target.Bind(1, seq)
+        .Bind(2, static_cast<int64_t>(i))
+        .Bind(3, f.targets[i])
+        .Bind(4, f.scope_name);
+    TMCRA_RETURN_IF_ERROR(target.Run());
+  }
+  return Ok();
+}
+
+Status DeleteSharedFeedback(db::Database& db, std::string_view feedback_id) {
+  TMCRA_ASSIGN_OR_RETURN(auto targets,
+                         db.Prepare("DELETE FROM feedback_targets WHERE feedback_seq IN (SELECT "
+                                    "seq FROM feedback WHERE feedback_id = ?)"));
+  targets.Bind(1, feedback_id);
+  TMCRA_RETURN_IF_ERROR(targets.Run());
+  TMCRA_ASSIGN_OR_RETURN(auto feedback, db.Prepare("DELETE FROM feedback WHERE feedback_id = ?"));
+  feedback.Bind(1, feedback_id);
+  return feedback.Run();
 }
 
 }  // namespace tmcra::memory

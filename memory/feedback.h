@@ -14,6 +14,7 @@
 
 #include "base/result.h"
 #include "base/sqlite_db.h"
+#include "memory/shared_store.h"
 
 namespace tmcra::memory {
 
@@ -32,5 +33,10 @@ struct FeedbackEffects {
 
 // The session a correction's replacement is stored in (and the Idempotency-Key of its ingest).
 std::string CorrectionSession(std::string_view feedback_id);
+
+// A shared store's feedback (memory/shared_store.h) added to or deleted from an index, in the
+// caller's transaction; an added one already held is left as it is.
+[[nodiscard]] Status AddSharedFeedback(db::Database& db, const SharedStore::FeedbackRow& feedback);
+[[nodiscard]] Status DeleteSharedFeedback(db::Database& db, std::string_view feedback_id);
 
 }  // namespace tmcra::memory

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 
 namespace tmcra::memory {
 
@@ -72,6 +74,31 @@ CREATE TABLE mem_deletions(
   seq BIGINT PRIMARY KEY,
   event_seq BIGINT NOT NULL,
   scope_name TEXT NOT NULL);
+)sql",
+    // 1 -> 2: feedback with its targets, numbered in the feed like records; a deletion row
+    // names the feedback it deleted (event_seq 0) or the record (feedback_id NULL).
+    R"sql(
+CREATE TABLE mem_feedback(
+  seq BIGINT PRIMARY KEY,
+  feedback_id TEXT NOT NULL UNIQUE,
+  tenant_id TEXT NOT NULL,
+  scope_name TEXT NOT NULL,
+  rating TEXT NOT NULL,
+  action TEXT NOT NULL,
+  idempotency_key TEXT,
+  payload_sha256 TEXT NOT NULL,
+  request_json TEXT NOT NULL,
+  created_at DOUBLE PRECISION NOT NULL,
+  correction_job_id TEXT);
+CREATE UNIQUE INDEX mem_feedback_idempotency ON mem_feedback(tenant_id, idempotency_key);
+CREATE INDEX mem_feedback_scope ON mem_feedback(scope_name, seq);
+CREATE TABLE mem_feedback_targets(
+  feedback_id TEXT NOT NULL REFERENCES mem_feedback(feedback_id) ON DELETE CASCADE,
+  position INTEGER NOT NULL,
+  record_id TEXT NOT NULL,
+  PRIMARY KEY(feedback_id, position));
+CREATE INDEX mem_feedback_targets_record ON mem_feedback_targets(record_id);
+ALTER TABLE mem_deletions ADD COLUMN feedback_id TEXT;
 )sql",
 };
 
@@ -435,6 +462,97 @@ Result<bool> PgStore::FailJob(std::string_view owner, std::string_view job_id,
   return failed.Affected() == 1;
 }
 
+namespace {
+
+constexpr const char* kFeedbackColumns =
+    "f.seq, f.feedback_id, f.tenant_id, f.scope_name, f.rating, f.action, f.idempotency_key, "
+    "f.payload_sha256, f.request_json, f.created_at, f.correction_job_id";
+
+SharedStore::FeedbackRow FeedbackFromRow(const pg::Rows& rows, int row) {
+  SharedStore::FeedbackRow f;
+  f.feedback_id = std::string(rows.Text(row, 1));
+  f.tenant_id = std::string(rows.Text(row, 2));
+  f.scope_name = std::string(rows.Text(row, 3));
+  f.rating = std::string(rows.Text(row, 4));
+  f.action = std::string(rows.Text(row, 5));
+  f.idempotency_key = OptionalText(rows, row, 6);
+  f.payload_sha256 = std::string(rows.Text(row, 7));
+  f.request_json = std::string(rows.Text(row, 8));
+  f.created_at = rows.Double(row, 9);
+  f.correction_job_id = OptionalText(rows, row, 10);
+  return f;
+}
+
+// The feed's changes of one kind numbered in (after, through], at most `limit`, appended.
+// Returns how many there were.
+Result<int> WrittenRecords(pg::Connection& conn, int64_t after, int64_t through, int limit,
+                           std::vector<SharedStore::Change>* out) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto rows, conn.Exec(std::string("SELECT ") + kRecordColumns +
+                               " FROM mem_records WHERE event_seq > $1 AND event_seq <= $2 ORDER "
+                               "BY event_seq LIMIT $3",
+                           {Param(after), Param(through), Param(limit)}));
+  for (int i = 0; i < rows.size(); ++i) out->push_back(RecordChange(rows, i));
+  return rows.size();
+}
+
+Result<int> Deletions(pg::Connection& conn, int64_t after, int64_t through, int limit,
+                      std::vector<SharedStore::Change>* out) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto rows, conn.Exec("SELECT seq, event_seq, scope_name, feedback_id FROM mem_deletions "
+                           "WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3",
+                           {Param(after), Param(through), Param(limit)}));
+  for (int i = 0; i < rows.size(); ++i) {
+    SharedStore::Change change;
+    change.seq = rows.Int(i, 0);
+    change.event_seq = rows.Int(i, 1);
+    change.scope_name = std::string(rows.Text(i, 2));
+    if (rows.IsNull(i, 3)) {
+      change.kind = SharedStore::ChangeKind::kRecordDeleted;
+    } else {
+      change.kind = SharedStore::ChangeKind::kFeedbackDeleted;
+      change.feedback.feedback_id = std::string(rows.Text(i, 3));
+      change.feedback.scope_name = change.scope_name;
+    }
+    out->push_back(std::move(change));
+  }
+  return rows.size();
+}
+
+// Feedback added, each with the targets it has now (a record deleted since has taken its
+// target with it; its deletion comes later in the feed).
+Result<int> AddedFeedback(pg::Connection& conn, int64_t after, int64_t through, int limit,
+                          std::vector<SharedStore::Change>* out) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto rows, conn.Exec(std::string("SELECT ") + kFeedbackColumns +
+                               " FROM mem_feedback f WHERE seq > $1 AND seq <= $2 ORDER BY seq "
+                               "LIMIT $3",
+                           {Param(after), Param(through), Param(limit)}));
+  if (rows.size() == 0) return 0;
+  std::map<int64_t, size_t> by_seq;
+  for (int i = 0; i < rows.size(); ++i) {
+    SharedStore::Change change;
+    change.seq = rows.Int(i, 0);
+    change.kind = SharedStore::ChangeKind::kFeedbackAdded;
+    change.feedback = FeedbackFromRow(rows, i);
+    change.scope_name = change.feedback.scope_name;
+    by_seq[change.seq] = out->size();
+    out->push_back(std::move(change));
+  }
+  TMCRA_ASSIGN_OR_RETURN(
+      auto targets,
+      conn.Exec("SELECT f.seq, t.record_id FROM mem_feedback f JOIN mem_feedback_targets t ON "
+                "t.feedback_id = f.feedback_id WHERE f.seq > $1 AND f.seq <= $2 ORDER BY f.seq, "
+                "t.position",
+                {Param(after), Param(by_seq.rbegin()->first)}));
+  for (int i = 0; i < targets.size(); ++i) {
+    (*out)[by_seq[targets.Int(i, 0)]].feedback.targets.emplace_back(targets.Text(i, 1));
+  }
+  return rows.size();
+}
+
+}  // namespace
+
 Result<SharedStore::Changes> PgStore::ChangesAfter(int64_t after, int limit) {
   return Retrying([&](pg::Connection& connection) -> Result<SharedStore::Changes> {
     pg::Connection* conn = &connection;
@@ -446,35 +564,21 @@ Result<SharedStore::Changes> PgStore::ChangesAfter(int64_t after, int limit) {
     Changes out;
     out.through = std::max(after, head);
     if (head <= after) return out;
-    TMCRA_ASSIGN_OR_RETURN(
-        auto written,
-        conn->Exec(std::string("SELECT ") + kRecordColumns +
-                       " FROM mem_records WHERE event_seq > $1 AND event_seq <= $2 ORDER BY "
-                       "event_seq LIMIT $3",
-                   {Param(after), Param(head), Param(limit)}));
-    TMCRA_ASSIGN_OR_RETURN(
-        auto deleted,
-        conn->Exec("SELECT seq, event_seq, scope_name FROM mem_deletions WHERE seq > $1 AND seq <= "
-                   "$2 ORDER BY seq LIMIT $3",
-                   {Param(after), Param(head), Param(limit)}));
-    for (int i = 0; i < written.size(); ++i) out.changes.push_back(RecordChange(written, i));
-    for (int i = 0; i < deleted.size(); ++i) {
-      Change change;
-      change.seq = deleted.Int(i, 0);
-      change.deleted = true;
-      change.event_seq = deleted.Int(i, 1);
-      change.scope_name = std::string(deleted.Text(i, 2));
-      out.changes.push_back(std::move(change));
+    // Each kind's list holds every change of its kind up to its own last row; so, when one is
+    // cut off at `limit`, the first `limit` of the merge hold every change up to the last of
+    // them.
+    bool cut = false;
+    for (const auto read : {WrittenRecords, Deletions, AddedFeedback}) {
+      TMCRA_ASSIGN_OR_RETURN(const int count, read(*conn, after, head, limit, &out.changes));
+      cut = cut || count == limit;
     }
     std::sort(out.changes.begin(), out.changes.end(),
               [](const Change& a, const Change& b) { return a.seq < b.seq; });
-    // Each list holds every change of its kind up to its own last row, so the first `limit` of
-    // the merge hold every change up to the last of them.
     if (static_cast<int>(out.changes.size()) > limit) {
       out.changes.resize(static_cast<size_t>(limit));
-      out.through = out.changes.back().seq;
-      out.more = true;
-    } else if (written.size() == limit || deleted.size() == limit) {
+      cut = true;
+    }
+    if (cut) {
       out.through = out.changes.back().seq;
       out.more = true;
     }
@@ -483,36 +587,301 @@ Result<SharedStore::Changes> PgStore::ChangesAfter(int64_t after, int limit) {
   });
 }
 
-Result<int64_t> PgStore::DeleteRecords(const std::vector<int64_t>& event_seqs) {
+namespace {
+
+// Notes a deletion in the feed: a record's (`feedback_id` empty) or a feedback's.
+Status NoteDeletion(pg::Connection& conn, int64_t seq, int64_t event_seq, std::string_view scope,
+                    std::string_view feedback_id) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto noted, conn.Exec("INSERT INTO mem_deletions(seq, event_seq, scope_name, feedback_id) "
+                            "VALUES($1, $2, $3, $4)",
+                            {Param(seq), Param(event_seq), Param(scope),
+                             feedback_id.empty() ? Param::Null() : Param(feedback_id)}));
+  (void)noted;
+  return Ok();
+}
+
+// The targets of the feedback numbered `seq`, in order.
+Result<std::vector<std::string>> TargetsOf(pg::Connection& conn, std::string_view feedback_id) {
+  TMCRA_ASSIGN_OR_RETURN(auto rows, conn.Exec("SELECT record_id FROM mem_feedback_targets WHERE "
+                                              "feedback_id = $1 ORDER BY position",
+                                              {Param(feedback_id)}));
+  std::vector<std::string> out;
+  for (int i = 0; i < rows.size(); ++i) out.emplace_back(rows.Text(i, 0));
+  return out;
+}
+
+Result<std::optional<SharedStore::StoredFeedback>> StoredFeedbackOfKey(
+    pg::Connection& conn, std::string_view tenant_id, std::string_view idempotency_key) {
+  TMCRA_ASSIGN_OR_RETURN(
+      auto rows, conn.Exec(std::string("SELECT ") + kFeedbackColumns +
+                               ", j.status FROM mem_feedback f LEFT JOIN mem_jobs j ON j.job_id = "
+                               "f.correction_job_id WHERE f.tenant_id = $1 AND "
+                               "f.idempotency_key = $2",
+                           {Param(tenant_id), Param(idempotency_key)}));
+  if (rows.size() == 0) return std::optional<SharedStore::StoredFeedback>();
+  SharedStore::StoredFeedback stored;
+  stored.feedback = FeedbackFromRow(rows, 0);
+  stored.correction_status = OptionalText(rows, 0, 11);
+  TMCRA_ASSIGN_OR_RETURN(stored.feedback.targets, TargetsOf(conn, stored.feedback.feedback_id));
+  return std::optional<SharedStore::StoredFeedback>(std::move(stored));
+}
+
+// Inserts a feedback numbered `seq` with its targets; false when its key (or, for an
+// imported one, its id) is held.
+Result<bool> PlaceFeedback(pg::Connection& conn, int64_t seq, const SharedStore::FeedbackRow& f) {
+  const Param params[] = {seq,
+                          f.feedback_id,
+                          f.tenant_id,
+                          f.scope_name,
+                          f.rating,
+                          f.action,
+                          OptionalParam(f.idempotency_key),
+                          f.payload_sha256,
+                          f.request_json,
+                          f.created_at,
+                          OptionalParam(f.correction_job_id)};
+  TMCRA_ASSIGN_OR_RETURN(
+      auto inserted,
+      conn.Exec("INSERT INTO mem_feedback(seq, feedback_id, tenant_id, scope_name, rating, "
+                "action, idempotency_key, payload_sha256, request_json, created_at, "
+                "correction_job_id) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON "
+                "CONFLICT DO NOTHING",
+                params));
+  if (inserted.Affected() != 1) return false;
+  for (size_t i = 0; i < f.targets.size(); ++i) {
+    TMCRA_ASSIGN_OR_RETURN(
+        auto target,
+        conn.Exec("INSERT INTO mem_feedback_targets(feedback_id, position, "
+                  "record_id) VALUES($1, $2, $3)",
+                  {Param(f.feedback_id), Param(static_cast<int64_t>(i)), Param(f.targets[i])}));
+    (void)target;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::optional<SharedStore::StoredFeedback>> PgStore::FeedbackOfKey(
+    std::string_view tenant_id, std::string_view idempotency_key) {
+  return Retrying(
+      [&](pg::Connection& conn) { return StoredFeedbackOfKey(conn, tenant_id, idempotency_key); });
+}
+
+Result<SharedStore::StoredFeedback> PgStore::AddFeedback(const FeedbackRow& feedback,
+                                                         const std::optional<JobRow>& correction) {
+  const auto add = [&](pg::Connection& conn) -> Result<StoredFeedback> {
+    TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(conn));
+    TMCRA_ASSIGN_OR_RETURN(const int64_t counter, LockCounter(conn));
+    TMCRA_ASSIGN_OR_RETURN(const bool placed, PlaceFeedback(conn, counter + 1, feedback));
+    if (!placed) {
+      if (!feedback.idempotency_key) {
+        return Error::Internal("PostgreSQL: a new feedback id clashed with a stored one");
+      }
+      TMCRA_ASSIGN_OR_RETURN(
+          auto stored, StoredFeedbackOfKey(conn, feedback.tenant_id, *feedback.idempotency_key));
+      if (!stored) return Error::Internal("PostgreSQL: a feedback's key is held by no feedback");
+      return std::move(*stored);  // rolled back: nothing of this call is stored
+    }
+    StoredFeedback out{feedback, std::nullopt, true};
+    if (correction) {
+      TMCRA_ASSIGN_OR_RETURN(const auto accepted, AcceptJob(conn, *correction));
+      out.correction_status = accepted.job.status;
+    }
+    TMCRA_RETURN_IF_ERROR(MoveCounter(conn, counter + 1));
+    TMCRA_RETURN_IF_ERROR(tx.Commit());
+    return out;
+  };
+  if (feedback.idempotency_key) return Retrying(add);  // a second run replays the first
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  return add(*conn);
+}
+
+namespace {
+
+// The records of `scope` the selection names, oldest first (as the SQLite store selects them).
+Result<std::vector<SharedStore::ForgottenRecord>> SelectForgotten(
+    pg::Connection& conn, std::string_view scope, const SharedStore::ForgetSelection& s) {
+  const Param params[] = {
+      scope, OptionalParam(s.session_id), s.before ? Param(*s.before) : Param::Null(),
+      OptionalParam(s.match),
+      s.message_ids ? Param(nlohmann::json(*s.message_ids).dump()) : Param::Null()};
+  TMCRA_ASSIGN_OR_RETURN(
+      auto rows,
+      conn.Exec("SELECT event_seq, record_id, scope_name, session_id, role, timestamp, content, "
+                "job_id FROM mem_records WHERE scope_name = $1 AND ($2::text IS NULL OR "
+                "session_id = $2) AND ($3::float8 IS NULL OR occurred_at < $3) AND ($4::text IS "
+                "NULL OR strpos(content, $4) > 0) AND ($5::json IS NULL OR message_id IN (SELECT "
+                "json_array_elements_text($5::json))) ORDER BY occurred_at, event_seq FOR UPDATE",
+                params));
+  std::vector<SharedStore::ForgottenRecord> out;
+  for (int i = 0; i < rows.size(); ++i) {
+    out.push_back({rows.Int(i, 0), std::string(rows.Text(i, 1)), std::string(rows.Text(i, 2)),
+                   std::string(rows.Text(i, 3)), std::string(rows.Text(i, 4)),
+                   std::string(rows.Text(i, 5)), std::string(rows.Text(i, 6)),
+                   std::string(rows.Text(i, 7))});
+  }
+  return out;
+}
+
+// Deletes the records and the targets feedback had on them, each record's deletion numbered
+// after `*counter`, and counts them out of their scope.
+Status DeleteForgotten(pg::Connection& conn,
+                       const std::vector<SharedStore::ForgottenRecord>& doomed, int64_t* counter) {
+  for (const auto& d : doomed) {
+    TMCRA_ASSIGN_OR_RETURN(
+        auto gone, conn.Exec("DELETE FROM mem_records WHERE event_seq = $1", {Param(d.seq)}));
+    (void)gone;
+    TMCRA_ASSIGN_OR_RETURN(
+        auto targets,
+        conn.Exec("DELETE FROM mem_feedback_targets WHERE record_id = $1", {Param(d.record_id)}));
+    (void)targets;
+    TMCRA_RETURN_IF_ERROR(NoteDeletion(conn, ++*counter, d.seq, d.scope, ""));
+  }
+  if (doomed.empty()) return Ok();
+  TMCRA_ASSIGN_OR_RETURN(
+      auto counted,
+      conn.Exec("UPDATE mem_scopes SET record_count = GREATEST(record_count - $2, 0) WHERE name = "
+                "$1",
+                {Param(doomed.front().scope), Param(static_cast<int64_t>(doomed.size()))}));
+  (void)counted;
+  return Ok();
+}
+
+// Deletes each feedback of `scope` left without a target, or whose request quotes `match`
+// (as typed, or as JSON writes it), each deletion numbered after `*counter`; how many went.
+Result<int64_t> DropFeedback(pg::Connection& conn, std::string_view scope,
+                             const std::optional<std::string>& match, int64_t* counter) {
+  std::optional<std::string> escaped;
+  if (match) {
+    const std::string quoted = nlohmann::json(*match).dump();
+    escaped = quoted.substr(1, quoted.size() - 2);
+  }
+  TMCRA_ASSIGN_OR_RETURN(
+      auto gone,
+      conn.Exec("DELETE FROM mem_feedback f WHERE scope_name = $1 AND (NOT EXISTS (SELECT 1 FROM "
+                "mem_feedback_targets t WHERE t.feedback_id = f.feedback_id) OR ($2::text IS NOT "
+                "NULL AND (strpos(request_json, $2) > 0 OR strpos(request_json, $3) > 0))) "
+                "RETURNING seq, feedback_id",
+                {Param(scope), OptionalParam(match), OptionalParam(escaped)}));
+  std::vector<std::pair<int64_t, std::string>> deleted;
+  for (int i = 0; i < gone.size(); ++i) deleted.emplace_back(gone.Int(i, 0), gone.Text(i, 1));
+  std::sort(deleted.begin(), deleted.end());  // in the order they were added
+  for (const auto& [seq, feedback_id] : deleted) {
+    TMCRA_RETURN_IF_ERROR(NoteDeletion(conn, ++*counter, 0, scope, feedback_id));
+  }
+  return static_cast<int64_t>(deleted.size());
+}
+
+// The jobs that carried the records keep no copy: a finished job's payload is cleared, and a
+// job of the scope not yet run whose payload holds the session or the phrase (any, for `all`
+// alone) is failed with "forgotten". How many changed.
+Result<int64_t> ScrubJobs(pg::Connection& conn, std::string_view scope,
+                          const std::vector<SharedStore::ForgottenRecord>& doomed,
+                          const SharedStore::ForgetSelection& s) {
+  int64_t changed = 0;
+  std::set<std::string> jobs;
+  for (const auto& d : doomed) jobs.insert(d.job_id);
+  for (const std::string& job : jobs) {
+    TMCRA_ASSIGN_OR_RETURN(
+        auto cleared,
+        conn.Exec("UPDATE mem_jobs SET payload_json = NULL WHERE job_id = $1 AND payload_json IS "
+                  "NOT NULL AND status NOT IN ('pending', 'running')",
+                  {Param(job)}));
+    changed += cleared.Affected();
+  }
+  std::optional<std::string> escaped;
+  if (s.match) {
+    const std::string quoted = nlohmann::json(*s.match).dump();
+    escaped = quoted.substr(1, quoted.size() - 2);
+  }
+  const bool any = s.all && !s.before && !s.message_ids;
+  TMCRA_ASSIGN_OR_RETURN(
+      auto failed,
+      conn.Exec(std::string("UPDATE mem_jobs SET status = 'failed', payload_json = NULL, "
+                            "updated_at = ") +
+                    kNow + ", finished_at = " + kNow +
+                    ", lease_owner = NULL, lease_expires_at = NULL, error_json = "
+                    "'{\"code\":\"forgotten\",\"message\":\"forgotten before it was stored\"}' "
+                    "WHERE scope_name = $1 AND status IN ('pending', 'running') AND payload_json "
+                    "IS NOT NULL AND ($2::boolean OR (payload_json::json ->> 'session_id') = "
+                    "$3::text OR strpos(payload_json, $4::text) > 0 OR strpos(payload_json, "
+                    "$5::text) > 0)",
+                {Param(scope), Param(any ? "true" : "false"), OptionalParam(s.session_id),
+                 OptionalParam(s.match), OptionalParam(escaped)}));
+  return changed + failed.Affected();
+}
+
+}  // namespace
+
+Result<SharedStore::Forgotten> PgStore::Forget(std::string_view scope,
+                                               const ForgetSelection& selection) {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  Forgotten out;
+  {
+    TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
+    TMCRA_ASSIGN_OR_RETURN(int64_t counter, LockCounter(*conn));
+    const int64_t before = counter;
+    TMCRA_ASSIGN_OR_RETURN(out.records, SelectForgotten(*conn, scope, selection));
+    if (selection.dry_run) return out;  // rolled back
+    TMCRA_RETURN_IF_ERROR(DeleteForgotten(*conn, out.records, &counter));
+    TMCRA_ASSIGN_OR_RETURN(out.feedback, DropFeedback(*conn, scope, selection.match, &counter));
+    TMCRA_ASSIGN_OR_RETURN(out.jobs, ScrubJobs(*conn, scope, out.records, selection));
+    if (counter != before) TMCRA_RETURN_IF_ERROR(MoveCounter(*conn, counter));
+    TMCRA_RETURN_IF_ERROR(tx.Commit());
+  }
+  if (out.records.empty() && out.feedback == 0 && out.jobs == 0) return out;
+  // The deleted rows' space reused and their index entries removed now, not when autovacuum
+  // comes by (docs/memd.md, "PostgreSQL").
+  if (auto vacuumed = conn->Run("VACUUM mem_records, mem_feedback, mem_feedback_targets, mem_jobs");
+      vacuumed) {
+    out.vacuumed = true;
+  } else {
+    out.vacuum_error = vacuumed.error().message;
+  }
+  return out;
+}
+
+Result<SharedStore::Imported> PgStore::Import(std::string_view scope,
+                                              const std::vector<ImportLine>& lines) {
   TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
   TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
-  TMCRA_ASSIGN_OR_RETURN(int64_t counter, LockCounter(*conn));
-  std::map<std::string, int64_t> per_scope;
-  for (const int64_t seq : event_seqs) {
-    TMCRA_ASSIGN_OR_RETURN(
-        auto gone, conn->Exec("DELETE FROM mem_records WHERE event_seq = $1 RETURNING scope_name",
-                              {Param(seq)}));
-    if (gone.size() == 0) continue;
-    const std::string scope(gone.Text(0, 0));
-    ++per_scope[scope];
-    TMCRA_ASSIGN_OR_RETURN(
-        auto noted,
-        conn->Exec("INSERT INTO mem_deletions(seq, event_seq, scope_name) VALUES($1, $2, $3)",
-                   {Param(++counter), Param(seq), Param(scope)}));
-    (void)noted;
+  TMCRA_ASSIGN_OR_RETURN(const int64_t counter, LockCounter(*conn));
+  int64_t next = counter;
+  Imported out;
+  std::optional<std::string> last_job;
+  int64_t last_record = 0;
+  for (const ImportLine& line : lines) {
+    if (line.is_record) {
+      TMCRA_ASSIGN_OR_RETURN(const bool placed,
+                             PlaceRecord(*conn, next + 1, scope, line.job_id, line.record, ""));
+      ++(placed ? out.records_added : out.records_present);
+      if (placed) {
+        last_record = ++next;
+        last_job = line.job_id;
+      }
+    } else {
+      TMCRA_ASSIGN_OR_RETURN(const bool placed, PlaceFeedback(*conn, next + 1, line.feedback));
+      ++(placed ? out.feedback_added : out.feedback_present);
+      if (placed) ++next;
+    }
   }
-  int64_t deleted = 0;
-  for (const auto& [scope, count] : per_scope) {
-    deleted += count;
+  if (out.records_added > 0) {
     TMCRA_ASSIGN_OR_RETURN(
-        auto counted,
-        conn->Exec("UPDATE mem_scopes SET record_count = record_count - $2 WHERE name = $1",
-                   {Param(scope), Param(count)}));
-    (void)counted;
+        auto scope_row,
+        conn->Exec(
+            std::string("INSERT INTO mem_scopes(name, record_count, last_event_seq, "
+                        "last_job_id, created_at, updated_at) VALUES($1, $2, $3, $4, ") +
+                kNow + ", " + kNow +
+                ") ON CONFLICT (name) DO UPDATE SET record_count = mem_scopes.record_count "
+                "+ $2, last_event_seq = GREATEST(COALESCE(mem_scopes.last_event_seq, 0), "
+                "$3), updated_at = EXCLUDED.updated_at",
+            {Param(scope), Param(out.records_added), Param(last_record), OptionalParam(last_job)}));
+    (void)scope_row;
   }
-  if (deleted > 0) TMCRA_RETURN_IF_ERROR(MoveCounter(*conn, counter));
+  if (next != counter) TMCRA_RETURN_IF_ERROR(MoveCounter(*conn, next));
   TMCRA_RETURN_IF_ERROR(tx.Commit());
-  return deleted;
+  return out;
 }
 
 Result<int64_t> PgStore::ImportedThrough(std::string_view source) {

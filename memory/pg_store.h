@@ -3,9 +3,9 @@
 // ("PostgreSQL") has the design and the schema.
 //
 // How it keeps SharedStore's promises:
-//   * Idempotency: a unique index on mem_jobs(tenant_id, idempotency_key); INSERT ... ON
-//     CONFLICT DO NOTHING waits for a concurrent insert of the same key, then the row that won
-//     is read back.
+//   * Idempotency: unique indexes on mem_jobs(tenant_id, idempotency_key) and on
+//     mem_feedback's; INSERT ... ON CONFLICT DO NOTHING waits for a concurrent insert of the
+//     same key, then the row that won is read back.
 //   * Claims: SELECT ... FOR UPDATE SKIP LOCKED, oldest first (the items of one batch in their
 //     order, as on one SQLite store), and leases timed by the database's clock, so instances
 //     whose clocks disagree still agree on when a lease expires.
@@ -13,7 +13,10 @@
 //     locked first in its transaction and held to the commit, so changes commit in the order of
 //     their numbers. (Sequence values would not do: they are handed out at the call and commit
 //     in any order across transactions.) The counter serialises writing transactions from that
-//     lock to their commit; a job's records go in one transaction.
+//     lock to their commit; a job's records go in one transaction. Records written, feedback
+//     added and deletions (mem_deletions) are the feed's three lists, merged by number.
+//   * Forget selects and deletes under the counter's lock, so no job's records land between
+//     the selection and the deletion, then runs VACUUM on the tables that held the rows.
 // Thread-safe: statements run on pooled connections.
 #pragma once
 
@@ -47,7 +50,12 @@ class PgStore final : public SharedStore {
   Result<Changes> ChangesAfter(int64_t after, int limit) override;
   Result<std::string> StoreId() override;
   Result<int64_t> Head() override;
-  Result<int64_t> DeleteRecords(const std::vector<int64_t>& event_seqs) override;
+  Result<std::optional<StoredFeedback>> FeedbackOfKey(std::string_view tenant_id,
+                                                      std::string_view idempotency_key) override;
+  Result<StoredFeedback> AddFeedback(const FeedbackRow& feedback,
+                                     const std::optional<JobRow>& correction) override;
+  Result<Forgotten> Forget(std::string_view scope, const ForgetSelection& selection) override;
+  Result<Imported> Import(std::string_view scope, const std::vector<ImportLine>& lines) override;
 
   // Copying a store in (tmcra-memd migrate). A record of another store, with its own ids.
   struct ImportedRecord {

@@ -91,6 +91,21 @@ Error EngineImpl::NotShared(std::string_view what) {
                     std::string(what) + " is not available on a PostgreSQL store yet");
 }
 
+SharedStore::JobRow EngineImpl::SharedJobRow(std::string_view scope,
+                                             const PreparedIngest& prepared) const {
+  SharedStore::JobRow row;
+  row.job_id = NewJobId();
+  row.tenant_id = options_.tenant_id;
+  row.scope_name = std::string(scope);
+  row.job_type = "ingest";
+  row.idempotency_key = prepared.key;
+  row.payload_sha256 = prepared.payload_sha;
+  row.payload_json = prepared.payload_text;
+  row.consistency = prepared.consistency;
+  row.created_at = NowSeconds();
+  return row;
+}
+
 Result<std::vector<json>> EngineImpl::AcceptShared(std::string_view scope,
                                                    const std::vector<PreparedIngest>& prepared,
                                                    bool batch) {
@@ -105,17 +120,8 @@ Result<std::vector<json>> EngineImpl::AcceptShared(std::string_view scope,
     }
   }
   for (const PreparedIngest& p : prepared) {
-    SharedStore::JobRow row;
-    row.job_id = NewJobId();
-    row.tenant_id = options_.tenant_id;
-    row.scope_name = std::string(scope);
-    row.job_type = "ingest";
-    row.idempotency_key = p.key;
-    row.payload_sha256 = p.payload_sha;
-    row.payload_json = p.payload_text;
-    row.consistency = p.consistency;
-    row.created_at = now;
-    rows.push_back(std::move(row));
+    rows.push_back(SharedJobRow(scope, p));
+    rows.back().created_at = now;
   }
   TMCRA_ASSIGN_OR_RETURN(auto acceptance, options_.shared->AcceptJobs(rows));
   if (acceptance.conflict) {
@@ -227,8 +233,9 @@ Status EngineImpl::SyncReplica() {
   while (*replica_through_ < head) {
     TMCRA_ASSIGN_OR_RETURN(const auto feed,
                            options_.shared->ChangesAfter(*replica_through_, kFeedBatch));
-    const bool deletes = std::any_of(feed.changes.begin(), feed.changes.end(),
-                                     [](const auto& c) { return c.deleted; });
+    const bool deletes = std::any_of(feed.changes.begin(), feed.changes.end(), [](const auto& c) {
+      return c.kind == SharedStore::ChangeKind::kRecordDeleted;
+    });
     {
       // Deletions clear the ranking caches, which no recall may be reading then.
       std::optional<ReadersPaused> paused;

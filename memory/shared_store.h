@@ -1,8 +1,8 @@
 // What the engine needs of a store that several engines share (tmcra-memd instances on one
 // PostgreSQL database, memory/pg_store.h): the jobs with their idempotency keys, job claims with
-// leases, the records jobs write, and a change feed in commit order. An engine given one
-// (EngineOptions::shared) keeps its SQLite file as its own index of the shared records, brought
-// up to date from the feed (docs/memd.md, "PostgreSQL").
+// leases, the records jobs write, feedback, forget, import, and a change feed in commit order. An
+// engine given one (EngineOptions::shared) keeps its SQLite file as its own index of the shared
+// records, brought up to date from the feed (docs/memd.md, "PostgreSQL").
 //
 // What an implementation promises:
 //   * AcceptJob stores a job unless its (tenant, idempotency key) is known, and answers the
@@ -10,7 +10,8 @@
 //   * A job is held by one claimer at a time, under a lease that another may take over once it
 //     expires; a holder that lost its lease cannot finish the job. A job claimed more than
 //     kMaxJobClaims times is failed.
-//   * Every change (a record written, a record deleted) has a number, and changes become
+//   * Every change (a record written or deleted, a feedback added or deleted) has a number, and
+//   changes become
 //     visible in the order of their numbers: whoever holds every change up to N and reads the
 //     ones above N later misses none. A written record's event_seq is its number.
 // Errors are the store's: kUnavailable (retryable) while it cannot be reached.
@@ -110,14 +111,98 @@ class SharedStore {
   [[nodiscard]] virtual Result<bool> FailJob(std::string_view owner, std::string_view job_id,
                                              const std::string& error_json) = 0;
 
-  // One change of the feed: a record written (with its row) or deleted.
+  // A feedback with the records it targets (ids, in order). `correction_job_id` names the job
+  // that ingests a correction's replacement.
+  struct FeedbackRow {
+    std::string feedback_id;
+    std::string tenant_id;
+    std::string scope_name;
+    std::string rating;
+    std::string action;
+    std::optional<std::string> idempotency_key;
+    std::string payload_sha256;
+    std::string request_json;
+    double created_at = 0;
+    std::optional<std::string> correction_job_id;
+    std::vector<std::string> targets;
+  };
+  struct StoredFeedback {
+    FeedbackRow feedback;
+    std::optional<std::string> correction_status;  // the correction job's status now
+    bool created = false;  // false: the key was used before (by this engine or another)
+  };
+  // The feedback stored under (tenant, idempotency key), if any.
+  [[nodiscard]] virtual Result<std::optional<StoredFeedback>> FeedbackOfKey(
+      std::string_view tenant_id, std::string_view idempotency_key) = 0;
+  // Stores a feedback, numbered in the feed, and with it `correction` (the job that ingests a
+  // correction's replacement, accepted as AcceptJobs does) in one transaction; when its
+  // (tenant, idempotency key) is known, stores nothing and answers the stored feedback.
+  [[nodiscard]] virtual Result<StoredFeedback> AddFeedback(
+      const FeedbackRow& feedback, const std::optional<JobRow>& correction) = 0;
+
+  // What a forget deletes: the records of a scope that every given condition selects.
+  struct ForgetSelection {
+    std::optional<std::string> session_id;
+    std::optional<std::vector<std::string>> message_ids;
+    std::optional<double> before;      // occurred before
+    std::optional<std::string> match;  // content holds the phrase
+    bool all = false;
+    bool dry_run = false;  // select only
+  };
+  // A record on its way out.
+  struct ForgottenRecord {
+    int64_t seq = 0;  // event_seq
+    std::string record_id;
+    std::string scope;
+    std::string session_id;
+    std::string role;
+    std::string timestamp;
+    std::string content;
+    std::string job_id;
+  };
+  struct Forgotten {
+    std::vector<ForgottenRecord> records;  // oldest first
+    int64_t feedback = 0;                  // feedback deleted with them
+    int64_t jobs = 0;                      // unrun jobs failed ("forgotten")
+    bool vacuumed = false;                 // the store's dead rows were vacuumed after
+    std::string vacuum_error;              // why not, when they were not
+  };
+  // In one transaction: deletes the selected records, each deletion numbered in the feed; the
+  // targets feedback had on them, and each feedback of the scope left without a target or
+  // whose request quotes the phrase (numbered too); and fails each job of the scope not yet run
+  // whose payload holds the session or the phrase (or any, for `all` alone). Then vacuums.
+  [[nodiscard]] virtual Result<Forgotten> Forget(std::string_view scope,
+                                                 const ForgetSelection& selection) = 0;
+
+  // Copies records and feedback of an export into `scope`: each record unless its id or its
+  // message is stored, each feedback unless its id is; new ones numbered in the feed, all in
+  // one transaction. Lines are validated by the caller (memory/admin.cc).
+  struct ImportLine {
+    bool is_record = true;
+    std::string job_id;  // a record's
+    NewRecord record;
+    FeedbackRow feedback;
+  };
+  struct Imported {
+    int64_t records_added = 0;
+    int64_t records_present = 0;
+    int64_t feedback_added = 0;
+    int64_t feedback_present = 0;
+  };
+  [[nodiscard]] virtual Result<Imported> Import(std::string_view scope,
+                                                const std::vector<ImportLine>& lines) = 0;
+
+  // One change of the feed: a record written (with its row) or deleted, a feedback added (with
+  // its row) or deleted.
+  enum class ChangeKind { kRecordWritten, kRecordDeleted, kFeedbackAdded, kFeedbackDeleted };
   struct Change {
     int64_t seq = 0;
-    bool deleted = false;
-    int64_t event_seq = 0;  // the record's: its own seq when written; the deleted one's
+    ChangeKind kind = ChangeKind::kRecordWritten;
+    int64_t event_seq = 0;  // a record's: its own seq when written; the deleted one's
     std::string scope_name;
     std::string job_id;
-    NewRecord record;  // set when written
+    NewRecord record;      // set when a record is written
+    FeedbackRow feedback;  // set when a feedback is added; its id when deleted
   };
   struct Changes {
     std::vector<Change> changes;  // seq order
@@ -131,8 +216,6 @@ class SharedStore {
   [[nodiscard]] virtual Result<std::string> StoreId() = 0;
   // The number of the newest change.
   [[nodiscard]] virtual Result<int64_t> Head() = 0;
-  // Deletes records by event_seq, each deletion numbered in the feed; returns how many existed.
-  [[nodiscard]] virtual Result<int64_t> DeleteRecords(const std::vector<int64_t>& event_seqs) = 0;
 };
 
 }  // namespace tmcra::memory

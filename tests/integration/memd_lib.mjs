@@ -1,7 +1,8 @@
 // memd_lib.mjs — helpers to run the real tmcra-memd over TLS on 127.0.0.1 from node, shared by
 // the memd tests in tests/integration/ and the benchmark bench/memd_slow_clients.mjs:
-// a test-time certificate, keys, starting and stopping the server, one HTTPS request, and
-// slow clients that trickle bytes and reconnect when the server closes them.
+// a test-time certificate, keys, starting and stopping the server, one HTTPS request, slow
+// clients that trickle bytes and reconnect when the server closes them, and fresh databases on
+// the suite's PostgreSQL cluster.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -170,4 +171,31 @@ export function slowClients({ port, ca, count, addresses, byteMs = 1000 }) {
 /** Loopback source addresses 127.0.0.2 .. 127.0.0.(n+1). */
 export function loopbackAddresses(n) {
   return Array.from({ length: n }, (_, i) => `127.0.0.${i + 2}`);
+}
+
+/**
+ * The suite's PostgreSQL cluster (tests/support/pg_cluster.sh), from the directory CTest's
+ * fixture `postgres` names in TMCRA_PG_DIR: its port, password file and password.
+ */
+export function pgCluster(dir) {
+  const settings = Object.fromEntries(fs.readFileSync(path.join(dir, 'env'), 'utf8').trim()
+    .split('\n').map((line) => line.split('=')));
+  const passwordFile = settings.TMCRA_PG_PASSWORD_FILE;
+  return { port: settings.TMCRA_PG_PORT, passwordFile,
+    password: fs.readFileSync(passwordFile, 'utf8').trim() };
+}
+
+/**
+ * A fresh database on `cluster` for one test, dropped by the runner's cleanups: its URI (no
+ * password in it).
+ */
+export async function freshDatabase(cluster, runner, label, env) {
+  const name = `memd_${label}_${process.pid}_${Date.now() % 100000}`.replace(/[^a-z0-9_]/g, '_');
+  const psql = (sql) => run('psql', ['-h', '127.0.0.1', '-p', cluster.port, '-U', 'tmcra',
+    '-d', 'postgres', '-v', 'ON_ERROR_STOP=1', '-c', sql],
+  { env: { ...env, PGPASSWORD: cluster.password } });
+  const res = await psql(`CREATE DATABASE ${name}`);
+  if (res.code !== 0) throw new Error(`createdb: ${res.stderr}`);
+  runner.cleanups.push(() => psql(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+  return `postgresql://tmcra@127.0.0.1:${cluster.port}/${name}`;
 }

@@ -17,7 +17,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { Runner, assert, tmpDir, serverEnv, run, sleep } from '../peer/lib.mjs';
-import { makeCertificate, startMemd, stopMemd, request } from './memd_lib.mjs';
+import { makeCertificate, startMemd, stopMemd, request, pgCluster,
+  freshDatabase as freshClusterDatabase } from './memd_lib.mjs';
 
 const BIN = process.argv[2] ? path.resolve(process.argv[2]) : '';
 const PG_DIR = process.env.TMCRA_PG_DIR;
@@ -29,26 +30,17 @@ if (!BIN || !fs.existsSync(BIN) || !PG_DIR) {
 
 const r = new Runner('memd_postgres', { budgetMs: 300_000 });
 const TMP = tmpDir('tmcra-memd-pg-');
-const CLUSTER = Object.fromEntries(fs.readFileSync(path.join(PG_DIR, 'env'), 'utf8').trim()
-  .split('\n').map((line) => line.split('=')));
-const PASSWORD_FILE = CLUSTER.TMCRA_PG_PASSWORD_FILE;
-const PASSWORD = fs.readFileSync(PASSWORD_FILE, 'utf8').trim();
+const CLUSTER = pgCluster(PG_DIR);
+const PASSWORD_FILE = CLUSTER.passwordFile;
+const PASSWORD = CLUSTER.password;
 const ENV = serverEnv();
 delete ENV.PGPASSWORD;
 delete ENV.PGPASSFILE;
 ENV.PGPASSFILE = path.join(TMP, 'no-pgpass');  // never the runner's own ~/.pgpass
 
 /** A fresh database on the cluster for one test: its URI (no password in it). */
-async function freshDatabase(label) {
-  const name = `memd_${label}_${process.pid}_${Date.now() % 100000}`;
-  const res = await run('psql', ['-h', '127.0.0.1', '-p', CLUSTER.TMCRA_PG_PORT, '-U', 'tmcra',
-    '-d', 'postgres', '-v', 'ON_ERROR_STOP=1', '-c', `CREATE DATABASE ${name}`],
-  { env: { ...ENV, PGPASSWORD: PASSWORD } });
-  assert(res.code === 0, `createdb: ${res.stderr}`);
-  r.cleanups.push(() => run('psql', ['-h', '127.0.0.1', '-p', CLUSTER.TMCRA_PG_PORT, '-U', 'tmcra',
-    '-d', 'postgres', '-c', `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`],
-  { env: { ...ENV, PGPASSWORD: PASSWORD } }));
-  return `postgresql://tmcra@127.0.0.1:${CLUSTER.TMCRA_PG_PORT}/${name}`;
+function freshDatabase(label) {
+  return freshClusterDatabase(CLUSTER, r, label, ENV);
 }
 
 function keys(args, env = ENV) {
@@ -72,7 +64,7 @@ await r.test('keys made, listed and revoked on a database, the password from eac
   assert(rows.length === 1 && rows[0].key_id === id && rows[0].label === 'a', listed.stdout);
   assert(!listed.stdout.includes(token.slice(31)), 'the secret is never listed');
   const pgpass = path.join(TMP, 'pgpass');
-  fs.writeFileSync(pgpass, `127.0.0.1:${CLUSTER.TMCRA_PG_PORT}:*:tmcra:${PASSWORD}\n`, { mode: 0o600 });
+  fs.writeFileSync(pgpass, `127.0.0.1:${CLUSTER.port}:*:tmcra:${PASSWORD}\n`, { mode: 0o600 });
   const revoked = await keys(['revoke', '--database', url, id], { ...ENV, PGPASSFILE: pgpass });
   assert(revoked.code === 0, revoked.stderr);
   const after = await keys(['list', '--database', url, '--database-password-file', PASSWORD_FILE]);
@@ -83,13 +75,13 @@ await r.test('keys made, listed and revoked on a database, the password from eac
 });
 
 await r.test('a password in --database is refused (exit 2) and never echoed', async () => {
-  const res = await keys(['list', '--database', `postgresql://tmcra:s3cr3t-in-argv@127.0.0.1:${CLUSTER.TMCRA_PG_PORT}/postgres`]);
+  const res = await keys(['list', '--database', `postgresql://tmcra:s3cr3t-in-argv@127.0.0.1:${CLUSTER.port}/postgres`]);
   assert(res.code === 2, `exit ${res.code}`);
   assert(res.stderr.includes('PGPASSWORD') && !res.stderr.includes('s3cr3t-in-argv'), res.stderr);
   const loose = path.join(TMP, 'loose-password');
   fs.writeFileSync(loose, PASSWORD, { mode: 0o644 });
   fs.chmodSync(loose, 0o644);
-  const open = await keys(['list', '--database', `postgresql://tmcra@127.0.0.1:${CLUSTER.TMCRA_PG_PORT}/postgres`,
+  const open = await keys(['list', '--database', `postgresql://tmcra@127.0.0.1:${CLUSTER.port}/postgres`,
     '--database-password-file', loose]);
   assert(open.code === 2 && open.stderr.includes('chmod 600'), open.stderr);
   const both = await keys(['list', '--database', 'dbname=x', '--data-dir', TMP]);
@@ -97,7 +89,7 @@ await r.test('a password in --database is refused (exit 2) and never echoed', as
 });
 
 await r.test('a wrong password, a server that is down, a missing database: one clear line, exit 1', async () => {
-  const base = `postgresql://tmcra@127.0.0.1:${CLUSTER.TMCRA_PG_PORT}`;
+  const base = `postgresql://tmcra@127.0.0.1:${CLUSTER.port}`;
   const cases = [
     [['list', '--database', `${base}/postgres`], { ...ENV, PGPASSWORD: 'wrong-password-123' }, 'password authentication failed'],
     [['list', '--database', 'postgresql://tmcra@127.0.0.1:1/postgres'], { ...ENV, PGPASSWORD: PASSWORD }, 'Connection refused'],
@@ -126,8 +118,8 @@ async function serveOn(url, name, extra = []) {
   return srv;
 }
 
-async function newKey(url) {
-  const made = await keys(['create', '--database', url, '--database-password-file', PASSWORD_FILE]);
+async function newKey(url, ...args) {
+  const made = await keys(['create', '--database', url, '--database-password-file', PASSWORD_FILE, ...args]);
   assert(made.code === 0, made.stderr);
   return made.stdout.trim();
 }
@@ -149,7 +141,7 @@ async function waitSucceeded(srv, key, jobId, ms = 20_000) {
 await r.test('serve --database with a wrong password or a server that is down: one clear line, exit 1', async () => {
   const base = ['serve', '--tls-cert', CERT.cert, '--tls-key', CERT.key, '--index-dir', path.join(TMP, 'index-refused')];
   const cases = [
-    [['--database', `postgresql://tmcra@127.0.0.1:${CLUSTER.TMCRA_PG_PORT}/postgres`], { ...ENV, PGPASSWORD: 'wrong-password-456' }, 'password authentication failed'],
+    [['--database', `postgresql://tmcra@127.0.0.1:${CLUSTER.port}/postgres`], { ...ENV, PGPASSWORD: 'wrong-password-456' }, 'password authentication failed'],
     [['--database', 'postgresql://tmcra@127.0.0.1:1/postgres'], { ...ENV, PGPASSWORD: PASSWORD }, 'Connection refused'],
   ];
   for (const [extra, env, says] of cases) {
@@ -163,9 +155,9 @@ await r.test('serve --database with a wrong password or a server that is down: o
   assert(local.code === 2 && local.stderr.includes('--local'), local.stderr);
 });
 
-await r.test('two instances: a turn ingested through A is recalled through B', async () => {
+await r.test('two instances: a turn ingested through A is recalled through B; feedback through B and forget through A seen by the other', async () => {
   const url = await freshDatabase('two');
-  const key = await newKey(url);
+  const key = await newKey(url, '--permissions', 'memory:read,memory:write,memory:feedback,memory:delete');
   const a = await serveOn(url, 'two-a');
   const b = await serveOn(url, 'two-b');
   const ing = await request(a.port, CERT.ca, 'POST', '/v1/scopes/team/ingest', { key,
@@ -177,10 +169,22 @@ await r.test('two instances: a turn ingested through A is recalled through B', a
     body: { query: 'quokka migration', wait_for_job_id: ing.json.job_id } });
   assert(recall.status === 200, recall.text);
   assert(recall.json.prompt_evidence.content.includes('quokka migration'), recall.text);
+  // Feedback given through B hides the record from recalls through A; a forget through A
+  // deletes it for B too.
+  const id = JSON.stringify(recall.json.evidence).match(/rec_[0-9a-f]{32}/)[0];
   const fb = await request(b.port, CERT.ca, 'POST', '/v1/scopes/team/feedback', { key,
-    body: { query_id: recall.json.query_id, rating: 'not_helpful', action: 'ignore', memory_ids: ['rec_x'] },
+    body: { query_id: recall.json.query_id, rating: 'incorrect', action: 'ignore', memory_ids: [id] },
     headers: { 'Idempotency-Key': 'feedback-two-1' } });
-  assert(fb.status === 501, `feedback on PostgreSQL is not built yet: ${fb.status} ${fb.text}`);
+  assert(fb.status === 201, `${fb.status} ${fb.text}`);
+  const hidden = await request(a.port, CERT.ca, 'POST', '/v1/scopes/team/recall', { key,
+    body: { query: 'quokka migration' } });
+  assert(hidden.status === 200 && !hidden.json.prompt_evidence.content.includes('quokka'), hidden.text);
+  const forgot = await request(a.port, CERT.ca, 'POST', '/v1/scopes/team/forget', { key,
+    body: { session_id: 'shared' } });
+  assert(forgot.status === 200 && forgot.json.records === 1 && forgot.json.feedback === 1, forgot.text);
+  assert(forgot.json.erase === 'done', forgot.text);
+  const evidence = await request(b.port, CERT.ca, 'GET', `/v1/scopes/team/memory-graph/nodes/${id}/evidence`, { key });
+  assert(evidence.status === 404, `forgotten through A, gone through B: ${evidence.status} ${evidence.text}`);
   await stopMemd(a);
   await stopMemd(b);
 });
@@ -202,7 +206,7 @@ await r.test('two instances: one idempotency key sent to both at once is one job
     assert(x.json.idempotent_replay !== y.json.idempotent_replay, 'one of them is the replay');
     await waitSucceeded(a, key, x.json.job_id);
   }
-  const rows = await run('psql', ['-h', '127.0.0.1', '-p', CLUSTER.TMCRA_PG_PORT, '-U', 'tmcra', '-At',
+  const rows = await run('psql', ['-h', '127.0.0.1', '-p', CLUSTER.port, '-U', 'tmcra', '-At',
     '-d', new URL(url).pathname.slice(1), '-c', 'SELECT count(*) FROM mem_records'], { env: { ...ENV, PGPASSWORD: PASSWORD } });
   assert(rows.stdout.trim() === '10', `ten records: ${rows.stdout} ${rows.stderr}`);
   await stopMemd(a);
@@ -236,7 +240,7 @@ await r.test('SIGKILL of A during a 1,000-item ingest burst: every acknowledged 
   assert(acknowledged.size >= 300, `acknowledged ${acknowledged.size}`);
   for (const jobId of acknowledged.values()) await waitSucceeded(b, key, jobId, 60_000);
   const sql = 'SELECT count(*), count(DISTINCT (session_id, message_id)) FROM mem_records WHERE scope_name = \'burst\'';
-  const rows = await run('psql', ['-h', '127.0.0.1', '-p', CLUSTER.TMCRA_PG_PORT, '-U', 'tmcra', '-At',
+  const rows = await run('psql', ['-h', '127.0.0.1', '-p', CLUSTER.port, '-U', 'tmcra', '-At',
     '-d', new URL(url).pathname.slice(1), '-c', sql], { env: { ...ENV, PGPASSWORD: PASSWORD } });
   const [count, distinct] = rows.stdout.trim().split('|').map(Number);
   assert(count === distinct, `each item once: ${rows.stdout}`);
@@ -301,7 +305,7 @@ await r.test('PostgreSQL restarted under memd: requests fail 503 meanwhile, memd
   await stopMemd(srv);
 }, { timeoutMs: 120_000 });
 
-await r.test('migrate: a SQLite store copied in, killed halfway and run again: counts, contents and recalls agree', async () => {
+await r.test('migrate: a SQLite store copied in (with its feedback), killed halfway and run again: counts, contents and recalls agree', async () => {
   const dataDir = path.join(TMP, 'sqlite-store');
   const made = await keys(['create', '--data-dir', dataDir]);
   assert(made.code === 0, made.stderr);
@@ -322,6 +326,12 @@ await r.test('migrate: a SQLite store copied in, killed halfway and run again: c
     last = res.json.jobs;
   }
   for (const job of last) await waitSucceeded(lite, liteKey, job.job_id, 60_000);
+  // Feedback is copied too: the record it hides stays hidden.
+  const hit = await request(lite.port, CERT.ca, 'POST', '/v1/scopes/team/recall', { key: liteKey, body: { query: 'kestrel plan' } });
+  const hidden = JSON.stringify(hit.json.evidence).match(/rec_[0-9a-f]{32}/)[0];
+  const fb = await request(lite.port, CERT.ca, 'POST', '/v1/scopes/team/feedback', { key: liteKey,
+    body: { rating: 'incorrect', action: 'ignore', memory_ids: [hidden] }, headers: { 'Idempotency-Key': 'migrate-feedback-1' } });
+  assert(fb.status === 201, fb.text);
   await stopMemd(lite);
 
   const url = await freshDatabase('migrate');
@@ -341,9 +351,11 @@ await r.test('migrate: a SQLite store copied in, killed halfway and run again: c
   const summary = JSON.parse(second.stdout.trim());
   assert(summary.records === 3000 && summary.records_verified === 3000, second.stdout);
   assert(summary.records_copied > 0 && summary.records_copied < 3000, `the rerun resumed: ${second.stdout}`);
+  assert(summary.feedback === 1 && summary.feedback_copied === 1, second.stdout);
   const third = await run(BIN, args, { env: ENV, timeoutMs: 120_000 });
-  assert(third.code === 0 && JSON.parse(third.stdout.trim()).records_copied === 0, third.stdout + third.stderr);
-  const rows = await run('psql', ['-h', '127.0.0.1', '-p', CLUSTER.TMCRA_PG_PORT, '-U', 'tmcra', '-At',
+  const thirdSummary = JSON.parse(third.stdout.trim());
+  assert(third.code === 0 && thirdSummary.records_copied === 0 && thirdSummary.feedback_copied === 0, third.stdout + third.stderr);
+  const rows = await run('psql', ['-h', '127.0.0.1', '-p', CLUSTER.port, '-U', 'tmcra', '-At',
     '-d', new URL(url).pathname.slice(1), '-c', 'SELECT count(*), count(DISTINCT record_id), (SELECT record_count FROM mem_scopes WHERE name = \'team\') FROM mem_records'],
   { env: { ...ENV, PGPASSWORD: PASSWORD } });
   assert(rows.stdout.trim() === '3000|3000|3000', rows.stdout + rows.stderr);
@@ -359,6 +371,7 @@ await r.test('migrate: a SQLite store copied in, killed halfway and run again: c
     assert(one.status === 200 && two.status === 200, `${one.text} ${two.text}`);
     assert(one.json.prompt_evidence.content === two.json.prompt_evidence.content, `recall parity for "${query}"`);
     assert(JSON.stringify(one.json.evidence.windows) === JSON.stringify(two.json.evidence.windows), `windows for "${query}"`);
+    assert(!two.json.prompt_evidence.content.includes(hidden), `the feedback applies after the migration: "${query}"`);
   }
   const oldJob = await request(served.port, CERT.ca, 'GET', `/v1/jobs/${last[0].job_id}`, { key: pgKey });
   assert(oldJob.status === 200 && oldJob.json.status === 'succeeded', `a migrated job answers: ${oldJob.text}`);

@@ -178,25 +178,33 @@ TEST_CASE("Export then import gives the same recall, and a second import adds no
       (*recall)["evidence"]["windows"][0]["records"][0]["memory_id"].get<std::string>();
   fb["memory_ids"] = {id};
   REQUIRE(source->Feedback("proj", fb, "fb-key-000001"));
+  // A note that targets nothing is exported and imported too.
+  REQUIRE(source->Feedback("proj", json{{"rating", "helpful"}, {"comment", "good"}}, ""));
 
   json lines = json::array();
   REQUIRE(source->Export("proj", [&lines](const json& line) {
     lines.push_back(line);
     return tmcra::Ok();
   }));
-  REQUIRE(lines.size() == 4);
+  REQUIRE(lines.size() == 5);
   CHECK(lines[3]["type"] == "feedback");
+  CHECK(lines[4]["targets"] == json::array());
 
   auto target = OpenAt(dir.File("b/memory.db"));
   auto first = target->Import("proj", lines);
   REQUIRE(first);
   CHECK((*first)["records_added"] == 3);
-  CHECK((*first)["feedback_added"] == 1);
+  CHECK((*first)["feedback_added"] == 2);
   auto second = target->Import("proj", lines);
   REQUIRE(second);
   CHECK((*second)["records_added"] == 0);
   CHECK((*second)["records_present"] == 3);
-  CHECK((*second)["feedback_present"] == 1);
+  CHECK((*second)["feedback_present"] == 2);
+  json ignore_without_target = lines[3];
+  ignore_without_target["targets"] = json::array();
+  auto untargeted = target->Import("proj", json::array({ignore_without_target}));
+  REQUIRE_FALSE(untargeted);
+  CHECK(untargeted.error().message.find("lines.0.targets") != std::string::npos);
   for (const char* query : {"zebrafinch", "postgres billing", "deploy key"}) {
     INFO(query);
     CHECK(PromptText(*target, "proj", query) == PromptText(*source, "proj", query));

@@ -3,8 +3,10 @@
 // Parity with a SQLite store, read-your-writes across engines, idempotency across engines.
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <regex>
 #include <thread>
 
+#include "base/sha256.h"
 #include "memory/engine.h"
 #include "memory/pg_store.h"
 #include "tests/support/pg_test_cluster.h"
@@ -257,21 +259,10 @@ TEST_CASE(
   CHECK(changed.error().api_code == "idempotency_conflict");
 }
 
-TEST_CASE(
-    "shared store: feedback, forget and import are refused as not implemented, naming the call") {
+TEST_CASE("shared store: text with U+0000 is refused as the request's fault") {
   ScratchDatabase db("refused");
   TempDir da;
   auto a = OpenEngine(da, OpenShared(db));
-  auto feedback = a->Feedback("team", json{{"rating", "up"}}, "feedback-key-1");
-  REQUIRE_FALSE(feedback);
-  CHECK(feedback.error().code == tmcra::Errc::kUnimplemented);
-  CHECK(feedback.error().message.find("feedback") != std::string::npos);
-  auto forget = a->Forget("team", json{{"all", true}});
-  REQUIRE_FALSE(forget);
-  CHECK(forget.error().code == tmcra::Errc::kUnimplemented);
-  auto import = a->Import("team", json::array());
-  REQUIRE_FALSE(import);
-  CHECK(import.error().code == tmcra::Errc::kUnimplemented);
   // PostgreSQL text cannot hold U+0000: refused as the request's fault, before it is accepted.
   auto nul = a->Ingest(
       "team",
@@ -281,4 +272,223 @@ TEST_CASE(
   REQUIRE_FALSE(nul);
   CHECK(nul.error().api_code == "validation_error");
   CHECK(nul.error().message.find("U+0000") != std::string::npos);
+}
+
+namespace {
+
+// A record's id as every store makes it (docs/memd.md, "PostgreSQL").
+std::string RecordId(const std::string& scope, const std::string& session,
+                     const std::string& message) {
+  return "rec_" +
+         tmcra::Sha256Hex(scope + std::string(1, '\0') + session + std::string(1, '\0') + message)
+             .substr(0, 32);
+}
+
+// Feedback, forget and import through two stores that should agree: answers compared with the
+// ids each store makes at random (feedback, and the correction records named after them)
+// renamed in the order they appear, and the numbers of the feed (which also counts feedback on
+// a shared store), job ids and times removed.
+class TwoStores {
+ public:
+  TwoStores(Engine& lite, Engine& shared) : engines_{&lite, &shared} {}
+  // Two more stores, with the names `names` learned (for an export of its stores imported).
+  TwoStores(Engine& lite, Engine& shared, const TwoStores& names) : TwoStores(lite, shared) {
+    names_[0] = names.names_[0];
+    names_[1] = names.names_[1];
+  }
+
+  template <class Call>
+  void Same(const char* what, const Call& call) {
+    json answers[2];
+    for (int i = 0; i < 2; ++i) {
+      auto answer = call(*engines_[i]);
+      INFO(what << (i == 0 ? " (SQLite)" : " (shared)") << ": "
+                << (answer ? answer->dump() : answer.error().ToString()));
+      REQUIRE(answer);
+      answers[i] = Comparable(i, *answer);
+    }
+    INFO(what << ": " << json::diff(answers[0], answers[1]).dump());
+    CHECK(answers[0] == answers[1]);
+  }
+  // The feedback a view names, with the correction record it makes, renamed alike for both.
+  void Learn(int store, const json& view) {
+    const std::string id = view["feedback_id"];
+    const std::string name = "FB" + std::to_string(names_[store].size() / 2);
+    names_[store].emplace_back(id, name);
+    const std::string session = "correction-" + id;
+    names_[store].emplace_back(RecordId(view["scope_name"].get<std::string>(), session, id),
+                               "REC_" + name);
+  }
+  json Comparable(int store, const json& answer) const {
+    // Times of now (a correction's) have fractions of seconds; the corpus's have none.
+    std::string text = std::regex_replace(WithoutIdsAndTimes(Unnumbered(answer)).dump(),
+                                          std::regex(R"(\d{4}-\d\d-\d\dT[\d:]+\.\d+Z)"), "NOW");
+    for (const auto& [from, to] : names_[store]) {
+      for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+        text.replace(at, from.size(), to);
+      }
+    }
+    return json::parse(text);
+  }
+
+ private:
+  static json Unnumbered(json value) {
+    if (value.is_object()) {
+      // A correction record is stamped with its feedback's time.
+      // An engine that only reads erases what the feed deleted when its worker next runs.
+      for (const char* key :
+           {"event_seq", "seq", "snapshot_id", "last_event_seq", "correction_job_id", "occurred_at",
+            "timestamp", "newest", "source_event_seq", "content_sha256", "erase_pending"}) {
+        value.erase(key);
+      }
+      for (auto& [k, v] : value.items()) v = Unnumbered(v);
+    } else if (value.is_array()) {
+      for (auto& v : value) v = Unnumbered(v);
+    }
+    return value;
+  }
+  Engine* engines_[2];
+  std::vector<std::pair<std::string, std::string>> names_[2];
+};
+
+json Exported(Engine& engine, const std::string& scope) {
+  json lines = json::array();
+  auto done = engine.Export(scope, [&lines](const json& line) {
+    lines.push_back(line);
+    return tmcra::Ok();
+  });
+  INFO((done ? std::string() : done.error().ToString()));
+  REQUIRE(done);
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "shared store: feedback, forget, import and export do what they do on a SQLite store, seen "
+    "from a second engine") {
+  ScratchDatabase db("admin_parity");
+  TempDir lite_dir, a_dir, b_dir;
+  auto lite = OpenEngine(lite_dir, nullptr);
+  auto a = OpenEngine(a_dir, OpenShared(db));
+  auto b = OpenEngine(b_dir, OpenShared(db));
+  TwoStores written(*lite, *a);  // writes through A
+  TwoStores read(*lite, *b);     // reads through B
+  for (const auto& [key, body] : Corpus()) {
+    REQUIRE(lite->Ingest("team", body, Key(key)));
+    REQUIRE(a->Ingest("team", body, Key(key)));
+  }
+  REQUIRE(lite->RunPendingJobs());
+  REQUIRE(b->RunPendingJobs());
+  // Record ids are the same in both stores; pick three from a recall.
+  auto hits = lite->Recall("team", json{{"query", "deploy pipeline runner"}, {"debug", true}});
+  REQUIRE(hits);
+  const std::string records = hits->dump();
+  std::vector<std::string> ids;
+  for (size_t at = records.find("\"rec_"); at != std::string::npos && ids.size() < 3;
+       at = records.find("\"rec_", at + 1)) {
+    const std::string id = records.substr(at + 1, 36);
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  }
+  REQUIRE(ids.size() == 3);
+
+  const json ignore{{"rating", "incorrect"}, {"action", "ignore"}, {"memory_ids", {ids[0]}}};
+  const json correct{{"rating", "stale"},
+                     {"action", "correct"},
+                     {"memory_ids", {ids[1]}},
+                     {"replacement", "The deploy pipeline runs on the self-hosted runner now."}};
+  const json note{{"rating", "helpful"}, {"comment", "deploy answers were good"}};
+  int store = 0;
+  for (Engine* engine : {lite.get(), a.get()}) {
+    for (const auto& [body, key] : {std::pair{ignore, "fb-ignore-0001"},
+                                    std::pair{correct, "fb-correct-001"}, std::pair{note, ""}}) {
+      auto view = engine->Feedback("team", body, key);
+      INFO((view ? view->dump() : view.error().ToString()));
+      REQUIRE(view);
+      written.Learn(store, *view);
+      read.Learn(store, *view);
+    }
+    ++store;
+  }
+  written.Same("a replayed feedback",
+               [&](Engine& e) { return e.Feedback("team", correct, "fb-correct-001"); });
+  for (Engine* engine : {lite.get(), a.get(), b.get()}) {
+    auto conflict = engine->Feedback("team", ignore, "fb-correct-001");
+    REQUIRE_FALSE(conflict);
+    CHECK(conflict.error().api_code == "idempotency_conflict");
+    auto missing = engine->Feedback(
+        "team", json{{"rating", "stale"}, {"action", "ignore"}, {"memory_ids", {"rec_none"}}},
+        "fb-missing-001");
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().api_code == "not_found");
+  }
+  REQUIRE(lite->RunPendingJobs());
+  REQUIRE(b->RunPendingJobs());  // the correction's job, accepted with its feedback
+  for (const char* query : {"deploy pipeline runner", "self-hosted runner", "race retry loop"}) {
+    read.Same(query, [&](Engine& e) {
+      return e.Recall("team", json{{"query", query}, {"debug", true}});
+    });
+  }
+  read.Same("evidence of a feedback's targets",
+            [&](Engine& e) { return e.Evidence("team", ids[0], 5); });
+  read.Same("the scopes' figures", [](Engine& e) { return e.ScopeStats(); });
+  read.Same("an export", [](Engine& e) -> tmcra::Result<json> { return Exported(e, "team"); });
+
+  // Each store's export imported into a store of its kind made afresh, then again (all
+  // present), and read there through another engine.
+  ScratchDatabase copy_db("admin_parity_copy");
+  TempDir lite_copy_dir, c_dir, d_dir;
+  auto lite_copy = OpenEngine(lite_copy_dir, nullptr);
+  auto c = OpenEngine(c_dir, OpenShared(copy_db));
+  auto d = OpenEngine(d_dir, OpenShared(copy_db));
+  const json exports[2] = {Exported(*lite, "team"), Exported(*b, "team")};
+  TwoStores imported(*lite_copy, *c, written);
+  TwoStores copy_read(*lite_copy, *d, written);
+  for (int round = 0; round < 2; ++round) {
+    imported.Same("an import", [&](Engine& e) {
+      return e.Import("team", exports[&e == lite_copy.get() ? 0 : 1]);
+    });
+  }
+  copy_read.Same("a recall in the copy", [](Engine& e) {
+    return e.Recall("team", json{{"query", "deploy pipeline runner"}, {"debug", true}});
+  });
+  copy_read.Same("the copy's export",
+                 [](Engine& e) -> tmcra::Result<json> { return Exported(e, "team"); });
+  imported.Same("the copy forgotten", [](Engine& e) {
+    return e.Forget("team", json{{"all", true}});
+  });
+  copy_read.Same("the copy's figures", [](Engine& e) { return e.ScopeStats(); });
+
+  // Forget: a dry run, a session, a phrase (with the feedback quoting it), then everything.
+  written.Same("a dry run", [](Engine& e) {
+    return e.Forget("team", json{{"match", "deploy"}, {"dry_run", true}});
+  });
+  written.Same("a session forgotten", [](Engine& e) {
+    return e.Forget("team", json{{"session_id", "session-1"}});
+  });
+  written.Same("a phrase forgotten", [](Engine& e) {
+    return e.Forget("team", json{{"match", "self-hosted"}});
+  });
+  for (const char* query : {"deploy pipeline runner", "self-hosted runner", "Replikation"}) {
+    read.Same(query, [&](Engine& e) {
+      return e.Recall("team", json{{"query", query}, {"debug", true}});
+    });
+  }
+  read.Same("the scopes' figures after forget", [](Engine& e) { return e.ScopeStats(); });
+  read.Same("the export after forget",
+            [](Engine& e) -> tmcra::Result<json> { return Exported(e, "team"); });
+  written.Same("everything forgotten", [](Engine& e) {
+    return e.Forget("team", json{{"all", true}});
+  });
+  read.Same("the scopes' figures at the end", [](Engine& e) { return e.ScopeStats(); });
+
+  // Nothing of the forgotten text is left in PostgreSQL's tables.
+  auto conn = tmcra::pg::Connection::Open(db.Options());
+  REQUIRE(conn);
+  auto left = (*conn)->Exec(
+      "SELECT (SELECT count(*) FROM mem_records), (SELECT count(*) FROM mem_feedback), (SELECT "
+      "count(*) FROM mem_feedback_targets), (SELECT count(*) FROM mem_jobs WHERE payload_json "
+      "IS NOT NULL)");
+  REQUIRE(left);
+  for (int column = 0; column < 4; ++column) CHECK(left->Int(0, column) == 0);
 }
