@@ -1,11 +1,20 @@
 #!/usr/bin/env node
-// memd_https.mjs — tmcra-memd over real HTTPS, from node's own https/tls clients.
+// memd_https.mjs — tmcra-memd over real HTTPS, from node's own https/tls clients, on either
+// store.
 //
-//   node tests/integration/memd_https.mjs <tmcra-memd>
+//   node tests/integration/memd_https.mjs <tmcra-memd> [sqlite|postgresql]
+//
+// `sqlite` (the default) serves a --data-dir; `postgresql` serves a fresh database of the
+// suite's cluster (TMCRA_PG_DIR, CTest's fixture `postgres`) with --database, each start with an
+// index directory of its own, as separate instances have. The tests are the same on both, but
+// for those of a data directory's own files and of --local (data directories only), which are
+// listed as skipped on PostgreSQL; the 429 test holds PostgreSQL's lock on the jobs table instead
+// of SQLite's write lock.
 //
 // A certificate for IP:127.0.0.1 is made at test time with `openssl req -x509`. The script
 // starts the real server (several times: some tests need their own limits or a restart) and
-// covers the validation and auth matrix, ingest -> job -> recall, idempotency, 429 under a
+// covers the validation and auth matrix, ingest -> job -> recall, idempotency, feedback, the
+// maintenance endpoints (scope figures, export, import, forget), 429 under a
 // concurrency limit of 1, gzip, x-request-id, healthz/readyz, --local's two files, floods of
 // silent connections against the connection caps, the head deadline, pipelining, log
 // escaping, and a SIGTERM that loses no accepted job. Last line: "<N> passed, <M> failed".
@@ -20,18 +29,27 @@ import tls from 'node:tls';
 import zlib from 'node:zlib';
 
 import { Runner, assert, tmpDir, serverEnv, run, sleep } from '../peer/lib.mjs';
+import { pgCluster, freshDatabase } from './memd_lib.mjs';
 
 const BIN = process.argv[2] ? path.resolve(process.argv[2]) : '';
-if (!BIN || !fs.existsSync(BIN)) {
-  console.error('usage: node memd_https.mjs <tmcra-memd binary>');
+const STORE_KIND = process.argv[3] ?? 'sqlite';
+const PG = STORE_KIND === 'postgresql';
+if (!BIN || !fs.existsSync(BIN) || !['sqlite', 'postgresql'].includes(STORE_KIND) ||
+    (PG && !process.env.TMCRA_PG_DIR)) {
+  console.error('usage: [TMCRA_PG_DIR=<cluster dir>] node memd_https.mjs <tmcra-memd binary> [sqlite|postgresql]');
   console.log('0 passed, 1 failed');
   process.exit(2);
 }
 
-const r = new Runner('memd_https', { budgetMs: 240_000 });
+const r = new Runner(PG ? 'memd_https (postgresql)' : 'memd_https', { budgetMs: 240_000 });
 const STORE_CHECK = process.env.TMCRA_STORE_CHECK;
 const TMP = tmpDir('tmcra-memd-');
 const ENV = serverEnv();
+const CLUSTER = PG ? pgCluster(process.env.TMCRA_PG_DIR) : null;
+if (PG) {
+  delete ENV.PGPASSWORD;
+  ENV.PGPASSFILE = path.join(TMP, 'no-pgpass');  // the password comes from the file argument only
+}
 const CERT = path.join(TMP, 'cert.pem');
 const KEY = path.join(TMP, 'key.pem');
 let CA;
@@ -171,13 +189,42 @@ function assertEnvelope(res, status, code) {
   }
 }
 
-async function keys(dataDir, ...args) {
-  const res = await run(BIN, ['keys', ...args, '--data-dir', dataDir], { env: ENV });
+/**
+ * A store of the kind under test: a data directory of TMP, or a fresh database of the cluster.
+ * `keyArgs` name it to `keys`; `serveArgs()` to `serve`, with (on PostgreSQL) a new index
+ * directory each time, so servers running at once are separate instances; `dir` is the data
+ * directory, or the index directory of the last serveArgs().
+ */
+async function makeStore(name) {
+  if (!PG) {
+    const dir = path.join(TMP, name);
+    return { dir, keyArgs: ['--data-dir', dir], serveArgs: () => ['--data-dir', dir] };
+  }
+  const url = await freshDatabase(CLUSTER, r, name, ENV);
+  const keyArgs = ['--database', url, '--database-password-file', CLUSTER.passwordFile];
+  let starts = 0;
+  const store = { url, keyArgs, dir: path.join(TMP, `${name}-index-0`) };
+  store.serveArgs = () => {
+    starts += 1;
+    store.dir = path.join(TMP, `${name}-index-${starts}`);
+    return [...keyArgs, '--index-dir', store.dir];
+  };
+  return store;
+}
+
+/** A test of what only a data directory has (its files, --local): not run on PostgreSQL. */
+async function testOnDataDir(title, fn, options) {
+  if (!PG) return r.test(title, fn, options);
+  r.log(`skip - ${title} (a data directory's own)`);
+}
+
+async function keys(store, ...args) {
+  const res = await run(BIN, ['keys', ...args, ...store.keyArgs], { env: ENV });
   return res;
 }
 
-async function createKey(dataDir, ...args) {
-  const res = await keys(dataDir, 'create', ...args);
+async function createKey(store, ...args) {
+  const res = await keys(store, 'create', ...args);
   assert.equal(res.code, 0, res.stderr);
   const token = res.stdout.trim();
   assert.match(token, /^tmcra_[0-9a-f]{24}\.[0-9a-f]{64}$/);
@@ -211,7 +258,7 @@ function mode(p) { return fs.statSync(p).mode & 0o777; }
 // ---------------------------------------------------------------------------
 // Setup
 // ---------------------------------------------------------------------------
-const DATA = path.join(TMP, 'data');
+const DATA = await makeStore('data');
 let main;          // the main server: --max-concurrency 1, default body limit
 let FULL;          // all permissions
 let READ_ONLY;     // memory:read
@@ -251,12 +298,14 @@ await r.test('keys create / list / revoke; the key store is private', async () =
   const bad = await keys(DATA, 'create', '--permissions', 'memory:admin');
   assert.equal(bad.code, 2);
   assert.equal(bad.stdout, '');
-  assert.equal(mode(DATA), 0o700);
-  assert.equal(mode(path.join(DATA, 'keys.db')), 0o600);
+  if (!PG) {
+    assert.equal(mode(DATA.dir), 0o700);
+    assert.equal(mode(path.join(DATA.dir, 'keys.db')), 0o600);
+  }
 });
 
 await r.test('keys create: an empty or blank --permissions is an error, never every permission', async () => {
-  const dir = path.join(TMP, 'perm-data');
+  const dir = await makeStore('perm');
   for (const args of [['--permissions', ''], ['--permissions', ' '], ['--permissions', ','],
     ['--permissions=']]) {
     const res = await keys(dir, 'create', ...args);
@@ -268,11 +317,11 @@ await r.test('keys create: an empty or blank --permissions is an error, never ev
   assert.equal(listed.stdout.trim(), '', 'no key was made');
 });
 
-await r.test('a --data-dir that others can write, or another user owns, is refused', async () => {
+await testOnDataDir('a --data-dir that others can write, or another user owns, is refused', async () => {
   const open = path.join(TMP, 'open-data');
   fs.mkdirSync(open, { mode: 0o700 });
   fs.chmodSync(open, 0o777);
-  const made = await keys(open, 'create');
+  const made = await keys({ keyArgs: ['--data-dir', open] }, 'create');
   assert.notEqual(made.code, 0, made.stderr);
   assert.match(made.stderr, /0777\) is writable by group or others/);
   assert.ok(!fs.existsSync(path.join(open, 'keys.db')), 'no key store was made there');
@@ -281,32 +330,36 @@ await r.test('a --data-dir that others can write, or another user owns, is refus
   if (process.getuid() === 0) {
     fs.chmodSync(open, 0o700);
     fs.chownSync(open, 65534, 65534);
-    const theirs = await keys(open, 'create');
+    const theirs = await keys({ keyArgs: ['--data-dir', open] }, 'create');
     assert.notEqual(theirs.code, 0);
     assert.match(theirs.stderr, /owned by uid 65534/);
   }
 });
 
 await r.test('serve refuses to start without TLS (unless --local) and --local off loopback', async () => {
-  const a = await run(BIN, ['serve', '--data-dir', DATA], { env: ENV });
+  const a = await run(BIN, ['serve', ...DATA.serveArgs()], { env: ENV });
   assert.equal(a.code, 2);
   assert.match(a.stderr, /--tls-cert and --tls-key are required/);
-  const b = await run(BIN, ['serve', '--data-dir', DATA, '--local', '--listen', '0.0.0.0:0'], { env: ENV });
+  const b = await run(BIN, ['serve', ...DATA.serveArgs(), '--local', '--listen', '0.0.0.0:0'], { env: ENV });
   assert.equal(b.code, 2);
-  assert.match(b.stderr, /127\.0\.0\.1 only/);
-  const c = await run(BIN, ['serve', '--data-dir', DATA, '--tls-cert', CERT, '--tls-key', CERT], { env: ENV });
+  assert.match(b.stderr, PG ? /--local/ : /127\.0\.0\.1 only/);
+  const c = await run(BIN, ['serve', ...DATA.serveArgs(), '--tls-cert', CERT, '--tls-key', CERT], { env: ENV });
   assert.equal(c.code, 1, 'a certificate is not a key');
   assert.match(c.stderr, /TLS key/);
 });
 
 await r.test('starts: one readiness line {"listening":"https://127.0.0.1:PORT"}', async () => {
   // --gzip always: this test's client is on loopback, where the default (auto) never gzips.
-  main = await startMemd(['--data-dir', DATA, '--tls-cert', CERT, '--tls-key', KEY,
+  main = await startMemd([...DATA.serveArgs(), '--tls-cert', CERT, '--tls-key', KEY,
     '--max-concurrency', '1', '--gzip', 'always']);
   assert.deepEqual(Object.keys(main.ready), ['listening']);
   assert.match(main.ready.listening, /^https:\/\/127\.0\.0\.1:\d+$/);
   assert.ok(main.port > 0);
-  assert.equal(mode(path.join(DATA, 'memory.db')), 0o600);
+  // The store's file (on PostgreSQL, the instance's index of it) is private.
+  const file = PG ? fs.readdirSync(DATA.dir).find((f) => /^index-[0-9a-f]+\.db$/.test(f)) : 'memory.db';
+  assert.ok(file, `an index file in ${DATA.dir}`);
+  assert.equal(mode(DATA.dir), 0o700);
+  assert.equal(mode(path.join(DATA.dir, file)), 0o600);
 });
 
 // ---------------------------------------------------------------------------
@@ -653,20 +706,100 @@ await r.test('feedback "correct" needs memory:write as well', async () => {
   assert.match(res.json.error.message, /memory:write is required to save a correction/);
 });
 
+await r.test('maintenance: scope figures, export, import and forget, each with its permission', async () => {
+  const admin = await createKey(DATA, '--permissions',
+    'memory:read,memory:write,memory:feedback,memory:delete,memory:export');
+  const turns = [['ms1', 'The albatross backup runs at midnight from the primary'],
+    ['ms2', 'The heron report is due on the first Monday of each month']];
+  for (const [session, text] of turns) {
+    const ing = await request(main, 'POST', '/v1/scopes/maint/ingest', { key: FULL,
+      body: ingestBody(text, session), headers: { 'Idempotency-Key': `maint-${session}-0001` } });
+    assert.equal(ing.status, 202, ing.text);
+    assert.equal((await waitJob(main, FULL, ing.json.job_id)).status, 'succeeded');
+  }
+  const hit = await request(main, 'POST', '/v1/scopes/maint/recall', { key: FULL, body: { query: 'albatross backup' } });
+  const albatross = JSON.stringify(hit.json.evidence).match(/rec_[0-9a-f]{32}/)[0];
+  const fb = await request(main, 'POST', '/v1/scopes/maint/feedback', { key: FULL,
+    body: { rating: 'stale', action: 'ignore', memory_ids: [albatross] }, headers: { 'Idempotency-Key': 'maint-feedback-01' } });
+  assert.equal(fb.status, 201, fb.text);
+  const figures = async () => {
+    const res = await request(main, 'GET', '/v1/scopes', { key: admin });
+    assert.equal(res.status, 200, res.text);
+    return res.json.scopes.find((x) => x.scope_name === 'maint');
+  };
+  const before = await figures();
+  assert.equal(before.messages, 2, JSON.stringify(before));
+  assert.equal(before.feedback, 1, JSON.stringify(before));
+
+  assertEnvelope(await request(main, 'GET', '/v1/scopes/maint/export', { key: FULL }), 403, 'forbidden');
+  const exported = await request(main, 'GET', '/v1/scopes/maint/export', { key: admin });
+  assert.equal(exported.status, 200, exported.text);
+  assert.deepEqual(exported.json.lines.map((l) => l.type), ['record', 'record', 'feedback']);
+
+  // A record of another store imported: added once, then present.
+  const line = { ...exported.json.lines[1], memory_id: `rec_${crypto.randomBytes(16).toString('hex')}`,
+    session_id: 'imported', message_id: 'im1', content: 'The kingfisher audit was imported from elsewhere' };
+  for (const [added, present] of [[1, 0], [0, 1]]) {
+    const imported = await request(main, 'POST', '/v1/scopes/maint/import', { key: FULL, body: { lines: [line] } });
+    assert.equal(imported.status, 200, imported.text);
+    assert.equal(imported.json.records_added, added, imported.text);
+    assert.equal(imported.json.records_present, present, imported.text);
+  }
+  const found = await request(main, 'POST', '/v1/scopes/maint/recall', { key: FULL, body: { query: 'kingfisher audit' } });
+  assert.ok(found.json.prompt_evidence.content.includes('kingfisher audit'), found.text);
+
+  assertEnvelope(await request(main, 'POST', '/v1/scopes/maint/forget', { key: FULL, body: { session_id: 'ms1' } }),
+    403, 'forbidden');
+  const dry = await request(main, 'POST', '/v1/scopes/maint/forget', { key: admin, body: { session_id: 'ms1', dry_run: true } });
+  assert.equal(dry.status, 200, dry.text);
+  assert.equal(dry.json.records, 1, dry.text);
+  assert.equal((await figures()).messages, 3, 'a dry run deletes nothing');
+  const forgot = await request(main, 'POST', '/v1/scopes/maint/forget', { key: admin, body: { session_id: 'ms1' } });
+  assert.equal(forgot.status, 200, forgot.text);
+  assert.equal(forgot.json.records, 1, forgot.text);
+  assert.equal(forgot.json.feedback, 1, 'the feedback on the forgotten record goes with it');
+  assert.equal(forgot.json.erase, 'done', forgot.text);
+  const after = await figures();
+  assert.equal(after.messages, 2, JSON.stringify(after));
+  assert.equal(after.feedback, 0, JSON.stringify(after));
+  const gone = await request(main, 'POST', '/v1/scopes/maint/recall', { key: FULL, body: { query: 'albatross backup midnight' } });
+  assert.ok(!gone.text.includes('albatross'), gone.text);
+  const left = await request(main, 'GET', '/v1/scopes/maint/export', { key: admin });
+  assert.deepEqual(left.json.lines.map((l) => l.session_id).sort(), ['imported', 'ms2']);
+});
+
+/**
+ * Holds the store's write lock from another process until release(): SQLite's, with
+ * tmcra-store-check; on PostgreSQL, a lock on the jobs table (which an ingest writes) from psql.
+ */
+function holdStoreLock() {
+  let holder;
+  if (PG) {
+    holder = spawn('psql', ['-h', '127.0.0.1', '-p', CLUSTER.port, '-U', 'tmcra', '-At', '-v', 'ON_ERROR_STOP=1',
+      '-d', new URL(DATA.url).pathname.slice(1)], { stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...ENV, PGPASSWORD: CLUSTER.password } });
+    holder.stdin.write("BEGIN;\nLOCK TABLE mem_jobs IN EXCLUSIVE MODE;\nSELECT 'held';\n");
+  } else {
+    assert.ok(STORE_CHECK, 'TMCRA_STORE_CHECK (the tmcra-store-check binary) must be set; CTest sets it');
+    holder = spawn(STORE_CHECK, ['--hold-write-lock', path.join(DATA.dir, 'memory.db')],
+      { stdio: ['pipe', 'pipe', 'pipe'] });
+  }
+  const exit = new Promise((resolve) => holder.on('exit', (code) => resolve(code)));
+  const held = new Promise((resolve, reject) => {
+    let out = '';
+    holder.stdout.on('data', (d) => { out += d; if (out.includes('held')) resolve(); });
+    holder.on('exit', (code) => reject(new Error(`the lock holder exited ${code} before holding the lock`)));
+  });
+  return { held, exit, release: () => holder.stdin.end() };
+}
+
 await r.test('429 rate_limited with Retry-After: 1 under --max-concurrency 1', async () => {
   // A slot is taken once a request's body is in and given back once its answer is made. An
-  // ingest waiting for the store's write lock (held by another process, tmcra-store-check)
-  // holds the only slot; a request sent meanwhile is answered 429.
-  assert.ok(STORE_CHECK, 'TMCRA_STORE_CHECK (the tmcra-store-check binary) must be set; CTest sets it');
-  const holder = spawn(STORE_CHECK, ['--hold-write-lock', path.join(DATA, 'memory.db')],
-    { stdio: ['pipe', 'pipe', 'pipe'] });
-  const holderExit = new Promise((resolve) => holder.on('exit', (code) => resolve(code)));
+  // ingest waiting for the store's write lock (held by another process) holds the only slot; a
+  // request sent meanwhile is answered 429.
+  const holder = holdStoreLock();
   try {
-    await new Promise((resolve, reject) => {
-      let out = '';
-      holder.stdout.on('data', (d) => { out += d; if (out.includes('held')) resolve(); });
-      holder.on('exit', (code) => reject(new Error(`tmcra-store-check exited ${code} before holding the lock`)));
-    });
+    await holder.held;
     const waiting = request(main, 'POST', '/v1/scopes/team/ingest', { key: FULL,
       body: ingestBody('Written once the lock is free'), headers: { 'Idempotency-Key': 'slot-holder-0001' } });
     let limited;
@@ -682,12 +815,12 @@ await r.test('429 rate_limited with Retry-After: 1 under --max-concurrency 1', a
     assert.equal(limited.json.error.retry_after_seconds, 1);
     const health = await request(main, 'GET', '/healthz');
     assert.equal(health.status, 200, 'health checks are not limited');
-    holder.stdin.end();  // the lock goes: the ingest goes through
+    holder.release();  // the lock goes: the ingest goes through
     const done = await waiting;
     assert.equal(done.status, 202, done.text);
   } finally {
-    holder.stdin.end();
-    assert.equal(await holderExit, 0);
+    holder.release();
+    assert.equal(await holder.exit, 0);
   }
   const after = await request(main, 'GET', `/v1/jobs/${firstJob.job_id}`, { key: FULL });
   assert.equal(after.status, 200, 'the slot is free again');
@@ -849,10 +982,11 @@ await r.test('SIGTERM: exits 0', async () => {
 // ---------------------------------------------------------------------------
 // Shutdown without losing anything
 // ---------------------------------------------------------------------------
-const TLS_ARGS = ['--data-dir', DATA, '--tls-cert', CERT, '--tls-key', KEY];
+/** serve's arguments for a server of its own on the main store. */
+function tlsArgs() { return [...DATA.serveArgs(), '--tls-cert', CERT, '--tls-key', KEY]; }
 
 await r.test('SIGTERM finishes a request in progress before exiting 0', async () => {
-  const srv = await startMemd(TLS_ARGS);
+  const srv = await startMemd(tlsArgs());
   let held;
   const slow = rawTls(srv, 'POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\n' +
     `Authorization: Bearer ${FULL}\r\nContent-Type: application/json\r\nConnection: close\r\n` +
@@ -875,7 +1009,7 @@ await r.test('SIGTERM finishes a request in progress before exiting 0', async ()
 });
 
 await r.test('TLS: a client trickling its request head is closed at --head-timeout; others are served meanwhile', async () => {
-  const srv = await startMemd([...TLS_ARGS, '--threads', '1', '--head-timeout', '2']);
+  const srv = await startMemd([...tlsArgs(), '--threads', '1', '--head-timeout', '2']);
   const t0 = Date.now();
   let trickler;
   const trickled = new Promise((resolve) => {
@@ -936,7 +1070,7 @@ async function silentConnections(srv, n) {
 const descriptors = (srv) => fs.readdirSync(`/proc/${srv.proc.pid}/fd`).length;
 
 await r.test('a flood of silent connections: past --max-connections the one waiting longest for its head makes room; descriptors stay bounded', async () => {
-  const srv = await startMemd([...TLS_ARGS, '--max-connections', '8', '--max-connections-per-address', '0']);
+  const srv = await startMemd([...tlsArgs(), '--max-connections', '8', '--max-connections-per-address', '0']);
   const before = descriptors(srv);
   const flood = await silentConnections(srv, 40);
   await sleep(300);  // time for the server to accept them all
@@ -965,7 +1099,7 @@ async function silentFrom(srv, localAddress, n) {
 }
 
 await r.test('--max-connections-per-address: one address cannot hold more; another address is not affected', async () => {
-  const srv = await startMemd([...TLS_ARGS, '--max-connections-per-address', '4']);
+  const srv = await startMemd([...tlsArgs(), '--max-connections-per-address', '4']);
   const before = descriptors(srv);
   const flood = await silentFrom(srv, '127.0.0.2', 20);
   await sleep(300);
@@ -979,7 +1113,7 @@ await r.test('--max-connections-per-address: one address cannot hold more; anoth
 });
 
 await r.test('SIGTERM with silent connections held: exits 0 at once', async () => {
-  const srv = await startMemd(TLS_ARGS);
+  const srv = await startMemd(tlsArgs());
   const flood = await silentConnections(srv, 6);
   const t0 = Date.now();
   srv.proc.kill('SIGTERM');
@@ -990,7 +1124,7 @@ await r.test('SIGTERM with silent connections held: exits 0 at once', async () =
 });
 
 await r.test('pipelined requests are answered in order, each once', async () => {
-  const srv = await startMemd(TLS_ARGS);
+  const srv = await startMemd(tlsArgs());
   const ingest = JSON.stringify({ session_id: 'pipe', messages: [{ message_id: 'p1', role: 'user', content: 'pipelined fact', timestamp: '2026-07-15T00:00:00Z' }] });
   const text = 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-ID: first\r\n\r\n' +
     `POST /v1/scopes/team/ingest HTTP/1.1\r\nHost: x\r\nX-Request-ID: second\r\nAuthorization: Bearer ${FULL}\r\n` +
@@ -1007,7 +1141,7 @@ await r.test('pipelined requests are answered in order, each once', async () => 
 });
 
 await r.test('request fields are escaped in the log: no CR, LF or ESC from a client reaches it', async () => {
-  const srv = await startMemd(TLS_ARGS);
+  const srv = await startMemd(tlsArgs());
   await rawTls(srv, 'GE\x1b[31mT /healthz HTTP/1.1\r\nHost: x\r\n\r\n', { waitMs: 1500 });
   await rawTls(srv, 'GET /heal\x1b[2Jthz%0d%0aFORGED HTTP/1.1\r\nHost: x\r\n\r\n', { waitMs: 1500 });
   await rawTls(srv, 'GET /v1/jobs/x%1b%0d HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \x1b[0m\r\nConnection: close\r\n\r\n', { waitMs: 1500 });
@@ -1019,7 +1153,7 @@ await r.test('request fields are escaped in the log: no CR, LF or ESC from a cli
 });
 
 await r.test('while stopping, a new request gets a whole 503; a second SIGTERM exits at once', async () => {
-  const srv = await startMemd(TLS_ARGS);
+  const srv = await startMemd(tlsArgs());
   const body = JSON.stringify(RECALL);
   let held;
   const slow = rawTls(srv, 'POST /v1/scopes/team/recall HTTP/1.1\r\nHost: x\r\n' +
@@ -1043,7 +1177,7 @@ await r.test('while stopping, a new request gets a whole 503; a second SIGTERM e
 });
 
 await r.test('an accepted job left queued at SIGTERM runs at the next start', async () => {
-  const srv = await startMemd([...TLS_ARGS, '--no-job-worker']);
+  const srv = await startMemd([...tlsArgs(), '--no-job-worker']);
   const content = 'Queued before shutdown: the cafeteria closes at three';
   const res = await request(srv, 'POST', '/v1/scopes/team/ingest', { key: FULL,
     body: ingestBody(content), headers: { 'Idempotency-Key': 'queued-key-0001' } });
@@ -1051,7 +1185,7 @@ await r.test('an accepted job left queued at SIGTERM runs at the next start', as
   const pending = await request(srv, 'GET', `/v1/jobs/${res.json.job_id}`, { key: FULL });
   assert.equal(pending.json.status, 'pending');
   assert.deepEqual(await stopMemd(srv), { code: 0, signal: null });
-  const next = await startMemd(TLS_ARGS);
+  const next = await startMemd(tlsArgs());
   const job = await waitJob(next, FULL, res.json.job_id);
   assert.equal(job.status, 'succeeded');
   const rec = await request(next, 'POST', '/v1/scopes/team/recall', { key: FULL,
@@ -1061,13 +1195,13 @@ await r.test('an accepted job left queued at SIGTERM runs at the next start', as
 });
 
 await r.test('ingest then SIGTERM at once: exit 0, the job completes after a restart', async () => {
-  const srv = await startMemd(TLS_ARGS);
+  const srv = await startMemd(tlsArgs());
   const content = 'Written just before a stop: the lab key is in drawer nine';
   const res = await request(srv, 'POST', '/v1/scopes/team/ingest', { key: FULL,
     body: ingestBody(content), headers: { 'Idempotency-Key': 'stop-key-00001' } });
   assert.equal(res.status, 202, res.text);
   assert.deepEqual(await stopMemd(srv), { code: 0, signal: null });
-  const next = await startMemd(TLS_ARGS);
+  const next = await startMemd(tlsArgs());
   assert.equal((await waitJob(next, FULL, res.json.job_id)).status, 'succeeded');
   const rec = await request(next, 'POST', '/v1/scopes/team/recall', { key: FULL,
     body: { query: 'lab key drawer', max_windows: 8 } });
@@ -1076,11 +1210,11 @@ await r.test('ingest then SIGTERM at once: exit 0, the job completes after a res
 });
 
 await r.test('--gzip auto (the default) and never: no gzip to a loopback peer unless it is a proxy; other values refused', async () => {
-  const bad = await run(BIN, ['serve', ...TLS_ARGS, '--gzip', 'sometimes'], { env: ENV });
+  const bad = await run(BIN, ['serve', ...tlsArgs(), '--gzip', 'sometimes'], { env: ENV });
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /--gzip must be auto, always or never/);
   for (const extra of [[], ['--gzip', 'auto'], ['--gzip', 'never']]) {
-    const srv = await startMemd([...TLS_ARGS, ...extra]);
+    const srv = await startMemd([...tlsArgs(), ...extra]);
     const rec = await request(srv, 'POST', '/v1/scopes/team/recall', { key: FULL,
       body: { query: 'lab key drawer', max_windows: 8 }, headers: { 'Accept-Encoding': 'gzip' } });
     assert.equal(rec.status, 200, rec.text);
@@ -1102,13 +1236,13 @@ await r.test('--gzip auto (the default) and never: no gzip to a loopback peer un
 
 await r.test('--postings-cache-mib: with the postings kept or not, the same answers; bad values refused', async () => {
   for (const value of ['x', '-1', '65537', '', '1.5']) {
-    const bad = await run(BIN, ['serve', ...TLS_ARGS, '--postings-cache-mib', value], { env: ENV });
+    const bad = await run(BIN, ['serve', ...tlsArgs(), '--postings-cache-mib', value], { env: ENV });
     assert.equal(bad.code, 2, value);
     assert.match(bad.stderr, /--postings-cache-mib must be 0\.\.65536/);
   }
   const answers = [];
   for (const value of ['0', '1', '64']) {
-    const srv = await startMemd([...TLS_ARGS, '--postings-cache-mib', value]);
+    const srv = await startMemd([...tlsArgs(), '--postings-cache-mib', value]);
     const texts = [];
     for (let i = 0; i < 3; i++) {  // the first walks the words, the others find them kept
       const rec = await request(srv, 'POST', '/v1/scopes/team/recall', { key: FULL,
@@ -1137,7 +1271,7 @@ await r.test('--postings-cache-mib: with the postings kept or not, the same answ
 // ---------------------------------------------------------------------------
 // --local
 // ---------------------------------------------------------------------------
-await r.test('--local: plain HTTP on 127.0.0.1, binding and identity files (0600 in 0700)', async () => {
+await testOnDataDir('--local: plain HTTP on 127.0.0.1, binding and identity files (0600 in 0700)', async () => {
   const root = path.join(TMP, 'local-root');
   const home = ENV.HOME;
   const srv = await startMemd(['--data-dir', root, '--local']);
@@ -1180,7 +1314,7 @@ await r.test('--local: plain HTTP on 127.0.0.1, binding and identity files (0600
   assert.deepEqual(await stopMemd(again), { code: 0, signal: null });
 
   // A revoked identity key is replaced.
-  assert.equal((await keys(root, 'revoke', identity.apiKey.slice(6, identity.apiKey.indexOf('.')))).code, 0);
+  assert.equal((await keys({ keyArgs: ['--data-dir', root] }, 'revoke', identity.apiKey.slice(6, identity.apiKey.indexOf('.')))).code, 0);
   const third = await startMemd(['--data-dir', root, '--local']);
   const identity3 = JSON.parse(fs.readFileSync(identityPath, 'utf8'));
   assert.notEqual(identity3.apiKey, identity.apiKey);
@@ -1189,7 +1323,7 @@ await r.test('--local: plain HTTP on 127.0.0.1, binding and identity files (0600
   assert.deepEqual(await stopMemd(third), { code: 0, signal: null });
 });
 
-await r.test('--local honours TMCRA_LOCAL_BINDING_FILE', async () => {
+await testOnDataDir('--local honours TMCRA_LOCAL_BINDING_FILE', async () => {
   const root = path.join(TMP, 'local-root-2');
   const binding = path.join(TMP, 'elsewhere', 'binding.json');
   const srv = await startMemd(['--data-dir', root, '--local', '--listen', '127.0.0.1:0'],
