@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -200,15 +201,54 @@ Result<bool> EngineImpl::EmbedStep(db::Database& db, int64_t& cursor) {
     }
     TMCRA_RETURN_IF_ERROR(tx.Commit());
   }
+  if (!backlog.seqs.empty() && options_.shared) {
+    TMCRA_ASSIGN_OR_RETURN(backlog, TakeSharedVectors(db, model, std::move(backlog)));
+  }
   if (!backlog.seqs.empty()) {
     auto stored = EmbedTexts(backlog, model);
     if (!stored && Refused(stored.error())) return EmbedSingly(db, model, backlog, cursor);
     if (!stored) return stored.error();
     if (stopping_.load()) return false;
     TMCRA_RETURN_IF_ERROR(StoreVectors(db, model, backlog, *stored));
+    ShareVectors(backlog, *stored);
   }
   cursor = backlog.through;
   return true;
+}
+
+Result<EngineImpl::Backlog> EngineImpl::TakeSharedVectors(db::Database& db, const ModelRow& model,
+                                                          Backlog backlog) {
+  auto known = options_.shared->VectorsOf(options_.embedder->model(), backlog.seqs);
+  if (!known) {
+    spdlog::warn("shared vectors: {} (this batch is embedded here)", known.error().ToString());
+    return backlog;
+  }
+  std::map<int64_t, std::string> by_seq(known->begin(), known->end());
+  Backlog found{{}, {}, backlog.through};
+  Backlog rest{{}, {}, backlog.through};
+  std::vector<std::string> vectors;
+  for (size_t i = 0; i < backlog.seqs.size(); ++i) {
+    auto it = by_seq.find(backlog.seqs[i]);
+    const bool usable = it != by_seq.end() && StoredDimensions(it->second) > 0 &&
+                        (model.dimensions == 0 ||
+                         static_cast<int64_t>(StoredDimensions(it->second)) == model.dimensions);
+    Backlog& into = usable ? found : rest;
+    into.seqs.push_back(backlog.seqs[i]);
+    into.texts.push_back(std::move(backlog.texts[i]));
+    if (usable) vectors.push_back(std::move(it->second));
+  }
+  if (!found.seqs.empty()) TMCRA_RETURN_IF_ERROR(StoreVectors(db, model, found, vectors));
+  return rest;
+}
+
+void EngineImpl::ShareVectors(const Backlog& backlog, const std::vector<std::string>& stored) {
+  if (!options_.shared) return;
+  std::vector<std::pair<int64_t, std::string>> vectors;
+  for (size_t i = 0; i < stored.size(); ++i) vectors.emplace_back(backlog.seqs[i], stored[i]);
+  if (auto shared = options_.shared->AddVectors(options_.embedder->model(), vectors); !shared) {
+    spdlog::warn("shared vectors: {} (other instances embed these records themselves)",
+                 shared.error().ToString());
+  }
 }
 
 // A batch the service refused, one record at a time: a record refused alone is passed over
@@ -220,6 +260,7 @@ Result<bool> EngineImpl::EmbedSingly(db::Database& db, const ModelRow& model,
     auto stored = EmbedTexts(one, model);
     if (stored) {
       TMCRA_RETURN_IF_ERROR(StoreVectors(db, model, one, *stored));
+      ShareVectors(one, *stored);
     } else if (Refused(stored.error())) {
       spdlog::warn("embedding record {}: refused, passed over: {}", one.through,
                    stored.error().message);

@@ -202,6 +202,11 @@ class EngineImpl {
   Result<bool> EmbedSingly(db::Database& db, const ModelRow& model, const Backlog& backlog,
                            int64_t& cursor);
   Result<Backlog> ReadBacklog(db::Database& db, const ModelRow& model, int64_t after);
+  // On a shared store: the batch's records whose vectors of this model the store holds get
+  // them from it (no call to the service); the rest are returned, to be embedded here and then
+  // offered to the store by ShareVectors.
+  Result<Backlog> TakeSharedVectors(db::Database& db, const ModelRow& model, Backlog backlog);
+  void ShareVectors(const Backlog& backlog, const std::vector<std::string>& stored);
   Result<std::vector<std::string>> EmbedTexts(const Backlog& backlog, const ModelRow& model);
   Status StoreVectors(db::Database& db, const ModelRow& model, const Backlog& backlog,
                       const std::vector<std::string>& stored);

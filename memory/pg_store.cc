@@ -76,7 +76,8 @@ CREATE TABLE mem_deletions(
   scope_name TEXT NOT NULL);
 )sql",
     // 1 -> 2: feedback with its targets, numbered in the feed like records; a deletion row
-    // names the feedback it deleted (event_seq 0) or the record (feedback_id NULL).
+    // names the feedback it deleted (event_seq 0) or the record (feedback_id NULL); record
+    // vectors by model, deleted with their record.
     R"sql(
 CREATE TABLE mem_feedback(
   seq BIGINT PRIMARY KEY,
@@ -99,6 +100,11 @@ CREATE TABLE mem_feedback_targets(
   PRIMARY KEY(feedback_id, position));
 CREATE INDEX mem_feedback_targets_record ON mem_feedback_targets(record_id);
 ALTER TABLE mem_deletions ADD COLUMN feedback_id TEXT;
+CREATE TABLE mem_vectors(
+  event_seq BIGINT NOT NULL REFERENCES mem_records(event_seq) ON DELETE CASCADE,
+  model TEXT NOT NULL,
+  vector BYTEA NOT NULL,
+  PRIMARY KEY(event_seq, model));
 )sql",
 };
 
@@ -833,7 +839,8 @@ Result<SharedStore::Forgotten> PgStore::Forget(std::string_view scope,
   if (out.records.empty() && out.feedback == 0 && out.jobs == 0) return out;
   // The deleted rows' space reused and their index entries removed now, not when autovacuum
   // comes by (docs/memd.md, "PostgreSQL").
-  if (auto vacuumed = conn->Run("VACUUM mem_records, mem_feedback, mem_feedback_targets, mem_jobs");
+  if (auto vacuumed = conn->Run(
+          "VACUUM mem_records, mem_vectors, mem_feedback, mem_feedback_targets, mem_jobs");
       vacuumed) {
     out.vacuumed = true;
   } else {
@@ -973,6 +980,38 @@ Result<std::vector<PgStore::ImportedRecord>> PgStore::RecordsById(std::string_vi
       out.push_back({change.scope_name, change.job_id, std::move(change.record)});
     }
     return out;
+  });
+}
+
+Result<std::vector<std::pair<int64_t, std::string>>> PgStore::VectorsOf(
+    std::string_view model, const std::vector<int64_t>& event_seqs) {
+  return Retrying(
+      [&](pg::Connection& conn) -> Result<std::vector<std::pair<int64_t, std::string>>> {
+        TMCRA_ASSIGN_OR_RETURN(
+            auto rows,
+            conn.Exec("SELECT event_seq, vector FROM mem_vectors WHERE model = $1 AND event_seq "
+                      "IN (SELECT json_array_elements_text($2::json)::bigint)",
+                      {Param(model), Param(nlohmann::json(event_seqs).dump())}));
+        std::vector<std::pair<int64_t, std::string>> out;
+        for (int i = 0; i < rows.size(); ++i) out.emplace_back(rows.Int(i, 0), rows.Bytes(i, 1));
+        return out;
+      });
+}
+
+Status PgStore::AddVectors(std::string_view model,
+                           const std::vector<std::pair<int64_t, std::string>>& vectors) {
+  return Retrying([&](pg::Connection& conn) -> Status {
+    TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(conn));
+    for (const auto& [seq, vector] : vectors) {
+      // A record deleted meanwhile takes none (and its deletion's lock is waited for).
+      TMCRA_ASSIGN_OR_RETURN(
+          auto added,
+          conn.Exec("INSERT INTO mem_vectors(event_seq, model, vector) SELECT event_seq, $2, $3 "
+                    "FROM mem_records WHERE event_seq = $1 FOR KEY SHARE ON CONFLICT DO NOTHING",
+                    {Param(seq), Param(model), Param::Bytes(vector)}));
+      (void)added;
+    }
+    return tx.Commit();
   });
 }
 

@@ -1,6 +1,7 @@
 // What the engine needs of a store that several engines share (tmcra-memd instances on one
 // PostgreSQL database, memory/pg_store.h): the jobs with their idempotency keys, job claims with
-// leases, the records jobs write, feedback, forget, import, and a change feed in commit order. An
+// leases, the records jobs write, feedback, forget, import, record vectors, and a change feed in
+// commit order. An
 // engine given one (EngineOptions::shared) keeps its SQLite file as its own index of the shared
 // records, brought up to date from the feed (docs/memd.md, "PostgreSQL").
 //
@@ -22,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -191,6 +193,16 @@ class SharedStore {
   };
   [[nodiscard]] virtual Result<Imported> Import(std::string_view scope,
                                                 const std::vector<ImportLine>& lines) = 0;
+
+  // Record vectors (stored form, memory/vectors.h), kept with their model's name so that one
+  // instance's call to the embeddings service serves every instance. Not in the feed: each
+  // instance's embedding thread asks for the vectors of the records it has none for.
+  // The vectors the store holds of `model` for these records (by event_seq); others absent.
+  [[nodiscard]] virtual Result<std::vector<std::pair<int64_t, std::string>>> VectorsOf(
+      std::string_view model, const std::vector<int64_t>& event_seqs) = 0;
+  // Stores each vector unless its record has one of `model` already or is gone.
+  [[nodiscard]] virtual Status AddVectors(
+      std::string_view model, const std::vector<std::pair<int64_t, std::string>>& vectors) = 0;
 
   // One change of the feed: a record written (with its row) or deleted, a feedback added (with
   // its row) or deleted.

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/sha256.h"
+#include "memory/embedder.h"
 #include "memory/engine.h"
 #include "memory/pg_store.h"
 #include "tests/support/pg_test_cluster.h"
@@ -33,6 +34,69 @@ std::unique_ptr<Engine> OpenEngine(const TempDir& dir, std::shared_ptr<PgStore> 
   INFO((engine ? std::string() : engine.error().ToString()));
   REQUIRE(engine);
   return std::move(*engine);
+}
+
+// A deterministic embeddings service: a text's vector is made of its words' hashes; counts its
+// calls.
+class CountingEmbedder final : public tmcra::memory::Embedder {
+ public:
+  explicit CountingEmbedder(std::string model) : model_(std::move(model)) {}
+  const std::string& model() const override { return model_; }
+  tmcra::Result<std::vector<std::vector<float>>> Embed(const std::vector<std::string>& texts,
+                                                       std::chrono::milliseconds,
+                                                       const std::atomic<bool>*) override {
+    calls.fetch_add(1);
+    std::vector<std::vector<float>> out;
+    for (const std::string& text : texts) {
+      std::vector<float> v(16, 0.01f);
+      size_t word = 0;
+      for (char c : text + " ") {
+        if (c != ' ') {
+          word = word * 31 + static_cast<unsigned char>(c);
+          continue;
+        }
+        for (size_t i = 0; i < v.size(); ++i) {
+          v[i] += static_cast<float>((word >> i) % 7) - 3.0f;
+        }
+        word = 0;
+      }
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  std::string model_;
+};
+
+// An engine with an embeddings service whose embedding thread starts at once.
+std::unique_ptr<Engine> OpenEmbedding(const TempDir& dir, std::shared_ptr<PgStore> shared,
+                                      std::shared_ptr<tmcra::memory::Embedder> embedder) {
+  EngineOptions options;
+  options.path = dir.File("memory.db");
+  options.start_worker = false;
+  options.shared = std::move(shared);
+  options.embedder = std::move(embedder);
+  options.embed_start_ms = 0;
+  options.idle_poll_ms = 20;
+  auto engine = Engine::Open(options);
+  INFO((engine ? std::string() : engine.error().ToString()));
+  REQUIRE(engine);
+  return std::move(*engine);
+}
+
+// Waits (up to 20 s) until the engine's index holds `count` vectors, reading the feed first.
+void WaitForVectors(Engine& engine, int64_t count) {
+  for (int i = 0; i < 400; ++i) {
+    REQUIRE(engine.ScopeStats());  // brings the index up to date (and embeds no query)
+    auto stats = engine.Stats();
+    REQUIRE(stats);
+    REQUIRE(stats->embeddings);
+    if (stats->embeddings->vectors == count) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  FAIL("the index never held " << count << " vectors");
 }
 
 std::shared_ptr<PgStore> OpenShared(const ScratchDatabase& db) {
@@ -491,4 +555,51 @@ TEST_CASE(
       "IS NOT NULL)");
   REQUIRE(left);
   for (int column = 0; column < 4; ++column) CHECK(left->Int(0, column) == 0);
+}
+
+TEST_CASE(
+    "shared store: a record embedded through one instance gets its vector from the store on "
+    "another, with no call to its embeddings service") {
+  ScratchDatabase db("vectors");
+  TempDir da, dbb, dc;
+  auto service_a = std::make_shared<CountingEmbedder>("fake-embed");
+  auto a = OpenEmbedding(da, OpenShared(db), service_a);
+  for (const auto& [key, body] : Corpus()) REQUIRE(a->Ingest("team", body, Key(key)));
+  REQUIRE(a->RunPendingJobs());
+  WaitForVectors(*a, 48);
+  CHECK(service_a->calls.load() > 0);
+
+  auto service_b = std::make_shared<CountingEmbedder>("fake-embed");
+  auto b = OpenEmbedding(dbb, OpenShared(db), service_b);
+  WaitForVectors(*b, 48);
+  CHECK(service_b->calls.load() == 0);
+  // The same vectors: the same similarities in recall's debug output.
+  for (const char* query : {"deploy pipeline runner", "Replikation PostgreSQL"}) {
+    const json ask{{"query", query}, {"debug", true}};
+    auto one = a->Recall("team", ask);
+    auto two = b->Recall("team", ask);
+    REQUIRE(one);
+    REQUIRE(two);
+    CHECK((*one)["debug"]["vector"] == (*two)["debug"]["vector"]);
+    CHECK((*two)["debug"]["vector"]["searched"] == true);
+  }
+  // Another model's vectors are not taken: that instance embeds for itself.
+  auto service_c = std::make_shared<CountingEmbedder>("other-embed");
+  auto c = OpenEmbedding(dc, OpenShared(db), service_c);
+  WaitForVectors(*c, 48);
+  CHECK(service_c->calls.load() > 0);
+
+  // A forgotten record's vectors leave the store with it.
+  auto forgot = a->Forget("team", json{{"session_id", "session-1"}});
+  REQUIRE(forgot);
+  auto conn = tmcra::pg::Connection::Open(db.Options());
+  REQUIRE(conn);
+  auto left = (*conn)->Exec(
+      "SELECT count(*) FROM mem_vectors v LEFT JOIN mem_records r USING (event_seq) WHERE "
+      "r.event_seq IS NULL");
+  REQUIRE(left);
+  CHECK(left->Int(0, 0) == 0);
+  auto kept = (*conn)->Exec("SELECT count(DISTINCT event_seq) FROM mem_vectors");
+  REQUIRE(kept);
+  CHECK(kept->Int(0, 0) == 48 - (*forgot)["records"].get<int64_t>());
 }
