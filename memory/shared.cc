@@ -168,11 +168,16 @@ Result<int> EngineImpl::RunSharedJobs(int max_jobs) {
   for (auto& retry : retries) {
     if (now < retry.give_up_at) jobs.push_back(std::move(retry));
   }
-  TMCRA_ASSIGN_OR_RETURN(const auto claimed,
-                         options_.shared->ClaimJobs(owner_, max_jobs, options_.lease_seconds));
+  auto claimed = options_.shared->ClaimJobs(owner_, max_jobs, options_.lease_seconds);
+  if (!claimed) {
+    // The store cannot be reached: the unwritten jobs wait for the next turn.
+    std::lock_guard lock(orphans_mu_);
+    for (auto& job : jobs) unwritten_shared_jobs_.push_back(std::move(job));
+    return claimed.error();
+  }
   const auto give_up_at =
       now + std::chrono::milliseconds(static_cast<int64_t>(options_.lease_seconds * 800));
-  for (const auto& job : claimed) jobs.push_back({job, give_up_at});
+  for (const auto& job : *claimed) jobs.push_back({job, give_up_at});
   int written = 0;
   for (UnwrittenJob& job : jobs) {
     auto s = RunSharedJob(job.job);
@@ -211,6 +216,10 @@ Status EngineImpl::RunSharedJob(const SharedStore::Claimed& job) {
 }
 
 Status EngineImpl::SyncReplica() {
+  // The store's newest change is read before the lock, so recalls do not queue behind each
+  // other's round trip; a head found behind the index is read again under the lock, since
+  // another call may have applied newer changes meanwhile.
+  TMCRA_ASSIGN_OR_RETURN(int64_t head, options_.shared->Head());
   std::lock_guard sync(sync_mu_);
   if (!replica_through_) {
     std::lock_guard lock(api_mu_);
@@ -220,7 +229,9 @@ Status EngineImpl::SyncReplica() {
         db->QueryInt("SELECT COALESCE((SELECT value FROM maintenance WHERE name = "
                      "'shared_through'), 0)"));
   }
-  TMCRA_ASSIGN_OR_RETURN(const int64_t head, options_.shared->Head());
+  if (head < *replica_through_) {
+    TMCRA_ASSIGN_OR_RETURN(head, options_.shared->Head());
+  }
   if (head < *replica_through_) {
     // The store went back: a restore, or a failover to a replica without the newest changes.
     // The index holds changes the store has lost, and would skip new ones under their numbers.
