@@ -889,8 +889,8 @@ Result<json> EngineImpl::SharedImport(std::string_view scope, const json& lines)
   std::vector<SharedStore::ImportLine> kept;
   int64_t emptied = 0;  // records the filter left without text: counted as present, as here
   for (size_t i = 0; i < lines.size(); ++i) {
-    // PostgreSQL text cannot hold U+0000 (canonical JSON writes it as \u0000).
-    if (CanonicalJson(lines[i]).find("\\u0000") != std::string::npos) {
+    // PostgreSQL text cannot hold U+0000.
+    if (CanonicalJsonHoldsNul(CanonicalJson(lines[i]))) {
       return ValidationError("lines." + std::to_string(i),
                              "U+0000 (NUL) cannot be stored in a PostgreSQL memory store");
     }

@@ -1186,11 +1186,15 @@ Result<int64_t> EngineImpl::ApplySharedChanges(db::Database& db, const SharedSto
   if (st.tokenizer && stemmed == before && newest_written > before) {
     TMCRA_RETURN_IF_ERROR(AdvanceStemWatermark(db, newest_written));
   }
-  TMCRA_ASSIGN_OR_RETURN(
-      auto through, db.Prepare("INSERT INTO maintenance(name, value) VALUES('shared_through', ?) "
-                               "ON CONFLICT(name) DO UPDATE SET value = excluded.value"));
-  through.Bind(1, feed.through);
-  TMCRA_RETURN_IF_ERROR(through.Run());
+  TMCRA_ASSIGN_OR_RETURN(auto through,
+                         db.Prepare("INSERT INTO maintenance(name, value) VALUES(?, ?) ON "
+                                    "CONFLICT(name) DO UPDATE SET value = excluded.value"));
+  for (const auto& [name, value] : {std::pair{"shared_through", feed.through},
+                                    std::pair{"shared_feed_format", kSharedFeedFormat}}) {
+    through.Reset();
+    through.Bind(1, name).Bind(2, value);
+    TMCRA_RETURN_IF_ERROR(through.Run());
+  }
   TMCRA_RETURN_IF_ERROR(tx.Commit());
   known_forms_.Remember(st.stems_added);
   index_writes_.fetch_add(1);

@@ -39,6 +39,9 @@ std::string RecordIdOf(std::string_view scope, std::string_view session_id,
 // were new and stored before.
 json JobResultJson(int64_t max_seq, int64_t written, int64_t duplicates);
 
+// Whether canonical JSON text holds U+0000 (escaped), which PostgreSQL text cannot.
+bool CanonicalJsonHoldsNul(std::string_view text);
+
 struct FeedbackRequest;  // a validated feedback request (feedback.cc)
 
 class EngineImpl {
@@ -258,6 +261,9 @@ class EngineImpl {
                               const std::vector<std::string>& feedback_ids);
   // The answer to a call that a shared store does not offer yet.
   static Error NotShared(std::string_view what);
+  // The kinds of change an index applies (records written and deleted, feedback added and
+  // deleted), noted in the index with each batch: an index of an older format is rebuilt.
+  static constexpr int64_t kSharedFeedFormat = 2;
   std::mutex sync_mu_;
   std::optional<int64_t> replica_through_;  // guarded by sync_mu_; read from the file at first
 

@@ -693,7 +693,7 @@ Result<json> EngineImpl::SharedFeedback(std::string_view scope, const FeedbackRe
                                          CorrectionIngest(row.feedback_id, *request.replacement,
                                                           row.targets, row.created_at),
                                          context.idempotency_key, context));
-    if (prepared.payload_text.find("\\u0000") != std::string::npos) {
+    if (CanonicalJsonHoldsNul(prepared.payload_text)) {
       return ValidationError("replacement",
                              "U+0000 (NUL) cannot be stored in a PostgreSQL memory store");
     }

@@ -177,6 +177,20 @@ Param OptionalParam(const std::optional<std::string>& value) {
   return value ? Param(*value) : Param::Null();
 }
 
+struct Statement {
+  const char* sql;
+  std::vector<Param> params;
+};
+
+// Runs statements in order, their rows not wanted.
+Status ExecAll(pg::Connection& conn, const std::vector<Statement>& statements) {
+  for (const Statement& st : statements) {
+    TMCRA_ASSIGN_OR_RETURN(auto rows, conn.Exec(st.sql, st.params));
+    (void)rows;
+  }
+  return Ok();
+}
+
 // Takes the change counter's row lock (held to the commit) and returns its value. Every
 // transaction that numbers changes takes this lock first, so they also commit in that order,
 // and no two lock in opposite orders.
@@ -666,6 +680,26 @@ Result<bool> PlaceFeedback(pg::Connection& conn, int64_t seq, const SharedStore:
   return true;
 }
 
+// kNotFound naming the feedback's targets that are not records of its scope (any more).
+Status CheckTargets(pg::Connection& conn, const SharedStore::FeedbackRow& f) {
+  if (f.targets.empty()) return Ok();
+  TMCRA_ASSIGN_OR_RETURN(
+      auto rows, conn.Exec("SELECT t FROM json_array_elements_text($2::json) AS t WHERE NOT "
+                           "EXISTS (SELECT 1 FROM mem_records WHERE scope_name = $1 AND "
+                           "record_id = t)",
+                           {Param(f.scope_name), Param(nlohmann::json(f.targets).dump())}));
+  if (rows.size() == 0) return Ok();
+  std::vector<std::string> missing;
+  std::string list;
+  for (int i = 0; i < rows.size(); ++i) {
+    missing.emplace_back(rows.Text(i, 0));
+    list += (list.empty() ? "" : ", ") + missing.back();
+  }
+  return Error::Api(Errc::kNotFound, "not_found",
+                    "feedback targets not found in this scope: " + list,
+                    nlohmann::json{{"missing_memory_ids", missing}}.dump());
+}
+
 }  // namespace
 
 Result<std::optional<SharedStore::StoredFeedback>> PgStore::FeedbackOfKey(
@@ -679,6 +713,8 @@ Result<SharedStore::StoredFeedback> PgStore::AddFeedback(const FeedbackRow& feed
   const auto add = [&](pg::Connection& conn) -> Result<StoredFeedback> {
     TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(conn));
     TMCRA_ASSIGN_OR_RETURN(const int64_t counter, LockCounter(conn));
+    // The targets were resolved before the lock: a forget may have deleted one since.
+    TMCRA_RETURN_IF_ERROR(CheckTargets(conn, feedback));
     TMCRA_ASSIGN_OR_RETURN(const bool placed, PlaceFeedback(conn, counter + 1, feedback));
     if (!placed) {
       if (!feedback.idempotency_key) {
@@ -705,7 +741,8 @@ Result<SharedStore::StoredFeedback> PgStore::AddFeedback(const FeedbackRow& feed
 
 namespace {
 
-// The records of `scope` the selection names, oldest first (as the SQLite store selects them).
+// The records of `scope` the selection names, oldest first (as the SQLite store selects them),
+// with their first 200 characters.
 Result<std::vector<SharedStore::ForgottenRecord>> SelectForgotten(
     pg::Connection& conn, std::string_view scope, const SharedStore::ForgetSelection& s) {
   const Param params[] = {
@@ -714,11 +751,12 @@ Result<std::vector<SharedStore::ForgottenRecord>> SelectForgotten(
       s.message_ids ? Param(nlohmann::json(*s.message_ids).dump()) : Param::Null()};
   TMCRA_ASSIGN_OR_RETURN(
       auto rows,
-      conn.Exec("SELECT event_seq, record_id, scope_name, session_id, role, timestamp, content, "
-                "job_id FROM mem_records WHERE scope_name = $1 AND ($2::text IS NULL OR "
-                "session_id = $2) AND ($3::float8 IS NULL OR occurred_at < $3) AND ($4::text IS "
-                "NULL OR strpos(content, $4) > 0) AND ($5::json IS NULL OR message_id IN (SELECT "
-                "json_array_elements_text($5::json))) ORDER BY occurred_at, event_seq FOR UPDATE",
+      conn.Exec("SELECT event_seq, record_id, scope_name, session_id, role, timestamp, "
+                "left(content, 200), job_id FROM mem_records WHERE scope_name = $1 AND ($2::text "
+                "IS NULL OR session_id = $2) AND ($3::float8 IS NULL OR occurred_at < $3) AND "
+                "($4::text IS NULL OR strpos(content, $4) > 0) AND ($5::json IS NULL OR "
+                "message_id IN (SELECT json_array_elements_text($5::json))) ORDER BY "
+                "occurred_at, event_seq",
                 params));
   std::vector<SharedStore::ForgottenRecord> out;
   for (int i = 0; i < rows.size(); ++i) {
@@ -730,27 +768,33 @@ Result<std::vector<SharedStore::ForgottenRecord>> SelectForgotten(
   return out;
 }
 
-// Deletes the records and the targets feedback had on them, each record's deletion numbered
-// after `*counter`, and counts them out of their scope.
-Status DeleteForgotten(pg::Connection& conn,
+// Deletes the records and the targets feedback had on them, their deletions numbered after
+// `*counter` in event_seq order, and counts them out of their scope: a few statements whatever
+// their number, since the counter's lock is held meanwhile.
+Status DeleteForgotten(pg::Connection& conn, std::string_view scope,
                        const std::vector<SharedStore::ForgottenRecord>& doomed, int64_t* counter) {
-  for (const auto& d : doomed) {
-    TMCRA_ASSIGN_OR_RETURN(
-        auto gone, conn.Exec("DELETE FROM mem_records WHERE event_seq = $1", {Param(d.seq)}));
-    (void)gone;
-    TMCRA_ASSIGN_OR_RETURN(
-        auto targets,
-        conn.Exec("DELETE FROM mem_feedback_targets WHERE record_id = $1", {Param(d.record_id)}));
-    (void)targets;
-    TMCRA_RETURN_IF_ERROR(NoteDeletion(conn, ++*counter, d.seq, d.scope, ""));
-  }
   if (doomed.empty()) return Ok();
-  TMCRA_ASSIGN_OR_RETURN(
-      auto counted,
-      conn.Exec("UPDATE mem_scopes SET record_count = GREATEST(record_count - $2, 0) WHERE name = "
-                "$1",
-                {Param(doomed.front().scope), Param(static_cast<int64_t>(doomed.size()))}));
-  (void)counted;
+  std::vector<int64_t> seqs;
+  std::vector<std::string> ids;
+  for (const auto& d : doomed) {
+    seqs.push_back(d.seq);
+    ids.push_back(d.record_id);
+  }
+  std::sort(seqs.begin(), seqs.end());
+  const std::string seq_list = nlohmann::json(seqs).dump();
+  TMCRA_RETURN_IF_ERROR(ExecAll(
+      conn, {{"DELETE FROM mem_records WHERE event_seq IN (SELECT "
+              "json_array_elements_text($1::json)::bigint)",
+              {Param(seq_list)}},
+             {"DELETE FROM mem_feedback_targets WHERE record_id IN (SELECT "
+              "json_array_elements_text($1::json))",
+              {Param(nlohmann::json(ids).dump())}},
+             {"INSERT INTO mem_deletions(seq, event_seq, scope_name) SELECT $2::bigint + n, "
+              "e::bigint, $3 FROM json_array_elements_text($1::json) WITH ORDINALITY AS t(e, n)",
+              {Param(seq_list), Param(*counter), Param(scope)}},
+             {"UPDATE mem_scopes SET record_count = GREATEST(record_count - $2, 0) WHERE name = $1",
+              {Param(scope), Param(static_cast<int64_t>(doomed.size()))}}}));
+  *counter += static_cast<int64_t>(doomed.size());
   return Ok();
 }
 
@@ -820,17 +864,44 @@ Result<int64_t> ScrubJobs(pg::Connection& conn, std::string_view scope,
 
 }  // namespace
 
+namespace {
+
+// VACUUM of the tables a forget deletes from; kPermissionDenied when the role does not own one
+// (PostgreSQL would skip it with a warning).
+Status Vacuum(pg::Connection& conn) {
+  static constexpr const char* kTables =
+      "mem_records, mem_vectors, mem_feedback, "
+      "mem_feedback_targets, mem_jobs";
+  TMCRA_ASSIGN_OR_RETURN(
+      auto foreign,
+      conn.Exec("SELECT string_agg(relname, ', ') FROM pg_class WHERE relname IN ('mem_records', "
+                "'mem_vectors', 'mem_feedback', 'mem_feedback_targets', 'mem_jobs') AND "
+                "relnamespace = to_regnamespace(current_schema())::oid AND NOT "
+                "pg_has_role(current_user, relowner, 'USAGE')"));
+  if (!foreign.IsNull(0, 0)) {
+    return Error{Errc::kPermissionDenied, false,
+                 "the database role does not own " + std::string(foreign.Text(0, 0))};
+  }
+  return conn.Run(std::string("VACUUM ") + kTables);
+}
+
+}  // namespace
+
 Result<SharedStore::Forgotten> PgStore::Forget(std::string_view scope,
                                                const ForgetSelection& selection) {
   TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
   Forgotten out;
   {
+    if (selection.dry_run) {
+      TMCRA_ASSIGN_OR_RETURN(out.records, SelectForgotten(*conn, scope, selection));
+      return out;
+    }
+    // Under the counter's lock no job's records land between the selection and the deletion.
     TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
     TMCRA_ASSIGN_OR_RETURN(int64_t counter, LockCounter(*conn));
     const int64_t before = counter;
     TMCRA_ASSIGN_OR_RETURN(out.records, SelectForgotten(*conn, scope, selection));
-    if (selection.dry_run) return out;  // rolled back
-    TMCRA_RETURN_IF_ERROR(DeleteForgotten(*conn, out.records, &counter));
+    TMCRA_RETURN_IF_ERROR(DeleteForgotten(*conn, scope, out.records, &counter));
     TMCRA_ASSIGN_OR_RETURN(out.feedback, DropFeedback(*conn, scope, selection.match, &counter));
     TMCRA_ASSIGN_OR_RETURN(out.jobs, ScrubJobs(*conn, scope, out.records, selection));
     if (counter != before) TMCRA_RETURN_IF_ERROR(MoveCounter(*conn, counter));
@@ -838,14 +909,11 @@ Result<SharedStore::Forgotten> PgStore::Forget(std::string_view scope,
   }
   if (out.records.empty() && out.feedback == 0 && out.jobs == 0) return out;
   // The deleted rows' space reused and their index entries removed now, not when autovacuum
-  // comes by (docs/memd.md, "PostgreSQL").
-  if (auto vacuumed = conn->Run(
-          "VACUUM mem_records, mem_vectors, mem_feedback, mem_feedback_targets, mem_jobs");
-      vacuumed) {
-    out.vacuumed = true;
-  } else {
-    out.vacuum_error = vacuumed.error().message;
-  }
+  // comes by (docs/memd.md, "PostgreSQL"). PostgreSQL skips, with a warning only, a table the
+  // role does not own: that is found out first.
+  auto vacuumed = Vacuum(*conn);
+  out.vacuumed = static_cast<bool>(vacuumed);
+  if (!vacuumed) out.vacuum_error = vacuumed.error().message;
   return out;
 }
 
@@ -1000,10 +1068,12 @@ Result<std::vector<std::pair<int64_t, std::string>>> PgStore::VectorsOf(
 
 Status PgStore::AddVectors(std::string_view model,
                            const std::vector<std::pair<int64_t, std::string>>& vectors) {
+  // One statement (and transaction) a vector, so no transaction here holds locks on several
+  // records while a forget deletes them; each is harmless to repeat.
   return Retrying([&](pg::Connection& conn) -> Status {
-    TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(conn));
     for (const auto& [seq, vector] : vectors) {
-      // A record deleted meanwhile takes none (and its deletion's lock is waited for).
+      // A record deleted meanwhile takes none (its deletion's lock is waited for, then the row
+      // is skipped).
       TMCRA_ASSIGN_OR_RETURN(
           auto added,
           conn.Exec("INSERT INTO mem_vectors(event_seq, model, vector) SELECT event_seq, $2, $3 "
@@ -1011,7 +1081,7 @@ Status PgStore::AddVectors(std::string_view model,
                     {Param(seq), Param(model), Param::Bytes(vector)}));
       (void)added;
     }
-    return tx.Commit();
+    return Ok();
   });
 }
 

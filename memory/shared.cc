@@ -86,6 +86,18 @@ std::vector<SharedStore::NewRecord> RecordsOf(const std::string& scope,
 
 }  // namespace
 
+bool CanonicalJsonHoldsNul(std::string_view text) {
+  // Canonical JSON writes U+0000 as \u0000 and a backslash as \\: an escape is a "u0000" after
+  // an odd run of backslashes.
+  for (size_t at = text.find("u0000"); at != std::string_view::npos;
+       at = text.find("u0000", at + 1)) {
+    size_t backslashes = 0;
+    while (backslashes < at && text[at - 1 - backslashes] == '\\') ++backslashes;
+    if (backslashes % 2 == 1) return true;
+  }
+  return false;
+}
+
 Error EngineImpl::NotShared(std::string_view what) {
   return Error::Api(Errc::kUnimplemented, "not_implemented",
                     std::string(what) + " is not available on a PostgreSQL store yet");
@@ -112,8 +124,8 @@ Result<std::vector<json>> EngineImpl::AcceptShared(std::string_view scope,
   std::vector<SharedStore::JobRow> rows;
   const double now = NowSeconds();
   for (size_t i = 0; i < prepared.size(); ++i) {
-    // PostgreSQL text cannot hold U+0000 (canonical JSON writes it as \u0000).
-    if (prepared[i].payload_text.find("\\u0000") != std::string::npos) {
+    // PostgreSQL text cannot hold U+0000.
+    if (CanonicalJsonHoldsNul(prepared[i].payload_text)) {
       const std::string item = batch ? "items." + std::to_string(i) + "." : "";
       return ValidationError(item + "messages",
                              "U+0000 (NUL) cannot be stored in a PostgreSQL memory store");
@@ -224,10 +236,15 @@ Status EngineImpl::SyncReplica() {
   if (!replica_through_) {
     std::lock_guard lock(api_mu_);
     TMCRA_ASSIGN_OR_RETURN(db::Database * db, ApiDb());
+    // An index an older build kept did not apply every kind of change the feed has now: it
+    // reads the feed again from the start (applying a change twice changes nothing).
     TMCRA_ASSIGN_OR_RETURN(
         replica_through_,
-        db->QueryInt("SELECT COALESCE((SELECT value FROM maintenance WHERE name = "
-                     "'shared_through'), 0)"));
+        db->QueryInt("SELECT CASE WHEN COALESCE((SELECT value FROM maintenance WHERE name = "
+                     "'shared_feed_format'), 0) < " +
+                     std::to_string(kSharedFeedFormat) +
+                     " THEN 0 ELSE COALESCE((SELECT value FROM maintenance WHERE name = "
+                     "'shared_through'), 0) END"));
   }
   if (head < *replica_through_) {
     TMCRA_ASSIGN_OR_RETURN(head, options_.shared->Head());

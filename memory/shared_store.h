@@ -139,6 +139,8 @@ class SharedStore {
   // Stores a feedback, numbered in the feed, and with it `correction` (the job that ingests a
   // correction's replacement, accepted as AcceptJobs does) in one transaction; when its
   // (tenant, idempotency key) is known, stores nothing and answers the stored feedback.
+  // kNotFound, naming them, when targets are not records of its scope (a forget since they
+  // were resolved).
   [[nodiscard]] virtual Result<StoredFeedback> AddFeedback(
       const FeedbackRow& feedback, const std::optional<JobRow>& correction) = 0;
 
@@ -159,7 +161,7 @@ class SharedStore {
     std::string session_id;
     std::string role;
     std::string timestamp;
-    std::string content;
+    std::string content;  // at least its first 200 characters (what a preview shows)
     std::string job_id;
   };
   struct Forgotten {

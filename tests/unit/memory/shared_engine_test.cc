@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/sha256.h"
+#include "base/sqlite_db.h"
 #include "memory/embedder.h"
 #include "memory/engine.h"
 #include "memory/pg_store.h"
@@ -336,6 +337,14 @@ TEST_CASE("shared store: text with U+0000 is refused as the request's fault") {
   REQUIRE_FALSE(nul);
   CHECK(nul.error().api_code == "validation_error");
   CHECK(nul.error().message.find("U+0000") != std::string::npos);
+  // A backslash followed by "u0000" is text like any other.
+  auto literal = a->Ingest(
+      "team",
+      json{{"session_id", "s"},
+           {"messages", {Message("m", "user", "printf(\"\\u0000\")", "2026-12-01T09:00:00Z")}}},
+      Key("nul-key-0002"));
+  INFO((literal ? std::string() : literal.error().ToString()));
+  CHECK(literal);
 }
 
 namespace {
@@ -602,4 +611,53 @@ TEST_CASE(
   auto kept = (*conn)->Exec("SELECT count(DISTINCT event_seq) FROM mem_vectors");
   REQUIRE(kept);
   CHECK(kept->Int(0, 0) == 48 - (*forgot)["records"].get<int64_t>());
+}
+
+TEST_CASE(
+    "shared store: an index an older build kept reads the feed again from the start, and "
+    "feedback on a record forgotten meanwhile is refused") {
+  ScratchDatabase db("feed_format");
+  auto store = OpenShared(db);
+  TempDir da;
+  std::string id;
+  {
+    auto a = OpenEngine(da, store);
+    for (const auto& [key, body] : Corpus()) REQUIRE(a->Ingest("team", body, Key(key)));
+    REQUIRE(a->RunPendingJobs());
+    auto hits = a->Recall("team", json{{"query", "deploy pipeline runner"}});
+    REQUIRE(hits);
+    id = hits->dump().substr(hits->dump().find("\"rec_") + 1, 36);
+    REQUIRE(a->Feedback("team",
+                        json{{"rating", "stale"}, {"action", "ignore"}, {"memory_ids", {id}}},
+                        "format-feedback-1"));
+  }
+  {
+    // What an older build's index looks like: the feedback never applied, no format noted.
+    auto file = tmcra::db::Database::Open({da.File("memory.db")});
+    REQUIRE(file);
+    REQUIRE(
+        (*file)->Exec("DELETE FROM feedback_targets; DELETE FROM feedback; DELETE FROM "
+                      "maintenance WHERE name = 'shared_feed_format'"));
+  }
+  auto a = OpenEngine(da, store);
+  auto figures = a->ScopeStats();
+  REQUIRE(figures);
+  CHECK((*figures)["scopes"][0]["feedback"] == 1);
+  CHECK((*figures)["scopes"][0]["messages"] == 48);
+
+  // A target deleted after it was resolved is refused by the store, under its lock.
+  PgStore::FeedbackRow late;
+  late.feedback_id = "fb_late";
+  late.tenant_id = "local";
+  late.scope_name = "team";
+  late.rating = "stale";
+  late.action = "ignore";
+  late.payload_sha256 = "x";
+  late.request_json = "{}";
+  late.targets = {id, "rec_gone"};
+  auto refused = store->AddFeedback(late, std::nullopt);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == tmcra::Errc::kNotFound);
+  CHECK(refused.error().message.find("rec_gone") != std::string::npos);
+  CHECK(refused.error().message.find(id) == std::string::npos);
 }
