@@ -248,7 +248,11 @@ class EngineImpl {
   Result<json> SharedForget(std::string_view scope, const SharedStore::ForgetSelection& selection);
   Result<json> SharedImport(std::string_view scope, const json& lines);
   Result<int> RunSharedJobs(int max_jobs);
-  Status RunSharedJob(const SharedStore::Claimed& job);
+  struct UnwrittenJob;
+  Result<std::vector<UnwrittenJob>> SharedJobsToWrite(int max_jobs);
+  // A claimed job's records to write; nullopt when its payload is unreadable (the job is
+  // failed).
+  Result<std::optional<SharedStore::JobWrite>> SharedJobWrite(const SharedStore::Claimed& job);
   Status SyncReplica();
   // Before a recall: the job it waits for (if any) checked, then the index brought up to date.
   Status CheckSharedWaitedJob(std::string_view scope, const std::string& job_id);

@@ -418,52 +418,62 @@ Result<std::vector<SharedStore::Claimed>> PgStore::ClaimJobs(std::string_view ow
   return claimed;
 }
 
-Result<SharedStore::Written> PgStore::FinishJob(
-    std::string_view owner, std::string_view job_id, const std::vector<NewRecord>& records,
-    const std::function<std::string(const Written&)>& result) {
-  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
-  TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
-  TMCRA_ASSIGN_OR_RETURN(const int64_t counter, LockCounter(*conn));
+namespace {
+
+// Writes one job's records numbered after `*next` and marks it succeeded, if `owner` holds it;
+// inside the caller's transaction, which holds the counter's lock.
+Result<SharedStore::Written> WriteJob(pg::Connection& conn, std::string_view owner,
+                                      const SharedStore::JobWrite& job, int64_t* next) {
   TMCRA_ASSIGN_OR_RETURN(
       auto held,
-      conn->Exec(std::string("SELECT scope_name, ") + kNow +
-                     " FROM mem_jobs WHERE job_id = $1 AND status = 'running' AND lease_owner = "
-                     "$2 FOR UPDATE",
-                 {Param(job_id), Param(owner)}));
-  if (held.size() == 0) return Written{};  // rolled back: the lease is another's now
+      conn.Exec(std::string("SELECT scope_name, ") + kNow +
+                    " FROM mem_jobs WHERE job_id = $1 AND status = 'running' AND lease_owner = "
+                    "$2 FOR UPDATE",
+                {Param(job.job_id), Param(owner)}));
+  if (held.size() == 0) return SharedStore::Written{};  // the lease is another's now
   const std::string scope(held.Text(0, 0));
   const double now = held.Double(0, 1);
-  Written out;
+  SharedStore::Written out;
   out.written = true;
-  int64_t next = counter;
-  for (const NewRecord& r : records) {
-    TMCRA_ASSIGN_OR_RETURN(const auto stored, InsertRecord(*conn, next + 1, scope, job_id, r));
+  for (const SharedStore::NewRecord& r : job.records) {
+    TMCRA_ASSIGN_OR_RETURN(const auto stored, InsertRecord(conn, *next + 1, scope, job.job_id, r));
     if (stored.first) {
-      ++next;
+      ++*next;
       ++out.records_written;
     } else {
       ++out.records_deduplicated;
     }
     out.max_event_seq = std::max(out.max_event_seq, stored.second);
   }
+  TMCRA_RETURN_IF_ERROR(ExecAll(
+      conn,
+      {{"INSERT INTO mem_scopes(name, record_count, last_event_seq, last_job_id, created_at, "
+        "updated_at) VALUES($1, $2, $3, $4, $5, $5) ON CONFLICT (name) DO UPDATE SET "
+        "record_count = mem_scopes.record_count + $2, last_event_seq = "
+        "GREATEST(COALESCE(mem_scopes.last_event_seq, 0), $3), last_job_id = $4, updated_at = $5",
+        {Param(scope), Param(out.records_written), Param(out.max_event_seq), Param(job.job_id),
+         Param(now)}},
+       {"UPDATE mem_jobs SET status = 'succeeded', finished_at = $2, updated_at = $2, "
+        "heartbeat_at = $2, lease_owner = NULL, lease_expires_at = NULL, result_json = $3, "
+        "error_json = NULL, payload_json = NULL WHERE job_id = $1",
+        {Param(job.job_id), Param(now), Param(job.result(out))}}}));
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<SharedStore::Written>> PgStore::FinishJobs(std::string_view owner,
+                                                              const std::vector<JobWrite>& jobs) {
+  TMCRA_ASSIGN_OR_RETURN(auto conn, pool_.Borrow());
+  TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(*conn));
+  TMCRA_ASSIGN_OR_RETURN(const int64_t counter, LockCounter(*conn));
+  int64_t next = counter;
+  std::vector<Written> out;
+  for (const JobWrite& job : jobs) {
+    TMCRA_ASSIGN_OR_RETURN(auto written, WriteJob(*conn, owner, job, &next));
+    out.push_back(written);
+  }
   if (next != counter) TMCRA_RETURN_IF_ERROR(MoveCounter(*conn, next));
-  TMCRA_ASSIGN_OR_RETURN(
-      auto scope_row,
-      conn->Exec("INSERT INTO mem_scopes(name, record_count, last_event_seq, last_job_id, "
-                 "created_at, updated_at) VALUES($1, $2, $3, $4, $5, $5) ON CONFLICT (name) DO "
-                 "UPDATE SET record_count = mem_scopes.record_count + $2, last_event_seq = "
-                 "GREATEST(COALESCE(mem_scopes.last_event_seq, 0), $3), last_job_id = $4, "
-                 "updated_at = $5",
-                 {Param(scope), Param(out.records_written), Param(out.max_event_seq), Param(job_id),
-                  Param(now)}));
-  (void)scope_row;
-  TMCRA_ASSIGN_OR_RETURN(
-      auto done,
-      conn->Exec("UPDATE mem_jobs SET status = 'succeeded', finished_at = $2, updated_at = $2, "
-                 "heartbeat_at = $2, lease_owner = NULL, lease_expires_at = NULL, result_json = "
-                 "$3, error_json = NULL, payload_json = NULL WHERE job_id = $1",
-                 {Param(job_id), Param(now), Param(result(out))}));
-  (void)done;
   TMCRA_RETURN_IF_ERROR(tx.Commit());
   return out;
 }

@@ -13,8 +13,8 @@
 //     locked first in its transaction and held to the commit, so changes commit in the order of
 //     their numbers. (Sequence values would not do: they are handed out at the call and commit
 //     in any order across transactions.) The counter serialises writing transactions from that
-//     lock to their commit; a job's records go in one transaction. Records written, feedback
-//     added and deletions (mem_deletions) are the feed's three lists, merged by number.
+//     lock to their commit; a worker's batch of jobs goes in one transaction. Records written,
+//     feedback added and deletions (mem_deletions) are the feed's three lists, merged by number.
 //   * Forget selects and deletes under the counter's lock, so no job's records land between
 //     the selection and the deletion, then runs VACUUM on the tables that held the rows.
 // Thread-safe: statements run on pooled connections.
@@ -42,9 +42,8 @@ class PgStore final : public SharedStore {
   Result<JobCounts> CountJobs() override;
   Result<std::vector<Claimed>> ClaimJobs(std::string_view owner, int max_jobs,
                                          double lease_seconds) override;
-  Result<Written> FinishJob(std::string_view owner, std::string_view job_id,
-                            const std::vector<NewRecord>& records,
-                            const std::function<std::string(const Written&)>& result) override;
+  Result<std::vector<Written>> FinishJobs(std::string_view owner,
+                                          const std::vector<JobWrite>& jobs) override;
   Result<bool> FailJob(std::string_view owner, std::string_view job_id,
                        const std::string& error_json) override;
   Result<Changes> ChangesAfter(int64_t after, int limit) override;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "base/canonical_json.h"
 #include "base/clock.h"
@@ -166,10 +167,10 @@ Result<json> EngineImpl::SharedGetJob(std::string_view job_id) {
   return JobView(*job, options_.public_base_url);
 }
 
-Result<int> EngineImpl::RunSharedJobs(int max_jobs) {
-  // Jobs this engine claimed but could not write (the store was unreachable) are written again
-  // by it for most of their lease; then they are left to whoever claims them once the lease has
-  // run out (their attempts counted).
+// The jobs to write this turn: those this engine claimed but could not write (the store was
+// unreachable), for most of their lease (then they are left to whoever claims them once it has
+// run out, their attempts counted), and those it claims now.
+Result<std::vector<EngineImpl::UnwrittenJob>> EngineImpl::SharedJobsToWrite(int max_jobs) {
   std::vector<UnwrittenJob> retries;
   {
     std::lock_guard lock(orphans_mu_);
@@ -190,41 +191,64 @@ Result<int> EngineImpl::RunSharedJobs(int max_jobs) {
   const auto give_up_at =
       now + std::chrono::milliseconds(static_cast<int64_t>(options_.lease_seconds * 800));
   for (const auto& job : *claimed) jobs.push_back({job, give_up_at});
-  int written = 0;
-  for (UnwrittenJob& job : jobs) {
-    auto s = RunSharedJob(job.job);
-    if (s) {
-      ++written;
-      continue;
-    }
-    spdlog::warn("memory job {}: {}", job.job.job_id, s.error().ToString());
-    if (s.error().retryable) {
-      std::lock_guard lock(orphans_mu_);
-      unwritten_shared_jobs_.push_back(std::move(job));
-    }
-  }
-  return written;  // 0 when every job failed: the worker waits before trying again
+  return jobs;
 }
 
-Status EngineImpl::RunSharedJob(const SharedStore::Claimed& job) {
+Result<int> EngineImpl::RunSharedJobs(int max_jobs) {
+  TMCRA_ASSIGN_OR_RETURN(std::vector<UnwrittenJob> jobs, SharedJobsToWrite(max_jobs));
+  // Every job's records in one transaction of the store (one commit for the lot); a job that
+  // could not be written is kept for the next turn when the failure may pass.
+  std::vector<SharedStore::JobWrite> writes;
+  std::vector<UnwrittenJob> writing;
+  std::vector<UnwrittenJob> later;
+  int done = 0;
+  for (UnwrittenJob& job : jobs) {
+    auto write = SharedJobWrite(job.job);
+    if (!write) {
+      spdlog::warn("memory job {}: {}", job.job.job_id, write.error().ToString());
+      if (write.error().retryable) later.push_back(std::move(job));
+    } else if (!*write) {
+      ++done;  // failed as unreadable
+    } else {
+      writes.push_back(std::move(**write));
+      writing.push_back(std::move(job));
+    }
+  }
+  if (!writes.empty()) {
+    auto written = options_.shared->FinishJobs(owner_, writes);
+    if (!written) {
+      spdlog::warn("memory jobs: {}", written.error().ToString());
+      if (written.error().retryable)
+        std::move(writing.begin(), writing.end(), std::back_inserter(later));
+    } else {
+      done += static_cast<int>(written->size());
+      for (size_t i = 0; i < written->size(); ++i) {
+        if (!(*written)[i].written) {
+          spdlog::info("memory job {}: its lease passed to another", writes[i].job_id);
+        }
+      }
+    }
+  }
+  std::lock_guard lock(orphans_mu_);
+  for (auto& job : later) unwritten_shared_jobs_.push_back(std::move(job));
+  return done;  // 0 when every job failed: the worker waits before trying again
+}
+
+Result<std::optional<SharedStore::JobWrite>> EngineImpl::SharedJobWrite(
+    const SharedStore::Claimed& job) {
   const json payload = ParseJsonLenient(job.payload_json);
   if (payload.is_discarded() || !payload.is_object()) {
     const std::string error =
         json{{"code", "invalid_payload"}, {"message", "stored payload is unreadable"}}.dump();
     TMCRA_ASSIGN_OR_RETURN(const bool failed, options_.shared->FailJob(owner_, job.job_id, error));
     (void)failed;  // false: another engine holds the job now
-    return Ok();
+    return std::optional<SharedStore::JobWrite>();
   }
   const IngestRequest request = IngestRequest::FromJson(payload);
-  TMCRA_ASSIGN_OR_RETURN(
-      const auto written,
-      options_.shared->FinishJob(
-          owner_, job.job_id, RecordsOf(job.scope_name, request),
-          [](const SharedStore::Written& w) {
-            return JobResultJson(w.max_event_seq, w.records_written, w.records_deduplicated).dump();
-          }));
-  if (!written.written) spdlog::info("memory job {}: its lease passed to another", job.job_id);
-  return Ok();
+  return std::optional<SharedStore::JobWrite>(SharedStore::JobWrite{
+      job.job_id, RecordsOf(job.scope_name, request), [](const SharedStore::Written& w) {
+        return JobResultJson(w.max_event_seq, w.records_written, w.records_deduplicated).dump();
+      }});
 }
 
 Status EngineImpl::SyncReplica() {

@@ -103,12 +103,25 @@ class SharedStore {
     int64_t records_deduplicated = 0;
     int64_t max_event_seq = 0;  // the newest of the job's records (new or stored before)
   };
-  // Writes a claimed job's records (a message stored before keeps its one copy) and marks the
-  // job succeeded with the result `result` makes of what was written, in one transaction, if
-  // `owner` still holds its lease.
-  [[nodiscard]] virtual Result<Written> FinishJob(
+  // A claimed job's records, and the result to store made of what was written.
+  struct JobWrite {
+    std::string job_id;
+    std::vector<NewRecord> records;
+    std::function<std::string(const Written&)> result;
+  };
+  // Writes claimed jobs' records (a message stored before keeps its one copy) and marks each
+  // job succeeded with its result, every job whose lease `owner` still holds, all in one
+  // transaction (one commit for the lot); one Written per job, in order.
+  [[nodiscard]] virtual Result<std::vector<Written>> FinishJobs(
+      std::string_view owner, const std::vector<JobWrite>& jobs) = 0;
+  // FinishJobs of one job.
+  [[nodiscard]] Result<Written> FinishJob(
       std::string_view owner, std::string_view job_id, const std::vector<NewRecord>& records,
-      const std::function<std::string(const Written&)>& result) = 0;
+      const std::function<std::string(const Written&)>& result) {
+    TMCRA_ASSIGN_OR_RETURN(auto written,
+                           FinishJobs(owner, {JobWrite{std::string(job_id), records, result}}));
+    return written.front();
+  }
   // Marks a job `owner` holds failed with `error_json`; false when the lease was lost.
   [[nodiscard]] virtual Result<bool> FailJob(std::string_view owner, std::string_view job_id,
                                              const std::string& error_json) = 0;
