@@ -214,24 +214,39 @@ Result<int> EngineImpl::RunSharedJobs(int max_jobs) {
       writing.push_back(std::move(job));
     }
   }
-  if (!writes.empty()) {
-    auto written = options_.shared->FinishJobs(owner_, writes);
-    if (!written) {
-      spdlog::warn("memory jobs: {}", written.error().ToString());
-      if (written.error().retryable)
-        std::move(writing.begin(), writing.end(), std::back_inserter(later));
-    } else {
-      done += static_cast<int>(written->size());
-      for (size_t i = 0; i < written->size(); ++i) {
-        if (!(*written)[i].written) {
-          spdlog::info("memory job {}: its lease passed to another", writes[i].job_id);
-        }
-      }
-    }
-  }
+  done += WriteSharedJobs(writes, writing, later);
   std::lock_guard lock(orphans_mu_);
   for (auto& job : later) unwritten_shared_jobs_.push_back(std::move(job));
   return done;  // 0 when every job failed: the worker waits before trying again
+}
+
+int EngineImpl::WriteSharedJobs(const std::vector<SharedStore::JobWrite>& writes,
+                                std::vector<UnwrittenJob>& writing,
+                                std::vector<UnwrittenJob>& later) {
+  if (writes.empty()) return 0;
+  auto written = options_.shared->FinishJobs(owner_, writes);
+  if (!written && !written.error().retryable && writes.size() > 1) {
+    // One job the store refuses (a bug, bad data) must not hold the others back: each alone.
+    int done = 0;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      std::vector<UnwrittenJob> one{std::move(writing[i])};
+      done += WriteSharedJobs({writes[i]}, one, later);
+    }
+    return done;
+  }
+  if (!written) {
+    spdlog::warn("memory jobs: {}", written.error().ToString());
+    if (written.error().retryable) {
+      std::move(writing.begin(), writing.end(), std::back_inserter(later));
+    }
+    return 0;
+  }
+  for (size_t i = 0; i < written->size(); ++i) {
+    if (!(*written)[i].written) {
+      spdlog::info("memory job {}: its lease passed to another", writes[i].job_id);
+    }
+  }
+  return static_cast<int>(written->size());
 }
 
 Result<std::optional<SharedStore::JobWrite>> EngineImpl::SharedJobWrite(
