@@ -77,12 +77,19 @@ Result<std::vector<std::string>> CheckedVectors(const std::vector<std::vector<fl
 
 }  // namespace
 
-// A batch of records without a vector of the model: their event_seqs and texts, and the last
-// record looked at (records with nothing to embed are passed over).
+// A batch of records without a vector of the model: their event_seqs and texts, the last record
+// looked at (records with nothing to embed are passed over), and their record ids.
 struct EngineImpl::Backlog {
   std::vector<int64_t> seqs;
   std::vector<std::string> texts;
   int64_t through = 0;
+  std::vector<std::string> ids;
+
+  void Add(Backlog& from, size_t i) {
+    seqs.push_back(from.seqs[i]);
+    texts.push_back(std::move(from.texts[i]));
+    ids.push_back(std::move(from.ids[i]));
+  }
 };
 
 void EngineImpl::SignalEmbedder() {
@@ -124,7 +131,8 @@ Result<EngineImpl::ModelRow> EngineImpl::ReadModel(db::Database& db, bool create
 Result<EngineImpl::Backlog> EngineImpl::ReadBacklog(db::Database& db, const ModelRow& model,
                                                     int64_t after) {
   TMCRA_ASSIGN_OR_RETURN(
-      auto read, db.Prepare("SELECT r.event_seq, r.content FROM records r WHERE r.event_seq > ? "
+      auto read, db.Prepare("SELECT r.event_seq, r.content, r.record_id FROM records r WHERE "
+                            "r.event_seq > ? "
                             "AND NOT EXISTS (SELECT 1 FROM record_vectors v WHERE v.event_seq = "
                             "r.event_seq AND v.model_id = ?) ORDER BY r.event_seq LIMIT ?"));
   read.Bind(1, after).Bind(2, model.id).Bind(3, options_.embed_batch);
@@ -137,6 +145,7 @@ Result<EngineImpl::Backlog> EngineImpl::ReadBacklog(db::Database& db, const Mode
     if (IsBlank(text)) continue;  // nothing to embed: passed over
     backlog.seqs.push_back(read.Int(0));
     backlog.texts.push_back(std::move(text));
+    backlog.ids.push_back(read.Text(2));
   }
   return backlog;
 }
@@ -223,19 +232,23 @@ Result<EngineImpl::Backlog> EngineImpl::TakeSharedVectors(db::Database& db, cons
     spdlog::warn("shared vectors: {} (this batch is embedded here)", known.error().ToString());
     return backlog;
   }
-  std::map<int64_t, std::string> by_seq(known->begin(), known->end());
-  Backlog found{{}, {}, backlog.through};
-  Backlog rest{{}, {}, backlog.through};
+  std::map<int64_t, SharedStore::SharedVector> by_seq;
+  for (auto& v : *known) by_seq.emplace(v.event_seq, std::move(v));
+  Backlog found{{}, {}, backlog.through, {}};
+  Backlog rest{{}, {}, backlog.through, {}};
   std::vector<std::string> vectors;
+  // Vectors of the model's dimensions only (of the first one taken, for a model without any yet).
+  auto dims = static_cast<size_t>(model.dimensions);
   for (size_t i = 0; i < backlog.seqs.size(); ++i) {
     auto it = by_seq.find(backlog.seqs[i]);
-    const bool usable = it != by_seq.end() && StoredDimensions(it->second) > 0 &&
-                        (model.dimensions == 0 ||
-                         static_cast<int64_t>(StoredDimensions(it->second)) == model.dimensions);
-    Backlog& into = usable ? found : rest;
-    into.seqs.push_back(backlog.seqs[i]);
-    into.texts.push_back(std::move(backlog.texts[i]));
-    if (usable) vectors.push_back(std::move(it->second));
+    bool usable = it != by_seq.end() && it->second.record_id == backlog.ids[i] &&
+                  StoredDimensions(it->second.vector) > 0 &&
+                  (dims == 0 || StoredDimensions(it->second.vector) == dims);
+    if (usable) {
+      dims = StoredDimensions(it->second.vector);
+      vectors.push_back(std::move(it->second.vector));
+    }
+    (usable ? found : rest).Add(backlog, i);
   }
   if (!found.seqs.empty()) TMCRA_RETURN_IF_ERROR(StoreVectors(db, model, found, vectors));
   return rest;
@@ -243,8 +256,10 @@ Result<EngineImpl::Backlog> EngineImpl::TakeSharedVectors(db::Database& db, cons
 
 void EngineImpl::ShareVectors(const Backlog& backlog, const std::vector<std::string>& stored) {
   if (!options_.shared) return;
-  std::vector<std::pair<int64_t, std::string>> vectors;
-  for (size_t i = 0; i < stored.size(); ++i) vectors.emplace_back(backlog.seqs[i], stored[i]);
+  std::vector<SharedStore::SharedVector> vectors;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    vectors.push_back({backlog.seqs[i], backlog.ids[i], stored[i]});
+  }
   if (auto shared = options_.shared->AddVectors(options_.embedder->model(), vectors); !shared) {
     spdlog::warn("shared vectors: {} (other instances embed these records themselves)",
                  shared.error().ToString());
@@ -256,7 +271,7 @@ void EngineImpl::ShareVectors(const Backlog& backlog, const std::vector<std::str
 Result<bool> EngineImpl::EmbedSingly(db::Database& db, const ModelRow& model,
                                      const Backlog& backlog, int64_t& cursor) {
   for (size_t i = 0; i < backlog.seqs.size() && !stopping_.load(); ++i) {
-    Backlog one{{backlog.seqs[i]}, {backlog.texts[i]}, backlog.seqs[i]};
+    Backlog one{{backlog.seqs[i]}, {backlog.texts[i]}, backlog.seqs[i], {backlog.ids[i]}};
     auto stored = EmbedTexts(one, model);
     if (stored) {
       TMCRA_RETURN_IF_ERROR(StoreVectors(db, model, one, *stored));

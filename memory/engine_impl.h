@@ -250,9 +250,9 @@ class EngineImpl {
   Result<int> RunSharedJobs(int max_jobs);
   struct UnwrittenJob;
   Result<std::vector<UnwrittenJob>> SharedJobsToWrite(int max_jobs);
-  // Writes `writes` (the jobs `writing`, in order) in one transaction, each alone when the store
-  // refuses the lot for good; jobs to try again on the next turn go to `later`. Returns how many
-  // were written (or found another's).
+  // Writes `writes` (the jobs `writing`, in order) in transactions of up to 2,000 records (a
+  // job's at least), each job alone when the store refuses a lot for good; jobs to try again on
+  // the next turn go to `later`. Returns how many were written (or found another's).
   int WriteSharedJobs(const std::vector<SharedStore::JobWrite>& writes,
                       std::vector<UnwrittenJob>& writing, std::vector<UnwrittenJob>& later);
   // A claimed job's records to write; nullopt when its payload is unreadable (the job is

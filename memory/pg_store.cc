@@ -723,8 +723,6 @@ Result<SharedStore::StoredFeedback> PgStore::AddFeedback(const FeedbackRow& feed
   const auto add = [&](pg::Connection& conn) -> Result<StoredFeedback> {
     TMCRA_ASSIGN_OR_RETURN(auto tx, pg::Transaction::Begin(conn));
     TMCRA_ASSIGN_OR_RETURN(const int64_t counter, LockCounter(conn));
-    // The targets were resolved before the lock: a forget may have deleted one since.
-    TMCRA_RETURN_IF_ERROR(CheckTargets(conn, feedback));
     TMCRA_ASSIGN_OR_RETURN(const bool placed, PlaceFeedback(conn, counter + 1, feedback));
     if (!placed) {
       if (!feedback.idempotency_key) {
@@ -735,6 +733,9 @@ Result<SharedStore::StoredFeedback> PgStore::AddFeedback(const FeedbackRow& feed
       if (!stored) return Error::Internal("PostgreSQL: a feedback's key is held by no feedback");
       return std::move(*stored);  // rolled back: nothing of this call is stored
     }
+    // The targets were resolved before the lock: a forget may have deleted one since (an
+    // error rolls the feedback back).
+    TMCRA_RETURN_IF_ERROR(CheckTargets(conn, feedback));
     StoredFeedback out{feedback, std::nullopt, true};
     if (correction) {
       TMCRA_ASSIGN_OR_RETURN(const auto accepted, AcceptJob(conn, *correction));
@@ -876,8 +877,8 @@ Result<int64_t> ScrubJobs(pg::Connection& conn, std::string_view scope,
 
 namespace {
 
-// VACUUM of the tables a forget deletes from; kPermissionDenied when the role does not own one
-// (PostgreSQL would skip it with a warning).
+// VACUUM of the tables a forget deletes from; kPermissionDenied when the role owns neither one
+// of them nor the database (PostgreSQL would skip it with a warning).
 Status Vacuum(pg::Connection& conn) {
   static constexpr const char* kTables =
       "mem_records, mem_vectors, mem_feedback, "
@@ -887,7 +888,8 @@ Status Vacuum(pg::Connection& conn) {
       conn.Exec("SELECT string_agg(relname, ', ') FROM pg_class WHERE relname IN ('mem_records', "
                 "'mem_vectors', 'mem_feedback', 'mem_feedback_targets', 'mem_jobs') AND "
                 "relnamespace = to_regnamespace(current_schema())::oid AND NOT "
-                "pg_has_role(current_user, relowner, 'USAGE')"));
+                "pg_has_role(current_user, relowner, 'USAGE') AND NOT pg_has_role(current_user, "
+                "(SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE')"));
   if (!foreign.IsNull(0, 0)) {
     return Error{Errc::kPermissionDenied, false,
                  "the database role does not own " + std::string(foreign.Text(0, 0))};
@@ -1061,34 +1063,37 @@ Result<std::vector<PgStore::ImportedRecord>> PgStore::RecordsById(std::string_vi
   });
 }
 
-Result<std::vector<std::pair<int64_t, std::string>>> PgStore::VectorsOf(
+Result<std::vector<SharedStore::SharedVector>> PgStore::VectorsOf(
     std::string_view model, const std::vector<int64_t>& event_seqs) {
-  return Retrying(
-      [&](pg::Connection& conn) -> Result<std::vector<std::pair<int64_t, std::string>>> {
-        TMCRA_ASSIGN_OR_RETURN(
-            auto rows,
-            conn.Exec("SELECT event_seq, vector FROM mem_vectors WHERE model = $1 AND event_seq "
-                      "IN (SELECT json_array_elements_text($2::json)::bigint)",
-                      {Param(model), Param(nlohmann::json(event_seqs).dump())}));
-        std::vector<std::pair<int64_t, std::string>> out;
-        for (int i = 0; i < rows.size(); ++i) out.emplace_back(rows.Int(i, 0), rows.Bytes(i, 1));
-        return out;
-      });
+  return Retrying([&](pg::Connection& conn) -> Result<std::vector<SharedVector>> {
+    TMCRA_ASSIGN_OR_RETURN(
+        auto rows,
+        conn.Exec("SELECT v.event_seq, r.record_id, v.vector FROM mem_vectors v JOIN mem_records "
+                  "r USING (event_seq) WHERE v.model = $1 AND v.event_seq IN (SELECT "
+                  "json_array_elements_text($2::json)::bigint)",
+                  {Param(model), Param(nlohmann::json(event_seqs).dump())}));
+    std::vector<SharedVector> out;
+    for (int i = 0; i < rows.size(); ++i) {
+      out.push_back({rows.Int(i, 0), std::string(rows.Text(i, 1)), rows.Bytes(i, 2)});
+    }
+    return out;
+  });
 }
 
-Status PgStore::AddVectors(std::string_view model,
-                           const std::vector<std::pair<int64_t, std::string>>& vectors) {
+Status PgStore::AddVectors(std::string_view model, const std::vector<SharedVector>& vectors) {
   // One statement (and transaction) a vector, so no transaction here holds locks on several
   // records while a forget deletes them; each is harmless to repeat.
   return Retrying([&](pg::Connection& conn) -> Status {
-    for (const auto& [seq, vector] : vectors) {
+    for (const SharedVector& v : vectors) {
       // A record deleted meanwhile takes none (its deletion's lock is waited for, then the row
-      // is skipped).
+      // is skipped), nor does another record under the same number.
       TMCRA_ASSIGN_OR_RETURN(
           auto added,
-          conn.Exec("INSERT INTO mem_vectors(event_seq, model, vector) SELECT event_seq, $2, $3 "
-                    "FROM mem_records WHERE event_seq = $1 FOR KEY SHARE ON CONFLICT DO NOTHING",
-                    {Param(seq), Param(model), Param::Bytes(vector)}));
+          conn.Exec(
+              "INSERT INTO mem_vectors(event_seq, model, vector) SELECT event_seq, $2, $3 "
+              "FROM mem_records WHERE event_seq = $1 AND record_id = $4 FOR KEY SHARE ON "
+              "CONFLICT DO NOTHING",
+              {Param(v.event_seq), Param(model), Param::Bytes(v.vector), Param(v.record_id)}));
       (void)added;
     }
     return Ok();

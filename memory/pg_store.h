@@ -55,10 +55,9 @@ class PgStore final : public SharedStore {
                                      const std::optional<JobRow>& correction) override;
   Result<Forgotten> Forget(std::string_view scope, const ForgetSelection& selection) override;
   Result<Imported> Import(std::string_view scope, const std::vector<ImportLine>& lines) override;
-  Result<std::vector<std::pair<int64_t, std::string>>> VectorsOf(
-      std::string_view model, const std::vector<int64_t>& event_seqs) override;
-  Status AddVectors(std::string_view model,
-                    const std::vector<std::pair<int64_t, std::string>>& vectors) override;
+  Result<std::vector<SharedVector>> VectorsOf(std::string_view model,
+                                              const std::vector<int64_t>& event_seqs) override;
+  Status AddVectors(std::string_view model, const std::vector<SharedVector>& vectors) override;
 
   // Copying a store in (tmcra-memd migrate). A record of another store, with its own ids.
   struct ImportedRecord {

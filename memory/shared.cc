@@ -20,6 +20,8 @@ namespace {
 
 // Feed changes applied per local transaction.
 constexpr int kFeedBatch = 2000;
+// Records a worker writes to the shared store in one transaction (a job's, at least).
+constexpr size_t kRecordsPerWrite = 2000;
 
 json NullableReal(const std::optional<double>& value) {
   return value ? json(*value) : json(nullptr);
@@ -224,9 +226,22 @@ int EngineImpl::WriteSharedJobs(const std::vector<SharedStore::JobWrite>& writes
                                 std::vector<UnwrittenJob>& writing,
                                 std::vector<UnwrittenJob>& later) {
   if (writes.empty()) return 0;
+  size_t records = 0;
+  for (const auto& write : writes) records += write.records.size();
+  if (writes.size() > 1 && records > kRecordsPerWrite) {
+    // The store's change counter is locked while a transaction writes: halves, until short.
+    const auto half = static_cast<std::ptrdiff_t>(writes.size() / 2);
+    std::vector<UnwrittenJob> first(std::make_move_iterator(writing.begin()),
+                                    std::make_move_iterator(writing.begin() + half));
+    std::vector<UnwrittenJob> second(std::make_move_iterator(writing.begin() + half),
+                                     std::make_move_iterator(writing.end()));
+    return WriteSharedJobs({writes.begin(), writes.begin() + half}, first, later) +
+           WriteSharedJobs({writes.begin() + half, writes.end()}, second, later);
+  }
   auto written = options_.shared->FinishJobs(owner_, writes);
   if (!written && !written.error().retryable && writes.size() > 1) {
     // One job the store refuses (a bug, bad data) must not hold the others back: each alone.
+    spdlog::warn("memory jobs: {} (written one by one)", written.error().ToString());
     int done = 0;
     for (size_t i = 0; i < writes.size(); ++i) {
       std::vector<UnwrittenJob> one{std::move(writing[i])};

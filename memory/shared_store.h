@@ -211,13 +211,20 @@ class SharedStore {
 
   // Record vectors (stored form, memory/vectors.h), kept with their model's name so that one
   // instance's call to the embeddings service serves every instance. Not in the feed: each
-  // instance's embedding thread asks for the vectors of the records it has none for.
-  // The vectors the store holds of `model` for these records (by event_seq); others absent.
-  [[nodiscard]] virtual Result<std::vector<std::pair<int64_t, std::string>>> VectorsOf(
+  // instance's embedding thread asks for the vectors of the records it has none for. A vector
+  // names its record by event_seq and record id both, so a number reused after a restore never
+  // takes another record's vector.
+  struct SharedVector {
+    int64_t event_seq = 0;
+    std::string record_id;
+    std::string vector;
+  };
+  // The vectors the store holds of `model` for these records; others absent.
+  [[nodiscard]] virtual Result<std::vector<SharedVector>> VectorsOf(
       std::string_view model, const std::vector<int64_t>& event_seqs) = 0;
-  // Stores each vector unless its record has one of `model` already or is gone.
-  [[nodiscard]] virtual Status AddVectors(
-      std::string_view model, const std::vector<std::pair<int64_t, std::string>>& vectors) = 0;
+  // Stores each vector unless its record (event_seq and id) has one of `model` or is gone.
+  [[nodiscard]] virtual Status AddVectors(std::string_view model,
+                                          const std::vector<SharedVector>& vectors) = 0;
 
   // One change of the feed: a record written (with its row) or deleted, a feedback added (with
   // its row) or deleted.

@@ -611,6 +611,18 @@ TEST_CASE(
   auto kept = (*conn)->Exec("SELECT count(DISTINCT event_seq) FROM mem_vectors");
   REQUIRE(kept);
   CHECK(kept->Int(0, 0) == 48 - (*forgot)["records"].get<int64_t>());
+  // A vector that names its record by another id (a number reused after a restore) is not taken.
+  auto some = (*conn)->Exec(
+      "SELECT event_seq FROM mem_records WHERE event_seq NOT IN (SELECT event_seq FROM "
+      "mem_vectors WHERE model = 'third-embed') LIMIT 1");
+  REQUIRE(some);
+  REQUIRE(some->size() == 1);
+  auto store = OpenShared(db);
+  REQUIRE(
+      store->AddVectors("third-embed", {{some->Int(0, 0), "rec_another", std::string(20, 'x')}}));
+  auto none = (*conn)->Exec("SELECT count(*) FROM mem_vectors WHERE model = 'third-embed'");
+  REQUIRE(none);
+  CHECK(none->Int(0, 0) == 0);
 }
 
 TEST_CASE(
