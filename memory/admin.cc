@@ -735,37 +735,26 @@ Result<bool> EngineImpl::ImportRecord(db::Database& db, std::string_view scope, 
 
 namespace {
 
-// An imported feedback with its targets, in the order of the lines; false when its id is held.
-Result<bool> ImportFeedback(db::Database& db, std::string_view tenant, std::string_view scope,
-                            const json& line) {
-  TMCRA_ASSIGN_OR_RETURN(
-      auto insert,
-      db.Prepare("INSERT OR IGNORE INTO feedback(feedback_id, tenant_id, scope_name, rating, "
-                 "action, idempotency_key, payload_sha256, request_json, created_at, "
-                 "correction_job_id) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-  insert.Bind(1, line["feedback_id"].get<std::string>())
-      .Bind(2, tenant)
-      .Bind(3, scope)
-      .Bind(4, line["rating"].get<std::string>())
-      .Bind(5, line["action"].get<std::string>())
-      .Bind(7, line["payload_sha256"].get<std::string>())
-      .Bind(8, CanonicalJson(line["request"]))
-      .Bind(9, line["created_at"].get<double>());
-  BindNullable(insert, 6, NullableText(line, "idempotency_key"));
-  BindNullable(insert, 10, NullableText(line, "correction_job_id"));
-  TMCRA_RETURN_IF_ERROR(insert.Run());
-  if (db.Changes() == 0) return false;
-  const int64_t seq = db.LastInsertRowId();
-  TMCRA_ASSIGN_OR_RETURN(
-      auto target, db.Prepare("INSERT INTO feedback_targets(feedback_seq, position, record_id, "
-                              "scope_name) VALUES(?, ?, ?, ?)"));
-  int64_t position = 0;
-  for (const json& id : line["targets"]) {
-    target.Reset();
-    target.Bind(1, seq).Bind(2, position++).Bind(3, id.get<std::string>()).Bind(4, scope);
-    TMCRA_RETURN_IF_ERROR(target.Run());
-  }
-  return true;
+// An export's feedback line as the row a store keeps, in `scope` of `tenant`.
+SharedStore::FeedbackRow FeedbackRowOf(const std::string& tenant, std::string_view scope,
+                                       const json& line) {
+  const auto optional_text = [&line](const char* key) -> std::optional<std::string> {
+    const json value = NullableText(line, key);
+    return value.is_string() ? std::optional<std::string>(value.get<std::string>()) : std::nullopt;
+  };
+  SharedStore::FeedbackRow f;
+  f.feedback_id = line["feedback_id"].get<std::string>();
+  f.tenant_id = tenant;
+  f.scope_name = std::string(scope);
+  f.rating = line["rating"].get<std::string>();
+  f.action = line["action"].get<std::string>();
+  f.idempotency_key = optional_text("idempotency_key");
+  f.payload_sha256 = line["payload_sha256"].get<std::string>();
+  f.request_json = CanonicalJson(line["request"]);
+  f.created_at = line["created_at"].get<double>();
+  f.correction_job_id = optional_text("correction_job_id");
+  for (const json& id : line["targets"]) f.targets.push_back(id.get<std::string>());
+  return f;
 }
 
 }  // namespace
@@ -784,8 +773,9 @@ Result<json> EngineImpl::Import(std::string_view scope, const json& lines) {
         TMCRA_ASSIGN_OR_RETURN(const bool added, ImportRecord(*db, scope, line));
         ++(added ? records_added : records_present);
       } else {
-        TMCRA_ASSIGN_OR_RETURN(const bool added,
-                               ImportFeedback(*db, options_.tenant_id, scope, line));
+        TMCRA_ASSIGN_OR_RETURN(
+            const bool added,
+            AddSharedFeedback(*db, FeedbackRowOf(options_.tenant_id, scope, line)));
         ++(added ? feedback_added : feedback_present);
       }
     }
@@ -853,18 +843,7 @@ std::optional<SharedStore::ImportLine> SharedImportLine(const filter::ContentFil
   };
   out.is_record = line["type"] == "record";
   if (!out.is_record) {
-    SharedStore::FeedbackRow& f = out.feedback;
-    f.feedback_id = text("feedback_id");
-    f.tenant_id = tenant;
-    f.scope_name = std::string(scope);
-    f.rating = text("rating");
-    f.action = text("action");
-    f.idempotency_key = optional_text("idempotency_key");
-    f.payload_sha256 = text("payload_sha256");
-    f.request_json = CanonicalJson(line["request"]);
-    f.created_at = line["created_at"].get<double>();
-    f.correction_job_id = optional_text("correction_job_id");
-    for (const json& id : line["targets"]) f.targets.push_back(id.get<std::string>());
+    out.feedback = FeedbackRowOf(tenant, scope, line);
     return out;
   }
   SharedStore::NewRecord& r = out.record;

@@ -1041,6 +1041,27 @@ Status AdvanceStemWatermark(db::Database& db, int64_t through) {
   return advance.Run();
 }
 
+// The CJK and stem indexes' watermarks and the newest record, read before a transaction wrote.
+struct Watermarks {
+  int64_t cjk = 0;
+  int64_t stems = 0;
+  int64_t newest = 0;
+};
+
+// Moves the CJK and stem watermarks past the records just written up to `newest_written`, each
+// when it had reached every record before them (else its back-fill covers them).
+Status AdvanceWatermarks(db::Database& db, JobStatements& st, const Watermarks& at,
+                         int64_t newest_written) {
+  if (at.cjk == at.newest && newest_written > at.newest) {
+    st.advance.Bind(1, newest_written);
+    TMCRA_RETURN_IF_ERROR(st.advance.Run());
+  }
+  if (st.tokenizer && at.stems == at.newest && newest_written > at.newest) {
+    TMCRA_RETURN_IF_ERROR(AdvanceStemWatermark(db, newest_written));
+  }
+  return Ok();
+}
+
 // Readies `st` to write the stem index in `language` unless stemming is off ("none"): the
 // tokenizer, and the known forms brought in line with the table's generation.
 Status StartStemWrites(db::Database& db, JobStatements& st, const std::string& language,
@@ -1094,13 +1115,7 @@ Result<int> EngineImpl::WriteClaimedJobs(db::Database& db,
     }
     TMCRA_RETURN_IF_ERROR(FinishJob(st, job_id, scope, tally, now));
   }
-  if (*indexed == *before && newest_written > *before) {
-    st.advance.Bind(1, newest_written);
-    TMCRA_RETURN_IF_ERROR(st.advance.Run());
-  }
-  if (st.tokenizer && stemmed == *before && newest_written > *before) {
-    TMCRA_RETURN_IF_ERROR(AdvanceStemWatermark(db, newest_written));
-  }
+  TMCRA_RETURN_IF_ERROR(AdvanceWatermarks(db, st, {*indexed, stemmed, *before}, newest_written));
   TMCRA_FAILPOINT("engine.job.before_commit");
   TMCRA_RETURN_IF_ERROR(tx->Commit());
   known_forms_.Remember(st.stems_added);
@@ -1142,6 +1157,20 @@ Result<bool> ApplyWrittenRecord(db::Database& db, JobStatements& st, db::Stateme
   return true;
 }
 
+// Notes in the index how far it holds the feed, and the feed's format it applies.
+Status NoteFeedApplied(db::Database& db, int64_t through, int64_t format) {
+  TMCRA_ASSIGN_OR_RETURN(auto note,
+                         db.Prepare("INSERT INTO maintenance(name, value) VALUES(?, ?) ON "
+                                    "CONFLICT(name) DO UPDATE SET value = excluded.value"));
+  for (const auto& [name, value] :
+       {std::pair{"shared_through", through}, std::pair{"shared_feed_format", format}}) {
+    note.Reset();
+    note.Bind(1, name).Bind(2, value);
+    TMCRA_RETURN_IF_ERROR(note.Run());
+  }
+  return Ok();
+}
+
 }  // namespace
 
 Result<int64_t> EngineImpl::ApplySharedChanges(db::Database& db, const SharedStore::Changes& feed) {
@@ -1157,48 +1186,49 @@ Result<int64_t> EngineImpl::ApplySharedChanges(db::Database& db, const SharedSto
   TMCRA_ASSIGN_OR_RETURN(const int64_t stemmed, StemWatermark(db));
   TMCRA_RETURN_IF_ERROR(StartStemWrites(db, st, options_.stem_language, known_forms_));
   int64_t newest_written = 0;
-  std::vector<int64_t> deleted;
+  int64_t deleted = 0;
   const double now = NowSeconds();
+  // Deletions wait to be applied together (one pass over the indexes) until an addition follows
+  // them: in the feed's order, a message deleted and written again in one batch ends up present.
+  std::vector<int64_t> doomed;
+  std::vector<std::string> doomed_feedback;
+  const auto apply_deletions = [&]() -> Status {
+    if (doomed.empty() && doomed_feedback.empty()) return Ok();
+    TMCRA_RETURN_IF_ERROR(ApplySharedDeletions(db, doomed, doomed_feedback));
+    doomed.clear();
+    doomed_feedback.clear();
+    return Ok();
+  };
   for (const SharedStore::Change& change : feed.changes) {
-    // In the feed's order: a message deleted and written again in one batch ends up present.
     switch (change.kind) {
       case SharedStore::ChangeKind::kRecordDeleted:
-        TMCRA_RETURN_IF_ERROR(ApplySharedDeletions(db, {change.event_seq}, {}));
-        deleted.push_back(change.event_seq);
-        break;
-      case SharedStore::ChangeKind::kFeedbackAdded:
-        TMCRA_RETURN_IF_ERROR(AddSharedFeedback(db, change.feedback));
+        doomed.push_back(change.event_seq);
+        ++deleted;
         break;
       case SharedStore::ChangeKind::kFeedbackDeleted:
-        TMCRA_RETURN_IF_ERROR(ApplySharedDeletions(db, {}, {change.feedback.feedback_id}));
+        doomed_feedback.push_back(change.feedback.feedback_id);
         break;
+      case SharedStore::ChangeKind::kFeedbackAdded: {
+        TMCRA_RETURN_IF_ERROR(apply_deletions());
+        TMCRA_ASSIGN_OR_RETURN(const bool added, AddSharedFeedback(db, change.feedback));
+        (void)added;  // false: applied before
+        break;
+      }
       case SharedStore::ChangeKind::kRecordWritten: {
+        TMCRA_RETURN_IF_ERROR(apply_deletions());
         TMCRA_ASSIGN_OR_RETURN(const bool added, ApplyWrittenRecord(db, st, place, change, now));
         if (added) newest_written = std::max(newest_written, change.event_seq);
         break;
       }
     }
   }
-  if (indexed == before && newest_written > before) {
-    st.advance.Bind(1, newest_written);
-    TMCRA_RETURN_IF_ERROR(st.advance.Run());
-  }
-  if (st.tokenizer && stemmed == before && newest_written > before) {
-    TMCRA_RETURN_IF_ERROR(AdvanceStemWatermark(db, newest_written));
-  }
-  TMCRA_ASSIGN_OR_RETURN(auto through,
-                         db.Prepare("INSERT INTO maintenance(name, value) VALUES(?, ?) ON "
-                                    "CONFLICT(name) DO UPDATE SET value = excluded.value"));
-  for (const auto& [name, value] : {std::pair{"shared_through", feed.through},
-                                    std::pair{"shared_feed_format", kSharedFeedFormat}}) {
-    through.Reset();
-    through.Bind(1, name).Bind(2, value);
-    TMCRA_RETURN_IF_ERROR(through.Run());
-  }
+  TMCRA_RETURN_IF_ERROR(apply_deletions());
+  TMCRA_RETURN_IF_ERROR(AdvanceWatermarks(db, st, {indexed, stemmed, before}, newest_written));
+  TMCRA_RETURN_IF_ERROR(NoteFeedApplied(db, feed.through, kSharedFeedFormat));
   TMCRA_RETURN_IF_ERROR(tx.Commit());
   known_forms_.Remember(st.stems_added);
   index_writes_.fetch_add(1);
-  return static_cast<int64_t>(deleted.size());
+  return deleted;
 }
 
 // Claims whose jobs could not be written go back to pending (the attempt not counted). On a

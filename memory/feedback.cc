@@ -706,7 +706,7 @@ Result<json> EngineImpl::SharedFeedback(std::string_view scope, const FeedbackRe
   return SharedFeedbackView(stored);
 }
 
-Status AddSharedFeedback(db::Database& db, const SharedStore::FeedbackRow& f) {
+Result<bool> AddSharedFeedback(db::Database& db, const SharedStore::FeedbackRow& f) {
   TMCRA_ASSIGN_OR_RETURN(
       auto insert,
       db.Prepare("INSERT OR IGNORE INTO feedback(feedback_id, tenant_id, scope_name, rating, "
@@ -723,7 +723,7 @@ Status AddSharedFeedback(db::Database& db, const SharedStore::FeedbackRow& f) {
       .Bind(9, f.created_at)
       .Bind(10, f.correction_job_id);
   TMCRA_RETURN_IF_ERROR(insert.Run());
-  if (db.Changes() == 0) return Ok();
+  if (db.Changes() == 0) return false;
   const int64_t seq = db.LastInsertRowId();
   TMCRA_ASSIGN_OR_RETURN(
       auto target, db.Prepare("INSERT INTO feedback_targets(feedback_seq, position, record_id, "
@@ -736,7 +736,7 @@ Status AddSharedFeedback(db::Database& db, const SharedStore::FeedbackRow& f) {
         .Bind(4, f.scope_name);
     TMCRA_RETURN_IF_ERROR(target.Run());
   }
-  return Ok();
+  return true;
 }
 
 Status DeleteSharedFeedback(db::Database& db, std::string_view feedback_id) {

@@ -34,9 +34,11 @@ struct FeedbackEffects {
 // The session a correction's replacement is stored in (and the Idempotency-Key of its ingest).
 std::string CorrectionSession(std::string_view feedback_id);
 
-// A shared store's feedback (memory/shared_store.h) added to or deleted from an index, in the
-// caller's transaction; an added one already held is left as it is.
-[[nodiscard]] Status AddSharedFeedback(db::Database& db, const SharedStore::FeedbackRow& feedback);
+// A feedback with its targets (a shared store's, or an imported one) added to or deleted from a
+// store, in the caller's transaction; AddSharedFeedback leaves one whose id (or key) is held as
+// it is and answers false.
+[[nodiscard]] Result<bool> AddSharedFeedback(db::Database& db,
+                                             const SharedStore::FeedbackRow& feedback);
 [[nodiscard]] Status DeleteSharedFeedback(db::Database& db, std::string_view feedback_id);
 
 }  // namespace tmcra::memory

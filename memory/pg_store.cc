@@ -809,15 +809,19 @@ Status DeleteForgotten(pg::Connection& conn, std::string_view scope,
   return Ok();
 }
 
+// `text` as JSON writes it inside a string (quotes, backslashes and control characters escaped),
+// to find it in stored JSON.
+std::optional<std::string> AsInJson(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  const std::string quoted = nlohmann::json(*text).dump();
+  return quoted.substr(1, quoted.size() - 2);
+}
+
 // Deletes each feedback of `scope` left without a target, or whose request quotes `match`
 // (as typed, or as JSON writes it), each deletion numbered after `*counter`; how many went.
 Result<int64_t> DropFeedback(pg::Connection& conn, std::string_view scope,
                              const std::optional<std::string>& match, int64_t* counter) {
-  std::optional<std::string> escaped;
-  if (match) {
-    const std::string quoted = nlohmann::json(*match).dump();
-    escaped = quoted.substr(1, quoted.size() - 2);
-  }
+  const std::optional<std::string> escaped = AsInJson(match);
   TMCRA_ASSIGN_OR_RETURN(
       auto gone,
       conn.Exec("DELETE FROM mem_feedback f WHERE scope_name = $1 AND (NOT EXISTS (SELECT 1 FROM "
@@ -851,11 +855,7 @@ Result<int64_t> ScrubJobs(pg::Connection& conn, std::string_view scope,
                   {Param(job)}));
     changed += cleared.Affected();
   }
-  std::optional<std::string> escaped;
-  if (s.match) {
-    const std::string quoted = nlohmann::json(*s.match).dump();
-    escaped = quoted.substr(1, quoted.size() - 2);
-  }
+  const std::optional<std::string> escaped = AsInJson(s.match);
   const bool any = s.all && !s.before && !s.message_ids;
   TMCRA_ASSIGN_OR_RETURN(
       auto failed,
