@@ -204,7 +204,7 @@ void RegisterTools(const config::EnvLookup& env, const tools::MemoryToolDeps& de
     if (!counts) return {{"error", counts.error().message}};
     return counts->StatesJson();
   };
-  tools::RegisterControlTool(*app.server, control);
+  tools::RegisterControlTool(app.server->tools(), control);
   tools::FeedbackToolDeps feedback;
   feedback.memory = app.memory.get();
   feedback.controls = app.controls.get();
@@ -212,11 +212,11 @@ void RegisterTools(const config::EnvLookup& env, const tools::MemoryToolDeps& de
   feedback.default_scope = deps.default_scope;
   feedback.filter = app.filter.get();
   ApplyConfirmationTimeout(env, feedback);
-  tools::RegisterFeedbackTool(*app.server, feedback);
-  tools::RegisterMemoryTools(*app.server, deps);
-  tools::RegisterLifecycleTools(*app.server, deps);
+  tools::RegisterFeedbackTool(app.server->tools(), feedback);
+  tools::RegisterMemoryTools(app.server->tools(), deps);
+  tools::RegisterLifecycleTools(app.server->tools(), deps);
   tools::RegisterStatusTool(
-      *app.server,
+      app.server->tools(),
       tools::StatusDeps{env, app.memory.get(), app.delivery.get(), app.filter_tally.get()});
 }
 

@@ -37,16 +37,8 @@ extern "C" void OnTerminationSignal(int /*signo*/) {
   errno = saved_errno;
 }
 
-bool IsSupportedVersion(std::string_view version) {
-  for (auto v : kSupportedVersions) {
-    if (v == version) return true;
-  }
-  return false;
-}
-
 constexpr auto kShutdownGrace = 500ms;   // in-flight calls may finish on their own
 constexpr auto kShutdownCancel = 400ms;  // then they are cancelled and get this long to stop
-constexpr const char* kStructuredContentVersion = "2025-06-18";  // structuredContent from here
 
 // True on the thread in ReaderLoop while it hands a chunk of input to HandleLine: the first
 // tools/call of the chunk is then left in next_call_ for that thread to answer.
@@ -116,10 +108,6 @@ Server::~Server() {
   for (int fd : {handoff_timer_fd_, standby_wake_fd_}) {
     if (fd >= 0) close(fd);
   }
-}
-
-void Server::AddTool(ToolSpec spec, ToolHandler handler) {
-  tools_.push_back(Tool{std::move(spec), std::move(handler)});
 }
 
 void Server::InstallSignalHandlers() {
@@ -616,14 +604,14 @@ json Server::RefuseNumberOutOfRange(const json& id, const std::string& method, c
   if (method == "tools/call" && path.size() >= 2 && path[1] == "arguments" &&
       name != params.end() && name->is_string()) {
     const std::string& tool = name->get_ref<const std::string&>();
-    bool known = false;
-    for (const auto& t : tools_) known = known || t.spec.name == tool;
-    if (!known) return MakeError(id, rpc::kInvalidParams, "Unknown tool: " + tool);
+    if (tools_.Find(tool) == nullptr) {
+      return MakeError(id, rpc::kInvalidParams, "Unknown tool: " + tool);
+    }
     // As for any invalid argument: a tool error naming the field, so the model can correct it.
-    return MakeResult(
-        id, ShapeResult(ToolResult::Fail("Invalid arguments for " + tool + ": " +
-                                         PathText("arguments", path, 2) + ": number out of range"),
-                        negotiated_version()));
+    return MakeResult(id, ToolSet::Shape(ToolResult::Fail("Invalid arguments for " + tool + ": " +
+                                                          PathText("arguments", path, 2) +
+                                                          ": number out of range"),
+                                         negotiated_version()));
   }
   return MakeError(id, rpc::kInvalidParams,
                    "Invalid params: " + PathText("", path) + ": number out of range");
@@ -672,9 +660,9 @@ std::optional<json> Server::HandleRequest(const json& id, const std::string& met
       return MakeError(id, rpc::kInvalidParams, "Invalid params: params.name must be a string");
     }
     const std::string& name = params["name"].get_ref<const std::string&>();
-    bool known = false;
-    for (const auto& tool : tools_) known = known || tool.spec.name == name;
-    if (!known) return MakeError(id, rpc::kInvalidParams, "Unknown tool: " + name);
+    if (tools_.Find(name) == nullptr) {
+      return MakeError(id, rpc::kInvalidParams, "Unknown tool: " + name);
+    }
     const std::string key = id.dump();
     auto call = std::make_shared<Call>();
     if (auto meta = params.find("_meta"); meta != params.end() && meta->is_object()) {
@@ -750,31 +738,13 @@ void Server::HandleResponse(const json& message) {
 }
 
 json Server::Initialize(const json& params) {
-  const std::string requested = params["protocolVersion"].get<std::string>();
-  const std::string version =
-      IsSupportedVersion(requested) ? requested : std::string(kNewestVersion);
-  bool elicitation = false;
-  if (auto caps = params.find("capabilities"); caps != params.end() && caps->is_object()) {
-    if (auto e = caps->find("elicitation"); e != caps->end() && e->is_object()) {
-      // 2025-11-25: {} means form only; {"form":{}} and/or {"url":{}} list the modes.
-      elicitation = e->empty() || e->contains("form");
-    }
-  }
-  {
-    std::lock_guard lock(state_mu_);
-    negotiated_ = version;
-    client_elicitation_ = elicitation;
-  }
-  if (requested != version) {
-    spdlog::info("client asked for protocol {}; answering {}", requested, version);
-  }
-  json server_info{{"name", options_.name}, {"version", options_.version}};
-  if (version >= "2025-06-18" && !options_.title.empty()) server_info["title"] = options_.title;
-  json result{{"protocolVersion", version},
-              {"capabilities", {{"tools", json::object()}}},
-              {"serverInfo", std::move(server_info)}};
-  if (!options_.instructions.empty()) result["instructions"] = options_.instructions;
-  return result;
+  const ServerIdentity identity{options_.name, options_.title, options_.version,
+                                options_.instructions};
+  Negotiation negotiation = Negotiate(identity, params);
+  std::lock_guard lock(state_mu_);
+  negotiated_ = negotiation.version;
+  client_elicitation_ = negotiation.elicitation;
+  return std::move(negotiation.result);
 }
 
 json Server::ListTools(const json& id, const json& params) {
@@ -782,35 +752,7 @@ json Server::ListTools(const json& id, const json& params) {
     // Every tool fits on one page, so no cursor of ours exists.
     return MakeError(id, rpc::kInvalidParams, "Invalid params: unknown cursor");
   }
-  const std::string version = negotiated_version();
-  json tools = json::array();
-  for (const auto& tool : tools_) tools.push_back(ToolDefinition(tool, version));
-  return MakeResult(id, json{{"tools", std::move(tools)}});
-}
-
-json Server::ToolDefinition(const Tool& tool, const std::string& version) const {
-  json def{{"name", tool.spec.name},
-           {"description", tool.spec.description},
-           {"inputSchema", tool.spec.input_schema}};
-  if (version >= "2025-03-26" && !tool.spec.annotations.is_null()) {
-    def["annotations"] = tool.spec.annotations;
-  }
-  if (version >= "2025-06-18") {
-    if (!tool.spec.title.empty()) def["title"] = tool.spec.title;
-    if (!tool.spec.output_schema.is_null()) def["outputSchema"] = tool.spec.output_schema;
-  }
-  return def;
-}
-
-json Server::ShapeResult(ToolResult result, const std::string& version) const {
-  if (result.is_error) {
-    return json{
-        {"content", json::array({{{"type", "text"}, {"text", std::move(result.error_text)}}})},
-        {"isError", true}};
-  }
-  json out{{"content", json::array({{{"type", "text"}, {"text", Serialize(result.structured)}}})}};
-  if (version >= kStructuredContentVersion) out["structuredContent"] = std::move(result.structured);
-  return out;
+  return MakeResult(id, tools_.List(negotiated_version()));
 }
 
 std::optional<json> Server::RunCall(const json& id, const json& params,
@@ -818,7 +760,7 @@ std::optional<json> Server::RunCall(const json& id, const json& params,
   CallOutcome outcome = CallTool(id, params, call);
   if (outcome.error) return std::move(*outcome.error);
   if (!outcome.result) return std::nullopt;
-  return MakeResult(id, ShapeResult(std::move(*outcome.result), outcome.version));
+  return MakeResult(id, ToolSet::Shape(std::move(*outcome.result), outcome.version));
 }
 
 void Server::RunCallAndWrite(const json& id, const json& params, const std::shared_ptr<Call>& call,
@@ -827,7 +769,7 @@ void Server::RunCallAndWrite(const json& id, const json& params, const std::shar
   if (outcome.error) {
     Write(*outcome.error);
   } else if (outcome.result && outcome.result->is_error) {
-    Write(MakeResult(id, ShapeResult(std::move(*outcome.result), outcome.version)));
+    Write(MakeResult(id, ToolSet::Shape(std::move(*outcome.result), outcome.version)));
   } else if (outcome.result) {
     WriteLine(SerializeToolResult(id, outcome.result->structured,
                                   outcome.version >= kStructuredContentVersion));
@@ -839,37 +781,17 @@ void Server::RunCallAndWrite(const json& id, const json& params, const std::shar
 Server::CallOutcome Server::CallTool(const json& id, const json& params,
                                      const std::shared_ptr<Call>& call) {
   const std::string& name = params["name"].get_ref<const std::string&>();
-  const Tool* tool = nullptr;
-  for (const auto& t : tools_) {
-    if (t.spec.name == name) tool = &t;
-  }
-  json arguments = json::object();
-  if (auto it = params.find("arguments"); it != params.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      return {
-          MakeError(id, rpc::kInvalidParams, "Invalid params: params.arguments must be an object"),
-          std::nullopt,
-          {}};
-    }
-    arguments = *it;
+  const ToolSet::Tool* tool = tools_.Find(name);
+  std::optional<json> arguments = ToolSet::Arguments(params);
+  if (!arguments) {
+    return {
+        MakeError(id, rpc::kInvalidParams, "Invalid params: params.arguments must be an object"),
+        std::nullopt,
+        {}};
   }
   const std::string version = negotiated_version();
-  ToolResult result;
-  if (auto problem = ValidateSchema(arguments, tool->spec.input_schema)) {
-    result = ToolResult::Fail("Invalid arguments for " + name + ": " + *problem);
-  } else {
-    CallContext context(*this, call, version);
-    try {
-      result = tool->handler(arguments, context);
-      if (!result.is_error && !result.structured.is_object()) {
-        spdlog::error("tool {} returned a non-object result", name);
-        result = ToolResult::Fail(name + " failed: internal error");
-      }
-    } catch (const std::exception& e) {
-      spdlog::error("tool {} failed: {}", name, e.what());
-      result = ToolResult::Fail(name + " failed: internal error");
-    }
-  }
+  CallContext context(*this, call, version);
+  ToolResult result = tools_.Run(*tool, *arguments, context);
   if (call->client_cancelled.load()) {
     spdlog::debug("suppressing the response to cancelled call {}", id.dump());
     return {};

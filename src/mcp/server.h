@@ -41,14 +41,9 @@
 #include "src/mcp/jsonrpc.h"
 #include "src/mcp/line_reader.h"
 #include "src/mcp/tool.h"
+#include "src/mcp/tool_set.h"
 
 namespace tmcra::mcp {
-
-// Protocol versions we speak, oldest first; the last is what we answer when the client asks
-// for one we do not know.
-inline constexpr std::string_view kSupportedVersions[] = {"2024-11-05", "2025-03-26", "2025-06-18",
-                                                          "2025-11-25"};
-inline constexpr std::string_view kNewestVersion = "2025-11-25";
 
 struct ServerOptions {
   std::string name = "tmcra-mcp";
@@ -70,8 +65,11 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // REQUIRES: called before Run().
-  void AddTool(ToolSpec spec, ToolHandler handler);
+  // The tools served. REQUIRES: tools are added before Run().
+  ToolSet& tools() { return tools_; }
+  void AddTool(ToolSpec spec, ToolHandler handler) {
+    tools_.Add(std::move(spec), std::move(handler));
+  }
 
   // Serves until end of input, a termination signal or a broken output. Returns the exit code:
   // 0, or 1 when reading the input failed. Call once per Server.
@@ -97,10 +95,6 @@ class Server {
   std::string negotiated_version() const;
 
  private:
-  struct Tool {
-    ToolSpec spec;
-    ToolHandler handler;
-  };
   struct Call;     // one in-flight tools/call
   struct Pending;  // one server-to-client request awaiting its answer
   class CallContext;
@@ -146,8 +140,6 @@ class Server {
   // `finish` runs once the line is written, before the result is freed.
   void RunCallAndWrite(const json& id, const json& params, const std::shared_ptr<Call>& call,
                        const std::function<void()>& finish);
-  json ToolDefinition(const Tool& tool, const std::string& version) const;
-  json ShapeResult(ToolResult result, const std::string& version) const;
 
   // Runs `work` on a pooled thread. A thread is added whenever every existing one is busy
   // (a tool may wait for a human through elicitation), so a call never waits for another; if
@@ -184,7 +176,7 @@ class Server {
                                 std::chrono::milliseconds timeout);
 
   ServerOptions options_;
-  std::vector<Tool> tools_;
+  ToolSet tools_;
 
   mutable std::mutex state_mu_;
   std::string negotiated_;  // empty until initialize

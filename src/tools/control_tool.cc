@@ -47,8 +47,8 @@ mcp::ToolResult Control(const json& args, const ControlToolDeps& deps) {
 
 }  // namespace
 
-void RegisterControlTool(mcp::Server& server, const ControlToolDeps& deps) {
-  RegisterTool(server, kTool, "Memory controls",
+void RegisterControlTool(mcp::ToolSet& tools, const ControlToolDeps& deps) {
+  RegisterTool(tools, kTool, "Memory controls",
                "Inspect memory or apply an explicitly requested session mode, task update or "
                "recall budget. Use exact session_id; normal, recall_only and off are supported. "
                "Mark task completion only when intended.",

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "src/controls/memory_controls.h"
-#include "src/mcp/server.h"
+#include "src/mcp/tool_set.h"
 
 namespace tmcra::tools {
 
@@ -23,6 +23,6 @@ struct ControlToolDeps {
   std::function<nlohmann::json()> delivery;  // queue counts for dashboard; may be empty -> {}
 };
 
-void RegisterControlTool(mcp::Server& server, const ControlToolDeps& deps);
+void RegisterControlTool(mcp::ToolSet& tools, const ControlToolDeps& deps);
 
 }  // namespace tmcra::tools

@@ -294,9 +294,9 @@ bool ExactEvidence(const json& page, const std::string& memory_id, const std::st
   return true;
 }
 
-void RegisterFeedbackTool(mcp::Server& server, const FeedbackToolDeps& deps) {
+void RegisterFeedbackTool(mcp::ToolSet& tools, const FeedbackToolDeps& deps) {
   RegisterTool(
-      server, kTool, "Correct or ignore memory", kDescription, InputSchema(),
+      tools, kTool, "Correct or ignore memory", kDescription, InputSchema(),
       {{"readOnlyHint", false},
        {"destructiveHint", true},
        {"idempotentHint", true},

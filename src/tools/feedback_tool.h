@@ -18,7 +18,7 @@
 #include "filter/content_filter.h"
 #include "src/api/memory_api.h"
 #include "src/controls/memory_controls.h"
-#include "src/mcp/server.h"
+#include "src/mcp/tool_set.h"
 
 namespace tmcra::tools {
 
@@ -32,7 +32,7 @@ struct FeedbackToolDeps {
   const filter::ContentFilter* filter = nullptr;
 };
 
-void RegisterFeedbackTool(mcp::Server& server, const FeedbackToolDeps& deps);
+void RegisterFeedbackTool(mcp::ToolSet& tools, const FeedbackToolDeps& deps);
 
 // The exact-source rule of §1.4.4 (with its RECOMMENDATION): `page` is the evidence of
 // `memory_id` in `scope`, has items that all carry a text, and signals no further data

@@ -636,24 +636,24 @@ ToolResult CommitTurn(const json& args, mcp::ToolContext& ctx, const MemoryToolD
   return Commit(args, ctx, deps, user_only);
 }
 
-void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps) {
+void RegisterLifecycleTools(mcp::ToolSet& tools, const MemoryToolDeps& deps) {
   const json write_hints{{"readOnlyHint", false},
                          {"destructiveHint", false},
                          {"idempotentHint", true},
                          {"openWorldHint", false}};
-  RegisterTool(server, "tmcra_turn_prepare", "Prepare a turn",
+  RegisterTool(tools, "tmcra_turn_prepare", "Prepare a turn",
                "Recall memory and return untrusted injectable context before the host answers.",
                PrepareSchema(), write_hints, [deps](const json& args, mcp::ToolContext&) {
                  return deps.hooks_host.empty() ? Prepare(args, deps, /*recall_memory=*/true)
                                                 : HandledByHooks(args, deps);
                });
-  RegisterTool(server, "tmcra_turn_commit", "Commit a turn",
+  RegisterTool(tools, "tmcra_turn_commit", "Commit a turn",
                "Commit the real user/assistant turn and reconcile it to terminal state.",
                CommitSchema(), write_hints, [deps](const json& args, mcp::ToolContext& ctx) {
                  return deps.hooks_host.empty() ? Commit(args, ctx, deps, /*user_only=*/false)
                                                 : HandledByHooks(args, deps);
                });
-  RegisterTool(server, "tmcra_reconcile", "Reconcile pending writes",
+  RegisterTool(tools, "tmcra_reconcile", "Reconcile pending writes",
                "Retry durable pending records and report succeeded or dead-letter states. "
                "Optionally name item_ids, and set include_dead_letter to replay dead letters "
                "with their original idempotency keys.",

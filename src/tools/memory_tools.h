@@ -14,7 +14,7 @@
 #include "queue/delivery.h"
 #include "src/api/memory_api.h"
 #include "src/controls/memory_controls.h"
-#include "src/mcp/server.h"
+#include "src/mcp/tool_set.h"
 #include "src/tools/content_filtering.h"
 
 namespace tmcra::tools {
@@ -53,9 +53,9 @@ struct MemoryToolDeps {
 };
 
 // tmcra_recall, tmcra_ingest, tmcra_get_job, tmcra_wait_job.
-void RegisterMemoryTools(mcp::Server& server, const MemoryToolDeps& deps);
+void RegisterMemoryTools(mcp::ToolSet& tools, const MemoryToolDeps& deps);
 // tmcra_turn_prepare, tmcra_turn_commit, tmcra_reconcile (REQUIRES: deps.delivery).
-void RegisterLifecycleTools(mcp::Server& server, const MemoryToolDeps& deps);
+void RegisterLifecycleTools(mcp::ToolSet& tools, const MemoryToolDeps& deps);
 
 // The work of tmcra_turn_prepare and tmcra_turn_commit for callers in this process (the host
 // hooks, src/hooks): `args` as the tools take them, not checked against the tools' schemas

@@ -31,7 +31,7 @@ json OutputSchema() {
 
 }  // namespace
 
-void RegisterStatusTool(mcp::Server& server, StatusDeps deps) {
+void RegisterStatusTool(mcp::ToolSet& tools, StatusDeps deps) {
   mcp::ToolSpec spec;
   spec.name = "tmcra_status";
   spec.title = "Memory status";
@@ -44,7 +44,7 @@ void RegisterStatusTool(mcp::Server& server, StatusDeps deps) {
   spec.output_schema = OutputSchema();
   spec.annotations =
       json{{"title", "Memory status"}, {"readOnlyHint", true}, {"openWorldHint", false}};
-  server.AddTool(std::move(spec), [deps = std::move(deps)](const json&, mcp::ToolContext& ctx) {
+  tools.Add(std::move(spec), [deps = std::move(deps)](const json&, mcp::ToolContext& ctx) {
     // "remote" covers the service and local modes; memory.mode tells them apart. A setting that
     // became invalid since startup is reported rather than failing the call.
     const auto settings = config::LoadSettings(deps.env, std::chrono::system_clock::now());

@@ -6,7 +6,7 @@
 #include "queue/delivery.h"
 #include "src/api/memory_api.h"
 #include "src/config/settings.h"
-#include "src/mcp/server.h"
+#include "src/mcp/tool_set.h"
 #include "src/tools/content_filtering.h"
 
 namespace tmcra::tools {
@@ -19,6 +19,6 @@ struct StatusDeps {
   const FilterTally* filter_tally = nullptr;
 };
 
-void RegisterStatusTool(mcp::Server& server, StatusDeps deps);
+void RegisterStatusTool(mcp::ToolSet& tools, StatusDeps deps);
 
 }  // namespace tmcra::tools

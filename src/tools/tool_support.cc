@@ -55,7 +55,7 @@ mcp::ToolResult Failure(const std::string& tool, const Error& error) {
   return mcp::ToolResult::Fail(text);
 }
 
-void RegisterTool(mcp::Server& server, std::string name, std::string title, std::string description,
+void RegisterTool(mcp::ToolSet& tools, std::string name, std::string title, std::string description,
                   json input_schema, json annotations, mcp::ToolHandler handler) {
   mcp::ToolSpec spec;
   spec.name = std::move(name);
@@ -64,7 +64,7 @@ void RegisterTool(mcp::Server& server, std::string name, std::string title, std:
   spec.input_schema = std::move(input_schema);
   spec.output_schema = {{"type", "object"}, {"additionalProperties", true}};
   spec.annotations = std::move(annotations);
-  server.AddTool(std::move(spec), std::move(handler));
+  tools.Add(std::move(spec), std::move(handler));
 }
 
 json ReadOnlyHints() { return {{"readOnlyHint", true}, {"openWorldHint", false}}; }

@@ -8,7 +8,7 @@
 
 #include "base/result.h"
 #include "base/utf8.h"
-#include "src/mcp/server.h"
+#include "src/mcp/tool_set.h"
 #include "src/tools/content_filtering.h"
 
 namespace tmcra::tools {
@@ -38,7 +38,7 @@ mcp::ToolResult Failure(const std::string& tool, const Error& error);
 mcp::ToolResult WithFiltering(nlohmann::json receipt, const Filtering& filtering);
 
 // Registers a tool whose output schema is TMCRA's generic object schema.
-void RegisterTool(mcp::Server& server, std::string name, std::string title, std::string description,
+void RegisterTool(mcp::ToolSet& tools, std::string name, std::string title, std::string description,
                   json input_schema, json annotations, mcp::ToolHandler handler);
 
 json ReadOnlyHints();

@@ -28,12 +28,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.version = "fuzz";
   options.inline_tools = true;
   tmcra::mcp::Server server(options);
-  tmcra::tools::RegisterStatusTool(server, {[](const char* name) -> std::optional<std::string> {
+  tmcra::tools::RegisterStatusTool(server.tools(),
+                                   {[](const char* name) -> std::optional<std::string> {
                                      if (std::string_view(name) == "HOME")
                                        return std::string("/nonexistent-fuzz-home");
                                      return std::nullopt;
                                    }});
-  tmcra::testing::RegisterTestTools(server, /*with_sleep=*/false);
+  tmcra::testing::RegisterTestTools(server.tools(), /*with_sleep=*/false);
   server.SetOutputForTest(DevNull());
 
   tmcra::mcp::LineReader reader(tmcra::mcp::kMaxLineBytes);

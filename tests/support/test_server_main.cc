@@ -16,7 +16,7 @@ int main() {
       spdlog::critical("configuration: {}", app.error().message);
       return 1;
     }
-    tmcra::testing::RegisterTestTools(*app->server);
+    tmcra::testing::RegisterTestTools(app->server->tools());
     spdlog::info("tmcra-mcp-testserver waiting for an MCP client on stdin");
     return app->server->Run(0, 1);
   } catch (const std::exception& e) {

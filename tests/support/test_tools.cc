@@ -8,7 +8,7 @@ namespace tmcra::testing {
 
 using json = nlohmann::json;
 
-void RegisterTestTools(mcp::Server& server, bool with_sleep) {
+void RegisterTestTools(mcp::ToolSet& tools, bool with_sleep) {
   mcp::ToolSpec elicit;
   elicit.name = "test_elicit";
   elicit.title = "Test elicitation";
@@ -20,7 +20,7 @@ void RegisterTestTools(mcp::Server& server, bool with_sleep) {
   elicit.output_schema = json::parse(R"({"type":"object","properties":{
       "outcome":{"type":"string"},"content":{"type":"object"},"error":{"type":"string"}},
       "required":["outcome"]})");
-  server.AddTool(std::move(elicit), [](const json& args, mcp::ToolContext& ctx) {
+  tools.Add(std::move(elicit), [](const json& args, mcp::ToolContext& ctx) {
     if (!ctx.can_elicit()) return mcp::ToolResult::Ok({{"outcome", "unsupported"}});
     const json schema = json::parse(R"({"type":"object","properties":{
         "confirm":{"type":"boolean","title":"Confirm","default":false}},
@@ -46,7 +46,7 @@ void RegisterTestTools(mcp::Server& server, bool with_sleep) {
     sleep.output_schema = json::parse(R"({"type":"object","properties":{
       "slept_ms":{"type":"integer"},"cancelled":{"type":"boolean"}},
       "required":["slept_ms","cancelled"]})");
-    server.AddTool(std::move(sleep), [](const json& args, mcp::ToolContext& ctx) {
+    tools.Add(std::move(sleep), [](const json& args, mcp::ToolContext& ctx) {
       const auto total = args["ms"].get<long>();
       long slept = 0;
       while (slept < total && !ctx.cancelled()) {
@@ -72,7 +72,7 @@ void RegisterTestTools(mcp::Server& server, bool with_sleep) {
       "maybe":{"anyOf":[{"type":"string"},{"type":"null"}]}},
       "additionalProperties":false})");
   echo.annotations = json{{"readOnlyHint", true}};
-  server.AddTool(std::move(echo), [](const json& args, mcp::ToolContext&) {
+  tools.Add(std::move(echo), [](const json& args, mcp::ToolContext&) {
     if (args.contains("text") && args["text"] == "throw") throw std::runtime_error("boom");
     return mcp::ToolResult::Ok({{"echo", args}});
   });

@@ -4,11 +4,11 @@
 //   test_echo   {...}      echoes its arguments (a schema with one of each kind of field).
 #pragma once
 
-#include "src/mcp/server.h"
+#include "src/mcp/tool_set.h"
 
 namespace tmcra::testing {
 
 // `with_sleep` false leaves test_sleep out (the fuzzer must not sleep).
-void RegisterTestTools(mcp::Server& server, bool with_sleep = true);
+void RegisterTestTools(mcp::ToolSet& tools, bool with_sleep = true);
 
 }  // namespace tmcra::testing

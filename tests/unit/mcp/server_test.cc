@@ -31,7 +31,7 @@ std::unique_ptr<Server> MakeServer(std::chrono::microseconds hand_off_delay = 2m
   options.version = "9.9.9";
   options.instructions = "be careful";
   auto server = std::make_unique<Server>(options);
-  tmcra::testing::RegisterTestTools(*server);
+  tmcra::testing::RegisterTestTools(server->tools());
   return server;
 }
 

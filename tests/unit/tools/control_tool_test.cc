@@ -40,7 +40,7 @@ struct Fixture {
     deps.control_key = KeyFor;
     deps.default_scope = std::move(default_scope);
     deps.delivery = std::move(delivery);
-    tmcra::tools::RegisterControlTool(*server, deps);
+    tmcra::tools::RegisterControlTool(server->tools(), deps);
     session = std::make_unique<PipeSession>(std::move(server));
     session->Initialize("2025-11-25");
   }

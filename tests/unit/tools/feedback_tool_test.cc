@@ -60,7 +60,7 @@ struct Fixture {
     deps.control_key = KeyOf;
     deps.default_scope = "personal";
     deps.confirmation_timeout = timeout;
-    tmcra::tools::RegisterFeedbackTool(*server, deps);
+    tmcra::tools::RegisterFeedbackTool(server->tools(), deps);
     session = std::make_unique<PipeSession>(std::move(server));
     session->Initialize("2025-11-25",
                         elicitation ? json{{"elicitation", json::object()}} : json::object());
@@ -517,7 +517,7 @@ TEST_CASE("the Memory API's answers are checked: inexact pages, errors and a bad
   deps.controls = &store;
   deps.control_key = KeyOf;
   deps.default_scope = "personal";
-  tmcra::tools::RegisterFeedbackTool(*server, deps);
+  tmcra::tools::RegisterFeedbackTool(server->tools(), deps);
   PipeSession s(std::move(server));
   s.Initialize("2025-11-25", {{"elicitation", json::object()}});
   int next = 1;

@@ -43,8 +43,8 @@ struct Fixture {
     deps.delivery = delivery.get();
     deps.commit_wait = std::chrono::seconds(10);
     deps.hooks_host = hooks_host;
-    tmcra::tools::RegisterMemoryTools(*server, deps);
-    tmcra::tools::RegisterLifecycleTools(*server, deps);
+    tmcra::tools::RegisterMemoryTools(server->tools(), deps);
+    tmcra::tools::RegisterLifecycleTools(server->tools(), deps);
     session = std::make_unique<PipeSession>(std::move(server));
     session->Initialize("2025-11-25");
   }

@@ -36,7 +36,7 @@ struct Fixture {
     deps.memory = memory.get();
     deps.default_scope = "personal";
     deps.version = "0.1.0";
-    tmcra::tools::RegisterMemoryTools(*server, deps);
+    tmcra::tools::RegisterMemoryTools(server->tools(), deps);
     session = std::make_unique<PipeSession>(std::move(server));
     session->Initialize("2025-11-25");
   }
@@ -290,7 +290,7 @@ std::unique_ptr<tmcra::mcp::Server> MemoryToolsOver(tmcra::api::MemoryApi& api) 
   deps.memory = &api;
   deps.default_scope = "personal";
   deps.version = "0.1.0";
-  tmcra::tools::RegisterMemoryTools(*server, deps);
+  tmcra::tools::RegisterMemoryTools(server->tools(), deps);
   return server;
 }
 

@@ -9,11 +9,13 @@ using json = nlohmann::json;
 
 TEST_CASE("tmcra_status reports version, protocol and redacted memory target", "[tools][status]") {
   auto server = std::make_unique<tmcra::mcp::Server>(tmcra::mcp::ServerOptions{});
-  tmcra::tools::RegisterStatusTool(*server, {[](const char* name) -> std::optional<std::string> {
-    if (std::string(name) == "HOME") return "/home/u";
-    if (std::string(name) == "TMCRA_API_KEY") return "tmcra_k.secret-value";
-    return std::nullopt;
-  }});
+  tmcra::tools::RegisterStatusTool(server->tools(),
+                                   {[](const char* name) -> std::optional<std::string> {
+                                     if (std::string(name) == "HOME") return "/home/u";
+                                     if (std::string(name) == "TMCRA_API_KEY")
+                                       return "tmcra_k.secret-value";
+                                     return std::nullopt;
+                                   }});
   tmcra::testing::PipeSession s(std::move(server));
   s.Initialize("2025-06-18");
   json r = s.Call(1, "tools/call", {{"name", "tmcra_status"}, {"arguments", json::object()}});
