@@ -32,6 +32,10 @@ class KeyRows {
   // Marks the key revoked at `now` unless it already is; false when there is no such key.
   [[nodiscard]] virtual Result<bool> Revoke(std::string_view key_id, double now) = 0;
   [[nodiscard]] virtual Result<std::optional<StoredKey>> Find(std::string_view key_id) = 0;
+  // The secret stored under `name`, storing `fresh` first when there is none (the first caller
+  // of any process wins; every later one reads it).
+  [[nodiscard]] virtual Result<std::string> Secret(std::string_view name,
+                                                   const std::string& fresh) = 0;
 };
 
 [[nodiscard]] Result<std::unique_ptr<KeyRows>> OpenSqliteKeyRows(const std::string& data_dir);

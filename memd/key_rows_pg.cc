@@ -19,6 +19,8 @@ constexpr const char* kSteps[] = {
     "  label TEXT NOT NULL DEFAULT '',"
     "  created_at DOUBLE PRECISION NOT NULL,"
     "  revoked_at DOUBLE PRECISION)",
+    // Secrets of the servers (KeyStore::ServerSecret), created by the first, shared by all.
+    "CREATE TABLE memd_server_secrets(name TEXT PRIMARY KEY, value TEXT NOT NULL)",
 };
 
 constexpr const char* kColumns =
@@ -100,6 +102,20 @@ class PostgresKeyRows final : public KeyRows {
     if (!rows) return rows.error();
     if (rows->size() == 0) return std::optional<StoredKey>();
     return std::optional<StoredKey>(KeyFromRow(*rows, 0));
+  }
+
+  Result<std::string> Secret(std::string_view name, const std::string& fresh) override {
+    const pg::Param params[] = {name, fresh};
+    auto inserted = Exec(
+        "INSERT INTO memd_server_secrets(name, value) VALUES($1, $2) ON CONFLICT (name) DO NOTHING",
+        params, /*idempotent=*/true);
+    if (!inserted) return inserted.error();
+    const pg::Param key[] = {name};
+    auto rows = Exec("SELECT value FROM memd_server_secrets WHERE name = $1", key,
+                     /*idempotent=*/true);
+    if (!rows) return rows.error();
+    if (rows->size() == 0) return Error::Internal("a server secret vanished as it was stored");
+    return std::string(rows->Text(0, 0));
   }
 
   Status Migrate() {

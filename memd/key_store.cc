@@ -35,6 +35,8 @@ constexpr const char* kMigrations[] = {
     "  label TEXT NOT NULL DEFAULT '',"
     "  created_at REAL NOT NULL,"
     "  revoked_at REAL)",
+    // Secrets of the server itself (KeyStore::ServerSecret), created once, never shown.
+    "CREATE TABLE server_secrets(name TEXT PRIMARY KEY, value TEXT NOT NULL)",
 };
 
 std::string RandomHex(size_t bytes) {
@@ -229,6 +231,25 @@ class SqliteKeyRows final : public KeyRows {
     return std::optional<StoredKey>(StoredKey{KeyFromRow(*st), st->Text(1)});
   }
 
+  Result<std::string> Secret(std::string_view name, const std::string& fresh) override {
+    std::lock_guard lock(mu_);
+    auto tx = db::Transaction::Immediate(*db_);
+    if (!tx) return tx.error();
+    auto insert = db_->Prepare("INSERT OR IGNORE INTO server_secrets(name, value) VALUES(?, ?)");
+    if (!insert) return insert.error();
+    insert->Bind(1, name).Bind(2, fresh);
+    if (auto s = insert->Run(); !s) return s.error();
+    auto st = db_->Prepare("SELECT value FROM server_secrets WHERE name = ?");
+    if (!st) return st.error();
+    st->Bind(1, name);
+    auto row = st->Step();
+    if (!row) return row.error();
+    if (!*row) return Error::Internal("a server secret vanished as it was stored");
+    std::string value = st->Text(0);
+    if (auto s = tx->Commit(); !s) return s.error();
+    return value;
+  }
+
  private:
   std::mutex mu_;
   std::unique_ptr<db::Database> db_;  // guarded by mu_
@@ -312,6 +333,10 @@ Result<std::vector<ApiKey>> KeyStore::List() { return rows_->List(); }
 
 Result<bool> KeyStore::Revoke(std::string_view key_id) {
   return rows_->Revoke(key_id, NowSeconds());
+}
+
+Result<std::string> KeyStore::ServerSecret(std::string_view name) {
+  return rows_->Secret(name, RandomHex(32));
 }
 
 Result<std::optional<ApiKey>> KeyStore::Find(std::string_view key_id) {

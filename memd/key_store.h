@@ -107,6 +107,10 @@ class KeyStore {
     std::string reason;  // "malformed token", "unknown key <id>", "revoked key <id>", ...
   };
   [[nodiscard]] Result<AuthOutcome> Authenticate(std::string_view token);
+  // A random secret of the server (64 hex digits) named `name`, made on first use and kept in the
+  // store: every memd on the same store, before and after a restart, gets the same one. Used to
+  // sign what the server hands out and reads back (memd/mcp_session.h). Never logged.
+  [[nodiscard]] Result<std::string> ServerSecret(std::string_view name);
   // The key with this id (revoked or not), for the --local identity check.
   [[nodiscard]] Result<std::optional<ApiKey>> Find(std::string_view key_id);
 

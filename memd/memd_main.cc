@@ -31,12 +31,16 @@
 #include "base/version.h"
 #include "memd/key_store.h"
 #include "memd/local_identity.h"
+#include "memd/mcp_endpoint.h"
+#include "memd/mcp_tools.h"
 #include "memd/memd_server.h"
 #include "memd/migrate.h"
 #include "memory/engine.h"
 #include "memory/pg_store.h"
 #include "src/api/embedded_memory_api.h"
 #include "src/api/embeddings_client.h"
+#include "src/config/url.h"
+#include "src/tools/tool_support.h"
 
 namespace {
 
@@ -73,7 +77,13 @@ constexpr const char* kUsage =
     "                         files, so tmcra-mcp uses this server (docs/memd.md)\n"
     "  --listen HOST:PORT     default 127.0.0.1:0 (port 0: a free port; --local reuses the port\n"
     "                         of its previous identity when it is free)\n"
-    "  --public-url URL       origin used in job status_url (default: the listening origin)\n"
+    "  --public-url URL       the URL clients reach this server by (behind a proxy): origin of\n"
+    "                         job status_url links, and the only Host and Origin /mcp answers\n"
+    "                         besides loopback names (default: the listening origin)\n"
+    "  --mcp-allow-origin O   a web page origin (https://host[:port]) allowed to call /mcp, as\n"
+    "                         a comma-separated list (default: none but the server's own)\n"
+    "  --mcp-answer-within-ms N  how long a /mcp tool call's POST waits for its answer before\n"
+    "                         its event stream ends for the client to resume (default 20000)\n"
     "  --threads N            worker threads answering requests (default 16)\n"
     "  --max-connections N    connections held at once (default 512); past it a new one takes\n"
     "                         the place of the one that has waited longest for its request\n"
@@ -490,6 +500,8 @@ struct ServeConfig {
   bool listen_given = false;
   bool job_worker = true;
   std::optional<std::string> public_url;
+  std::vector<std::string> mcp_allowed_origins;  // --mcp-allow-origin
+  int mcp_answer_within_ms = 20000;
   size_t postings_cache_mib = 64;
   tmcra::filter::FilterRules filter_rules;
   std::string recall_language = "auto";
@@ -587,6 +599,9 @@ std::optional<std::string> ParseLimits(const Args& args, ServeConfig& c) {
                    [&](int n) { c.postings_cache_mib = static_cast<size_t>(n); }),
       NumberOption(args, "request-timeout", 1, 86400, "--request-timeout must be 1..86400 seconds",
                    [&](int n) { o.request_timeout_seconds = n; }),
+      NumberOption(args, "mcp-answer-within-ms", 0, 600000,
+                   "--mcp-answer-within-ms must be 0..600000",
+                   [&](int n) { c.mcp_answer_within_ms = n; }),
   };
   for (const auto& error : errors) {
     if (error) return error;
@@ -654,7 +669,9 @@ std::optional<std::string> ParseServe(int argc, char** argv, ServeConfig& c) {
                          "embeddings-timeout",
                          "database",
                          "database-password-file",
-                         "index-dir"},
+                         "index-dir",
+                         "mcp-allow-origin",
+                         "mcp-answer-within-ms"},
                         {"local", "no-job-worker"}, &error);
   if (!args) return error;
   if (!args->positional.empty()) return "serve takes no positional argument";
@@ -669,6 +686,7 @@ std::optional<std::string> ParseServe(int argc, char** argv, ServeConfig& c) {
   }
   c.job_worker = !args->Flag("no-job-worker");
   c.public_url = args->Get("public-url");
+  if (auto origins = args->Get("mcp-allow-origin")) c.mcp_allowed_origins = SplitCommas(*origins);
   if (auto e = ParseEndpoint(*args, c)) return e;
   if (auto e = ParseLimits(*args, c)) return e;
   if (auto e = ParseContentOptions(*args, c)) return e;
@@ -770,6 +788,48 @@ int ServeUntilStopped(tmcra::memd::Server& server, tmcra::api::EmbeddedMemoryApi
   }
   spdlog::info("stopped: every request in progress was answered");
   return 0;
+}
+
+// The Host values /mcp answers: the public URL's host (with its port, and without it when the
+// port is the scheme's), and the loopback names when the server listens on loopback; none
+// (any Host) when it listens elsewhere without a public URL.
+std::vector<std::string> McpHosts(const ServeConfig& c, int port) {
+  std::vector<std::string> hosts;
+  if (c.public_url) {
+    if (auto url = tmcra::config::ValidateBaseUrl(*c.public_url, /*local_mode=*/false)) {
+      hosts.push_back(url->host + ":" + std::to_string(url->port));
+      if (url->port == (url->scheme == "https" ? 443 : 80)) hosts.push_back(url->host);
+    }
+  }
+  const std::string& listen = c.options.listen.host;
+  if (listen == "127.0.0.1" || listen == "::1" || listen == "localhost") {
+    for (const char* name : {"127.0.0.1", "localhost", "[::1]"}) {
+      hosts.push_back(std::string(name) + ":" + std::to_string(port));
+    }
+  }
+  return hosts;
+}
+
+// The MCP endpoint's options: its identity, who it answers (Host, Origin), how long a call's
+// POST waits.
+tmcra::memd::McpEndpointOptions McpOptions(const ServeConfig& c, const std::string& origin,
+                                           int port) {
+  tmcra::memd::McpEndpointOptions o;
+  o.identity = {"tmcra-memd", "TMCRA Memory", tmcra::kVersion, tmcra::tools::kInstructions};
+  o.answer_within = std::chrono::milliseconds(c.mcp_answer_within_ms);
+  o.allowed_origins = c.mcp_allowed_origins;
+  o.own_origins = {origin};
+  if (c.public_url) {
+    if (auto url = tmcra::config::ValidateBaseUrl(*c.public_url, /*local_mode=*/false)) {
+      o.own_origins.push_back(url->scheme + "://" + url->host +
+                              (url->port == (url->scheme == "https" ? 443 : 80)
+                                   ? std::string()
+                                   : ":" + std::to_string(url->port)));
+    }
+  }
+  o.allowed_hosts = McpHosts(c, port);
+  o.runners = std::max(4, c.options.max_concurrency * 2);
+  return o;
 }
 
 // The directory of this instance's index of a shared store: --index-dir, else
@@ -874,6 +934,15 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
   if (!engine.start_worker) spdlog::warn("--no-job-worker: ingest jobs are stored, not run");
   nlohmann::json ready{{"listening", origin}};
   if (c.local && !WriteLocalIdentity(*keys, previous, data_dir, port, ready)) return 1;
+  auto session_secret = keys->ServerSecret("mcp_session");
+  if (!session_secret) {
+    spdlog::critical("cannot read the server secret: {}", session_secret.error().ToString());
+    return 1;
+  }
+  tmcra::memd::CallerTools tools({&memory, data_dir + "/mcp-controls", c.filter_rules});
+  tmcra::memd::McpEndpoint mcp(McpOptions(c, origin, port), std::move(*session_secret),
+                               [&tools](const tmcra::memd::ApiKey& key) { return tools.For(key); });
+  server->ServeMcp(mcp);
   const int status = ServeUntilStopped(*server, memory, c, origin, ready, signals);
   if (status != 0) return status;
   if (auto last = memory.Stats()) spdlog::info("memory store {}: {}", engine.path, last->dump());

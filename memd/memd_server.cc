@@ -110,7 +110,8 @@ enum class Endpoint {
   kScopes,  // maintenance (docs/memd.md, "Maintenance endpoints")
   kForget,
   kExport,
-  kImport
+  kImport,
+  kMcp  // the MCP endpoint (memd/mcp_endpoint.h): GET, POST and DELETE
 };
 
 struct Route {
@@ -123,6 +124,7 @@ struct Route {
 std::optional<Route> MatchRoute(const std::vector<std::string>& s) {
   if (s.size() == 1 && s[0] == "healthz") return Route{Endpoint::kHealthz, "GET", {}, {}};
   if (s.size() == 1 && s[0] == "readyz") return Route{Endpoint::kReadyz, "GET", {}, {}};
+  if (s.size() == 1 && s[0] == "mcp") return Route{Endpoint::kMcp, "POST", {}, {}};
   if (s.size() == 2 && s[0] == "v1" && s[1] == "scopes") {
     return Route{Endpoint::kScopes, "GET", {}, {}};
   }
@@ -183,6 +185,7 @@ struct Server::Impl final : HttpApp {
   KeyStore& keys;
   std::unique_ptr<HttpListener> listener;
   api::MemoryApi* memory = nullptr;
+  McpEndpoint* mcp = nullptr;
   std::atomic<int> in_flight{0};  // requests holding a concurrency slot
 
   Impl(ServerOptions o, KeyStore& k) : options(std::move(o)), keys(k) {}
@@ -192,6 +195,10 @@ struct Server::Impl final : HttpApp {
                        std::string_view message) override;
   HttpResponse Route(Call& call);
   HttpResponse Authorized(Call& call, const struct Route& route);
+  // The key of the request's bearer token, or the answer refusing it (401, or 503 when the key
+  // store cannot be read).
+  std::optional<HttpResponse> Authenticate(Call& call, std::optional<ApiKey>& key);
+  HttpResponse HandleMcp(Call& call);
   HttpResponse HandleReady(const Call& call);
   HttpResponse HandleEndpoint(Call& call, const struct Route& route, const ApiKey& key);
   HttpResponse HandleMaintenance(Call& call, const struct Route& route, const json& body,
@@ -247,6 +254,7 @@ HttpResponse Server::Impl::Route(Call& call) {
     return ApiError(call, 429, "rate_limited", "too many requests in progress; retry", {}, 1);
   }
   if (!route) return ApiError(call, 404, "not_found", "Not Found");
+  if (route->endpoint == Endpoint::kMcp) return HandleMcp(call);
   const std::string method = req.method == "HEAD" ? "GET" : req.method;
   if (method != route->method) {
     HttpResponse res = ApiError(call, 405, "method_not_allowed", "Method Not Allowed");
@@ -258,8 +266,8 @@ HttpResponse Server::Impl::Route(Call& call) {
   return Authorized(call, *route);
 }
 
-// Authentication (Authorization: Bearer tmcra_<key_id>.<secret>), the permission, the scope.
-HttpResponse Server::Impl::Authorized(Call& call, const struct Route& route) {
+// Authentication (Authorization: Bearer tmcra_<key_id>.<secret>).
+std::optional<HttpResponse> Server::Impl::Authenticate(Call& call, std::optional<ApiKey>& key) {
   const std::string authorization = call.req.Get("Authorization");
   std::string token;
   if (authorization.size() > 7 && strncasecmp(authorization.c_str(), "Bearer ", 7) == 0) {
@@ -280,8 +288,16 @@ HttpResponse Server::Impl::Authorized(Call& call, const struct Route& route) {
   auto outcome = keys.Authenticate(token);
   if (!outcome) return ErrorAnswer(call, outcome.error());
   if (!outcome->key) return unauthorized(outcome->reason);
-  const ApiKey& key = *outcome->key;
-  call.key_id = LogSafe(key.key_id, 64);
+  key = std::move(outcome->key);
+  call.key_id = LogSafe(key->key_id, 64);
+  return std::nullopt;
+}
+
+// The permission and the scope of an authenticated request.
+HttpResponse Server::Impl::Authorized(Call& call, const struct Route& route) {
+  std::optional<ApiKey> authenticated;
+  if (auto refused = Authenticate(call, authenticated)) return std::move(*refused);
+  const ApiKey& key = *authenticated;
   const char* permission = PermissionFor(route.endpoint);
   if (!key.Has(permission)) {
     return ApiError(call, 403, "forbidden", std::string(permission) + " is required");
@@ -297,6 +313,24 @@ HttpResponse Server::Impl::Authorized(Call& call, const struct Route& route) {
     }
   }
   return HandleEndpoint(call, route, key);
+}
+
+// /mcp: Host and Origin first, then the key, then the endpoint's own checks and answer.
+HttpResponse Server::Impl::HandleMcp(Call& call) {
+  if (mcp == nullptr) return ApiError(call, 404, "not_found", "Not Found");
+  HttpResponse res;
+  std::optional<ApiKey> key;
+  if (auto refused = mcp->CheckOrigin(call.req)) {
+    res = std::move(*refused);
+  } else if (auto unauthorized = Authenticate(call, key)) {
+    return std::move(*unauthorized);
+  } else {
+    res = mcp->Handle(call.req, *key);
+  }
+  res.request_id = call.request_id;
+  if (!call.key_id.empty()) res.log_note = " key=" + call.key_id;
+  res.Set("x-request-id", call.request_id);
+  return res;
 }
 
 HttpResponse Server::Impl::HandleReady(const Call& call) {
@@ -507,7 +541,10 @@ Status Server::Serve(api::MemoryApi& memory) {
   return impl_->listener->Serve();
 }
 
+void Server::ServeMcp(McpEndpoint& endpoint) { impl_->mcp = &endpoint; }
+
 void Server::Stop() {
+  if (impl_->mcp != nullptr) impl_->mcp->Stop();
   if (impl_->listener) impl_->listener->Stop();
 }
 

@@ -1,14 +1,19 @@
 // The HTTP(S) front of tmcra-memd: TMCRA's Memory API (docs/contract.md §1.4) over one
 // api::MemoryApi (the embedded engine), with the hosted service's middleware behaviour:
 //
-//   POST /v1/scopes/{scope}/recall           200   memory:read
-//   POST /v1/scopes/{scope}/ingest           202   memory:write
-//   POST /v1/scopes/{scope}/ingest/batch     202   memory:write
-//   GET  /v1/jobs/{job_id}                   200   memory:read (and the job's scope)
-//   POST /v1/jobs/batch                      200   memory:read (and each job's scope; ours, not
-//   TMCRA's) GET  /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N   200
-//   memory:read POST /v1/scopes/{scope}/feedback         201   memory:feedback (+ memory:write to
-//   correct) GET  /healthz, /readyz                   200   anonymous
+//   POST /v1/scopes/{scope}/recall                  200  memory:read
+//   POST /v1/scopes/{scope}/ingest                  202  memory:write
+//   POST /v1/scopes/{scope}/ingest/batch            202  memory:write
+//   GET  /v1/jobs/{job_id}                          200  memory:read (and the job's scope)
+//   POST /v1/jobs/batch                             200  memory:read (and each job's scope;
+//                                                        ours, not TMCRA's)
+//   GET  /v1/scopes/{scope}/memory-graph/nodes/{memory_id}/evidence?limit=N
+//                                                   200  memory:read
+//   POST /v1/scopes/{scope}/feedback                201  memory:feedback (+ memory:write to
+//                                                        correct)
+//   GET  /healthz, /readyz                          200  anonymous
+//   GET, POST, DELETE /mcp                               the MCP endpoint (memd/mcp_endpoint.h):
+//                                                        Host and Origin, then any valid key
 //
 // Order of checks: 411 (POST without Content-Length, or chunked), 413 (over the body limit),
 // 429 (concurrency limit, Retry-After: 1), 404/405 (route), 401 (bearer key), 403 (permission),
@@ -29,6 +34,7 @@
 #include "base/result.h"
 #include "memd/http_listener.h"
 #include "memd/key_store.h"
+#include "memd/mcp_endpoint.h"
 #include "memd/server_rules.h"
 #include "src/api/memory_api.h"
 
@@ -69,6 +75,9 @@ class Server {
   // Serves until Stop(): returns once every request in progress has been answered (up to
   // kDrainLimit) and every connection is closed.
   [[nodiscard]] Status Serve(api::MemoryApi& memory);
+  // Serves the MCP endpoint at /mcp (else /mcp is 404). REQUIRES: before Serve; `endpoint`
+  // outlives the server.
+  void ServeMcp(McpEndpoint& endpoint);
   // Stops: new requests are answered 503 (connection closed), the requests in progress finish
   // and write their answers, then Serve returns. Returns at once; thread-safe (not
   // async-signal-safe: call it from a normal thread).

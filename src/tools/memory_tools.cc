@@ -215,11 +215,14 @@ ToolResult Ingest(const json& args, const MemoryToolDeps& deps) {
     }
     capture = policy->ToJson();
   }
-  if (deps.delivery == nullptr) {  // no outbox (tests of the memory tools alone)
+  if (deps.delivery == nullptr) {
+    // No outbox (the tools served by the memory's own server, tmcra-memd's /mcp): the store
+    // takes the write at once, and the receipt says no queue item holds it.
     auto response = deps.memory->Ingest(resolved->scope, *body, {key, resolved->agent_id});
     if (!response) return Failure("tmcra_ingest", response.error());
     auto receipt = receipts::IngestReceipt(*response, resolved->scope);
     if (!receipt) return Failure("tmcra_ingest", receipt.error());
+    (*receipt)["queue_item_id"] = nullptr;
     return WithFiltering(std::move(*receipt), filtering);
   }
   return EnqueueAndDeliver(*body, *resolved, key, capture, filtering, deps);

@@ -29,6 +29,19 @@ json OutputSchema() {
   })");
 }
 
+// memory_mode and memory: the server's own memory, or the settings' (an invalid setting since
+// startup is reported rather than failing the call).
+void DescribeMemory(const StatusDeps& deps, json& out) {
+  if (deps.server_memory) {
+    out["memory_mode"] = "memd";
+    out["memory"] = deps.server_memory();
+    return;
+  }
+  const auto settings = config::LoadSettings(deps.env, std::chrono::system_clock::now());
+  out["memory_mode"] = !settings ? "misconfigured" : settings->remote() ? "remote" : "embedded";
+  out["memory"] = settings ? settings->ToJson() : json{{"error", settings.error().message}};
+}
+
 }  // namespace
 
 void RegisterStatusTool(mcp::ToolSet& tools, StatusDeps deps) {
@@ -45,17 +58,12 @@ void RegisterStatusTool(mcp::ToolSet& tools, StatusDeps deps) {
   spec.annotations =
       json{{"title", "Memory status"}, {"readOnlyHint", true}, {"openWorldHint", false}};
   tools.Add(std::move(spec), [deps = std::move(deps)](const json&, mcp::ToolContext& ctx) {
-    // "remote" covers the service and local modes; memory.mode tells them apart. A setting that
-    // became invalid since startup is reported rather than failing the call.
-    const auto settings = config::LoadSettings(deps.env, std::chrono::system_clock::now());
+    // "remote" covers the service and local modes; memory.mode tells them apart.
     json out{{"server", kProductName},
              {"version", kVersion},
              {"protocol_version", ctx.protocol_version()},
-             {"memory_mode", !settings            ? "misconfigured"
-                             : settings->remote() ? "remote"
-                                                  : "embedded"},
-             {"memory", settings ? settings->ToJson() : json{{"error", settings.error().message}}},
              {"pid", static_cast<long>(getpid())}};
+    DescribeMemory(deps, out);
     if (deps.memory != nullptr) {
       auto stats = deps.memory->Stats();
       out["store"] = stats ? json{{"reachable", true}, {"figures", *stats}}

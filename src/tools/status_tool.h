@@ -3,6 +3,8 @@
 // jobs, file size). Later issues add queue and delivery figures.
 #pragma once
 
+#include <functional>
+
 #include "queue/delivery.h"
 #include "src/api/memory_api.h"
 #include "src/config/settings.h"
@@ -17,6 +19,9 @@ struct StatusDeps {
   queue::DeliveryService* delivery = nullptr;  // when set, the outbox's figures are reported
   // When set, what the content filter removed from this process's writes (counts by kind).
   const FilterTally* filter_tally = nullptr;
+  // Set where the tools are served by the memory's own server (tmcra-memd's /mcp): `memory_mode`
+  // is then "memd" and `memory` what this returns, instead of the settings `env` names.
+  std::function<nlohmann::json()> server_memory{};
 };
 
 void RegisterStatusTool(mcp::ToolSet& tools, StatusDeps deps);

@@ -198,3 +198,17 @@ TEST_CASE(
   CHECK_FALSE(refused->key);
   CHECK(refused->reason == "revoked key " + created->key.key_id);
 }
+
+TEST_CASE("a server secret is made once and read back by every later caller") {
+  const std::string kind = GENERATE("sqlite", "postgresql");
+  StoreUnderTest s(kind);
+  auto first = s.store->ServerSecret("mcp_session");
+  REQUIRE(first);
+  CHECK(first->size() == 64);
+  auto again = s.store->ServerSecret("mcp_session");
+  REQUIRE(again);
+  CHECK(*again == *first);
+  auto other = s.store->ServerSecret("another");
+  REQUIRE(other);
+  CHECK(*other != *first);
+}

@@ -1,0 +1,86 @@
+#include "memd/mcp_tools.h"
+
+#include <utility>
+
+#include "base/version.h"
+#include "src/tools/control_tool.h"
+#include "src/tools/feedback_tool.h"
+#include "src/tools/memory_tools.h"
+#include "src/tools/status_tool.h"
+
+namespace tmcra::memd {
+
+// One key's tools and what they hold.
+struct CallerTools::Entry {
+  std::string signature;  // the key's permissions and scopes when it was built
+  std::unique_ptr<CallerMemoryApi> memory;
+  tools::FilterTally tally;
+  mcp::ToolSet tools;
+};
+
+namespace {
+
+// What a key may do, as text: an entry is rebuilt if it changes.
+std::string Signature(const ApiKey& key) {
+  return nlohmann::json{key.permissions, key.scope_names, key.scope_prefixes}.dump();
+}
+
+// The key's one scope name, when it is limited to exactly that; else "" (the call names one).
+std::string DefaultScope(const ApiKey& key) {
+  return key.scope_names.size() == 1 && key.scope_prefixes.empty() ? key.scope_names[0] : "";
+}
+
+}  // namespace
+
+CallerTools::CallerTools(McpToolsOptions options)
+    : options_(std::move(options)),
+      controls_(options_.controls_root),
+      filter_(options_.filter_rules) {}
+
+CallerTools::~CallerTools() = default;
+
+std::shared_ptr<const mcp::ToolSet> CallerTools::For(const ApiKey& key) {
+  const std::string signature = Signature(key);
+  std::lock_guard lock(mu_);
+  auto& entry = entries_[key.key_id];
+  if (!entry || entry->signature != signature) entry = Build(key);
+  // The tool set keeps its entry (the memory its handlers point to) alive while a call runs.
+  return std::shared_ptr<const mcp::ToolSet>(entry, &entry->tools);
+}
+
+std::shared_ptr<CallerTools::Entry> CallerTools::Build(const ApiKey& key) {
+  auto entry = std::make_shared<Entry>();
+  entry->signature = Signature(key);
+  entry->memory = std::make_unique<CallerMemoryApi>(*options_.memory, key);
+  const std::string scope = DefaultScope(key);
+  // Controls are the key's own: its id stands where tmcra-mcp's control key has the API key.
+  const std::string key_id = key.key_id;
+  auto control_key = [key_id](const std::string& s) {
+    return controls::ControlKey("tmcra-memd", key_id, s);
+  };
+  tools::ControlToolDeps control{&controls_, control_key, scope, {}};
+  tools::RegisterControlTool(entry->tools, control);
+  tools::FeedbackToolDeps feedback;
+  feedback.memory = entry->memory.get();
+  feedback.controls = &controls_;
+  feedback.control_key = control_key;
+  feedback.default_scope = scope;
+  feedback.filter = &filter_;
+  tools::RegisterFeedbackTool(entry->tools, feedback);
+  tools::MemoryToolDeps deps;
+  deps.memory = entry->memory.get();
+  deps.default_scope = scope;
+  deps.version = kVersion;
+  deps.controls = &controls_;
+  deps.control_key = control_key;
+  deps.filter = &filter_;
+  deps.filter_tally = &entry->tally;
+  tools::RegisterMemoryTools(entry->tools, deps);
+  CallerMemoryApi* memory = entry->memory.get();
+  tools::StatusDeps status{
+      {}, memory, nullptr, &entry->tally, [memory] { return memory->Describe(); }};
+  tools::RegisterStatusTool(entry->tools, std::move(status));
+  return entry;
+}
+
+}  // namespace tmcra::memd
