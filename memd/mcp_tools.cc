@@ -2,10 +2,12 @@
 
 #include <utility>
 
+#include "base/process_owner.h"
 #include "base/version.h"
 #include "src/tools/control_tool.h"
 #include "src/tools/feedback_tool.h"
 #include "src/tools/memory_tools.h"
+#include "src/tools/outbox_sender.h"
 #include "src/tools/status_tool.h"
 
 namespace tmcra::memd {
@@ -14,6 +16,8 @@ namespace tmcra::memd {
 struct CallerTools::Entry {
   std::string signature;  // the key's permissions and scopes when it was built
   std::unique_ptr<CallerMemoryApi> memory;
+  std::unique_ptr<tools::MemoryApiSender> sender;
+  std::unique_ptr<queue::DeliveryService> delivery;  // the key's turn outbox
   tools::FilterTally tally;
   mcp::ToolSet tools;
 };
@@ -48,17 +52,42 @@ std::shared_ptr<const mcp::ToolSet> CallerTools::For(const ApiKey& key) {
   return std::shared_ptr<const mcp::ToolSet>(entry, &entry->tools);
 }
 
+// The key's turn outbox and its delivery (started: committed turns go into the store in the
+// background too). Its write gate re-checks the memory controls captured with a turn, as
+// tmcra-mcp's does.
+void CallerTools::StartDelivery(Entry& entry, const std::string& key_id) {
+  queue::DeliveryOptions options;
+  options.path = options_.turns_dir + "/" + key_id + ".sqlite3";
+  options.owner = NewProcessOwnerId();
+  entry.sender = std::make_unique<tools::MemoryApiSender>(*entry.memory);
+  controls::ControlStore* store = &controls_;
+  entry.delivery = std::make_unique<queue::DeliveryService>(
+      options, *entry.sender, [store](const queue::Item& item) {
+        auto allowed = store->MayWriteCaptured(item.recall_receipt);
+        return allowed && *allowed;
+      });
+  entry.delivery->Start();
+}
+
 std::shared_ptr<CallerTools::Entry> CallerTools::Build(const ApiKey& key) {
   auto entry = std::make_shared<Entry>();
   entry->signature = Signature(key);
   entry->memory = std::make_unique<CallerMemoryApi>(*options_.memory, key);
+  StartDelivery(*entry, key.key_id);
   const std::string scope = DefaultScope(key);
   // Controls are the key's own: its id stands where tmcra-mcp's control key has the API key.
   const std::string key_id = key.key_id;
   auto control_key = [key_id](const std::string& s) {
     return controls::ControlKey("tmcra-memd", key_id, s);
   };
-  tools::ControlToolDeps control{&controls_, control_key, scope, {}};
+  queue::DeliveryService* delivery = entry->delivery.get();
+  tools::ControlToolDeps control{&controls_, control_key, scope, [delivery]() -> nlohmann::json {
+                                   auto outbox = delivery->outbox();
+                                   if (!outbox) return {{"error", outbox.error().message}};
+                                   auto counts = (*outbox)->GetCounts();
+                                   if (!counts) return {{"error", counts.error().message}};
+                                   return counts->StatesJson();
+                                 }};
   tools::RegisterControlTool(entry->tools, control);
   tools::FeedbackToolDeps feedback;
   feedback.memory = entry->memory.get();
@@ -76,6 +105,8 @@ std::shared_ptr<CallerTools::Entry> CallerTools::Build(const ApiKey& key) {
   deps.filter = &filter_;
   deps.filter_tally = &entry->tally;
   tools::RegisterMemoryTools(entry->tools, deps);
+  deps.delivery = delivery;
+  tools::RegisterLifecycleTools(entry->tools, deps);
   CallerMemoryApi* memory = entry->memory.get();
   tools::StatusDeps status{
       {}, memory, nullptr, &entry->tally, [memory] { return memory->Describe(); }};

@@ -4,6 +4,11 @@
 // scope name (and no prefix); otherwise the scope is required, as with TMCRA's service. Memory
 // controls (modes, budget, tasks) are kept per key on the server, under `controls_root`.
 //
+// The turn lifecycle (tmcra_turn_prepare, tmcra_turn_commit, tmcra_reconcile) keeps each key's
+// prepared and committed turns in an outbox of the server (`<turns_dir>/<key id>.sqlite3`),
+// delivered into the store by a delivery thread of that key's, through the key's memory: the
+// same code and receipts as tmcra-mcp's local outbox, kept where the memory is.
+//
 // A key's tool set is built on its first call and kept while the key is unchanged; thread-safe.
 #pragma once
 
@@ -24,6 +29,7 @@ namespace tmcra::memd {
 struct McpToolsOptions {
   api::MemoryApi* memory = nullptr;  // the server's memory; not owned, outlives the tools
   std::string controls_root;         // a private directory for the memory controls
+  std::string turns_dir;             // a private directory for the keys' turn outboxes
   filter::FilterRules filter_rules;  // the content filter of what the tools store
 };
 
@@ -40,6 +46,7 @@ class CallerTools {
  private:
   struct Entry;
   std::shared_ptr<Entry> Build(const ApiKey& key);
+  void StartDelivery(Entry& entry, const std::string& key_id);
 
   McpToolsOptions options_;
   controls::ControlStore controls_;

@@ -939,7 +939,14 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     spdlog::critical("cannot read the server secret: {}", session_secret.error().ToString());
     return 1;
   }
-  tmcra::memd::CallerTools tools({&memory, data_dir + "/mcp-controls", c.filter_rules});
+  for (const char* sub : {"/mcp-controls", "/mcp-turns"}) {
+    if (auto made = tmcra::MakePrivateDirs(data_dir + sub); !made) {
+      spdlog::critical("cannot create {}{}: {}", data_dir, sub, made.error().ToString());
+      return 1;
+    }
+  }
+  tmcra::memd::CallerTools tools(
+      {&memory, data_dir + "/mcp-controls", data_dir + "/mcp-turns", c.filter_rules});
   tmcra::memd::McpEndpoint mcp(McpOptions(c, origin, port), std::move(*session_secret),
                                [&tools](const tmcra::memd::ApiKey& key) { return tools.For(key); });
   server->ServeMcp(mcp);

@@ -205,10 +205,7 @@ await r.test('v1 and v2 SDK clients connect over HTTPS with a bearer key and lis
       assert.ok(twin, `${t.name} is not a tool of tmcra-mcp`);
       assert.deepEqual(t, twin, `${t.name}: the definition differs from stdio's`);
     }
-    for (const name of ['tmcra_memory_control', 'tmcra_feedback', 'tmcra_recall', 'tmcra_ingest',
-      'tmcra_get_job', 'tmcra_wait_job', 'tmcra_status']) {
-      assert.ok(names.includes(name), `${c.sdk} lists ${name}`);
-    }
+    assert.deepEqual(names, stdioTools.map((t) => t.name), `${c.sdk}: every tool of tmcra-mcp, in its order`);
   }
 });
 
@@ -248,6 +245,40 @@ await r.test('ingest, wait_job and recall over /mcp: receipts equal to stdio\'s 
 
 // The HTTP client names the REST request in its errors; /mcp calls the store directly.
 const withoutRequestId = (res) => JSON.parse(JSON.stringify(res).replace(/ \(request id [^)]*\)/g, ''));
+await r.test('the turn lifecycle over /mcp: prepare, commit, reconcile, as stdio answers them', async () => {
+  const turn = (via, n) => ({ turn_id: `t-${via}-${n}`, session_id: `life-${via}`,
+    user_message_id: `u-${via}-${n}`, user_content: 'When is the remote deploy window?' });
+  const commit = (via, n, extra = {}) => ({ turn_id: `t-${via}-${n}`, assistant_message_id: `a-${via}-${n}`,
+    assistant_content: 'The remote deploy window is Thursday 14:00 UTC.', ...extra });
+  const answers = {};
+  for (const [via, client] of [['http', v1], ['stdio', { call: (p) => stdio.client.callTool(p) }]]) {
+    const prep = structured(await client.call({ name: 'tmcra_turn_prepare', arguments: { scope: 'team', ...turn(via, 1) } }));
+    assert.equal(prep.status, 'prepared', JSON.stringify(prep).slice(0, 400));
+    const done = structured(await client.call({ name: 'tmcra_turn_commit', arguments: commit(via, 1) }));
+    assert.equal(done.status, 'succeeded', JSON.stringify(done).slice(0, 600));
+    const replay = structured(await client.call({ name: 'tmcra_turn_commit', arguments: commit(via, 1) }));
+    assert.equal(replay.status, 'succeeded', 'a commit again is answered, not written again');
+    structured(await client.call({ name: 'tmcra_turn_prepare', arguments: { scope: 'team', ...turn(via, 2) } }));
+    const eventual = structured(await client.call({ name: 'tmcra_turn_commit',
+      arguments: commit(via, 2, { consistency: 'eventual' }) }));
+    const reconciled = structured(await client.call({ name: 'tmcra_reconcile', arguments: {} }));
+    answers[via] = { prep, done, eventual, reconciled };
+  }
+  for (const k of ['prep', 'done', 'eventual', 'reconciled']) {
+    assert.deepEqual(Object.keys(answers.http[k]).sort(), Object.keys(answers.stdio[k]).sort(), `${k}: the same members`);
+  }
+  const recalled = structured(await v2.call({ name: 'tmcra_recall',
+    arguments: { scope: 'team', session_id: 'x', query: 'remote deploy window Thursday' } }));
+  assert.match(JSON.stringify(recalled), /Thursday 14:00 UTC/, 'the committed turn is in the store');
+  const other = await connectHttp('v1', memd.url, SCOPED);
+  try {
+    const foreign = await other.call({ name: 'tmcra_turn_commit', arguments: commit('http', 1) });
+    assert.equal(foreign.isError, true, 'another key does not see this key\'s turns');
+  } finally {
+    await other.close();
+  }
+});
+
 await r.test('a tool error over /mcp is the tool error stdio gives', async () => {
   const bad = { name: 'tmcra_recall', arguments: { scope: 'team', session_id: 's', query: '' } };
   const viaHttp = await v1.call(bad);
