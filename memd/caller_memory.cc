@@ -86,6 +86,7 @@ json CallerMemoryApi::Describe() const {
 }
 
 Result<json> CallerMemoryApi::Stats() {
+  if (!key_.Has(kPermRead)) return Forbidden(std::string(kPermRead) + " is required");
   TMCRA_ASSIGN_OR_RETURN(json stats, memory_.ScopeStats());
   json visible = json::array();
   for (const json& scope : stats.value("scopes", json::array())) {

@@ -5,7 +5,7 @@
 // whichever transport carried the call.
 //
 // Maintenance (forget, export, import, erase) is not offered through it. Stats gives the figures
-// of the caller's scopes only.
+// of the caller's scopes only, to a key with memory:read (as GET /v1/scopes).
 #pragma once
 
 #include <string>

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -29,6 +30,16 @@ constexpr size_t kMaxQueuedCalls = 256;
 // Resuming GETs that may wait at once (each holds a worker thread); past it a GET answers at
 // once with the stream's event, and the client comes back after the retry delay.
 constexpr int kMaxWaitingResumes = 4;
+// POSTs of tools/call that may wait for their answer at once (each holds a worker thread); past
+// it a call's POST ends at once with the event the client resumes from (2025-11-25), or, for a
+// client of an earlier version (whose POST must carry the answer), is refused 503 before it runs.
+constexpr int kMaxWaitingCalls = 4;
+// Tool calls of one key running or queued at once; past it a call is refused 429.
+constexpr int kMaxCallsPerKey = 8;
+// How long a POST of a client before 2025-11-25 waits for its answer at most.
+constexpr std::chrono::minutes kLegacyCallLimit{10};
+// The first version whose clients resume a POST's stream that ends before its answer.
+constexpr std::string_view kResumableVersion = "2025-11-25";
 
 HttpResponse Answer(int status, const std::string& content_type, std::string body) {
   HttpResponse res;
@@ -79,14 +90,16 @@ bool IsJsonContent(const HttpRequest& req) {
   return type.rfind("application/json", 0) == 0;
 }
 
-// A tool's context over HTTP: the session's version, cancelled when the server stops, and no
-// elicitation (the server sends no requests of its own here).
+// A tool's context over HTTP: the session's version, cancelled by the client
+// (notifications/cancelled) or when the server stops, and no elicitation (the server sends no
+// requests of its own here).
 class HttpCallContext final : public mcp::ToolContext {
  public:
-  HttpCallContext(std::string version, const std::atomic<bool>& stopping)
-      : version_(std::move(version)), stopping_(stopping) {}
+  HttpCallContext(std::string version, const std::atomic<bool>& cancelled,
+                  const std::atomic<bool>& stopping)
+      : version_(std::move(version)), cancelled_(cancelled), stopping_(stopping) {}
   std::string protocol_version() const override { return version_; }
-  bool cancelled() const override { return stopping_.load(); }
+  bool cancelled() const override { return cancelled_.load() || stopping_.load(); }
   bool can_elicit() const override { return false; }
   Result<mcp::ElicitResponse> Elicit(const std::string&, const json&,
                                      std::chrono::milliseconds) override {
@@ -95,12 +108,14 @@ class HttpCallContext final : public mcp::ToolContext {
 
  private:
   std::string version_;
+  const std::atomic<bool>& cancelled_;
   const std::atomic<bool>& stopping_;
 };
 
 // A tools/call handed to a runner: the POST waits on it, and if it gives up first, names the
 // stream the answer goes to.
 struct PendingCall {
+  std::atomic<bool> cancelled{false};  // by the client
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -160,6 +175,21 @@ class Runners {
   std::vector<std::thread> threads_;
 };
 
+// One holder of a counted place (a waiting POST or GET): the count with it, given back at the end.
+class Counted {
+ public:
+  explicit Counted(std::atomic<int>& counter)
+      : counter_(counter), count_(counter.fetch_add(1) + 1) {}
+  ~Counted() { counter_.fetch_sub(1); }
+  Counted(const Counted&) = delete;
+  Counted& operator=(const Counted&) = delete;
+  int count() const { return count_; }
+
+ private:
+  std::atomic<int>& counter_;
+  int count_;
+};
+
 bool Contains(const std::vector<std::string>& list, const std::string& value) {
   for (const auto& item : list) {
     if (strcasecmp(item.c_str(), value.c_str()) == 0) return true;
@@ -185,6 +215,10 @@ struct McpEndpoint::Impl {
   StreamStore streams;
   std::atomic<bool> stopping{false};
   std::atomic<int> waiting_resumes{0};
+  std::atomic<int> waiting_calls{0};
+  std::mutex calls_mu;
+  std::map<std::string, int> calls_per_key;                       // guarded by calls_mu
+  std::map<std::string, std::weak_ptr<PendingCall>> cancellable;  // guarded by calls_mu
   Runners runners;
 
   Impl(McpEndpointOptions o, std::string secret, ToolsFor t)
@@ -205,7 +239,13 @@ struct McpEndpoint::Impl {
   void RunCall(const std::shared_ptr<PendingCall>& pending,
                std::shared_ptr<const mcp::ToolSet> tools, const mcp::ToolSet::Tool* tool,
                const json& id, const json& arguments, const std::string& version);
-  HttpResponse AwaitCall(const std::shared_ptr<PendingCall>& pending, const ApiKey& key);
+  bool Admit(const std::string& key_id);
+  // Queues `work`; once it ran, the key's place is given back and `cancel_key` forgotten.
+  bool Submit(const std::string& key_id, const std::string& cancel_key,
+              const std::shared_ptr<PendingCall>& pending, std::function<void()> work);
+  void Cancel(const McpSession& session, const ApiKey& key, const json& params);
+  HttpResponse AwaitCall(const std::shared_ptr<PendingCall>& pending, const ApiKey& key,
+                         const std::string& version, const Counted& waiting);
   HttpResponse Resume(const std::string& last_event_id, const ApiKey& key);
 };
 
@@ -213,12 +253,14 @@ McpEndpoint::McpEndpoint(McpEndpointOptions options, std::string session_secret,
     : impl_(std::make_unique<Impl>(std::move(options), std::move(session_secret),
                                    std::move(tools_for))) {}
 
-McpEndpoint::~McpEndpoint() { Stop(); }
+McpEndpoint::~McpEndpoint() {
+  Stop();
+  impl_->runners.Stop();
+}
 
 void McpEndpoint::Stop() {
   impl_->stopping = true;
   impl_->streams.WakeAll();
-  impl_->runners.Stop();
 }
 
 std::optional<HttpResponse> McpEndpoint::CheckOrigin(const HttpRequest& req) const {
@@ -234,6 +276,26 @@ std::optional<HttpResponse> McpEndpoint::CheckOrigin(const HttpRequest& req) con
   }
   spdlog::info("mcp: 403 for Origin {}", LogSafe(*origin));
   return TransportError(403, "Forbidden: requests from this Origin are not allowed");
+}
+
+std::optional<HttpResponse> McpEndpoint::Preflight(const HttpRequest& req) const {
+  if (req.method != "OPTIONS") return std::nullopt;
+  HttpResponse res = Answer(204, "", "");
+  res.Set("Access-Control-Allow-Methods", "GET, POST, DELETE");
+  res.Set("Access-Control-Allow-Headers",
+          "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, "
+          "Last-Event-ID");
+  res.Set("Access-Control-Max-Age", "600");
+  AllowOrigin(req, res);
+  return res;
+}
+
+void McpEndpoint::AllowOrigin(const HttpRequest& req, HttpResponse& res) const {
+  const std::string* origin = req.Find("Origin");
+  if (origin == nullptr) return;  // CheckOrigin let it through: it is one of ours
+  res.Set("Access-Control-Allow-Origin", *origin);
+  res.Set("Access-Control-Expose-Headers", "Mcp-Session-Id");
+  res.Set("Vary", "Origin");
 }
 
 HttpResponse McpEndpoint::Handle(const HttpRequest& req, const ApiKey& key) {
@@ -258,12 +320,6 @@ HttpResponse McpEndpoint::Impl::Post(const HttpRequest& req, const ApiKey& key) 
     return TransportError(400, "Invalid Request: one JSON-RPC message per POST, no batches",
                           mcp::rpc::kInvalidRequest);
   }
-  if (parsed.number_out_of_range) {
-    return RpcAnswer(
-        200, mcp::MakeError(message.value("id", json()), mcp::rpc::kInvalidParams,
-                            "Invalid params: " + mcp::PathText("", parsed.number_paths.at(0)) +
-                                ": number out of range"));
-  }
   const auto method = message.find("method");
   const auto id = message.find("id");
   if (method != message.end() && *method == "initialize" && id != message.end()) {
@@ -272,7 +328,19 @@ HttpResponse McpEndpoint::Impl::Post(const HttpRequest& req, const ApiKey& key) 
   McpSession session;
   if (auto refused = FindSession(req, key, &session)) return std::move(*refused);
   // A notification or a response (to nothing: this server asks nothing) is taken as it is.
-  if (method == message.end() || id == message.end()) return Answer(202, "", "");
+  if (method == message.end() || id == message.end()) {
+    if (method != message.end() && *method == "notifications/cancelled" &&
+        !parsed.number_out_of_range) {
+      Cancel(session, key, message.value("params", json::object()));
+    }
+    return Answer(202, "", "");
+  }
+  if (parsed.number_out_of_range) {
+    return RpcAnswer(
+        200, mcp::MakeError(mcp::IsValidRequestId(*id) ? *id : json(), mcp::rpc::kInvalidParams,
+                            "Invalid params: " + mcp::PathText("", parsed.number_paths.at(0)) +
+                                ": number out of range"));
+  }
   return Request(message, session, key);
 }
 
@@ -318,7 +386,8 @@ HttpResponse McpEndpoint::Impl::Initialize(const json& id, const json& params, c
 HttpResponse McpEndpoint::Impl::Request(const json& message, const McpSession& session,
                                         const ApiKey& key) {
   const json& id = message["id"];
-  if (!mcp::IsValidRequestId(id) || message.value("jsonrpc", "") != "2.0" ||
+  const auto jsonrpc = message.find("jsonrpc");
+  if (!mcp::IsValidRequestId(id) || jsonrpc == message.end() || *jsonrpc != "2.0" ||
       !message["method"].is_string()) {
     return RpcAnswer(
         200, mcp::MakeError(mcp::IsValidRequestId(id) ? id : json(), mcp::rpc::kInvalidRequest,
@@ -362,30 +431,89 @@ HttpResponse McpEndpoint::Impl::CallTool(const json& id, const json& params,
     return RpcAnswer(200, mcp::MakeError(id, mcp::rpc::kInvalidParams,
                                          "Invalid params: params.arguments must be an object"));
   }
+  const bool resumable = session.version >= kResumableVersion;
+  const Counted waiting(waiting_calls);
+  if (!resumable && waiting.count() > kMaxWaitingCalls) {
+    HttpResponse res = TransportError(503, "Service Unavailable: too many tool calls; retry");
+    res.Set("Retry-After", "1");
+    return res;
+  }
+  if (!Admit(key.key_id)) {
+    HttpResponse res =
+        TransportError(429, "Too Many Requests: this key has " + std::to_string(kMaxCallsPerKey) +
+                                " tool calls in progress; retry");
+    res.Set("Retry-After", "1");
+    return res;
+  }
   auto pending = std::make_shared<PendingCall>();
-  const bool queued = runners.Submit(
-      [this, pending, tools, tool, id, args = std::move(*arguments), version = session.version] {
-        RunCall(pending, tools, tool, id, args, version);
-      });
+  const std::string cancel_key = key.key_id + "|" + session.nonce + "|" + id.dump();
+  const bool queued =
+      Submit(key.key_id, cancel_key, pending,
+             [this, pending, tools, tool, id, args = std::move(*arguments),
+              version = session.version] { RunCall(pending, tools, tool, id, args, version); });
   if (!queued) {
     HttpResponse res = TransportError(503, "Service Unavailable: too many tool calls; retry");
     res.Set("Retry-After", "1");
     return res;
   }
-  return AwaitCall(pending, key);
+  return AwaitCall(pending, key, session.version, waiting);
+}
+
+bool McpEndpoint::Impl::Admit(const std::string& key_id) {
+  std::lock_guard lock(calls_mu);
+  int& count = calls_per_key[key_id];
+  if (count >= kMaxCallsPerKey) return false;
+  ++count;
+  return true;
+}
+
+bool McpEndpoint::Impl::Submit(const std::string& key_id, const std::string& cancel_key,
+                               const std::shared_ptr<PendingCall>& pending,
+                               std::function<void()> work) {
+  {
+    std::lock_guard lock(calls_mu);
+    cancellable[cancel_key] = pending;
+  }
+  auto release = [this, key_id, cancel_key] {
+    std::lock_guard lock(calls_mu);
+    cancellable.erase(cancel_key);
+    if (--calls_per_key[key_id] <= 0) calls_per_key.erase(key_id);
+  };
+  const bool queued = runners.Submit([work = std::move(work), release] {
+    work();
+    release();
+  });
+  if (!queued) release();
+  return queued;
+}
+
+// notifications/cancelled: the call of that request id in this session stops at its next check.
+void McpEndpoint::Impl::Cancel(const McpSession& session, const ApiKey& key, const json& params) {
+  auto request = params.is_object() ? params.find("requestId") : params.end();
+  if (!params.is_object() || request == params.end()) return;
+  std::lock_guard lock(calls_mu);
+  auto it = cancellable.find(key.key_id + "|" + session.nonce + "|" + request->dump());
+  if (it == cancellable.end()) return;
+  if (auto pending = it->second.lock()) pending->cancelled = true;
 }
 
 void McpEndpoint::Impl::RunCall(const std::shared_ptr<PendingCall>& pending,
                                 std::shared_ptr<const mcp::ToolSet> tools,
                                 const mcp::ToolSet::Tool* tool, const json& id,
                                 const json& arguments, const std::string& version) {
-  HttpCallContext context(version, stopping);
-  mcp::ToolResult result = tools->Run(*tool, arguments, context);
-  std::string message =
-      result.is_error
-          ? mcp::Serialize(mcp::MakeResult(id, mcp::ToolSet::Shape(std::move(result), version)))
-          : mcp::SerializeToolResult(id, result.structured,
-                                     version >= mcp::kStructuredContentVersion);
+  std::string message;
+  try {
+    HttpCallContext context(version, pending->cancelled, stopping);
+    mcp::ToolResult result = tools->Run(*tool, arguments, context);
+    message =
+        result.is_error
+            ? mcp::Serialize(mcp::MakeResult(id, mcp::ToolSet::Shape(std::move(result), version)))
+            : mcp::SerializeToolResult(id, result.structured,
+                                       version >= mcp::kStructuredContentVersion);
+  } catch (const std::exception& e) {
+    spdlog::error("mcp: tool {} failed: {}", tool->spec.name, e.what());
+    message = mcp::Serialize(mcp::MakeError(id, mcp::rpc::kInternalError, "Internal error"));
+  }
   std::string stream;
   {
     std::lock_guard lock(pending->mu);
@@ -398,10 +526,20 @@ void McpEndpoint::Impl::RunCall(const std::shared_ptr<PendingCall>& pending,
 }
 
 HttpResponse McpEndpoint::Impl::AwaitCall(const std::shared_ptr<PendingCall>& pending,
-                                          const ApiKey& key) {
-  const auto deadline = Clock::now() + options.answer_within;
+                                          const ApiKey& key, const std::string& version,
+                                          const Counted& waiting) {
+  // A client of 2025-11-25 resumes a stream that ends before its answer; an earlier one cannot,
+  // so its POST waits for the answer itself.
+  const auto wait = version < kResumableVersion
+                        ? std::chrono::duration_cast<std::chrono::milliseconds>(kLegacyCallLimit)
+                    : waiting.count() > kMaxWaitingCalls ? std::chrono::milliseconds(0)
+                                                         : options.answer_within;
+  const auto deadline = Clock::now() + wait;
   std::unique_lock lock(pending->mu);
-  pending->cv.wait_until(lock, deadline, [&] { return pending->done || stopping.load(); });
+  while (!pending->done && !stopping.load() && Clock::now() < deadline) {
+    // In slices, so that a stopping server ends the wait soon.
+    pending->cv.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+  }
   if (pending->done) return Answer(200, "application/json", std::move(pending->message));
   // The call runs on: its answer goes to a stream the client resumes (GET, Last-Event-ID).
   pending->stream = streams.Open(key.key_id);

@@ -19,6 +19,15 @@
 // (400 without one, 404 for one that is no longer valid), MCP-Protocol-Version (400 when
 // unsupported). A JSON-RPC error of a request is answered 200, as the transport does.
 //
+// A page of an allowed origin gets CORS answers: OPTIONS (before any credential) and the
+// Access-Control-* headers on every answer.
+//
+// Limits: tool calls run on `runners` threads; a key has at most 8 running or queued (429); at
+// most 4 POSTs and 4 GETs wait for answers at once (past it a 2025-11-25 client's stream ends at
+// once and it resumes; an earlier client's call is refused 503, as its POST must carry the
+// answer and may wait up to 10 minutes). notifications/cancelled stops the named call at its
+// next check.
+//
 // Batches (JSON arrays) are refused (-32600): the current protocol has none, and 2025-03-26
 // clients do not send them over HTTP. The server sends no requests of its own (no
 // elicitation over HTTP): tmcra_feedback then asks for its confirmation in its result.
@@ -68,9 +77,15 @@ class McpEndpoint {
   // 403 for a Host or Origin the endpoint does not serve (before any credential is read);
   // nothing when the request may go on.
   std::optional<HttpResponse> CheckOrigin(const HttpRequest& req) const;
+  // The answer to a CORS preflight (OPTIONS) of an origin CheckOrigin let through; nothing for
+  // another method.
+  std::optional<HttpResponse> Preflight(const HttpRequest& req) const;
   // The answer to an authenticated request of `key` (GET, POST or DELETE /mcp).
   HttpResponse Handle(const HttpRequest& req, const ApiKey& key);
-  // Ends waits at once (the server is stopping) and stops the runners once their calls end.
+  // The CORS headers of an answer to a page of an allowed origin (nothing without Origin).
+  void AllowOrigin(const HttpRequest& req, HttpResponse& res) const;
+  // Ends the waits (the server is stopping); returns at once. The destructor waits for the
+  // tool calls that run.
   void Stop();
 
  private:

@@ -686,6 +686,11 @@ std::optional<std::string> ParseServe(int argc, char** argv, ServeConfig& c) {
   }
   c.job_worker = !args->Flag("no-job-worker");
   c.public_url = args->Get("public-url");
+  if (c.public_url) {
+    if (auto url = tmcra::config::ValidateBaseUrl(*c.public_url, c.local, "--public-url"); !url) {
+      return url.error().message;
+    }
+  }
   if (auto origins = args->Get("mcp-allow-origin")) c.mcp_allowed_origins = SplitCommas(*origins);
   if (auto e = ParseEndpoint(*args, c)) return e;
   if (auto e = ParseLimits(*args, c)) return e;
@@ -796,7 +801,7 @@ int ServeUntilStopped(tmcra::memd::Server& server, tmcra::api::EmbeddedMemoryApi
 std::vector<std::string> McpHosts(const ServeConfig& c, int port) {
   std::vector<std::string> hosts;
   if (c.public_url) {
-    if (auto url = tmcra::config::ValidateBaseUrl(*c.public_url, /*local_mode=*/false)) {
+    if (auto url = tmcra::config::ValidateBaseUrl(*c.public_url, c.local)) {
       hosts.push_back(url->host + ":" + std::to_string(url->port));
       if (url->port == (url->scheme == "https" ? 443 : 80)) hosts.push_back(url->host);
     }
@@ -820,7 +825,7 @@ tmcra::memd::McpEndpointOptions McpOptions(const ServeConfig& c, const std::stri
   o.allowed_origins = c.mcp_allowed_origins;
   o.own_origins = {origin};
   if (c.public_url) {
-    if (auto url = tmcra::config::ValidateBaseUrl(*c.public_url, /*local_mode=*/false)) {
+    if (auto url = tmcra::config::ValidateBaseUrl(*c.public_url, c.local)) {
       o.own_origins.push_back(url->scheme + "://" + url->host +
                               (url->port == (url->scheme == "https" ? 443 : 80)
                                    ? std::string()
@@ -828,7 +833,7 @@ tmcra::memd::McpEndpointOptions McpOptions(const ServeConfig& c, const std::stri
     }
   }
   o.allowed_hosts = McpHosts(c, port);
-  o.runners = std::max(4, c.options.max_concurrency * 2);
+  o.runners = std::clamp(c.options.max_concurrency * 2, 4, 64);
   return o;
 }
 

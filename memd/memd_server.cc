@@ -249,12 +249,13 @@ HttpResponse Server::Impl::Route(Call& call) {
   if (segments) route = MatchRoute(*segments);
   const bool health =
       route && (route->endpoint == Endpoint::kHealthz || route->endpoint == Endpoint::kReadyz);
+  // /mcp has its own limits (memd/mcp_endpoint.h): its waits would hold a slot for long.
+  if (route && route->endpoint == Endpoint::kMcp) return HandleMcp(call);
   const Slot slot(in_flight, !health);
   if (!health && slot.count() > options.max_concurrency) {
     return ApiError(call, 429, "rate_limited", "too many requests in progress; retry", {}, 1);
   }
   if (!route) return ApiError(call, 404, "not_found", "Not Found");
-  if (route->endpoint == Endpoint::kMcp) return HandleMcp(call);
   const std::string method = req.method == "HEAD" ? "GET" : req.method;
   if (method != route->method) {
     HttpResponse res = ApiError(call, 405, "method_not_allowed", "Method Not Allowed");
@@ -322,10 +323,14 @@ HttpResponse Server::Impl::HandleMcp(Call& call) {
   std::optional<ApiKey> key;
   if (auto refused = mcp->CheckOrigin(call.req)) {
     res = std::move(*refused);
+  } else if (auto preflight = mcp->Preflight(call.req)) {
+    res = std::move(*preflight);
   } else if (auto unauthorized = Authenticate(call, key)) {
-    return std::move(*unauthorized);
+    res = std::move(*unauthorized);
+    mcp->AllowOrigin(call.req, res);
   } else {
     res = mcp->Handle(call.req, *key);
+    mcp->AllowOrigin(call.req, res);
   }
   res.request_id = call.request_id;
   if (!call.key_id.empty()) res.log_note = " key=" + call.key_id;

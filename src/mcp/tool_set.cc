@@ -35,7 +35,11 @@ Negotiation Negotiate(const ServerIdentity& identity, const json& params) {
   out.version = IsSupportedVersion(requested) ? requested : std::string(kNewestVersion);
   out.elicitation = DeclaresFormElicitation(params);
   if (requested != out.version) {
-    spdlog::info("client asked for protocol {}; answering {}", requested, out.version);
+    // The client's text only when it looks like a version: it may come from the network.
+    const bool dated =
+        requested.size() == 10 && requested.find_first_not_of("0123456789-") == std::string::npos;
+    spdlog::info("client asked for protocol {}; answering {}",
+                 dated ? requested : std::string("(not a version)"), out.version);
   }
   json server_info{{"name", identity.name}, {"version", identity.version}};
   if (out.version >= "2025-06-18" && !identity.title.empty()) server_info["title"] = identity.title;

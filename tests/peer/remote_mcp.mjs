@@ -378,7 +378,8 @@ await r.test('a POST stream that ends before its answer is resumed (GET, Last-Ev
 await r.test('by hand: the POST stream holds only an event id; GET with it gives the answer, again if asked', async () => {
   // No job runs, so waiting for one takes its whole timeout: the POST ends first, surely.
   await memd.stop();
-  memd = await startMemd({ args: ['--mcp-answer-within-ms', '0', '--no-job-worker'] });
+  memd = await startMemd({ args: ['--mcp-answer-within-ms', '0', '--no-job-worker',
+    '--mcp-allow-origin', 'https://app.example'] });
   const session = await rawSession(memd.url, KEY);
   const ingest = await post(memd.url, { key: KEY, headers: { 'Mcp-Session-Id': session, Accept: 'application/json' },
     body: { jsonrpc: '2.0', id: 6, method: 'tools/call', params: { name: 'tmcra_ingest',
@@ -424,6 +425,60 @@ await r.test('by hand: the POST stream holds only an event id; GET with it gives
   const other = await post(memd.url, { key: SCOPED, method: 'GET',
     headers: { 'Mcp-Session-Id': await rawSession(memd.url, SCOPED), 'Last-Event-ID': priming.id } });
   assert.equal(other.status, 404, 'another key cannot read the stream');
+});
+
+let queuedJob2;
+await r.test('limits: an earlier protocol version\'s POST carries its answer; cancel; 8 calls a key; CORS', async () => {
+  // Still the memd of the test before: every 2025-11-25 POST ends at once, no job runs.
+  const legacy = await post(memd.url, { key: KEY, body: { ...INIT, params: { ...INIT.params, protocolVersion: '2025-06-18' } } });
+  const legacySession = legacy.headers.get('mcp-session-id');
+  const ingest = await post(memd.url, { key: KEY, headers: { 'Mcp-Session-Id': legacySession },
+    body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'tmcra_ingest',
+      arguments: { scope: 'team', session_id: 'l', messages: [{ message_id: 'l1', role: 'user', content: 'queued too' }] } } } });
+  assert.match(ingest.headers.get('content-type'), /^application\/json/, 'a 2025-06-18 POST waits for its answer');
+  queuedJob2 = ingest.json.result.structuredContent.job_id;
+  const waitCall = (id, session, timeout) => ({ key: KEY, headers: { 'Mcp-Session-Id': session },
+    body: { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'tmcra_wait_job', arguments: { job_id: queuedJob2, timeout_seconds: timeout } } } });
+  const t0 = Date.now();
+  const waited = await post(memd.url, waitCall(2, legacySession, 1));
+  assert.ok(Date.now() - t0 >= 900, 'the POST waited for the whole call');
+  assert.match(waited.json.result.content[0].text, /job_wait_timeout/);
+  // Cancel: the call stops at its next check, and its answer comes long before its timeout.
+  const session = await rawSession(memd.url, KEY);
+  const started = await post(memd.url, waitCall(3, session, 60));
+  const [priming] = events(started.text);
+  const cancelled = await post(memd.url, { key: KEY, headers: { 'Mcp-Session-Id': session },
+    body: { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 3, reason: 'test' } } });
+  assert.equal(cancelled.status, 202);
+  let answer;
+  const t1 = Date.now();
+  while (!answer && Date.now() - t1 < 20_000) {
+    const res = await post(memd.url, { key: KEY, method: 'GET', headers: { 'Mcp-Session-Id': session, 'Last-Event-ID': priming.id } });
+    answer = events(res.text).find((e) => e.data);
+    if (!answer) await sleep(100);
+  }
+  assert.ok(answer && Date.now() - t1 < 15_000, 'the cancelled call ended early');
+  // A key has at most 8 calls running: the ninth is refused 429 with Retry-After.
+  const calls = await Promise.all(Array.from({ length: 8 }, (_, i) => post(memd.url, waitCall(10 + i, session, 3))));
+  for (const c of calls) assert.equal(c.status, 200);
+  const ninth = await post(memd.url, waitCall(20, session, 3));
+  assert.equal(ninth.status, 429, ninth.text);
+  assert.equal(ninth.headers.get('retry-after'), '1');
+  const otherKey = await post(memd.url, { key: SCOPED, headers: { 'Mcp-Session-Id': await rawSession(memd.url, SCOPED) },
+    body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'tmcra_status', arguments: {} } } });
+  assert.equal(otherKey.status, 200, 'another key is not held back');
+  // CORS for an allowed page origin: the preflight before any credential, then the headers.
+  const preflight = await fetch(`${memd.url}/mcp`, { method: 'OPTIONS', headers: { Origin: 'https://app.example',
+    'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization, content-type, mcp-session-id' } });
+  assert.equal(preflight.status, 204);
+  assert.equal(preflight.headers.get('access-control-allow-origin'), 'https://app.example');
+  assert.match(preflight.headers.get('access-control-allow-headers'), /Mcp-Session-Id/);
+  const page = await post(memd.url, { key: KEY, body: INIT, headers: { Origin: 'https://app.example' } });
+  assert.equal(page.status, 200);
+  assert.equal(page.headers.get('access-control-allow-origin'), 'https://app.example');
+  assert.equal(page.headers.get('access-control-expose-headers'), 'Mcp-Session-Id');
+  const foreign = await fetch(`${memd.url}/mcp`, { method: 'OPTIONS', headers: { Origin: 'https://evil.example' } });
+  assert.equal(foreign.status, 403);
 });
 
 await r.test('Claude Code adds /mcp by URL with a bearer header, and `claude mcp list` shows it connected', async () => {
