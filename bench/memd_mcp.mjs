@@ -11,7 +11,7 @@
 // (after 50 warm-up rounds), with the same ten queries: REST answers the Memory API's recall,
 // /mcp answers a tools/call of tmcra_recall in a session (the tool validates the answer as a
 // receipt, applies the recall budget and the controls, and serializes the MCP result). Latency
-// is from the request's first byte to the answer's last. Goal (issue "MCP endpoint on
+// is from the request's first byte to the answer's last (the client's parse is not counted). Goal (issue "MCP endpoint on
 // tmcra-memd"): /mcp p50 at most 1.3x REST's. Prints a Markdown table; the figures go to
 // bench/results/memd-mcp-*.json. Never fails on a figure.
 import fs from 'node:fs';
@@ -67,6 +67,31 @@ function turnItems(first, count) {
   return items;
 }
 
+/** One request on a kept-alive agent: {status, headers, text, json, ms}, `ms` taken when the
+ *  answer's last byte came, before the client parses it. */
+function timed(port, method, urlPath, { key, body, headers = {}, agent }) {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? null : Buffer.from(JSON.stringify(body));
+    const h = { ...headers, Authorization: `Bearer ${key}` };
+    if (payload) Object.assign(h, { 'Content-Type': 'application/json', 'Content-Length': payload.length });
+    const t0 = process.hrtime.bigint();
+    const req = https.request({ host: '127.0.0.1', port, method, path: urlPath, headers: h, agent }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json;
+        try { json = JSON.parse(text); } catch { json = undefined; }
+        resolve({ status: res.statusCode, headers: res.headers, text, json, ms });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(payload ?? undefined);
+  });
+}
+
 async function fill(port, key, agent) {
   for (let first = 0; first < MESSAGES / 2; first += 20) {
     const res = await request(port, tls.ca, 'POST', '/v1/scopes/bench/ingest/batch', {
@@ -107,9 +132,9 @@ async function main() {
   let bytes = { rest: 0, mcp: 0 };
   for (let i = 0; i < WARMUP + RECALLS; i += 1) {
     const query = QUERIES[i % QUERIES.length];
-    const rest = await request(srv.port, tls.ca, 'POST', '/v1/scopes/bench/recall', {
+    const rest = await timed(srv.port, 'POST', '/v1/scopes/bench/recall', {
       key, agent: restAgent, body: { query, evidence_mode: 'auto', max_windows: 8, response_projection: 'prompt_only' } });
-    const mcp = await request(srv.port, tls.ca, 'POST', '/mcp', { key, agent: mcpAgent,
+    const mcp = await timed(srv.port, 'POST', '/mcp', { key, agent: mcpAgent,
       headers: { Accept: 'application/json, text/event-stream', 'Mcp-Session-Id': session,
         'MCP-Protocol-Version': '2025-11-25' },
       body: { jsonrpc: '2.0', id: i + 1, method: 'tools/call',

@@ -57,6 +57,14 @@ HttpResponse TransportError(int status, const std::string& message, int code = k
   return RpcAnswer(status, mcp::MakeError(nullptr, code, message));
 }
 
+HttpResponse TooManyCalls() {
+  HttpResponse res =
+      TransportError(429, "Too Many Requests: this key has " + std::to_string(kMaxCallsPerKey) +
+                              " tool calls in progress; retry");
+  res.Set("Retry-After", "1");
+  return res;
+}
+
 // One SSE event: an id, the retry delay when given, and `data` (one line: JSON-RPC text has no
 // raw newline).
 std::string Event(const std::string& id, int retry_ms, const std::string& data) {
@@ -216,6 +224,7 @@ struct McpEndpoint::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<int> waiting_resumes{0};
   std::atomic<int> waiting_calls{0};
+  std::atomic<int> inline_calls{0};
   std::mutex calls_mu;
   std::map<std::string, int> calls_per_key;                       // guarded by calls_mu
   std::map<std::string, std::weak_ptr<PendingCall>> cancellable;  // guarded by calls_mu
@@ -236,10 +245,19 @@ struct McpEndpoint::Impl {
   HttpResponse Request(const json& message, const McpSession& session, const ApiKey& key);
   HttpResponse CallTool(const json& id, const json& params, const McpSession& session,
                         const ApiKey& key);
+  // The serialized answer of one call (a JSON-RPC error if it threw).
+  std::string RunTool(const mcp::ToolSet& tools, const mcp::ToolSet::Tool& tool, const json& id,
+                      const json& arguments, const std::string& version,
+                      const std::atomic<bool>& cancelled);
+  // A call that never waits, on this thread: answered as REST answers, with no hand-off.
+  HttpResponse CallInline(const mcp::ToolSet& tools, const mcp::ToolSet::Tool& tool, const json& id,
+                          const json& arguments, const std::string& version);
   void RunCall(const std::shared_ptr<PendingCall>& pending,
                std::shared_ptr<const mcp::ToolSet> tools, const mcp::ToolSet::Tool* tool,
                const json& id, const json& arguments, const std::string& version);
+  // A place among the key's kMaxCallsPerKey calls, and its return.
   bool Admit(const std::string& key_id);
+  void Release(const std::string& key_id);
   // Queues `work`; once it ran, the key's place is given back and `cancel_key` forgotten.
   bool Submit(const std::string& key_id, const std::string& cancel_key,
               const std::shared_ptr<PendingCall>& pending, std::function<void()> work);
@@ -431,6 +449,15 @@ HttpResponse McpEndpoint::Impl::CallTool(const json& id, const json& params,
     return RpcAnswer(200, mcp::MakeError(id, mcp::rpc::kInvalidParams,
                                          "Invalid params: params.arguments must be an object"));
   }
+  if (!tool->spec.may_wait) {
+    const Counted running(inline_calls);
+    if (running.count() <= options.inline_calls) {
+      if (!Admit(key.key_id)) return TooManyCalls();
+      HttpResponse res = CallInline(*tools, *tool, id, *arguments, session.version);
+      Release(key.key_id);
+      return res;
+    }
+  }
   const bool resumable = session.version >= kResumableVersion;
   const Counted waiting(waiting_calls);
   if (!resumable && waiting.count() > kMaxWaitingCalls) {
@@ -438,13 +465,7 @@ HttpResponse McpEndpoint::Impl::CallTool(const json& id, const json& params,
     res.Set("Retry-After", "1");
     return res;
   }
-  if (!Admit(key.key_id)) {
-    HttpResponse res =
-        TransportError(429, "Too Many Requests: this key has " + std::to_string(kMaxCallsPerKey) +
-                                " tool calls in progress; retry");
-    res.Set("Retry-After", "1");
-    return res;
-  }
+  if (!Admit(key.key_id)) return TooManyCalls();
   auto pending = std::make_shared<PendingCall>();
   const std::string cancel_key = key.key_id + "|" + session.nonce + "|" + id.dump();
   const bool queued =
@@ -457,6 +478,13 @@ HttpResponse McpEndpoint::Impl::CallTool(const json& id, const json& params,
     return res;
   }
   return AwaitCall(pending, key, session.version, waiting);
+}
+
+HttpResponse McpEndpoint::Impl::CallInline(const mcp::ToolSet& tools,
+                                           const mcp::ToolSet::Tool& tool, const json& id,
+                                           const json& arguments, const std::string& version) {
+  const std::atomic<bool> never{false};
+  return Answer(200, "application/json", RunTool(tools, tool, id, arguments, version, never));
 }
 
 bool McpEndpoint::Impl::Admit(const std::string& key_id) {
@@ -475,9 +503,11 @@ bool McpEndpoint::Impl::Submit(const std::string& key_id, const std::string& can
     cancellable[cancel_key] = pending;
   }
   auto release = [this, key_id, cancel_key] {
-    std::lock_guard lock(calls_mu);
-    cancellable.erase(cancel_key);
-    if (--calls_per_key[key_id] <= 0) calls_per_key.erase(key_id);
+    {
+      std::lock_guard lock(calls_mu);
+      cancellable.erase(cancel_key);
+    }
+    Release(key_id);
   };
   const bool queued = runners.Submit([work = std::move(work), release] {
     work();
@@ -485,6 +515,11 @@ bool McpEndpoint::Impl::Submit(const std::string& key_id, const std::string& can
   });
   if (!queued) release();
   return queued;
+}
+
+void McpEndpoint::Impl::Release(const std::string& key_id) {
+  std::lock_guard lock(calls_mu);
+  if (--calls_per_key[key_id] <= 0) calls_per_key.erase(key_id);
 }
 
 // notifications/cancelled: the call of that request id in this session stops at its next check.
@@ -497,23 +532,28 @@ void McpEndpoint::Impl::Cancel(const McpSession& session, const ApiKey& key, con
   if (auto pending = it->second.lock()) pending->cancelled = true;
 }
 
+std::string McpEndpoint::Impl::RunTool(const mcp::ToolSet& tools, const mcp::ToolSet::Tool& tool,
+                                       const json& id, const json& arguments,
+                                       const std::string& version,
+                                       const std::atomic<bool>& cancelled) {
+  try {
+    HttpCallContext context(version, cancelled, stopping);
+    mcp::ToolResult result = tools.Run(tool, arguments, context);
+    return result.is_error ? mcp::Serialize(mcp::MakeResult(
+                                 id, mcp::ToolSet::Shape(std::move(result), version)))
+                           : mcp::SerializeToolResult(id, result.structured,
+                                                      version >= mcp::kStructuredContentVersion);
+  } catch (const std::exception& e) {
+    spdlog::error("mcp: tool {} failed: {}", tool.spec.name, e.what());
+    return mcp::Serialize(mcp::MakeError(id, mcp::rpc::kInternalError, "Internal error"));
+  }
+}
+
 void McpEndpoint::Impl::RunCall(const std::shared_ptr<PendingCall>& pending,
                                 std::shared_ptr<const mcp::ToolSet> tools,
                                 const mcp::ToolSet::Tool* tool, const json& id,
                                 const json& arguments, const std::string& version) {
-  std::string message;
-  try {
-    HttpCallContext context(version, pending->cancelled, stopping);
-    mcp::ToolResult result = tools->Run(*tool, arguments, context);
-    message =
-        result.is_error
-            ? mcp::Serialize(mcp::MakeResult(id, mcp::ToolSet::Shape(std::move(result), version)))
-            : mcp::SerializeToolResult(id, result.structured,
-                                       version >= mcp::kStructuredContentVersion);
-  } catch (const std::exception& e) {
-    spdlog::error("mcp: tool {} failed: {}", tool->spec.name, e.what());
-    message = mcp::Serialize(mcp::MakeError(id, mcp::rpc::kInternalError, "Internal error"));
-  }
+  std::string message = RunTool(*tools, *tool, id, arguments, version, pending->cancelled);
   std::string stream;
   {
     std::lock_guard lock(pending->mu);

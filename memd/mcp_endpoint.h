@@ -22,11 +22,12 @@
 // A page of an allowed origin gets CORS answers: OPTIONS (before any credential) and the
 // Access-Control-* headers on every answer.
 //
-// Limits: tool calls run on `runners` threads; a key has at most 8 running or queued (429); at
-// most 4 POSTs and 4 GETs wait for answers at once (past it a 2025-11-25 client's stream ends at
-// once and it resumes; an earlier client's call is refused 503, as its POST must carry the
-// answer and may wait up to 10 minutes). notifications/cancelled stops the named call at its
-// next check.
+// Limits: a call of a tool that may wait (ToolSpec::may_wait) runs on one of `runners` threads,
+// others on the request's thread (up to `inline_calls` at once, then on the runners too); a key has
+// at most 8 running or queued (429); at most 4 POSTs and 4 GETs wait for answers at once (past it a
+// 2025-11-25 client's stream ends at once and it resumes; an earlier client's call is refused 503,
+// as its POST must carry the answer and may wait up to 10 minutes). notifications/cancelled stops
+// the named call at its next check.
 //
 // Batches (JSON arrays) are refused (-32600): the current protocol has none, and 2025-03-26
 // clients do not send them over HTTP. The server sends no requests of its own (no
@@ -62,7 +63,10 @@ struct McpEndpointOptions {
   // Host header values accepted (host or host:port, case-insensitive); empty: any. memd fills it
   // from --public-url, and with the loopback names when it listens on a loopback address.
   std::vector<std::string> allowed_hosts;
-  int runners = 16;  // threads running tool calls
+  int runners = 16;  // threads running the calls of tools that may wait (ToolSpec::may_wait)
+  // Calls of tools that never wait run on the request's own thread, as REST requests do, this
+  // many at once (more go to the runners).
+  int inline_calls = 8;
 };
 
 class McpEndpoint {

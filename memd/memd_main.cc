@@ -834,6 +834,7 @@ tmcra::memd::McpEndpointOptions McpOptions(const ServeConfig& c, const std::stri
   }
   o.allowed_hosts = McpHosts(c, port);
   o.runners = std::clamp(c.options.max_concurrency * 2, 4, 64);
+  o.inline_calls = c.options.max_concurrency;
   return o;
 }
 

@@ -24,6 +24,9 @@ struct ToolSpec {
   json input_schema;   // a JSON Schema object with "type":"object"
   json output_schema;  // null, or the schema of structuredContent (sent from 2025-06-18)
   json annotations;    // null, or MCP tool annotations (sent from 2025-03-26)
+  // The call may wait, for seconds or minutes, for a job or for the user: a transport that can
+  // answer a call later (tmcra-memd's /mcp) runs it apart from the request; others run it inline.
+  bool may_wait = false;
 };
 
 struct ToolResult {

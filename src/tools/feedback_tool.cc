@@ -301,7 +301,8 @@ void RegisterFeedbackTool(mcp::ToolSet& tools, const FeedbackToolDeps& deps) {
        {"destructiveHint", true},
        {"idempotentHint", true},
        {"openWorldHint", false}},
-      [deps](const json& args, mcp::ToolContext& ctx) { return Feedback(args, ctx, deps); });
+      [deps](const json& args, mcp::ToolContext& ctx) { return Feedback(args, ctx, deps); },
+      /*may_wait=*/true);  // for the user's confirmation
 }
 
 }  // namespace tmcra::tools

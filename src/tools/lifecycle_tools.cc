@@ -647,19 +647,23 @@ void RegisterLifecycleTools(mcp::ToolSet& tools, const MemoryToolDeps& deps) {
                  return deps.hooks_host.empty() ? Prepare(args, deps, /*recall_memory=*/true)
                                                 : HandledByHooks(args, deps);
                });
-  RegisterTool(tools, "tmcra_turn_commit", "Commit a turn",
-               "Commit the real user/assistant turn and reconcile it to terminal state.",
-               CommitSchema(), write_hints, [deps](const json& args, mcp::ToolContext& ctx) {
-                 return deps.hooks_host.empty() ? Commit(args, ctx, deps, /*user_only=*/false)
-                                                : HandledByHooks(args, deps);
-               });
-  RegisterTool(tools, "tmcra_reconcile", "Reconcile pending writes",
-               "Retry durable pending records and report succeeded or dead-letter states. "
-               "Optionally name item_ids, and set include_dead_letter to replay dead letters "
-               "with their original idempotency keys.",
-               ReconcileSchema(), write_hints, [deps](const json& args, mcp::ToolContext& ctx) {
-                 return Reconcile(args, ctx, deps);
-               });
+  RegisterTool(
+      tools, "tmcra_turn_commit", "Commit a turn",
+      "Commit the real user/assistant turn and reconcile it to terminal state.", CommitSchema(),
+      write_hints,
+      [deps](const json& args, mcp::ToolContext& ctx) {
+        return deps.hooks_host.empty() ? Commit(args, ctx, deps, /*user_only=*/false)
+                                       : HandledByHooks(args, deps);
+      },
+      /*may_wait=*/true);  // read_your_writes waits for the turn's jobs
+  RegisterTool(
+      tools, "tmcra_reconcile", "Reconcile pending writes",
+      "Retry durable pending records and report succeeded or dead-letter states. "
+      "Optionally name item_ids, and set include_dead_letter to replay dead letters "
+      "with their original idempotency keys.",
+      ReconcileSchema(), write_hints,
+      [deps](const json& args, mcp::ToolContext& ctx) { return Reconcile(args, ctx, deps); },
+      /*may_wait=*/true);
 }
 
 }  // namespace tmcra::tools

@@ -378,7 +378,8 @@ void RegisterMemoryTools(mcp::ToolSet& tools, const MemoryToolDeps& deps) {
                    {"poll_interval_seconds",
                     {{"type", "number"}, {"minimum", 0.1}, {"maximum", 30}, {"default", 1.5}}}}),
       kReadOnly,
-      [deps](const json& args, mcp::ToolContext& ctx) { return WaitJob(args, ctx, deps); });
+      [deps](const json& args, mcp::ToolContext& ctx) { return WaitJob(args, ctx, deps); },
+      /*may_wait=*/true);
 }
 
 }  // namespace tmcra::tools

@@ -56,7 +56,7 @@ mcp::ToolResult Failure(const std::string& tool, const Error& error) {
 }
 
 void RegisterTool(mcp::ToolSet& tools, std::string name, std::string title, std::string description,
-                  json input_schema, json annotations, mcp::ToolHandler handler) {
+                  json input_schema, json annotations, mcp::ToolHandler handler, bool may_wait) {
   mcp::ToolSpec spec;
   spec.name = std::move(name);
   spec.title = std::move(title);
@@ -64,6 +64,7 @@ void RegisterTool(mcp::ToolSet& tools, std::string name, std::string title, std:
   spec.input_schema = std::move(input_schema);
   spec.output_schema = {{"type", "object"}, {"additionalProperties", true}};
   spec.annotations = std::move(annotations);
+  spec.may_wait = may_wait;
   tools.Add(std::move(spec), std::move(handler));
 }
 

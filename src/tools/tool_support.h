@@ -46,9 +46,11 @@ mcp::ToolResult Failure(const std::string& tool, const Error& error);
 // A write's answer with what the content filter removed from it (its "content_filter").
 mcp::ToolResult WithFiltering(nlohmann::json receipt, const Filtering& filtering);
 
-// Registers a tool whose output schema is TMCRA's generic object schema.
+// Registers a tool whose output schema is TMCRA's generic object schema. `may_wait`: as
+// mcp::ToolSpec says.
 void RegisterTool(mcp::ToolSet& tools, std::string name, std::string title, std::string description,
-                  json input_schema, json annotations, mcp::ToolHandler handler);
+                  json input_schema, json annotations, mcp::ToolHandler handler,
+                  bool may_wait = false);
 
 json ReadOnlyHints();
 
