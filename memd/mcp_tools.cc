@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "base/process_owner.h"
+#include "base/sha256.h"
 #include "base/version.h"
 #include "src/tools/control_tool.h"
 #include "src/tools/feedback_tool.h"
@@ -46,7 +47,8 @@ CallerTools::~CallerTools() = default;
 std::shared_ptr<const mcp::ToolSet> CallerTools::For(const ApiKey& key) {
   const std::string signature = Signature(key);
   std::lock_guard lock(mu_);
-  auto& entry = entries_[key.key_id];
+  // A key and an OAuth grant of it are told apart: each has its own tools and turns.
+  auto& entry = entries_[key.key_id + "|" + signature];
   if (!entry || entry->signature != signature) entry = Build(key);
   // The tool set keeps its entry (the memory its handlers point to) alive while a call runs.
   return std::shared_ptr<const mcp::ToolSet>(entry, &entry->tools);
@@ -57,7 +59,8 @@ std::shared_ptr<const mcp::ToolSet> CallerTools::For(const ApiKey& key) {
 // tmcra-mcp's does.
 void CallerTools::StartDelivery(Entry& entry, const std::string& key_id) {
   queue::DeliveryOptions options;
-  options.path = options_.turns_dir + "/" + key_id + ".sqlite3";
+  options.path = options_.turns_dir + "/" + key_id + "-" +
+                 Sha256Hex(entry.signature).substr(0, 12) + ".sqlite3";
   options.owner = NewProcessOwnerId();
   entry.sender = std::make_unique<tools::MemoryApiSender>(*entry.memory);
   controls::ControlStore* store = &controls_;

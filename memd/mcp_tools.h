@@ -5,7 +5,8 @@
 // controls (modes, budget, tasks) are kept per key on the server, under `controls_root`.
 //
 // The turn lifecycle (tmcra_turn_prepare, tmcra_turn_commit, tmcra_reconcile) keeps each key's
-// prepared and committed turns in an outbox of the server (`<turns_dir>/<key id>.sqlite3`),
+// prepared and committed turns in an outbox of the server (`<turns_dir>/<key id>-<grant>.sqlite3`,
+// one per key and per OAuth grant of it),
 // delivered into the store by a delivery thread of that key's, through the key's memory: the
 // same code and receipts as tmcra-mcp's local outbox, kept where the memory is.
 //
@@ -52,7 +53,8 @@ class CallerTools {
   controls::ControlStore controls_;
   filter::ContentFilter filter_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Entry>> entries_;  // by key id; guarded by mu_
+  // By key id and what the key (or an OAuth grant of it) allows; guarded by mu_.
+  std::map<std::string, std::shared_ptr<Entry>> entries_;
 };
 
 }  // namespace tmcra::memd

@@ -82,6 +82,8 @@ constexpr const char* kUsage =
     "                         besides loopback names (default: the listening origin)\n"
     "  --mcp-allow-origin O   a web page origin (https://host[:port]) allowed to call /mcp, as\n"
     "                         a comma-separated list (default: none but the server's own)\n"
+    "  --oauth-access-seconds N  lifetime of the OAuth access tokens /mcp takes (default 3600;\n"
+    "                         refresh tokens live 30 days, rotated on each use)\n"
     "  --mcp-answer-within-ms N  how long a /mcp tool call's POST waits for its answer before\n"
     "                         its event stream ends for the client to resume (default 20000)\n"
     "  --threads N            worker threads answering requests (default 16)\n"
@@ -502,6 +504,7 @@ struct ServeConfig {
   std::optional<std::string> public_url;
   std::vector<std::string> mcp_allowed_origins;  // --mcp-allow-origin
   int mcp_answer_within_ms = 20000;
+  int oauth_access_seconds = 3600;
   size_t postings_cache_mib = 64;
   tmcra::filter::FilterRules filter_rules;
   std::string recall_language = "auto";
@@ -599,6 +602,9 @@ std::optional<std::string> ParseLimits(const Args& args, ServeConfig& c) {
                    [&](int n) { c.postings_cache_mib = static_cast<size_t>(n); }),
       NumberOption(args, "request-timeout", 1, 86400, "--request-timeout must be 1..86400 seconds",
                    [&](int n) { o.request_timeout_seconds = n; }),
+      NumberOption(args, "oauth-access-seconds", 1, 86400,
+                   "--oauth-access-seconds must be 1..86400",
+                   [&](int n) { c.oauth_access_seconds = n; }),
       NumberOption(args, "mcp-answer-within-ms", 0, 600000,
                    "--mcp-answer-within-ms must be 0..600000",
                    [&](int n) { c.mcp_answer_within_ms = n; }),
@@ -671,7 +677,8 @@ std::optional<std::string> ParseServe(int argc, char** argv, ServeConfig& c) {
                          "database-password-file",
                          "index-dir",
                          "mcp-allow-origin",
-                         "mcp-answer-within-ms"},
+                         "mcp-answer-within-ms",
+                         "oauth-access-seconds"},
                         {"local", "no-job-worker"}, &error);
   if (!args) return error;
   if (!args->positional.empty()) return "serve takes no positional argument";
@@ -795,6 +802,16 @@ int ServeUntilStopped(tmcra::memd::Server& server, tmcra::api::EmbeddedMemoryApi
   return 0;
 }
 
+// The public origin: --public-url's (scheme, host, port when not the scheme's), else the
+// listening origin. The OAuth issuer, and the origin of the resource /mcp.
+std::string PublicOrigin(const ServeConfig& c, const std::string& origin) {
+  if (!c.public_url) return origin;
+  auto url = tmcra::config::ValidateBaseUrl(*c.public_url, c.local);
+  if (!url) return origin;
+  const bool default_port = url->port == (url->scheme == "https" ? 443 : 80);
+  return url->scheme + "://" + url->host + (default_port ? "" : ":" + std::to_string(url->port));
+}
+
 // The Host values /mcp answers: the public URL's host (with its port, and without it when the
 // port is the scheme's), and the loopback names when the server listens on loopback; none
 // (any Host) when it listens elsewhere without a public URL.
@@ -824,18 +841,48 @@ tmcra::memd::McpEndpointOptions McpOptions(const ServeConfig& c, const std::stri
   o.answer_within = std::chrono::milliseconds(c.mcp_answer_within_ms);
   o.allowed_origins = c.mcp_allowed_origins;
   o.own_origins = {origin};
-  if (c.public_url) {
-    if (auto url = tmcra::config::ValidateBaseUrl(*c.public_url, c.local)) {
-      o.own_origins.push_back(url->scheme + "://" + url->host +
-                              (url->port == (url->scheme == "https" ? 443 : 80)
-                                   ? std::string()
-                                   : ":" + std::to_string(url->port)));
-    }
-  }
+  if (c.public_url) o.own_origins.push_back(PublicOrigin(c, origin));
   o.allowed_hosts = McpHosts(c, port);
   o.runners = std::clamp(c.options.max_concurrency * 2, 4, 64);
   o.inline_calls = c.options.max_concurrency;
   return o;
+}
+
+// tmcra-memd's MCP endpoint and its OAuth server over the memory: made before serving, and
+// destroyed after it (the endpoint first: it waits for the tool calls that run).
+struct McpFront {
+  std::unique_ptr<tmcra::memd::CallerTools> tools;
+  std::unique_ptr<tmcra::memd::McpEndpoint> mcp;
+  std::unique_ptr<tmcra::memd::OAuthServer> oauth;
+};
+
+bool MakeMcpFront(const ServeConfig& c, tmcra::memd::KeyStore& keys,
+                  tmcra::api::EmbeddedMemoryApi& memory, const std::string& data_dir,
+                  const std::string& origin, int port, McpFront& front) {
+  for (const char* sub : {"/mcp-controls", "/mcp-turns"}) {
+    if (auto made = tmcra::MakePrivateDirs(data_dir + sub); !made) {
+      spdlog::critical("cannot create {}{}: {}", data_dir, sub, made.error().ToString());
+      return false;
+    }
+  }
+  auto session_secret = keys.ServerSecret("mcp_session");
+  auto form_secret = keys.ServerSecret("oauth_form");
+  if (!session_secret || !form_secret) {
+    spdlog::critical("cannot read the server secrets: {}",
+                     (session_secret ? form_secret.error() : session_secret.error()).ToString());
+    return false;
+  }
+  front.tools = std::make_unique<tmcra::memd::CallerTools>(tmcra::memd::McpToolsOptions{
+      &memory, data_dir + "/mcp-controls", data_dir + "/mcp-turns", c.filter_rules});
+  tmcra::memd::CallerTools* tools = front.tools.get();
+  front.mcp = std::make_unique<tmcra::memd::McpEndpoint>(
+      McpOptions(c, origin, port), std::move(*session_secret),
+      [tools](const tmcra::memd::ApiKey& key) { return tools->For(key); });
+  tmcra::memd::OAuthOptions oauth;
+  oauth.issuer = PublicOrigin(c, origin);
+  oauth.access_lifetime = std::chrono::seconds(c.oauth_access_seconds);
+  front.oauth = std::make_unique<tmcra::memd::OAuthServer>(oauth, keys, std::move(*form_secret));
+  return true;
 }
 
 // The directory of this instance's index of a shared store: --index-dir, else
@@ -945,17 +992,10 @@ int ServeCommand(int argc, char** argv, const sigset_t& signals) {
     spdlog::critical("cannot read the server secret: {}", session_secret.error().ToString());
     return 1;
   }
-  for (const char* sub : {"/mcp-controls", "/mcp-turns"}) {
-    if (auto made = tmcra::MakePrivateDirs(data_dir + sub); !made) {
-      spdlog::critical("cannot create {}{}: {}", data_dir, sub, made.error().ToString());
-      return 1;
-    }
-  }
-  tmcra::memd::CallerTools tools(
-      {&memory, data_dir + "/mcp-controls", data_dir + "/mcp-turns", c.filter_rules});
-  tmcra::memd::McpEndpoint mcp(McpOptions(c, origin, port), std::move(*session_secret),
-                               [&tools](const tmcra::memd::ApiKey& key) { return tools.For(key); });
-  server->ServeMcp(mcp);
+  McpFront front;
+  if (!MakeMcpFront(c, *keys, memory, data_dir, origin, port, front)) return 1;
+  server->ServeMcp(*front.mcp);
+  server->ServeOAuth(*front.oauth);
   const int status = ServeUntilStopped(*server, memory, c, origin, ready, signals);
   if (status != 0) return status;
   if (auto last = memory.Stats()) spdlog::info("memory store {}: {}", engine.path, last->dump());

@@ -186,6 +186,7 @@ struct Server::Impl final : HttpApp {
   std::unique_ptr<HttpListener> listener;
   api::MemoryApi* memory = nullptr;
   McpEndpoint* mcp = nullptr;
+  OAuthServer* oauth = nullptr;
   std::atomic<int> in_flight{0};  // requests holding a concurrency slot
 
   Impl(ServerOptions o, KeyStore& k) : options(std::move(o)), keys(k) {}
@@ -197,7 +198,11 @@ struct Server::Impl final : HttpApp {
   HttpResponse Authorized(Call& call, const struct Route& route);
   // The key of the request's bearer token, or the answer refusing it (401, or 503 when the key
   // store cannot be read).
-  std::optional<HttpResponse> Authenticate(Call& call, std::optional<ApiKey>& key);
+  // `oauth_tokens`: an OAuth access token is taken too (at /mcp), and a 401 names the
+  // resource metadata.
+  std::optional<HttpResponse> Authenticate(Call& call, std::optional<ApiKey>& key,
+                                           bool oauth_tokens = false);
+  std::optional<HttpResponse> HandleOAuth(Call& call);
   HttpResponse HandleMcp(Call& call);
   HttpResponse HandleReady(const Call& call);
   HttpResponse HandleEndpoint(Call& call, const struct Route& route, const ApiKey& key);
@@ -255,6 +260,7 @@ HttpResponse Server::Impl::Route(Call& call) {
   if (!health && slot.count() > options.max_concurrency) {
     return ApiError(call, 429, "rate_limited", "too many requests in progress; retry", {}, 1);
   }
+  if (auto answered = HandleOAuth(call)) return std::move(*answered);
   if (!route) return ApiError(call, 404, "not_found", "Not Found");
   const std::string method = req.method == "HEAD" ? "GET" : req.method;
   if (method != route->method) {
@@ -268,7 +274,8 @@ HttpResponse Server::Impl::Route(Call& call) {
 }
 
 // Authentication (Authorization: Bearer tmcra_<key_id>.<secret>).
-std::optional<HttpResponse> Server::Impl::Authenticate(Call& call, std::optional<ApiKey>& key) {
+std::optional<HttpResponse> Server::Impl::Authenticate(Call& call, std::optional<ApiKey>& key,
+                                                       bool oauth_tokens) {
   const std::string authorization = call.req.Get("Authorization");
   std::string token;
   if (authorization.size() > 7 && strncasecmp(authorization.c_str(), "Bearer ", 7) == 0) {
@@ -280,11 +287,21 @@ std::optional<HttpResponse> Server::Impl::Authenticate(Call& call, std::optional
     spdlog::info("request {}: 401 ({})", call.request_id, LogSafe(why));
     HttpResponse res =
         ApiError(call, 401, "unauthorized", "a valid API key is required (Authorization: Bearer)");
-    res.Set("WWW-Authenticate", "Bearer");
+    res.Set("WWW-Authenticate", oauth_tokens && oauth != nullptr
+                                    ? oauth->Challenge(/*invalid_token=*/!token.empty())
+                                    : std::string("Bearer"));
     return res;
   };
   if (token.empty()) {
     return unauthorized(authorization.empty() ? "no Authorization header" : "not a bearer token");
+  }
+  if (oauth_tokens && oauth != nullptr && OAuthServer::IsAccessToken(token)) {
+    auto granted = oauth->Authenticate(token);
+    if (!granted) return ErrorAnswer(call, granted.error());
+    if (!*granted) return unauthorized("unknown, expired or revoked access token");
+    key = std::move(*granted);
+    call.key_id = LogSafe(key->key_id, 64) + " (oauth)";
+    return std::nullopt;
   }
   auto outcome = keys.Authenticate(token);
   if (!outcome) return ErrorAnswer(call, outcome.error());
@@ -316,6 +333,16 @@ HttpResponse Server::Impl::Authorized(Call& call, const struct Route& route) {
   return HandleEndpoint(call, route, key);
 }
 
+// The OAuth authorization server's paths, when it is served.
+std::optional<HttpResponse> Server::Impl::HandleOAuth(Call& call) {
+  if (oauth == nullptr) return std::nullopt;
+  auto res = oauth->Handle(call.req);
+  if (!res) return std::nullopt;
+  res->request_id = call.request_id;
+  res->Set("x-request-id", call.request_id);
+  return res;
+}
+
 // /mcp: Host and Origin first, then the key, then the endpoint's own checks and answer.
 HttpResponse Server::Impl::HandleMcp(Call& call) {
   if (mcp == nullptr) return ApiError(call, 404, "not_found", "Not Found");
@@ -325,7 +352,7 @@ HttpResponse Server::Impl::HandleMcp(Call& call) {
     res = std::move(*refused);
   } else if (auto preflight = mcp->Preflight(call.req)) {
     res = std::move(*preflight);
-  } else if (auto unauthorized = Authenticate(call, key)) {
+  } else if (auto unauthorized = Authenticate(call, key, /*oauth_tokens=*/true)) {
     res = std::move(*unauthorized);
     mcp->AllowOrigin(call.req, res);
   } else {
@@ -547,6 +574,8 @@ Status Server::Serve(api::MemoryApi& memory) {
 }
 
 void Server::ServeMcp(McpEndpoint& endpoint) { impl_->mcp = &endpoint; }
+
+void Server::ServeOAuth(OAuthServer& oauth) { impl_->oauth = &oauth; }
 
 void Server::Stop() {
   if (impl_->mcp != nullptr) impl_->mcp->Stop();

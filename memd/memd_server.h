@@ -13,7 +13,11 @@
 //                                                        correct)
 //   GET  /healthz, /readyz                          200  anonymous
 //   GET, POST, DELETE /mcp                               the MCP endpoint (memd/mcp_endpoint.h):
-//                                                        Host and Origin, then any valid key
+//                                                        Host and Origin, then any valid key or
+//                                                        OAuth access token
+//   /.well-known/oauth-*, /register, /authorize, /token, /revoke
+//                                                        the OAuth server (memd/oauth.h), once
+//                                                        the concurrency slot is taken
 //
 // Order of checks: 411 (POST without Content-Length, or chunked), 413 (over the body limit),
 // 429 (concurrency limit, Retry-After: 1), 404/405 (route), 401 (bearer key), 403 (permission),
@@ -35,6 +39,7 @@
 #include "memd/http_listener.h"
 #include "memd/key_store.h"
 #include "memd/mcp_endpoint.h"
+#include "memd/oauth.h"
 #include "memd/server_rules.h"
 #include "src/api/memory_api.h"
 
@@ -78,6 +83,9 @@ class Server {
   // Serves the MCP endpoint at /mcp (else /mcp is 404). REQUIRES: before Serve; `endpoint`
   // outlives the server.
   void ServeMcp(McpEndpoint& endpoint);
+  // Serves the OAuth authorization server's paths (memd/oauth.h), and takes its access tokens at
+  // /mcp besides the keys. REQUIRES: before Serve; `oauth` outlives the server.
+  void ServeOAuth(OAuthServer& oauth);
   // Stops: new requests are answered 503 (connection closed), the requests in progress finish
   // and write their answers, then Serve returns. Returns at once; thread-safe (not
   // async-signal-safe: call it from a normal thread).

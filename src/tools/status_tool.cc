@@ -19,7 +19,7 @@ json OutputSchema() {
       "server": {"type": "string"},
       "version": {"type": "string"},
       "protocol_version": {"type": "string"},
-      "memory_mode": {"type": "string", "enum": ["embedded", "remote", "misconfigured"]},
+      "memory_mode": {"type": "string", "enum": ["embedded", "remote", "memd", "misconfigured"]},
       "memory": {"type": "object"},
       "store": {"type": "object"},
       "delivery": {"type": "object"},

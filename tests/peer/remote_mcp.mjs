@@ -206,6 +206,9 @@ await r.test('v1 and v2 SDK clients connect over HTTPS with a bearer key and lis
       assert.deepEqual(t, twin, `${t.name}: the definition differs from stdio's`);
     }
     assert.deepEqual(names, stdioTools.map((t) => t.name), `${c.sdk}: every tool of tmcra-mcp, in its order`);
+    // The SDK checks a result against the tool's output schema.
+    const status = structured(await c.call({ name: 'tmcra_status', arguments: {} }));
+    assert.equal(status.memory_mode, 'memd');
   }
 });
 

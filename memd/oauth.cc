@@ -1,0 +1,671 @@
+#include "memd/oauth.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <spdlog/spdlog.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/sha256.h"
+#include "memd/server_rules.h"
+
+namespace tmcra::memd {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kAccessPrefix = "tmcra_oat_";
+constexpr const char* kRefreshPrefix = "tmcra_ort_";
+constexpr double kCodeSeconds = 60;
+constexpr double kUnusedClientSeconds = 24 * 3600;
+constexpr double kUsedClientSeconds = 90 * 24 * 3600;
+constexpr size_t kMaxRedirectUris = 10;
+constexpr size_t kMaxUriBytes = 2000;
+const std::set<std::string>& Permissions() {
+  static const std::set<std::string> p{kPermRead, kPermWrite, kPermFeedback};
+  return p;
+}
+
+std::string RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = getrandom(raw.data() + done, bytes - done, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) std::abort();  // no entropy: nothing safe to hand out
+    done += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : raw) {
+    out.push_back(kHex[static_cast<unsigned char>(c) >> 4]);
+    out.push_back(kHex[static_cast<unsigned char>(c) & 0x0f]);
+  }
+  return out;
+}
+
+// base64url without padding of the SHA-256 of `text`: PKCE's S256 challenge.
+std::string S256(std::string_view text) {
+  unsigned char digest[32];
+  unsigned int length = 0;
+  EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr);
+  static constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  for (unsigned int i = 0; i < length; i += 3) {
+    const auto byte = [&](unsigned int k) { return k < length ? unsigned{digest[k]} : 0u; };
+    const unsigned int n = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
+    out.push_back(kB64[(n >> 18) & 63]);
+    out.push_back(kB64[(n >> 12) & 63]);
+    if (i + 1 < length) out.push_back(kB64[(n >> 6) & 63]);
+    if (i + 2 < length) out.push_back(kB64[n & 63]);
+  }
+  return out;
+}
+
+std::string Hmac(const std::string& secret, std::string_view text) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(text.data()), text.size(), out, &length);
+  return Sha256Hex(std::string_view(reinterpret_cast<const char*>(out), length));
+}
+
+// The fields of an application/x-www-form-urlencoded body (or a query string).
+class Form {
+ public:
+  explicit Form(std::string_view encoded) { req_.target = "/?" + std::string(encoded); }
+  std::string Get(std::string_view name) const { return req_.Query(name).value_or(""); }
+  bool Has(std::string_view name) const { return req_.Query(name).has_value(); }
+
+ private:
+  HttpRequest req_;
+};
+
+std::string Escape(std::string_view text) {  // for HTML text and attribute values
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string UrlEncode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (isalnum(b) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(c);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[b >> 4]);
+      out.push_back(kHex[b & 15]);
+    }
+  }
+  return out;
+}
+
+HttpResponse JsonReply(int status, const json& body) {
+  HttpResponse res;
+  res.status = status;
+  res.Set("Content-Type", "application/json");
+  res.Set("Cache-Control", "no-store");
+  res.body = body.dump();
+  return res;
+}
+
+HttpResponse OAuthError(int status, const std::string& error, const std::string& description) {
+  return JsonReply(status, json{{"error", error}, {"error_description", description}});
+}
+
+HttpResponse Redirect(const std::string& location) {
+  HttpResponse res;
+  res.status = 302;
+  res.Set("Location", location);
+  res.Set("Cache-Control", "no-store");
+  return res;
+}
+
+// The scopes a request names, split at blanks.
+std::vector<std::string> Words(std::string_view text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t end = std::min(text.find(' ', i), text.size());
+    if (end > i) out.emplace_back(text.substr(i, end - i));
+    i = end + 1;
+  }
+  return out;
+}
+
+// What a grant allows: permissions and memory scopes (empty: every scope of the key).
+struct Grant {
+  std::vector<std::string> permissions;
+  std::vector<std::string> scope_names;
+
+  std::string ScopeText() const {
+    std::string out;
+    for (const auto& p : permissions) out += (out.empty() ? "" : " ") + p;
+    for (const auto& s : scope_names) out += (out.empty() ? "" : " ") + ("scope:" + s);
+    return out;
+  }
+  json ToJson() const { return json{{"permissions", permissions}, {"scope_names", scope_names}}; }
+  static Grant FromJson(const json& j) {
+    return Grant{j.value("permissions", std::vector<std::string>()),
+                 j.value("scope_names", std::vector<std::string>())};
+  }
+};
+
+// The grant of `requested` (OAuth scope text) within what `key` holds: asked-for permissions it
+// has (none asked: all it has of read, write, feedback), and asked-for memory scopes it may use.
+// std::nullopt when a named memory scope is not the key's, or nothing is left.
+std::optional<Grant> GrantFor(const std::string& requested, const ApiKey& key) {
+  Grant grant;
+  bool asked_permission = false;
+  for (const auto& word : Words(requested)) {
+    if (word.rfind("scope:", 0) == 0) {
+      const std::string scope = word.substr(6);
+      if (!IsValidScope(scope) || !key.AllowsScope(scope)) return std::nullopt;
+      grant.scope_names.push_back(scope);
+    } else if (Permissions().count(word) != 0) {
+      asked_permission = true;
+      if (key.Has(word)) grant.permissions.push_back(word);
+    }
+  }
+  if (!asked_permission) {
+    for (const auto& p : Permissions()) {
+      if (key.Has(p)) grant.permissions.push_back(p);
+    }
+  }
+  if (grant.permissions.empty()) return std::nullopt;
+  return grant;
+}
+
+// A redirect URI a client may register: https, http to a loopback host, or a private-use scheme
+// (with a dot, as RFC 8252 asks); never a fragment.
+bool AcceptableRedirect(const std::string& uri) {
+  if (uri.empty() || uri.size() > kMaxUriBytes || uri.find('#') != std::string::npos) return false;
+  for (char c : uri) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;
+  }
+  if (uri.rfind("https://", 0) == 0) return uri.size() > 8;
+  for (const char* loopback : {"http://127.0.0.1", "http://localhost", "http://[::1]"}) {
+    const std::string prefix = loopback;
+    if (uri.rfind(prefix, 0) == 0 &&
+        (uri.size() == prefix.size() || uri[prefix.size()] == ':' || uri[prefix.size()] == '/')) {
+      return true;
+    }
+  }
+  const size_t colon = uri.find(':');
+  return colon != std::string::npos && uri.substr(0, colon).find('.') != std::string::npos;
+}
+
+}  // namespace
+
+struct OAuthServer::Impl {
+  OAuthOptions options;
+  KeyStore& keys;
+  std::string secret;
+
+  std::string Url(const char* path) const { return options.issuer + path; }
+
+  HttpResponse ResourceMetadata() const;
+  HttpResponse ServerMetadata() const;
+  HttpResponse Register(const HttpRequest& req);
+  HttpResponse AuthorizePage(const HttpRequest& req);
+  HttpResponse AuthorizeAnswer(const HttpRequest& req);
+  HttpResponse Token(const HttpRequest& req);
+  HttpResponse Revoke(const HttpRequest& req);
+
+  // The authorization request's parameters checked: the client, its redirect URI, PKCE, the
+  // resource. `fatal` is set for a client or redirect URI that is not to be trusted (an error
+  // page, never a redirect); else an error to redirect with.
+  struct AuthRequest {
+    std::string client_id, redirect_uri, state, challenge, scope, client_name;
+  };
+  std::optional<std::string> CheckAuthorize(const Form& form, AuthRequest& out, bool& fatal);
+  std::string Signature(const AuthRequest& r) const {
+    return Hmac(secret, r.client_id + "\n" + r.redirect_uri + "\n" + r.state + "\n" + r.challenge +
+                            "\n" + r.scope);
+  }
+  HttpResponse ConsentPage(const AuthRequest& r, const std::string& problem, int status) const;
+  HttpResponse IssueCode(const AuthRequest& r, const ApiKey& key, const Grant& grant);
+  HttpResponse CodeGrant(const Form& form);
+  HttpResponse RefreshGrant(const Form& form);
+  HttpResponse IssueTokens(const std::string& client_id, const std::string& key_id,
+                           const Grant& grant, const std::string& family);
+  void TouchClient(const std::string& client_id);
+};
+
+OAuthServer::OAuthServer(OAuthOptions options, KeyStore& keys, std::string secret)
+    : impl_(std::make_shared<Impl>(Impl{std::move(options), keys, std::move(secret)})) {}
+
+std::string OAuthServer::resource() const { return impl_->options.issuer + "/mcp"; }
+
+std::string OAuthServer::Challenge(bool invalid_token) const {
+  std::string out = "Bearer resource_metadata=\"" +
+                    impl_->Url("/.well-known/oauth-protected-resource/mcp") + "\"";
+  if (invalid_token) out += ", error=\"invalid_token\"";
+  return out;
+}
+
+bool OAuthServer::IsAccessToken(std::string_view token) {
+  return token.rfind(kAccessPrefix, 0) == 0;
+}
+
+std::optional<HttpResponse> OAuthServer::Handle(const HttpRequest& req) {
+  const std::string path = req.target.substr(0, req.target.find('?'));
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  const bool post = req.method == "POST";
+  auto only = [&](bool ok, const char* allow, auto answer) -> std::optional<HttpResponse> {
+    if (ok) return answer();
+    HttpResponse res = OAuthError(405, "invalid_request", "method not allowed");
+    res.Set("Allow", allow);
+    return res;
+  };
+  if (path == "/.well-known/oauth-protected-resource" ||
+      path == "/.well-known/oauth-protected-resource/mcp") {
+    return only(get, "GET", [&] { return impl_->ResourceMetadata(); });
+  }
+  if (path == "/.well-known/oauth-authorization-server") {
+    return only(get, "GET", [&] { return impl_->ServerMetadata(); });
+  }
+  if (path == "/register") return only(post, "POST", [&] { return impl_->Register(req); });
+  if (path == "/authorize") {
+    return only(get || post, "GET, POST",
+                [&] { return post ? impl_->AuthorizeAnswer(req) : impl_->AuthorizePage(req); });
+  }
+  if (path == "/token") return only(post, "POST", [&] { return impl_->Token(req); });
+  if (path == "/revoke") return only(post, "POST", [&] { return impl_->Revoke(req); });
+  return std::nullopt;
+}
+
+HttpResponse OAuthServer::Impl::ResourceMetadata() const {
+  return JsonReply(200, json{{"resource", options.issuer + "/mcp"},
+                             {"authorization_servers", {options.issuer}},
+                             {"bearer_methods_supported", {"header"}},
+                             {"scopes_supported", {kPermRead, kPermWrite, kPermFeedback}},
+                             {"resource_name", "tmcra-memd"}});
+}
+
+HttpResponse OAuthServer::Impl::ServerMetadata() const {
+  return JsonReply(200, json{{"issuer", options.issuer},
+                             {"authorization_endpoint", Url("/authorize")},
+                             {"token_endpoint", Url("/token")},
+                             {"registration_endpoint", Url("/register")},
+                             {"revocation_endpoint", Url("/revoke")},
+                             {"response_types_supported", {"code"}},
+                             {"grant_types_supported", {"authorization_code", "refresh_token"}},
+                             {"code_challenge_methods_supported", {"S256"}},
+                             {"token_endpoint_auth_methods_supported", {"none"}},
+                             {"revocation_endpoint_auth_methods_supported", {"none"}},
+                             {"scopes_supported", {kPermRead, kPermWrite, kPermFeedback}},
+                             {"authorization_response_iss_parameter_supported", true},
+                             {"client_id_metadata_document_supported", false}});
+}
+
+HttpResponse OAuthServer::Impl::Register(const HttpRequest& req) {
+  auto body = ParseBodyObject(req.body, req.Get("Content-Type"));
+  if (!body) return OAuthError(400, "invalid_client_metadata", "the body must be a JSON object");
+  const json uris = body->value("redirect_uris", json());
+  if (!uris.is_array() || uris.empty() || uris.size() > kMaxRedirectUris) {
+    return OAuthError(400, "invalid_redirect_uri", "redirect_uris: 1 to 10 URIs are required");
+  }
+  for (const auto& uri : uris) {
+    if (!uri.is_string() || !AcceptableRedirect(uri.get<std::string>())) {
+      return OAuthError(400, "invalid_redirect_uri",
+                        "redirect_uris: each must be https, http to a loopback host, or a "
+                        "private-use scheme, without a fragment");
+    }
+  }
+  for (const char* field : {"grant_types", "response_types"}) {
+    for (const auto& v : body->value(field, json::array())) {
+      if (!v.is_string() || (v != "authorization_code" && v != "refresh_token" && v != "code")) {
+        return OAuthError(400, "invalid_client_metadata",
+                          std::string(field) + ": only authorization_code, refresh_token, code");
+      }
+    }
+  }
+  const double now = NowSeconds();
+  auto recent = keys.CountOAuth("client", now - 3600);
+  if (!recent) return OAuthError(503, "temporarily_unavailable", "the store cannot be read");
+  if (*recent >= options.registrations_per_hour) {
+    HttpResponse res = OAuthError(429, "temporarily_unavailable", "too many registrations; retry");
+    res.Set("Retry-After", "60");
+    return res;
+  }
+  (void)keys.DropExpiredOAuth();
+  std::string name = body->value("client_name", json("")).is_string()
+                         ? body->value("client_name", std::string())
+                         : std::string();
+  name = name.substr(0, 200);
+  const std::string client_id = "mcp_client_" + RandomHex(16);
+  const json client{{"client_id", client_id},
+                    {"client_id_issued_at", static_cast<int64_t>(now)},
+                    {"client_name", name},
+                    {"redirect_uris", uris},
+                    {"grant_types", {"authorization_code", "refresh_token"}},
+                    {"response_types", {"code"}},
+                    {"token_endpoint_auth_method", "none"}};
+  if (auto s = keys.PutOAuth(
+          {"client", client_id, client.dump(), client_id, now + kUnusedClientSeconds});
+      !s) {
+    return OAuthError(503, "temporarily_unavailable", "the store cannot write");
+  }
+  return JsonReply(201, client);
+}
+
+std::optional<std::string> OAuthServer::Impl::CheckAuthorize(const Form& form, AuthRequest& out,
+                                                             bool& fatal) {
+  fatal = true;
+  out.client_id = form.Get("client_id");
+  auto client = keys.GetOAuth("client", out.client_id);
+  if (!client || !*client) return "unknown client_id";
+  const json meta = json::parse((*client)->data, nullptr, false);
+  out.client_name = meta.value("client_name", std::string());
+  out.redirect_uri = form.Get("redirect_uri");
+  const json uris = meta.value("redirect_uris", json::array());
+  if (std::find(uris.begin(), uris.end(), json(out.redirect_uri)) == uris.end()) {
+    return "redirect_uri is not one the client registered";
+  }
+  fatal = false;
+  out.state = form.Get("state");
+  out.challenge = form.Get("code_challenge");
+  out.scope = form.Get("scope");
+  if (form.Get("response_type") != "code") return "unsupported_response_type";
+  if (out.challenge.size() < 43 || out.challenge.size() > 128 ||
+      form.Get("code_challenge_method") != "S256") {
+    return "invalid_request: PKCE with code_challenge_method S256 is required";
+  }
+  if (form.Has("resource") && form.Get("resource") != options.issuer + "/mcp") {
+    return "invalid_target: resource must be " + options.issuer + "/mcp";
+  }
+  return std::nullopt;
+}
+
+HttpResponse OAuthServer::Impl::AuthorizePage(const HttpRequest& req) {
+  const std::string query =
+      req.target.find('?') == std::string::npos ? "" : req.target.substr(req.target.find('?') + 1);
+  AuthRequest r;
+  bool fatal = false;
+  if (auto problem = CheckAuthorize(Form(query), r, fatal)) {
+    if (fatal) return ConsentPage(r, *problem, 400);
+    const std::string code = problem->substr(0, problem->find(':'));
+    return Redirect(r.redirect_uri + (r.redirect_uri.find('?') == std::string::npos ? "?" : "&") +
+                    "error=" + UrlEncode(code) + "&error_description=" + UrlEncode(*problem) +
+                    "&state=" + UrlEncode(r.state) + "&iss=" + UrlEncode(options.issuer));
+  }
+  return ConsentPage(r, "", 200);
+}
+
+HttpResponse OAuthServer::Impl::ConsentPage(const AuthRequest& r, const std::string& problem,
+                                            int status) const {
+  std::string html =
+      "<!doctype html><html><head><meta charset=\"utf-8\"><title>tmcra-memd: allow access"
+      "</title><style>body{font:15px system-ui,sans-serif;max-width:34em;margin:3em auto;"
+      "padding:0 1em}code{background:#eee;padding:0 .2em}input{width:100%;padding:.4em;margin:"
+      ".3em 0 1em}button{padding:.5em 1.2em;margin-right:1em}.problem{color:#a00}</style>"
+      "</head><body><h1>Allow access to team memory?</h1>";
+  if (status != 200) {
+    return [&] {
+      HttpResponse res;
+      res.status = status;
+      res.Set("Content-Type", "text/html; charset=utf-8");
+      res.Set("Cache-Control", "no-store");
+      res.body = html + "<p class=\"problem\">This request cannot be answered: " + Escape(problem) +
+                 ".</p></body></html>";
+      return res;
+    }();
+  }
+  html += "<p><b>" + Escape(r.client_name.empty() ? r.client_id : r.client_name) +
+          "</b> asks to use this memory server as you, with: <code>" +
+          Escape(r.scope.empty() ? "every permission of your key" : r.scope) +
+          "</code>. It will be sent back to <code>" + Escape(r.redirect_uri) + "</code>.</p>";
+  if (!problem.empty()) html += "<p class=\"problem\">" + Escape(problem) + "</p>";
+  html += "<form method=\"post\" action=\"/authorize\">";
+  for (const auto& [name, value] : {std::pair{"client_id", r.client_id},
+                                    {"redirect_uri", r.redirect_uri},
+                                    {"state", r.state},
+                                    {"code_challenge", r.challenge},
+                                    {"scope", r.scope},
+                                    {"request_mac", Signature(r)}}) {
+    html += "<input type=\"hidden\" name=\"" + std::string(name) + "\" value=\"" + Escape(value) +
+            "\">";
+  }
+  html +=
+      "<label>Your tmcra-memd key (<code>tmcra_…</code>; it is checked, never stored)<input "
+      "type=\"password\" name=\"key\" autocomplete=\"off\" required></label>"
+      "<button type=\"submit\" name=\"decision\" value=\"allow\">Allow</button>"
+      "<button type=\"submit\" name=\"decision\" value=\"deny\" formnovalidate>Deny</button>"
+      "</form></body></html>";
+  HttpResponse res;
+  res.status = 200;
+  res.Set("Content-Type", "text/html; charset=utf-8");
+  res.Set("Cache-Control", "no-store");
+  res.Set("Content-Security-Policy",
+          "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+          "frame-ancestors 'none'");
+  res.Set("X-Frame-Options", "DENY");
+  res.Set("Referrer-Policy", "no-referrer");
+  res.body = std::move(html);
+  return res;
+}
+
+HttpResponse OAuthServer::Impl::AuthorizeAnswer(const HttpRequest& req) {
+  const Form form(req.body);
+  AuthRequest r{form.Get("client_id"),      form.Get("redirect_uri"), form.Get("state"),
+                form.Get("code_challenge"), form.Get("scope"),        ""};
+  bool fatal = false;
+  AuthRequest checked;
+  // The form is ours, unchanged: its fields are those the page showed, signed.
+  if (CheckAuthorize(form, checked, fatal) && fatal)
+    return ConsentPage(checked, "unknown client", 400);
+  if (!ConstantTimeEquals(Signature(r), form.Get("request_mac"))) {
+    return ConsentPage(r, "the form was changed", 400);
+  }
+  r.client_name = checked.client_name;
+  const std::string back =
+      r.redirect_uri + (r.redirect_uri.find('?') == std::string::npos ? "?" : "&");
+  if (form.Get("decision") != "allow") {
+    return Redirect(back + "error=access_denied&state=" + UrlEncode(r.state) +
+                    "&iss=" + UrlEncode(options.issuer));
+  }
+  auto outcome = keys.Authenticate(form.Get("key"));
+  if (!outcome) return ConsentPage(r, "the key store cannot be read; try again", 503);
+  if (!outcome->key) {
+    spdlog::info("oauth: sign-in refused ({})", LogSafe(outcome->reason));
+    return ConsentPage(r, "That key is not valid. Try again.", 200);
+  }
+  auto grant = GrantFor(r.scope, *outcome->key);
+  if (!grant) {
+    return Redirect(back + "error=invalid_scope&state=" + UrlEncode(r.state) +
+                    "&iss=" + UrlEncode(options.issuer));
+  }
+  return IssueCode(r, *outcome->key, *grant);
+}
+
+HttpResponse OAuthServer::Impl::IssueCode(const AuthRequest& r, const ApiKey& key,
+                                          const Grant& grant) {
+  const std::string code = RandomHex(32);
+  const std::string family = "grant_" + RandomHex(16);
+  const json data{{"client_id", r.client_id},
+                  {"redirect_uri", r.redirect_uri},
+                  {"challenge", r.challenge},
+                  {"key_id", key.key_id},
+                  {"grant", grant.ToJson()}};
+  if (auto s = keys.PutOAuth(
+          {"code", Sha256Hex(code), data.dump(), family, NowSeconds() + kCodeSeconds});
+      !s) {
+    return ConsentPage(r, "the store cannot write; try again", 503);
+  }
+  spdlog::info("oauth: key {} allowed client {} ({})", LogSafe(key.key_id, 64),
+               LogSafe(r.client_id, 64), LogSafe(grant.ScopeText()));
+  return Redirect(r.redirect_uri + (r.redirect_uri.find('?') == std::string::npos ? "?" : "&") +
+                  "code=" + code + "&state=" + UrlEncode(r.state) +
+                  "&iss=" + UrlEncode(options.issuer));
+}
+
+HttpResponse OAuthServer::Impl::Token(const HttpRequest& req) {
+  const Form form(req.body);
+  const std::string type = form.Get("grant_type");
+  if (type == "authorization_code") return CodeGrant(form);
+  if (type == "refresh_token") return RefreshGrant(form);
+  return OAuthError(400, "unsupported_grant_type", "authorization_code or refresh_token");
+}
+
+HttpResponse OAuthServer::Impl::CodeGrant(const Form& form) {
+  const std::string id = Sha256Hex(form.Get("code"));
+  auto taken = keys.TakeOAuth("code", id);
+  if (!taken) return OAuthError(503, "temporarily_unavailable", "the store cannot be read");
+  if (!*taken) {
+    // A code used before: every token of its grant is revoked (RFC 6749 §4.1.2).
+    auto used = keys.GetOAuth("used_code", id);
+    if (used && *used) {
+      (void)keys.DropOAuthFamily(json::parse((*used)->data, nullptr, false).value("family", ""));
+    }
+    return OAuthError(400, "invalid_grant", "the code is unknown, expired or already used");
+  }
+  const OAuthRecord& code = **taken;
+  // The mark is not of the grant's family, so revoking the grant keeps it.
+  (void)keys.PutOAuth({"used_code", id, json{{"family", code.family}}.dump(), code.family + "_used",
+                       NowSeconds() + 600});
+  const json data = json::parse(code.data, nullptr, false);
+  if (form.Get("client_id") != data.value("client_id", "") ||
+      form.Get("redirect_uri") != data.value("redirect_uri", "")) {
+    return OAuthError(400, "invalid_grant", "client_id or redirect_uri does not match the code");
+  }
+  const std::string verifier = form.Get("code_verifier");
+  if (verifier.size() < 43 || verifier.size() > 128 ||
+      !ConstantTimeEquals(S256(verifier), data.value("challenge", ""))) {
+    return OAuthError(400, "invalid_grant", "code_verifier does not match the code_challenge");
+  }
+  if (form.Has("resource") && form.Get("resource") != options.issuer + "/mcp") {
+    return OAuthError(400, "invalid_target", "resource must be " + options.issuer + "/mcp");
+  }
+  return IssueTokens(data.value("client_id", ""), data.value("key_id", ""),
+                     Grant::FromJson(data.value("grant", json::object())), code.family);
+}
+
+HttpResponse OAuthServer::Impl::RefreshGrant(const Form& form) {
+  const std::string id = Sha256Hex(form.Get("refresh_token"));
+  auto taken = keys.TakeOAuth("refresh", id);
+  if (!taken) return OAuthError(503, "temporarily_unavailable", "the store cannot be read");
+  if (!*taken) {
+    // A refresh token used after its rotation: the grant is revoked (OAuth 2.1 §4.3.1).
+    auto used = keys.GetOAuth("used_refresh", id);
+    if (used && *used)
+      (void)keys.DropOAuthFamily(json::parse((*used)->data, nullptr, false).value("family", ""));
+    return OAuthError(400, "invalid_grant", "the refresh token is unknown, expired or used");
+  }
+  const OAuthRecord& refresh = **taken;
+  (void)keys.PutOAuth({"used_refresh", id, json{{"family", refresh.family}}.dump(),
+                       refresh.family + "_used",
+                       NowSeconds() + static_cast<double>(options.refresh_lifetime.count())});
+  const json data = json::parse(refresh.data, nullptr, false);
+  if (form.Get("client_id") != data.value("client_id", "")) {
+    return OAuthError(400, "invalid_grant", "client_id does not match the refresh token");
+  }
+  return IssueTokens(data.value("client_id", ""), data.value("key_id", ""),
+                     Grant::FromJson(data.value("grant", json::object())), refresh.family);
+}
+
+HttpResponse OAuthServer::Impl::IssueTokens(const std::string& client_id, const std::string& key_id,
+                                            const Grant& grant, const std::string& family) {
+  const std::string access = kAccessPrefix + RandomHex(32);
+  const std::string refresh = kRefreshPrefix + RandomHex(32);
+  const double now = NowSeconds();
+  const json data{{"client_id", client_id},
+                  {"key_id", key_id},
+                  {"resource", options.issuer + "/mcp"},
+                  {"grant", grant.ToJson()}};
+  auto put_access = keys.PutOAuth({"access", Sha256Hex(access), data.dump(), family,
+                                   now + static_cast<double>(options.access_lifetime.count())});
+  auto put_refresh = keys.PutOAuth({"refresh", Sha256Hex(refresh), data.dump(), family,
+                                    now + static_cast<double>(options.refresh_lifetime.count())});
+  if (!put_access || !put_refresh) {
+    return OAuthError(503, "temporarily_unavailable", "the store cannot write");
+  }
+  TouchClient(client_id);
+  return JsonReply(200, json{{"access_token", access},
+                             {"token_type", "Bearer"},
+                             {"expires_in", options.access_lifetime.count()},
+                             {"refresh_token", refresh},
+                             {"scope", grant.ScopeText()}});
+}
+
+// A client that got a token is kept 90 days from then.
+void OAuthServer::Impl::TouchClient(const std::string& client_id) {
+  auto client = keys.GetOAuth("client", client_id);
+  if (!client || !*client) return;
+  OAuthRecord record = **client;
+  record.expires_at = NowSeconds() + kUsedClientSeconds;
+  (void)keys.PutOAuth(record);
+}
+
+HttpResponse OAuthServer::Impl::Revoke(const HttpRequest& req) {
+  const Form form(req.body);
+  const std::string token = form.Get("token");
+  const std::string id = Sha256Hex(token);
+  // A revoked refresh token ends its grant; an access token ends itself (RFC 7009 §2.1).
+  for (const char* kind : {"access", "refresh"}) {
+    auto taken = keys.TakeOAuth(kind, id);
+    if (!taken) return OAuthError(503, "temporarily_unavailable", "the store cannot be read");
+    if (*taken && std::string(kind) == "refresh") (void)keys.DropOAuthFamily((*taken)->family);
+  }
+  return JsonReply(200, json::object());
+}
+
+Result<std::optional<ApiKey>> OAuthServer::Authenticate(std::string_view token) {
+  if (!IsAccessToken(token)) return std::optional<ApiKey>();
+  TMCRA_ASSIGN_OR_RETURN(auto record, impl_->keys.GetOAuth("access", Sha256Hex(token)));
+  if (!record) return std::optional<ApiKey>();
+  const json data = json::parse(record->data, nullptr, false);
+  if (!data.is_object() || data.value("resource", "") != resource()) {
+    return std::optional<ApiKey>();
+  }
+  TMCRA_ASSIGN_OR_RETURN(auto key, impl_->keys.Find(data.value("key_id", "")));
+  if (!key || key->revoked_at) return std::optional<ApiKey>();
+  const Grant grant = Grant::FromJson(data.value("grant", json::object()));
+  ApiKey granted = *key;
+  granted.permissions.clear();
+  for (const auto& p : grant.permissions) {
+    if (key->Has(p)) granted.permissions.push_back(p);
+  }
+  if (!grant.scope_names.empty()) {
+    granted.scope_names.clear();
+    granted.scope_prefixes.clear();
+    for (const auto& s : grant.scope_names) {
+      if (key->AllowsScope(s)) granted.scope_names.push_back(s);
+    }
+    if (granted.scope_names.empty()) return std::optional<ApiKey>();
+  }
+  return std::optional<ApiKey>(std::move(granted));
+}
+
+}  // namespace tmcra::memd
