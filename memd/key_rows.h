@@ -37,15 +37,15 @@ class KeyRows {
   [[nodiscard]] virtual Result<std::string> Secret(std::string_view name,
                                                    const std::string& fresh) = 0;
 
-  // OAuth records (memd/oauth.h): as KeyStore's methods of the same names say.
-  [[nodiscard]] virtual Status PutOAuth(const OAuthRecord& record, double now) = 0;
-  [[nodiscard]] virtual Result<std::optional<OAuthRecord>> GetOAuth(std::string_view kind,
-                                                                    std::string_view id) = 0;
-  [[nodiscard]] virtual Result<std::optional<OAuthRecord>> TakeOAuth(std::string_view kind,
-                                                                     std::string_view id) = 0;
-  [[nodiscard]] virtual Status DropOAuthFamily(std::string_view family) = 0;
-  [[nodiscard]] virtual Result<int64_t> CountOAuth(std::string_view kind, double since) = 0;
-  [[nodiscard]] virtual Status DropExpiredOAuth(double now) = 0;
+  // Server records (ServerRecord): as KeyStore's methods of the same names say.
+  [[nodiscard]] virtual Status PutRecord(const ServerRecord& record, double now) = 0;
+  [[nodiscard]] virtual Result<std::optional<ServerRecord>> GetRecord(std::string_view kind,
+                                                                      std::string_view id) = 0;
+  [[nodiscard]] virtual Result<std::optional<ServerRecord>> TakeRecord(std::string_view kind,
+                                                                       std::string_view id) = 0;
+  [[nodiscard]] virtual Status DropRecordFamily(std::string_view family) = 0;
+  [[nodiscard]] virtual Result<int64_t> CountRecords(std::string_view kind, double since) = 0;
+  [[nodiscard]] virtual Status DropExpiredRecords(double now) = 0;
 };
 
 [[nodiscard]] Result<std::unique_ptr<KeyRows>> OpenSqliteKeyRows(const std::string& data_dir);

@@ -21,11 +21,11 @@ constexpr const char* kSteps[] = {
     "  revoked_at DOUBLE PRECISION)",
     // Secrets of the servers (KeyStore::ServerSecret), created by the first, shared by all.
     "CREATE TABLE memd_server_secrets(name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    // The OAuth authorization server's records (KeyStore::PutOAuth), shared by every memd.
-    "CREATE TABLE memd_oauth_records(kind TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL,"
+    // Records of the servers (KeyStore::PutRecord): OAuth, and answers of long MCP calls.
+    "CREATE TABLE memd_server_records(kind TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL,"
     "  family TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL,"
     "  created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY(kind, id))",
-    "CREATE INDEX memd_oauth_records_family ON memd_oauth_records(family)",
+    "CREATE INDEX memd_server_records_family ON memd_server_records(family)",
 };
 
 constexpr const char* kColumns =
@@ -123,52 +123,54 @@ class PostgresKeyRows final : public KeyRows {
     return std::string(rows->Text(0, 0));
   }
 
-  Status PutOAuth(const OAuthRecord& r, double now) override {
+  Status PutRecord(const ServerRecord& r, double now) override {
     const pg::Param params[] = {r.kind, r.id, r.data, r.family, r.expires_at, now};
     auto done = Exec(
-        "INSERT INTO memd_oauth_records(kind, id, data, family, expires_at, created_at) "
+        "INSERT INTO memd_server_records(kind, id, data, family, expires_at, created_at) "
         "VALUES($1, $2, $3, $4, $5, $6) ON CONFLICT (kind, id) DO UPDATE SET data = $3, "
-        "family = $4, expires_at = $5, created_at = $6",
+        "family = $4, expires_at = $5",
         params, /*idempotent=*/true);
     if (!done) return done.error();
     return Ok();
   }
 
-  Result<std::optional<OAuthRecord>> GetOAuth(std::string_view kind, std::string_view id) override {
+  Result<std::optional<ServerRecord>> GetRecord(std::string_view kind,
+                                                std::string_view id) override {
     const pg::Param params[] = {kind, id};
-    return OneOAuth(
-        "SELECT data, family, expires_at FROM memd_oauth_records WHERE kind = $1 AND id = $2",
+    return OneRecord(
+        "SELECT data, family, expires_at FROM memd_server_records WHERE kind = $1 AND id = $2",
         params, kind, id, /*idempotent=*/true);
   }
 
-  Result<std::optional<OAuthRecord>> TakeOAuth(std::string_view kind,
-                                               std::string_view id) override {
+  Result<std::optional<ServerRecord>> TakeRecord(std::string_view kind,
+                                                 std::string_view id) override {
     // One statement: of two instances taking the same code, one gets the row.
     const pg::Param params[] = {kind, id};
-    return OneOAuth(
-        "DELETE FROM memd_oauth_records WHERE kind = $1 AND id = $2 "
+    return OneRecord(
+        "DELETE FROM memd_server_records WHERE kind = $1 AND id = $2 "
         "RETURNING data, family, expires_at",
         params, kind, id, /*idempotent=*/false);
   }
 
-  Status DropOAuthFamily(std::string_view family) override {
+  Status DropRecordFamily(std::string_view family) override {
     const pg::Param params[] = {family};
-    auto done = Exec("DELETE FROM memd_oauth_records WHERE family = $1", params, true);
+    auto done = Exec("DELETE FROM memd_server_records WHERE family = $1", params, true);
     if (!done) return done.error();
     return Ok();
   }
 
-  Result<int64_t> CountOAuth(std::string_view kind, double since) override {
+  Result<int64_t> CountRecords(std::string_view kind, double since) override {
     const pg::Param params[] = {kind, since};
-    auto rows = Exec("SELECT COUNT(*) FROM memd_oauth_records WHERE kind = $1 AND created_at >= $2",
-                     params, true);
+    auto rows =
+        Exec("SELECT COUNT(*) FROM memd_server_records WHERE kind = $1 AND created_at >= $2",
+             params, true);
     if (!rows) return rows.error();
     return rows->Int(0, 0);
   }
 
-  Status DropExpiredOAuth(double now) override {
+  Status DropExpiredRecords(double now) override {
     const pg::Param params[] = {now};
-    auto done = Exec("DELETE FROM memd_oauth_records WHERE expires_at <= $1", params, true);
+    auto done = Exec("DELETE FROM memd_server_records WHERE expires_at <= $1", params, true);
     if (!done) return done.error();
     return Ok();
   }
@@ -194,16 +196,16 @@ class PostgresKeyRows final : public KeyRows {
     }
   }
 
-  Result<std::optional<OAuthRecord>> OneOAuth(const std::string& sql,
-                                              std::span<const pg::Param> params,
-                                              std::string_view kind, std::string_view id,
-                                              bool idempotent) {
+  Result<std::optional<ServerRecord>> OneRecord(const std::string& sql,
+                                                std::span<const pg::Param> params,
+                                                std::string_view kind, std::string_view id,
+                                                bool idempotent) {
     auto rows = Exec(sql, params, idempotent);
     if (!rows) return rows.error();
-    if (rows->size() == 0) return std::optional<OAuthRecord>();
-    return std::optional<OAuthRecord>(
-        OAuthRecord{std::string(kind), std::string(id), std::string(rows->Text(0, 0)),
-                    std::string(rows->Text(0, 1)), rows->Double(0, 2)});
+    if (rows->size() == 0) return std::optional<ServerRecord>();
+    return std::optional<ServerRecord>(
+        ServerRecord{std::string(kind), std::string(id), std::string(rows->Text(0, 0)),
+                     std::string(rows->Text(0, 1)), rows->Double(0, 2)});
   }
 
   pg::ConnectionPool pool_;

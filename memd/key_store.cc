@@ -37,11 +37,11 @@ constexpr const char* kMigrations[] = {
     "  revoked_at REAL)",
     // Secrets of the server itself (KeyStore::ServerSecret), created once, never shown.
     "CREATE TABLE server_secrets(name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    // The OAuth authorization server's records (KeyStore::PutOAuth).
-    "CREATE TABLE oauth_records(kind TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL,"
+    // Records of the server (KeyStore::PutRecord): OAuth, and answers of long MCP calls.
+    "CREATE TABLE server_records(kind TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL,"
     "  family TEXT NOT NULL, expires_at REAL NOT NULL, created_at REAL NOT NULL,"
     "  PRIMARY KEY(kind, id))",
-    "CREATE INDEX oauth_records_family ON oauth_records(family)",
+    "CREATE INDEX server_records_family ON server_records(family)",
 };
 
 std::string RandomHex(size_t bytes) {
@@ -236,11 +236,12 @@ class SqliteKeyRows final : public KeyRows {
     return std::optional<StoredKey>(StoredKey{KeyFromRow(*st), st->Text(1)});
   }
 
-  Status PutOAuth(const OAuthRecord& r, double now) override {
+  Status PutRecord(const ServerRecord& r, double now) override {
     std::lock_guard lock(mu_);
     auto st = db_->Prepare(
-        "INSERT OR REPLACE INTO oauth_records(kind, id, data, family, expires_at, created_at) "
-        "VALUES(?, ?, ?, ?, ?, ?)");
+        "INSERT INTO server_records(kind, id, data, family, expires_at, created_at) "
+        "VALUES(?, ?, ?, ?, ?, ?) ON CONFLICT(kind, id) DO UPDATE SET data = excluded.data, "
+        "family = excluded.family, expires_at = excluded.expires_at");
     if (!st) return st.error();
     st->Bind(1, r.kind)
         .Bind(2, r.id)
@@ -251,19 +252,20 @@ class SqliteKeyRows final : public KeyRows {
     return st->Run();
   }
 
-  Result<std::optional<OAuthRecord>> GetOAuth(std::string_view kind, std::string_view id) override {
+  Result<std::optional<ServerRecord>> GetRecord(std::string_view kind,
+                                                std::string_view id) override {
     std::lock_guard lock(mu_);
-    return ReadOAuth(kind, id);
+    return ReadRecord(kind, id);
   }
 
-  Result<std::optional<OAuthRecord>> TakeOAuth(std::string_view kind,
-                                               std::string_view id) override {
+  Result<std::optional<ServerRecord>> TakeRecord(std::string_view kind,
+                                                 std::string_view id) override {
     std::lock_guard lock(mu_);
     auto tx = db::Transaction::Immediate(*db_);
     if (!tx) return tx.error();
-    TMCRA_ASSIGN_OR_RETURN(auto found, ReadOAuth(kind, id));
+    TMCRA_ASSIGN_OR_RETURN(auto found, ReadRecord(kind, id));
     if (!found) return found;
-    auto del = db_->Prepare("DELETE FROM oauth_records WHERE kind = ? AND id = ?");
+    auto del = db_->Prepare("DELETE FROM server_records WHERE kind = ? AND id = ?");
     if (!del) return del.error();
     del->Bind(1, kind).Bind(2, id);
     if (auto s = del->Run(); !s) return s.error();
@@ -271,17 +273,18 @@ class SqliteKeyRows final : public KeyRows {
     return found;
   }
 
-  Status DropOAuthFamily(std::string_view family) override {
+  Status DropRecordFamily(std::string_view family) override {
     std::lock_guard lock(mu_);
-    auto st = db_->Prepare("DELETE FROM oauth_records WHERE family = ?");
+    auto st = db_->Prepare("DELETE FROM server_records WHERE family = ?");
     if (!st) return st.error();
     st->Bind(1, family);
     return st->Run();
   }
 
-  Result<int64_t> CountOAuth(std::string_view kind, double since) override {
+  Result<int64_t> CountRecords(std::string_view kind, double since) override {
     std::lock_guard lock(mu_);
-    auto st = db_->Prepare("SELECT COUNT(*) FROM oauth_records WHERE kind = ? AND created_at >= ?");
+    auto st =
+        db_->Prepare("SELECT COUNT(*) FROM server_records WHERE kind = ? AND created_at >= ?");
     if (!st) return st.error();
     st->Bind(1, kind).Bind(2, since);
     auto row = st->Step();
@@ -289,9 +292,9 @@ class SqliteKeyRows final : public KeyRows {
     return static_cast<int64_t>(st->Int(0));
   }
 
-  Status DropExpiredOAuth(double now) override {
+  Status DropExpiredRecords(double now) override {
     std::lock_guard lock(mu_);
-    auto st = db_->Prepare("DELETE FROM oauth_records WHERE expires_at <= ?");
+    auto st = db_->Prepare("DELETE FROM server_records WHERE expires_at <= ?");
     if (!st) return st.error();
     st->Bind(1, now);
     return st->Run();
@@ -318,16 +321,16 @@ class SqliteKeyRows final : public KeyRows {
 
  private:
   // REQUIRES: mu_ held.
-  Result<std::optional<OAuthRecord>> ReadOAuth(std::string_view kind, std::string_view id) {
+  Result<std::optional<ServerRecord>> ReadRecord(std::string_view kind, std::string_view id) {
     auto st = db_->Prepare(
-        "SELECT data, family, expires_at FROM oauth_records WHERE kind = ? AND id = ?");
+        "SELECT data, family, expires_at FROM server_records WHERE kind = ? AND id = ?");
     if (!st) return st.error();
     st->Bind(1, kind).Bind(2, id);
     auto row = st->Step();
     if (!row) return row.error();
-    if (!*row) return std::optional<OAuthRecord>();
-    return std::optional<OAuthRecord>(
-        OAuthRecord{std::string(kind), std::string(id), st->Text(0), st->Text(1), st->Double(2)});
+    if (!*row) return std::optional<ServerRecord>();
+    return std::optional<ServerRecord>(
+        ServerRecord{std::string(kind), std::string(id), st->Text(0), st->Text(1), st->Double(2)});
   }
 
   std::mutex mu_;
@@ -414,29 +417,33 @@ Result<bool> KeyStore::Revoke(std::string_view key_id) {
   return rows_->Revoke(key_id, NowSeconds());
 }
 
-Status KeyStore::PutOAuth(const OAuthRecord& record) {
-  return rows_->PutOAuth(record, NowSeconds());
+Status KeyStore::PutRecord(const ServerRecord& record) {
+  return rows_->PutRecord(record, NowSeconds());
 }
 
-Result<std::optional<OAuthRecord>> KeyStore::GetOAuth(std::string_view kind, std::string_view id) {
-  TMCRA_ASSIGN_OR_RETURN(auto found, rows_->GetOAuth(kind, id));
-  if (found && found->expires_at <= NowSeconds()) return std::optional<OAuthRecord>();
+Result<std::optional<ServerRecord>> KeyStore::GetRecord(std::string_view kind,
+                                                        std::string_view id) {
+  TMCRA_ASSIGN_OR_RETURN(auto found, rows_->GetRecord(kind, id));
+  if (found && found->expires_at <= NowSeconds()) return std::optional<ServerRecord>();
   return found;
 }
 
-Result<std::optional<OAuthRecord>> KeyStore::TakeOAuth(std::string_view kind, std::string_view id) {
-  TMCRA_ASSIGN_OR_RETURN(auto found, rows_->TakeOAuth(kind, id));
-  if (found && found->expires_at <= NowSeconds()) return std::optional<OAuthRecord>();
+Result<std::optional<ServerRecord>> KeyStore::TakeRecord(std::string_view kind,
+                                                         std::string_view id) {
+  TMCRA_ASSIGN_OR_RETURN(auto found, rows_->TakeRecord(kind, id));
+  if (found && found->expires_at <= NowSeconds()) return std::optional<ServerRecord>();
   return found;
 }
 
-Status KeyStore::DropOAuthFamily(std::string_view family) { return rows_->DropOAuthFamily(family); }
-
-Result<int64_t> KeyStore::CountOAuth(std::string_view kind, double since) {
-  return rows_->CountOAuth(kind, since);
+Status KeyStore::DropRecordFamily(std::string_view family) {
+  return rows_->DropRecordFamily(family);
 }
 
-Status KeyStore::DropExpiredOAuth() { return rows_->DropExpiredOAuth(NowSeconds()); }
+Result<int64_t> KeyStore::CountRecords(std::string_view kind, double since) {
+  return rows_->CountRecords(kind, since);
+}
+
+Status KeyStore::DropExpiredRecords() { return rows_->DropExpiredRecords(NowSeconds()); }
 
 Result<std::string> KeyStore::ServerSecret(std::string_view name) {
   return rows_->Secret(name, RandomHex(32));

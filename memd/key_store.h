@@ -79,11 +79,12 @@ std::optional<ParsedToken> ParseToken(std::string_view token);
 // Equality of two strings in time that depends only on their lengths.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
-// One record of the OAuth authorization server (memd/oauth.h): a client, an authorization code,
-// an access or refresh token, or the mark a used code or refresh token leaves. `id` is the
-// SHA-256 of a secret (codes, tokens), never the secret; `family` names the grant a code began,
-// shared by every token issued from it.
-struct OAuthRecord {
+// One record the server keeps beside the keys, shared by every memd on the store: of the OAuth
+// authorization server (memd/oauth.h) a client, an authorization code, an access or refresh
+// token, or the mark a used code or refresh token leaves (`id` is the SHA-256 of the secret,
+// never the secret; `family` names the grant a code began, shared by every token issued from
+// it); of the MCP endpoint the answer of a tool call that outlasted its POST (memd/mcp_streams.h).
+struct ServerRecord {
   std::string kind;
   std::string id;
   std::string data;  // JSON text
@@ -124,20 +125,20 @@ class KeyStore {
   // store: every memd on the same store, before and after a restart, gets the same one. Used to
   // sign what the server hands out and reads back (memd/mcp_session.h). Never logged.
   [[nodiscard]] Result<std::string> ServerSecret(std::string_view name);
-  // OAuth records, in the same store as the keys (so every memd on it shares them):
-  // PutOAuth stores one (replacing one of that kind and id); GetOAuth finds one that has not
-  // expired; TakeOAuth finds and deletes it in one step (a code or refresh token is used once,
-  // even by two instances at once); DropOAuthFamily deletes every record of a grant (revocation);
-  // CountOAuth counts records of a kind made since `since` (Unix seconds; rate limits);
-  // DropExpiredOAuth deletes what expired.
-  [[nodiscard]] Status PutOAuth(const OAuthRecord& record);
-  [[nodiscard]] Result<std::optional<OAuthRecord>> GetOAuth(std::string_view kind,
-                                                            std::string_view id);
-  [[nodiscard]] Result<std::optional<OAuthRecord>> TakeOAuth(std::string_view kind,
-                                                             std::string_view id);
-  [[nodiscard]] Status DropOAuthFamily(std::string_view family);
-  [[nodiscard]] Result<int64_t> CountOAuth(std::string_view kind, double since);
-  [[nodiscard]] Status DropExpiredOAuth();
+  // Server records, in the same store as the keys (so every memd on it shares them):
+  // PutRecord stores one (replacing one of that kind and id, whose making time it keeps); GetRecord
+  // finds one that has not expired; TakeRecord finds and deletes it in one step (a code or refresh
+  // token is used once, even by two instances at once); DropRecordFamily deletes every record of a
+  // grant (revocation); CountRecords counts records of a kind made since `since` (Unix seconds;
+  // rate limits); DropExpiredRecords deletes what expired.
+  [[nodiscard]] Status PutRecord(const ServerRecord& record);
+  [[nodiscard]] Result<std::optional<ServerRecord>> GetRecord(std::string_view kind,
+                                                              std::string_view id);
+  [[nodiscard]] Result<std::optional<ServerRecord>> TakeRecord(std::string_view kind,
+                                                               std::string_view id);
+  [[nodiscard]] Status DropRecordFamily(std::string_view family);
+  [[nodiscard]] Result<int64_t> CountRecords(std::string_view kind, double since);
+  [[nodiscard]] Status DropExpiredRecords();
   // The key with this id (revoked or not), for the --local identity check.
   [[nodiscard]] Result<std::optional<ApiKey>> Find(std::string_view key_id);
 

@@ -129,6 +129,7 @@ struct PendingCall {
   bool done = false;
   std::string message;  // the serialized answer, once done
   std::string stream;   // set when the POST ended before the answer
+  std::string key_id;   // the caller's, whose stream it is
 };
 
 // A fixed set of threads running tool calls from a bounded queue.
@@ -230,10 +231,11 @@ struct McpEndpoint::Impl {
   std::map<std::string, std::weak_ptr<PendingCall>> cancellable;  // guarded by calls_mu
   Runners runners;
 
-  Impl(McpEndpointOptions o, std::string secret, ToolsFor t)
+  Impl(McpEndpointOptions o, std::string secret, ToolsFor t, KeyStore& keys)
       : options(std::move(o)),
         signer(std::move(secret)),
         tools_for(std::move(t)),
+        streams(keys),
         runners(std::max(1, options.runners)) {}
 
   HttpResponse Post(const HttpRequest& req, const ApiKey& key);
@@ -267,9 +269,10 @@ struct McpEndpoint::Impl {
   HttpResponse Resume(const std::string& last_event_id, const ApiKey& key);
 };
 
-McpEndpoint::McpEndpoint(McpEndpointOptions options, std::string session_secret, ToolsFor tools_for)
+McpEndpoint::McpEndpoint(McpEndpointOptions options, std::string session_secret, ToolsFor tools_for,
+                         KeyStore& keys)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(session_secret),
-                                   std::move(tools_for))) {}
+                                   std::move(tools_for), keys)) {}
 
 McpEndpoint::~McpEndpoint() {
   Stop();
@@ -562,7 +565,7 @@ void McpEndpoint::Impl::RunCall(const std::shared_ptr<PendingCall>& pending,
     stream = pending->stream;
     pending->cv.notify_all();
   }
-  if (!stream.empty()) streams.Finish(stream, std::move(message));
+  if (!stream.empty()) streams.Finish(stream, pending->key_id, message);
 }
 
 HttpResponse McpEndpoint::Impl::AwaitCall(const std::shared_ptr<PendingCall>& pending,
@@ -582,7 +585,17 @@ HttpResponse McpEndpoint::Impl::AwaitCall(const std::shared_ptr<PendingCall>& pe
   }
   if (pending->done) return Answer(200, "application/json", std::move(pending->message));
   // The call runs on: its answer goes to a stream the client resumes (GET, Last-Event-ID).
-  pending->stream = streams.Open(key.key_id);
+  auto opened = streams.Open(key.key_id);
+  if (!opened) {
+    spdlog::error("mcp: no stream for a call's answer: {}",
+                  LogSafe(opened.error().ToString(), 1000));
+    HttpResponse res =
+        TransportError(503, "Service Unavailable: the answer cannot be kept to resume; retry");
+    res.Set("Retry-After", "1");
+    return res;
+  }
+  pending->stream = std::move(*opened);
+  pending->key_id = key.key_id;
   return EventStream(Event(pending->stream + ":0", options.retry_ms, ""));
 }
 

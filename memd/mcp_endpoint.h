@@ -7,7 +7,8 @@
 //                notification or a response: 202, no body. A request: 200 application/json with
 //                its answer; a tools/call that outlasts `answer_within` is answered 200
 //                text/event-stream with one event (an id, empty data, a retry delay) and the
-//                stream ends; the call runs on, and its answer waits in memd/mcp_streams.h.
+//                stream ends; the call runs on, and its answer is kept in the store
+//                (memd/mcp_streams.h), for a GET to any memd on it.
 //   GET    /mcp  with Last-Event-ID: the rest of that stream (the call's answer when it is
 //                ready, else after `answer_within` the same event again). Without: 405, as the
 //                transport allows a server that sends nothing unasked.
@@ -73,7 +74,10 @@ class McpEndpoint {
  public:
   // The tools a key is offered.
   using ToolsFor = std::function<std::shared_ptr<const mcp::ToolSet>(const ApiKey&)>;
-  McpEndpoint(McpEndpointOptions options, std::string session_secret, ToolsFor tools_for);
+  // `keys` keeps the answers of calls that outlast their POST (memd/mcp_streams.h); it outlives
+  // the endpoint.
+  McpEndpoint(McpEndpointOptions options, std::string session_secret, ToolsFor tools_for,
+              KeyStore& keys);
   ~McpEndpoint();
   McpEndpoint(const McpEndpoint&) = delete;
   McpEndpoint& operator=(const McpEndpoint&) = delete;

@@ -1,57 +1,76 @@
 #include "memd/mcp_streams.h"
 
-#include <utility>
+#include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
+#include "base/clock.h"
 #include "base/ids.h"
+#include "memd/http_message.h"
 
 namespace tmcra::memd {
 
 namespace {
 
+using json = nlohmann::json;
+constexpr const char* kKind = "stream";
+
 std::string StreamId() {
-  std::string id = UuidV4();
   std::string out;
-  for (char c : id) {
+  for (char c : UuidV4()) {
     if (c != '-') out.push_back(c);
   }
   return out;
 }
 
+double Seconds(std::chrono::minutes m) { return static_cast<double>(m.count()) * 60; }
+
 }  // namespace
 
-std::string StreamStore::Open(const std::string& key_id) {
+Result<std::string> StreamStore::Open(const std::string& key_id) {
+  (void)keys_.DropExpiredRecords();
   std::string id = StreamId();
-  std::lock_guard lock(mu_);
-  ForgetOld(std::chrono::steady_clock::now());
-  streams_[id] = Stream{key_id, std::nullopt, {}};
+  TMCRA_RETURN_IF_ERROR(keys_.PutRecord(
+      {kKind, id, json{{"key_id", key_id}}.dump(), id, NowSeconds() + Seconds(kOpenStreamKeep)}));
   return id;
 }
 
-void StreamStore::Finish(const std::string& stream, std::string message) {
+void StreamStore::Finish(const std::string& stream, const std::string& key_id,
+                         const std::string& message) {
+  const json data{{"key_id", key_id}, {"message", message}};
+  if (auto s = keys_.PutRecord(
+          {kKind, stream, data.dump(), stream, NowSeconds() + Seconds(kStreamKeep)});
+      !s) {
+    spdlog::error("mcp: the answer of stream {} could not be kept: {}", stream,
+                  LogSafe(s.error().ToString(), 1000));
+  }
   std::lock_guard lock(mu_);
-  auto it = streams_.find(stream);
-  if (it == streams_.end()) return;
-  it->second.message = std::move(message);
-  it->second.finished = std::chrono::steady_clock::now();
   cv_.notify_all();
+}
+
+StreamStore::Found StreamStore::Look(const std::string& stream, const std::string& key_id,
+                                     std::string* message) {
+  auto record = keys_.GetRecord(kKind, stream);
+  if (!record) return Found::kPending;  // the store cannot be read now: the client asks again
+  if (!*record) return Found::kUnknown;
+  const json data = json::parse((*record)->data, nullptr, false);
+  if (!data.is_object() || data.value("key_id", json()) != key_id) return Found::kUnknown;
+  auto m = data.find("message");
+  if (m == data.end() || !m->is_string()) return Found::kPending;
+  *message = m->get<std::string>();
+  return Found::kReady;
 }
 
 StreamStore::Found StreamStore::Wait(const std::string& stream, const std::string& key_id,
                                      std::chrono::steady_clock::time_point deadline,
                                      std::string* message) {
-  std::unique_lock lock(mu_);
   for (;;) {
-    auto it = streams_.find(stream);
-    if (it == streams_.end() || it->second.key_id != key_id) return Found::kUnknown;
-    if (it->second.message) {
-      *message = *it->second.message;
-      return Found::kReady;
-    }
-    if (stopping_ || cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      it = streams_.find(stream);
-      if (it != streams_.end() && it->second.message) continue;
-      return it == streams_.end() ? Found::kUnknown : Found::kPending;
-    }
+    const Found found = Look(stream, key_id, message);
+    const auto now = std::chrono::steady_clock::now();
+    if (found != Found::kPending || now >= deadline) return found;
+    std::unique_lock lock(mu_);
+    if (stopping_) return found;
+    cv_.wait_until(lock, std::min(deadline, now + kPollInterval));
   }
 }
 
@@ -59,22 +78,6 @@ void StreamStore::WakeAll() {
   std::lock_guard lock(mu_);
   stopping_ = true;
   cv_.notify_all();
-}
-
-void StreamStore::ForgetOld(std::chrono::steady_clock::time_point now) {
-  for (auto it = streams_.begin(); it != streams_.end();) {
-    const bool expired = it->second.message && now - it->second.finished > kStreamKeep;
-    it = expired ? streams_.erase(it) : std::next(it);
-  }
-  if (streams_.size() < kMaxStreams) return;
-  auto oldest = streams_.end();
-  for (auto it = streams_.begin(); it != streams_.end(); ++it) {
-    if (it->second.message &&
-        (oldest == streams_.end() || it->second.finished < oldest->second.finished)) {
-      oldest = it;
-    }
-  }
-  if (oldest != streams_.end()) streams_.erase(oldest);
 }
 
 }  // namespace tmcra::memd

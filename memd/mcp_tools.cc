@@ -20,6 +20,7 @@ struct CallerTools::Entry {
   std::unique_ptr<tools::MemoryApiSender> sender;
   std::unique_ptr<queue::DeliveryService> delivery;  // the key's turn outbox
   tools::FilterTally tally;
+  uint64_t last_used = 0;  // guarded by CallerTools::mu_
   mcp::ToolSet tools;
 };
 
@@ -48,8 +49,11 @@ std::shared_ptr<const mcp::ToolSet> CallerTools::For(const ApiKey& key) {
   const std::string signature = Signature(key);
   std::lock_guard lock(mu_);
   // A key and an OAuth grant of it are told apart: each has its own tools and turns.
-  auto& entry = entries_[key.key_id + "|" + signature];
-  if (!entry || entry->signature != signature) entry = Build(key);
+  std::shared_ptr<Entry>& slot = entries_[key.key_id + "|" + signature];
+  if (!slot) slot = Build(key);
+  slot->last_used = ++uses_;
+  const std::shared_ptr<Entry> entry = slot;  // held: ForgetOldest may erase other slots
+  ForgetOldest();
   // The tool set keeps its entry (the memory its handlers point to) alive while a call runs.
   return std::shared_ptr<const mcp::ToolSet>(entry, &entry->tools);
 }
@@ -70,6 +74,17 @@ void CallerTools::StartDelivery(Entry& entry, const std::string& key_id) {
         return allowed && *allowed;
       });
   entry.delivery->Start();
+}
+
+// Past kMaxEntries, the entry used longest ago goes (its delivery stops once its calls end; its
+// turn outbox stays, and a later call of that key and grant delivers what is left in it).
+void CallerTools::ForgetOldest() {
+  if (entries_.size() <= kMaxEntries) return;
+  auto oldest = entries_.begin();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->second->last_used < oldest->second->last_used) oldest = it;
+  }
+  entries_.erase(oldest);
 }
 
 std::shared_ptr<CallerTools::Entry> CallerTools::Build(const ApiKey& key) {

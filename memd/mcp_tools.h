@@ -34,6 +34,9 @@ struct McpToolsOptions {
   filter::FilterRules filter_rules;  // the content filter of what the tools store
 };
 
+// Tool sets kept at most: one per key and OAuth grant in use.
+inline constexpr size_t kMaxEntries = 256;
+
 class CallerTools {
  public:
   explicit CallerTools(McpToolsOptions options);
@@ -48,6 +51,7 @@ class CallerTools {
   struct Entry;
   std::shared_ptr<Entry> Build(const ApiKey& key);
   void StartDelivery(Entry& entry, const std::string& key_id);
+  void ForgetOldest();  // REQUIRES: mu_ held
 
   McpToolsOptions options_;
   controls::ControlStore controls_;
@@ -55,6 +59,7 @@ class CallerTools {
   std::mutex mu_;
   // By key id and what the key (or an OAuth grant of it) allows; guarded by mu_.
   std::map<std::string, std::shared_ptr<Entry>> entries_;
+  uint64_t uses_ = 0;  // guarded by mu_
 };
 
 }  // namespace tmcra::memd

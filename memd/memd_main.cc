@@ -877,7 +877,7 @@ bool MakeMcpFront(const ServeConfig& c, tmcra::memd::KeyStore& keys,
   tmcra::memd::CallerTools* tools = front.tools.get();
   front.mcp = std::make_unique<tmcra::memd::McpEndpoint>(
       McpOptions(c, origin, port), std::move(*session_secret),
-      [tools](const tmcra::memd::ApiKey& key) { return tools->For(key); });
+      [tools](const tmcra::memd::ApiKey& key) { return tools->For(key); }, keys);
   tmcra::memd::OAuthOptions oauth;
   oauth.issuer = PublicOrigin(c, origin);
   oauth.access_lifetime = std::chrono::seconds(c.oauth_access_seconds);

@@ -7,13 +7,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/sha256.h"
+#include "base/utf8.h"
 #include "memd/server_rules.h"
 
 namespace tmcra::memd {
@@ -29,6 +33,7 @@ constexpr double kUnusedClientSeconds = 24 * 3600;
 constexpr double kUsedClientSeconds = 90 * 24 * 3600;
 constexpr size_t kMaxRedirectUris = 10;
 constexpr size_t kMaxUriBytes = 2000;
+constexpr int kRegistrationsPerAddress = 20;  // an hour, per peer address
 const std::set<std::string>& Permissions() {
   static const std::set<std::string> p{kPermRead, kPermWrite, kPermFeedback};
   return p;
@@ -196,6 +201,8 @@ std::optional<Grant> GrantFor(const std::string& requested, const ApiKey& key) {
     } else if (Permissions().count(word) != 0) {
       asked_permission = true;
       if (key.Has(word)) grant.permissions.push_back(word);
+    } else {
+      return std::nullopt;  // a scope we do not know is not silently dropped
     }
   }
   if (!asked_permission) {
@@ -211,6 +218,9 @@ std::optional<Grant> GrantFor(const std::string& requested, const ApiKey& key) {
 // (with a dot, as RFC 8252 asks); never a fragment.
 bool AcceptableRedirect(const std::string& uri) {
   if (uri.empty() || uri.size() > kMaxUriBytes || uri.find('#') != std::string::npos) return false;
+  if (uri.find('@') != std::string::npos || !isalpha(static_cast<unsigned char>(uri[0]))) {
+    return false;  // no userinfo ("http://localhost:1@evil/"); a scheme starts with a letter
+  }
   for (char c : uri) {
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;
   }
@@ -226,12 +236,63 @@ bool AcceptableRedirect(const std::string& uri) {
   return colon != std::string::npos && uri.substr(0, colon).find('.') != std::string::npos;
 }
 
+// What a scope request asks for, in words, for the consent page.
+std::string ScopeSummary(const std::string& scope) {
+  std::string permissions, scopes;
+  for (const auto& word : Words(scope)) {
+    std::string& into = word.rfind("scope:", 0) == 0 ? scopes : permissions;
+    into += (into.empty() ? "" : ", ") + (word.rfind("scope:", 0) == 0 ? word.substr(6) : word);
+  }
+  return (permissions.empty() ? "every permission of your key" : permissions) +
+         (scopes.empty() ? ", in every memory scope your key may use"
+                         : ", in memory scopes " + scopes);
+}
+
+// RFC 7636's characters of a code verifier or challenge.
+bool PkceText(std::string_view text) {
+  return text.size() >= 43 && text.size() <= 128 &&
+         text.find_first_not_of(
+             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~") ==
+             std::string_view::npos;
+}
+
+// A requested redirect URI the client registered: the same text, or, for a loopback http URI,
+// the same but for the port (RFC 8252 section 7.3: native apps listen on a port of the moment).
+bool RegisteredRedirect(const json& registered, const std::string& requested) {
+  const auto without_port = [](const std::string& uri) -> std::optional<std::string> {
+    for (const char* host : {"http://127.0.0.1", "http://[::1]", "http://localhost"}) {
+      const std::string prefix = host;
+      if (uri.rfind(prefix + ":", 0) != 0) continue;
+      const size_t path = uri.find('/', prefix.size());
+      return prefix + (path == std::string::npos ? "" : uri.substr(path));
+    }
+    return std::nullopt;
+  };
+  for (const auto& uri : registered) {
+    if (!uri.is_string()) continue;
+    const std::string text = uri.get<std::string>();
+    if (text == requested) return true;
+    const auto a = without_port(text), b = without_port(requested);
+    if (a && b && *a == *b) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 struct OAuthServer::Impl {
   OAuthOptions options;
   KeyStore& keys;
   std::string secret;
+  Impl(OAuthOptions o, KeyStore& k, std::string s)
+      : options(std::move(o)), keys(k), secret(std::move(s)) {}
+
+  // Registrations per peer address in the current hour (this memd's; the store counts all).
+  std::mutex registrations_mu;
+  std::map<std::string, std::pair<double, int>> registrations;  // address -> (hour, count)
+
+  // True while `address` has registered fewer than kRegistrationsPerAddress clients this hour.
+  bool MayRegister(const std::string& address);
 
   std::string Url(const char* path) const { return options.issuer + path; }
 
@@ -255,6 +316,7 @@ struct OAuthServer::Impl {
                             "\n" + r.scope);
   }
   HttpResponse ConsentPage(const AuthRequest& r, const std::string& problem, int status) const;
+  std::string Back(const AuthRequest& r, const std::string& params) const;
   HttpResponse IssueCode(const AuthRequest& r, const ApiKey& key, const Grant& grant);
   HttpResponse CodeGrant(const Form& form);
   HttpResponse RefreshGrant(const Form& form);
@@ -264,7 +326,7 @@ struct OAuthServer::Impl {
 };
 
 OAuthServer::OAuthServer(OAuthOptions options, KeyStore& keys, std::string secret)
-    : impl_(std::make_shared<Impl>(Impl{std::move(options), keys, std::move(secret)})) {}
+    : impl_(std::make_shared<Impl>(std::move(options), keys, std::move(secret))) {}
 
 std::string OAuthServer::resource() const { return impl_->options.issuer + "/mcp"; }
 
@@ -353,18 +415,28 @@ HttpResponse OAuthServer::Impl::Register(const HttpRequest& req) {
     }
   }
   const double now = NowSeconds();
-  auto recent = keys.CountOAuth("client", now - 3600);
+  if (!MayRegister(req.remote_addr)) {
+    HttpResponse res = OAuthError(429, "temporarily_unavailable", "too many registrations; retry");
+    res.Set("Retry-After", "600");
+    return res;
+  }
+  auto recent = keys.CountRecords("client", now - 3600);
   if (!recent) return OAuthError(503, "temporarily_unavailable", "the store cannot be read");
   if (*recent >= options.registrations_per_hour) {
     HttpResponse res = OAuthError(429, "temporarily_unavailable", "too many registrations; retry");
     res.Set("Retry-After", "60");
     return res;
   }
-  (void)keys.DropExpiredOAuth();
+  (void)keys.DropExpiredRecords();
   std::string name = body->value("client_name", json("")).is_string()
                          ? body->value("client_name", std::string())
                          : std::string();
-  name = name.substr(0, 200);
+  if (!IsValidUtf8(name)) name.clear();
+  if (name.size() > 200) {
+    size_t cut = 200;
+    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+    name.resize(cut);
+  }
   const std::string client_id = "mcp_client_" + RandomHex(16);
   const json client{{"client_id", client_id},
                     {"client_id_issued_at", static_cast<int64_t>(now)},
@@ -373,7 +445,7 @@ HttpResponse OAuthServer::Impl::Register(const HttpRequest& req) {
                     {"grant_types", {"authorization_code", "refresh_token"}},
                     {"response_types", {"code"}},
                     {"token_endpoint_auth_method", "none"}};
-  if (auto s = keys.PutOAuth(
+  if (auto s = keys.PutRecord(
           {"client", client_id, client.dump(), client_id, now + kUnusedClientSeconds});
       !s) {
     return OAuthError(503, "temporarily_unavailable", "the store cannot write");
@@ -381,17 +453,25 @@ HttpResponse OAuthServer::Impl::Register(const HttpRequest& req) {
   return JsonReply(201, client);
 }
 
+bool OAuthServer::Impl::MayRegister(const std::string& address) {
+  const double hour = std::floor(NowSeconds() / 3600);
+  std::lock_guard lock(registrations_mu);
+  if (registrations.size() > 10000) registrations.clear();  // bounded
+  auto& [at, count] = registrations[address];
+  if (at != hour) at = hour, count = 0;
+  return ++count <= kRegistrationsPerAddress;
+}
+
 std::optional<std::string> OAuthServer::Impl::CheckAuthorize(const Form& form, AuthRequest& out,
                                                              bool& fatal) {
   fatal = true;
   out.client_id = form.Get("client_id");
-  auto client = keys.GetOAuth("client", out.client_id);
+  auto client = keys.GetRecord("client", out.client_id);
   if (!client || !*client) return "unknown client_id";
   const json meta = json::parse((*client)->data, nullptr, false);
   out.client_name = meta.value("client_name", std::string());
   out.redirect_uri = form.Get("redirect_uri");
-  const json uris = meta.value("redirect_uris", json::array());
-  if (std::find(uris.begin(), uris.end(), json(out.redirect_uri)) == uris.end()) {
+  if (!RegisteredRedirect(meta.value("redirect_uris", json::array()), out.redirect_uri)) {
     return "redirect_uri is not one the client registered";
   }
   fatal = false;
@@ -399,12 +479,17 @@ std::optional<std::string> OAuthServer::Impl::CheckAuthorize(const Form& form, A
   out.challenge = form.Get("code_challenge");
   out.scope = form.Get("scope");
   if (form.Get("response_type") != "code") return "unsupported_response_type";
-  if (out.challenge.size() < 43 || out.challenge.size() > 128 ||
-      form.Get("code_challenge_method") != "S256") {
+  if (!PkceText(out.challenge) || form.Get("code_challenge_method") != "S256") {
     return "invalid_request: PKCE with code_challenge_method S256 is required";
   }
   if (form.Has("resource") && form.Get("resource") != options.issuer + "/mcp") {
     return "invalid_target: resource must be " + options.issuer + "/mcp";
+  }
+  for (const auto& word : Words(out.scope)) {
+    if (Permissions().count(word) == 0 &&
+        (word.rfind("scope:", 0) != 0 || !IsValidScope(word.substr(6)))) {
+      return "invalid_scope: unknown scope " + word;
+    }
   }
   return std::nullopt;
 }
@@ -414,14 +499,19 @@ HttpResponse OAuthServer::Impl::AuthorizePage(const HttpRequest& req) {
       req.target.find('?') == std::string::npos ? "" : req.target.substr(req.target.find('?') + 1);
   AuthRequest r;
   bool fatal = false;
-  if (auto problem = CheckAuthorize(Form(query), r, fatal)) {
-    if (fatal) return ConsentPage(r, *problem, 400);
-    const std::string code = problem->substr(0, problem->find(':'));
-    return Redirect(r.redirect_uri + (r.redirect_uri.find('?') == std::string::npos ? "?" : "&") +
-                    "error=" + UrlEncode(code) + "&error_description=" + UrlEncode(*problem) +
-                    "&state=" + UrlEncode(r.state) + "&iss=" + UrlEncode(options.issuer));
-  }
+  // Any problem is an error page: the server redirects only once the user has answered, so it
+  // never sends a browser on to a URI unasked (RFC 9700 section 4.11.2).
+  if (auto problem = CheckAuthorize(Form(query), r, fatal)) return ConsentPage(r, *problem, 400);
   return ConsentPage(r, "", 200);
+}
+
+// The redirect URI with the answer's parameters: `params` ("code=..."), state when the request
+// had one, and iss (RFC 9207).
+std::string OAuthServer::Impl::Back(const AuthRequest& r, const std::string& params) const {
+  std::string out =
+      r.redirect_uri + (r.redirect_uri.find('?') == std::string::npos ? "?" : "&") + params;
+  if (!r.state.empty()) out += "&state=" + UrlEncode(r.state);
+  return out + "&iss=" + UrlEncode(options.issuer);
 }
 
 HttpResponse OAuthServer::Impl::ConsentPage(const AuthRequest& r, const std::string& problem,
@@ -445,8 +535,8 @@ HttpResponse OAuthServer::Impl::ConsentPage(const AuthRequest& r, const std::str
   }
   html += "<p><b>" + Escape(r.client_name.empty() ? r.client_id : r.client_name) +
           "</b> asks to use this memory server as you, with: <code>" +
-          Escape(r.scope.empty() ? "every permission of your key" : r.scope) +
-          "</code>. It will be sent back to <code>" + Escape(r.redirect_uri) + "</code>.</p>";
+          Escape(ScopeSummary(r.scope)) + "</code>. It will be sent back to <code>" +
+          Escape(r.redirect_uri) + "</code>.</p>";
   if (!problem.empty()) html += "<p class=\"problem\">" + Escape(problem) + "</p>";
   html += "<form method=\"post\" action=\"/authorize\">";
   for (const auto& [name, value] : {std::pair{"client_id", r.client_id},
@@ -469,8 +559,7 @@ HttpResponse OAuthServer::Impl::ConsentPage(const AuthRequest& r, const std::str
   res.Set("Content-Type", "text/html; charset=utf-8");
   res.Set("Cache-Control", "no-store");
   res.Set("Content-Security-Policy",
-          "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
-          "frame-ancestors 'none'");
+          "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'");
   res.Set("X-Frame-Options", "DENY");
   res.Set("Referrer-Policy", "no-referrer");
   res.body = std::move(html);
@@ -490,12 +579,7 @@ HttpResponse OAuthServer::Impl::AuthorizeAnswer(const HttpRequest& req) {
     return ConsentPage(r, "the form was changed", 400);
   }
   r.client_name = checked.client_name;
-  const std::string back =
-      r.redirect_uri + (r.redirect_uri.find('?') == std::string::npos ? "?" : "&");
-  if (form.Get("decision") != "allow") {
-    return Redirect(back + "error=access_denied&state=" + UrlEncode(r.state) +
-                    "&iss=" + UrlEncode(options.issuer));
-  }
+  if (form.Get("decision") != "allow") return Redirect(Back(r, "error=access_denied"));
   auto outcome = keys.Authenticate(form.Get("key"));
   if (!outcome) return ConsentPage(r, "the key store cannot be read; try again", 503);
   if (!outcome->key) {
@@ -503,10 +587,7 @@ HttpResponse OAuthServer::Impl::AuthorizeAnswer(const HttpRequest& req) {
     return ConsentPage(r, "That key is not valid. Try again.", 200);
   }
   auto grant = GrantFor(r.scope, *outcome->key);
-  if (!grant) {
-    return Redirect(back + "error=invalid_scope&state=" + UrlEncode(r.state) +
-                    "&iss=" + UrlEncode(options.issuer));
-  }
+  if (!grant) return Redirect(Back(r, "error=invalid_scope"));
   return IssueCode(r, *outcome->key, *grant);
 }
 
@@ -519,16 +600,14 @@ HttpResponse OAuthServer::Impl::IssueCode(const AuthRequest& r, const ApiKey& ke
                   {"challenge", r.challenge},
                   {"key_id", key.key_id},
                   {"grant", grant.ToJson()}};
-  if (auto s = keys.PutOAuth(
+  if (auto s = keys.PutRecord(
           {"code", Sha256Hex(code), data.dump(), family, NowSeconds() + kCodeSeconds});
       !s) {
     return ConsentPage(r, "the store cannot write; try again", 503);
   }
   spdlog::info("oauth: key {} allowed client {} ({})", LogSafe(key.key_id, 64),
                LogSafe(r.client_id, 64), LogSafe(grant.ScopeText()));
-  return Redirect(r.redirect_uri + (r.redirect_uri.find('?') == std::string::npos ? "?" : "&") +
-                  "code=" + code + "&state=" + UrlEncode(r.state) +
-                  "&iss=" + UrlEncode(options.issuer));
+  return Redirect(Back(r, "code=" + code));
 }
 
 HttpResponse OAuthServer::Impl::Token(const HttpRequest& req) {
@@ -540,29 +619,29 @@ HttpResponse OAuthServer::Impl::Token(const HttpRequest& req) {
 }
 
 HttpResponse OAuthServer::Impl::CodeGrant(const Form& form) {
+  (void)keys.DropExpiredRecords();
   const std::string id = Sha256Hex(form.Get("code"));
-  auto taken = keys.TakeOAuth("code", id);
+  auto taken = keys.TakeRecord("code", id);
   if (!taken) return OAuthError(503, "temporarily_unavailable", "the store cannot be read");
   if (!*taken) {
-    // A code used before: every token of its grant is revoked (RFC 6749 §4.1.2).
-    auto used = keys.GetOAuth("used_code", id);
+    // A code used before: every token of its grant is revoked (RFC 6749 section 4.1.2).
+    auto used = keys.GetRecord("used_code", id);
     if (used && *used) {
-      (void)keys.DropOAuthFamily(json::parse((*used)->data, nullptr, false).value("family", ""));
+      (void)keys.DropRecordFamily(json::parse((*used)->data, nullptr, false).value("family", ""));
     }
     return OAuthError(400, "invalid_grant", "the code is unknown, expired or already used");
   }
-  const OAuthRecord& code = **taken;
+  const ServerRecord& code = **taken;
   // The mark is not of the grant's family, so revoking the grant keeps it.
-  (void)keys.PutOAuth({"used_code", id, json{{"family", code.family}}.dump(), code.family + "_used",
-                       NowSeconds() + 600});
+  (void)keys.PutRecord({"used_code", id, json{{"family", code.family}}.dump(),
+                        code.family + "_used", NowSeconds() + 600});
   const json data = json::parse(code.data, nullptr, false);
   if (form.Get("client_id") != data.value("client_id", "") ||
       form.Get("redirect_uri") != data.value("redirect_uri", "")) {
     return OAuthError(400, "invalid_grant", "client_id or redirect_uri does not match the code");
   }
   const std::string verifier = form.Get("code_verifier");
-  if (verifier.size() < 43 || verifier.size() > 128 ||
-      !ConstantTimeEquals(S256(verifier), data.value("challenge", ""))) {
+  if (!PkceText(verifier) || !ConstantTimeEquals(S256(verifier), data.value("challenge", ""))) {
     return OAuthError(400, "invalid_grant", "code_verifier does not match the code_challenge");
   }
   if (form.Has("resource") && form.Get("resource") != options.issuer + "/mcp") {
@@ -574,22 +653,28 @@ HttpResponse OAuthServer::Impl::CodeGrant(const Form& form) {
 
 HttpResponse OAuthServer::Impl::RefreshGrant(const Form& form) {
   const std::string id = Sha256Hex(form.Get("refresh_token"));
-  auto taken = keys.TakeOAuth("refresh", id);
+  auto taken = keys.TakeRecord("refresh", id);
   if (!taken) return OAuthError(503, "temporarily_unavailable", "the store cannot be read");
   if (!*taken) {
-    // A refresh token used after its rotation: the grant is revoked (OAuth 2.1 §4.3.1).
-    auto used = keys.GetOAuth("used_refresh", id);
+    // A refresh token used after its rotation: the grant is revoked (OAuth 2.1 section 4.3.1).
+    auto used = keys.GetRecord("used_refresh", id);
     if (used && *used)
-      (void)keys.DropOAuthFamily(json::parse((*used)->data, nullptr, false).value("family", ""));
+      (void)keys.DropRecordFamily(json::parse((*used)->data, nullptr, false).value("family", ""));
     return OAuthError(400, "invalid_grant", "the refresh token is unknown, expired or used");
   }
-  const OAuthRecord& refresh = **taken;
-  (void)keys.PutOAuth({"used_refresh", id, json{{"family", refresh.family}}.dump(),
-                       refresh.family + "_used",
-                       NowSeconds() + static_cast<double>(options.refresh_lifetime.count())});
+  const ServerRecord& refresh = **taken;
+  (void)keys.PutRecord({"used_refresh", id, json{{"family", refresh.family}}.dump(),
+                        refresh.family + "_used",
+                        NowSeconds() + static_cast<double>(options.refresh_lifetime.count())});
   const json data = json::parse(refresh.data, nullptr, false);
   if (form.Get("client_id") != data.value("client_id", "")) {
     return OAuthError(400, "invalid_grant", "client_id does not match the refresh token");
+  }
+  auto key = keys.Find(data.value("key_id", ""));
+  if (!key) return OAuthError(503, "temporarily_unavailable", "the store cannot be read");
+  if (!*key || (*key)->revoked_at) {
+    (void)keys.DropRecordFamily(refresh.family);
+    return OAuthError(400, "invalid_grant", "the key this grant was made with is revoked");
   }
   return IssueTokens(data.value("client_id", ""), data.value("key_id", ""),
                      Grant::FromJson(data.value("grant", json::object())), refresh.family);
@@ -604,10 +689,10 @@ HttpResponse OAuthServer::Impl::IssueTokens(const std::string& client_id, const 
                   {"key_id", key_id},
                   {"resource", options.issuer + "/mcp"},
                   {"grant", grant.ToJson()}};
-  auto put_access = keys.PutOAuth({"access", Sha256Hex(access), data.dump(), family,
-                                   now + static_cast<double>(options.access_lifetime.count())});
-  auto put_refresh = keys.PutOAuth({"refresh", Sha256Hex(refresh), data.dump(), family,
-                                    now + static_cast<double>(options.refresh_lifetime.count())});
+  auto put_access = keys.PutRecord({"access", Sha256Hex(access), data.dump(), family,
+                                    now + static_cast<double>(options.access_lifetime.count())});
+  auto put_refresh = keys.PutRecord({"refresh", Sha256Hex(refresh), data.dump(), family,
+                                     now + static_cast<double>(options.refresh_lifetime.count())});
   if (!put_access || !put_refresh) {
     return OAuthError(503, "temporarily_unavailable", "the store cannot write");
   }
@@ -621,29 +706,29 @@ HttpResponse OAuthServer::Impl::IssueTokens(const std::string& client_id, const 
 
 // A client that got a token is kept 90 days from then.
 void OAuthServer::Impl::TouchClient(const std::string& client_id) {
-  auto client = keys.GetOAuth("client", client_id);
+  auto client = keys.GetRecord("client", client_id);
   if (!client || !*client) return;
-  OAuthRecord record = **client;
+  ServerRecord record = **client;
   record.expires_at = NowSeconds() + kUsedClientSeconds;
-  (void)keys.PutOAuth(record);
+  (void)keys.PutRecord(record);
 }
 
 HttpResponse OAuthServer::Impl::Revoke(const HttpRequest& req) {
   const Form form(req.body);
   const std::string token = form.Get("token");
   const std::string id = Sha256Hex(token);
-  // A revoked refresh token ends its grant; an access token ends itself (RFC 7009 §2.1).
+  // A revoked refresh token ends its grant; an access token ends itself (RFC 7009 section 2.1).
   for (const char* kind : {"access", "refresh"}) {
-    auto taken = keys.TakeOAuth(kind, id);
+    auto taken = keys.TakeRecord(kind, id);
     if (!taken) return OAuthError(503, "temporarily_unavailable", "the store cannot be read");
-    if (*taken && std::string(kind) == "refresh") (void)keys.DropOAuthFamily((*taken)->family);
+    if (*taken && std::string(kind) == "refresh") (void)keys.DropRecordFamily((*taken)->family);
   }
   return JsonReply(200, json::object());
 }
 
 Result<std::optional<ApiKey>> OAuthServer::Authenticate(std::string_view token) {
   if (!IsAccessToken(token)) return std::optional<ApiKey>();
-  TMCRA_ASSIGN_OR_RETURN(auto record, impl_->keys.GetOAuth("access", Sha256Hex(token)));
+  TMCRA_ASSIGN_OR_RETURN(auto record, impl_->keys.GetRecord("access", Sha256Hex(token)));
   if (!record) return std::optional<ApiKey>();
   const json data = json::parse(record->data, nullptr, false);
   if (!data.is_object() || data.value("resource", "") != resource()) {

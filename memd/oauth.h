@@ -3,9 +3,11 @@
 //
 //   GET  /.well-known/oauth-protected-resource[/mcp]   protected-resource metadata (RFC 9728)
 //   GET  /.well-known/oauth-authorization-server       authorization-server metadata (RFC 8414)
-//   POST /register    dynamic client registration (RFC 7591): public clients, rate-limited,
-//                     forgotten after a day unless used (then 90 days after their last token)
-//   GET  /authorize   the consent page: the client, what it asks for, a field for a memd key
+//   POST /register    dynamic client registration (RFC 7591): public clients, at most 20 an hour
+//                     from one address and `registrations_per_hour` in all, forgotten after a
+//                     day unless used (then 90 days after their last token)
+//   GET  /authorize   the consent page: the client, what it asks for, a field for a memd key (a
+//                     request that is not right is an error page, never a redirect)
 //   POST /authorize   the user's answer: with a valid key, a code (60 s, single use) sent to the
 //                     registered redirect URI
 //   POST /token       authorization_code (PKCE S256 required, the resource checked) and

@@ -10,8 +10,11 @@
 // clear line on stderr and exit 1. Two `serve --database` instances on one database: a turn
 // ingested through one is recalled through the other; one idempotency key sent to both at once
 // is one job with one receipt; SIGKILL of one during a 1,000-item ingest burst, and every
-// acknowledged item is stored exactly once by the other. Last line: "<N> passed, <M> failed".
+// acknowledged item is stored exactly once by the other; an /mcp session, an OAuth token and the
+// kept answer of a call that outlasted its POST, made through one, served by the other. Last line: "<N> passed, <M> failed".
 import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import https from 'node:https';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -249,6 +252,83 @@ await r.test('SIGKILL of A during a 1,000-item ingest burst: every acknowledged 
   assert(recall.status === 200 && recall.json.evidence.snapshot.records === count, recall.text.slice(0, 400));
   await stopMemd(b);
 }, { timeoutMs: 120_000 });
+
+/** An https request with a form or raw body and no JSON encoding: {status, headers, text}. */
+function rawRequest(port, method, urlPath, { body = null, headers = {} } = {}) {
+  return new Promise((resolve, reject) => {
+    const h = { ...headers };
+    if (body !== null) h['Content-Length'] = Buffer.byteLength(body);
+    const req = https.request({ host: '127.0.0.1', port, method, path: urlPath, headers: h, ca: CERT.ca, agent: false }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text }));
+    });
+    req.on('error', reject);
+    req.end(body ?? undefined);
+  });
+}
+
+await r.test('two instances: an /mcp session, an OAuth token and a resumed answer made through A are served by B', async () => {
+  const url = await freshDatabase('mcp');
+  const key = await newKey(url);
+  // One public URL for both, as behind a load balancer: tokens name its resource.
+  const extra = ['--public-url', 'https://memory.test', '--mcp-answer-within-ms', '0', '--no-job-worker'];
+  const a = await serveOn(url, 'mcp-a', extra);
+  const b = await serveOn(url, 'mcp-b', extra);
+  try {
+    // OAuth through A: registration, the consent page answered with the key, the code, the token.
+    const verifier = 'v'.repeat(50);
+    const challenge = crypto.createHash('sha256').update(verifier).digest('base64url');
+    const reg = await request(a.port, CERT.ca, 'POST', '/register', { body: { redirect_uris: ['http://127.0.0.1:9/cb'] } });
+    assert(reg.status === 201, reg.text);
+    const q = new URLSearchParams({ response_type: 'code', client_id: reg.json.client_id, redirect_uri: 'http://127.0.0.1:9/cb',
+      code_challenge: challenge, code_challenge_method: 'S256', state: 's', resource: 'https://memory.test/mcp' });
+    const page = await rawRequest(a.port, 'GET', `/authorize?${q}`);
+    assert(page.status === 200, page.text);
+    const fields = Object.fromEntries([...page.text.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)]
+      .map((m) => [m[1], m[2].replace(/&amp;/g, '&')]));
+    const answer = await rawRequest(a.port, 'POST', '/authorize', { body: new URLSearchParams({ ...fields, key, decision: 'allow' }).toString(),
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+    assert(answer.status === 302, answer.text);
+    const code = new URL(answer.headers.location).searchParams.get('code');
+    const token = await rawRequest(a.port, 'POST', '/token', { body: new URLSearchParams({ grant_type: 'authorization_code', code,
+      redirect_uri: 'http://127.0.0.1:9/cb', client_id: reg.json.client_id, code_verifier: verifier }).toString(),
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+    assert(token.status === 200, token.text);
+    const access = JSON.parse(token.text).access_token;
+    // The session begun at A, with the token, is served by B.
+    const accept = { Accept: 'application/json, text/event-stream' };
+    const init = await request(a.port, CERT.ca, 'POST', '/mcp', { key: access, headers: accept,
+      body: { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '0' } } } });
+    assert(init.status === 200, init.text);
+    const sid = init.headers['mcp-session-id'];
+    const list = await request(b.port, CERT.ca, 'POST', '/mcp', { key: access, headers: { ...accept, 'Mcp-Session-Id': sid },
+      body: { jsonrpc: '2.0', id: 2, method: 'tools/list' } });
+    assert(list.status === 200 && list.json.result.tools.length === 10, list.text);
+    // A call through A that outlasts its POST (no job runs): its answer is resumed through B.
+    const ingest = await request(a.port, CERT.ca, 'POST', '/v1/scopes/team/ingest', { key, body: turn('m1', 'never run'),
+      headers: { 'Idempotency-Key': 'mcp-pg-never-run' } });
+    assert(ingest.status === 202, ingest.text);
+    const call = await request(a.port, CERT.ca, 'POST', '/mcp', { key: access, headers: { ...accept, 'Mcp-Session-Id': sid },
+      body: { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'tmcra_wait_job', arguments: { job_id: ingest.json.job_id, timeout_seconds: 1 } } } });
+    assert(call.status === 200 && call.headers['content-type'].startsWith('text/event-stream'), call.text);
+    const eventId = call.text.match(/^id: (.+)$/m)[1];
+    let resumed;
+    for (let i = 0; i < 50 && !resumed; i += 1) {
+      const res = await request(b.port, CERT.ca, 'GET', '/mcp', { key: access,
+        headers: { ...accept, 'Mcp-Session-Id': sid, 'Last-Event-ID': eventId } });
+      assert(res.status === 200, res.text);
+      resumed = res.text.match(/^data: (\{.+)$/m)?.[1];
+      if (!resumed) await sleep(100);
+    }
+    assert(resumed, 'B gave the answer A kept');
+    const message = JSON.parse(resumed);
+    assert(message.id === 3 && /job_wait_timeout/.test(message.result.content[0].text), resumed);
+  } finally {
+    await stopMemd(a);
+    await stopMemd(b);
+  }
+});
 
 await r.test('PostgreSQL restarted under memd: requests fail 503 meanwhile, memd reconnects, nothing acknowledged lost', async () => {
   // A cluster of this test's own: restarting the suite's would fail the tests running beside it.

@@ -83,7 +83,9 @@ async function consent(authUrl, key, { decision = 'allow', tamper } = {}) {
   const page = await fetch(authUrl, { redirect: 'manual' });
   const html = await page.text();
   assert.equal(page.status, 200, html);
-  assert.match(page.headers.get('content-security-policy') ?? '', /frame-ancestors 'none'/);
+  const csp = page.headers.get('content-security-policy') ?? '';
+  assert.match(csp, /frame-ancestors 'none'/);
+  assert.doesNotMatch(csp, /form-action/, 'form-action would block the redirect to the client in browsers');
   const fields = { ...formFields(html), key, decision };
   if (tamper) tamper(fields);
   const answer = await fetch(new URL('/authorize', authUrl), {
@@ -268,11 +270,20 @@ await r.test('refused: a replayed code (revoking its tokens), a wrong PKCE verif
   const page = await fetch(bad, { redirect: 'manual' });
   assert.equal(page.status, 400, 'an unregistered redirect URI is an error page, never a redirect');
   assert.equal(page.headers.get('location'), null);
-  const noPkce = new URL(g2.authUrl);
-  noPkce.searchParams.delete('code_challenge');
-  const noPkceRes = await fetch(noPkce, { redirect: 'manual' });
-  assert.equal(noPkceRes.status, 302);
-  assert.equal(new URL(noPkceRes.headers.get('location')).searchParams.get('error'), 'invalid_request');
+  // Any other problem is an error page too: nothing is redirected before the user answers.
+  for (const [name, value] of [['code_challenge', null], ['scope', 'memory:everything'], ['response_type', 'token']]) {
+    const wrong = new URL(g2.authUrl);
+    if (value === null) wrong.searchParams.delete(name); else wrong.searchParams.set(name, value);
+    const res = await fetch(wrong, { redirect: 'manual' });
+    assert.equal(res.status, 400, `${name}: an error page`);
+    assert.equal(res.headers.get('location'), null);
+  }
+  // A loopback redirect URI may name another port (RFC 8252, section 7.3).
+  const port = new URL(g2.authUrl);
+  port.searchParams.set('redirect_uri', 'http://127.0.0.1:7777/cb');
+  const otherPort = await consent(port, KEY);
+  assert.equal(otherPort.status, 302);
+  assert.equal(otherPort.location.origin, 'http://127.0.0.1:7777');
   const tampered = await consent(g2.authUrl, KEY, { tamper: (f) => { f.redirect_uri = 'http://127.0.0.1:9/other'; } });
   assert.equal(tampered.status, 400, 'a changed consent form is refused');
   const wrongKey = await consent(g2.authUrl, 'tmcra_000000000000000000000000.' + '0'.repeat(64));
@@ -334,6 +345,8 @@ await r.test('registration is bounded: bad metadata refused', async () => {
   assert.equal(frag.status, 400);
   const none = await rawPost(memd.url, '/register', { body: {} });
   assert.equal(none.status, 400);
+  const userinfo = await rawPost(memd.url, '/register', { body: { redirect_uris: ['http://localhost:1@evil.example/cb'] } });
+  assert.equal(userinfo.status, 400, 'no userinfo in a redirect URI');
 });
 
 await r.finish();

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "base/clock.h"
 #include "base/sha256.h"
 #include "tests/support/pg_test_cluster.h"
 #include "tests/support/temp_dir.h"
@@ -211,4 +212,43 @@ TEST_CASE("a server secret is made once and read back by every later caller") {
   auto other = s.store->ServerSecret("another");
   REQUIRE(other);
   CHECK(*other != *first);
+}
+
+TEST_CASE("server records: kept, found until they expire, taken once, dropped by family") {
+  const std::string kind = GENERATE("sqlite", "postgresql");
+  StoreUnderTest s(kind);
+  KeyStore& store = *s.store;
+  const double later = tmcra::NowSeconds() + 600;
+  REQUIRE(store.PutRecord({"code", "c1", "{\"a\":1}", "grant_1", later}));
+  REQUIRE(store.PutRecord({"access", "t1", "{}", "grant_1", later}));
+  REQUIRE(store.PutRecord({"access", "t2", "{}", "grant_2", later}));
+  REQUIRE(store.PutRecord({"access", "old", "{}", "grant_3", tmcra::NowSeconds() - 1}));
+  auto found = store.GetRecord("code", "c1");
+  REQUIRE(found);
+  REQUIRE(*found);
+  CHECK((*found)->data == "{\"a\":1}");
+  CHECK((*found)->family == "grant_1");
+  auto expired = store.GetRecord("access", "old");
+  REQUIRE(expired);
+  CHECK_FALSE(*expired);  // expired: as if it were not there
+  auto taken = store.TakeRecord("code", "c1");
+  REQUIRE(taken);
+  CHECK(*taken);
+  auto again = store.TakeRecord("code", "c1");
+  REQUIRE(again);
+  CHECK_FALSE(*again);  // a code is taken once
+  auto count = store.CountRecords("access", tmcra::NowSeconds() - 60);
+  REQUIRE(count);
+  CHECK(*count == 3);
+  REQUIRE(store.DropRecordFamily("grant_1"));
+  auto t1 = store.GetRecord("access", "t1");
+  auto t2 = store.GetRecord("access", "t2");
+  REQUIRE(t1);
+  REQUIRE(t2);
+  CHECK_FALSE(*t1);
+  CHECK(*t2);
+  REQUIRE(store.DropExpiredRecords());
+  auto left = store.CountRecords("access", 0);
+  REQUIRE(left);
+  CHECK(*left == 1);
 }

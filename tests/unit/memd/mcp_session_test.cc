@@ -7,10 +7,13 @@
 
 #include "memd/caller_memory.h"
 #include "memd/mcp_streams.h"
+#include "tests/support/temp_dir.h"
 
+using tmcra::memd::KeyStore;
 using tmcra::memd::McpSession;
 using tmcra::memd::SessionSigner;
 using tmcra::memd::StreamStore;
+using tmcra::testing::TempDir;
 
 namespace {
 
@@ -56,15 +59,20 @@ TEST_CASE("two sessions begun at once differ") {
   CHECK(signer.Issue(a) != signer.Issue(b));
 }
 
-TEST_CASE("a stream's answer waits for its key's GET, as often as asked") {
-  StreamStore streams;
-  const std::string id = streams.Open("key1");
+TEST_CASE("a stream's answer waits for its key's GET, as often as asked, in any process") {
+  TempDir dir;
+  auto keys = KeyStore::Open(dir.path());
+  REQUIRE(keys);
+  StreamStore streams(**keys);
+  auto opened = streams.Open("key1");
+  REQUIRE(opened);
+  const std::string id = *opened;
   std::string message;
   const auto soon = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
   CHECK(streams.Wait(id, "key1", soon, &message) == StreamStore::Found::kPending);
   std::thread finisher([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    streams.Finish(id, "{\"id\":1}");
+    streams.Finish(id, "key1", "{\"id\":1}");
   });
   const auto later = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   CHECK(streams.Wait(id, "key1", later, &message) == StreamStore::Found::kReady);
@@ -73,6 +81,11 @@ TEST_CASE("a stream's answer waits for its key's GET, as often as asked") {
   CHECK(streams.Wait(id, "key1", later, &message) == StreamStore::Found::kReady);
   CHECK(streams.Wait(id, "key2", later, &message) == StreamStore::Found::kUnknown);
   CHECK(streams.Wait("nope", "key1", later, &message) == StreamStore::Found::kUnknown);
+  // Another process on the same store (here: another StreamStore over another KeyStore) finds it.
+  auto other_keys = KeyStore::Open(dir.path());
+  REQUIRE(other_keys);
+  StreamStore other(**other_keys);
+  CHECK(other.Wait(id, "key1", later, &message) == StreamStore::Found::kReady);
 }
 
 namespace {
