@@ -19,12 +19,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 
-import { Runner, assert, parseBins, requireNodeModules, tmpDir, serverEnv, sleep } from './lib.mjs';
-import { makeCerts, memdBin, createKey } from './remote_lib.mjs';
+import { Runner, assert, parseBins, requireNodeModules, tmpDir, serverEnv, sleep, connectV1 } from './lib.mjs';
+import { makeCerts, memdBin, createKey, remoteEnv } from './remote_lib.mjs';
 
 const NAME = 'remote_mcp_oauth.mjs';
 requireNodeModules(NAME, ['@modelcontextprotocol/sdk', '@modelcontextprotocol/client']);
-parseBins(NAME);
+const bins = parseBins(NAME);
 
 if (!process.env.TMCRA_TEST_PKI) {
   const certs = makeCerts();
@@ -227,6 +227,18 @@ await r.test('v1 and v2 SDK clients sign in through the whole flow and call the 
   assert.equal(waited.structuredContent.status, 'succeeded');
   const recalled = await v2.call({ name: 'tmcra_recall', arguments: { scope: 'team', session_id: 'o', query: 'zebras OAuth flow' } });
   assert.match(JSON.stringify(recalled.structuredContent), /zebras/);
+  // The same recall and job through tmcra-mcp over stdio, on the same store: the same receipts.
+  const stdio = await connectV1({ bin: bins.server, label: 'oauth-stdio',
+    env: remoteEnv({ url: memd.url, key: KEY, ca: certs.ca, extra: { TMCRA_DATA_DIR: path.join(TMP, 'client') } }) });
+  try {
+    const viaStdio = await stdio.client.callTool({ name: 'tmcra_recall', arguments: { scope: 'team', session_id: 'o', query: 'zebras OAuth flow' } });
+    const masked = (v) => JSON.parse(JSON.stringify(v).replace(/"query_id":"[^"]*"/g, '"query_id":"-"'));
+    assert.deepEqual(masked(recalled.structuredContent), masked(viaStdio.structuredContent));
+    const jobStdio = await stdio.client.callTool({ name: 'tmcra_wait_job', arguments: { job_id: ingest.structuredContent.job_id, timeout_seconds: 30 } });
+    assert.deepEqual(waited.structuredContent, jobStdio.structuredContent);
+  } finally {
+    await stdio.client.close();
+  }
 });
 
 await r.test('an expired access token is refused, and the SDK refreshes it (the refresh token rotated)', async () => {
