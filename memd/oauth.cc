@@ -34,6 +34,8 @@ constexpr double kUsedClientSeconds = 90 * 24 * 3600;
 constexpr size_t kMaxRedirectUris = 10;
 constexpr size_t kMaxUriBytes = 2000;
 constexpr int kRegistrationsPerAddress = 20;  // an hour, per peer address
+// A refresh token used again this soon after its rotation is refused without revoking the grant.
+constexpr double kRefreshReuseGrace = 10;
 const std::set<std::string>& Permissions() {
   static const std::set<std::string> p{kPermRead, kPermWrite, kPermFeedback};
   return p;
@@ -656,14 +658,21 @@ HttpResponse OAuthServer::Impl::RefreshGrant(const Form& form) {
   auto taken = keys.TakeRecord("refresh", id);
   if (!taken) return OAuthError(503, "temporarily_unavailable", "the store cannot be read");
   if (!*taken) {
-    // A refresh token used after its rotation: the grant is revoked (OAuth 2.1 section 4.3.1).
+    // A refresh token used after its rotation: the grant is revoked (OAuth 2.1 section 4.3.1),
+    // unless its rotation was moments ago (two refreshes racing, or a retry after an answer
+    // that was lost): that one is refused and the grant kept.
     auto used = keys.GetRecord("used_refresh", id);
-    if (used && *used)
-      (void)keys.DropRecordFamily(json::parse((*used)->data, nullptr, false).value("family", ""));
+    if (used && *used) {
+      const json mark = json::parse((*used)->data, nullptr, false);
+      if (NowSeconds() - mark.value("at", 0.0) > kRefreshReuseGrace) {
+        (void)keys.DropRecordFamily(mark.value("family", ""));
+      }
+    }
     return OAuthError(400, "invalid_grant", "the refresh token is unknown, expired or used");
   }
   const ServerRecord& refresh = **taken;
-  (void)keys.PutRecord({"used_refresh", id, json{{"family", refresh.family}}.dump(),
+  (void)keys.PutRecord({"used_refresh", id,
+                        json{{"family", refresh.family}, {"at", NowSeconds()}}.dump(),
                         refresh.family + "_used",
                         NowSeconds() + static_cast<double>(options.refresh_lifetime.count())});
   const json data = json::parse(refresh.data, nullptr, false);

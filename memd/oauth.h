@@ -17,8 +17,9 @@
 // Tokens are random, kept only as their SHA-256 in the key store (so every memd on it shares
 // them), bound to the resource `<public URL>/mcp`, to the key that signed in (a revoked key's
 // tokens stop at once) and to the grant: the permissions and memory scopes the user allowed,
-// within the key's own. A code used twice, or a refresh token used after its rotation, revokes
-// every token of its grant. Client metadata documents fetched by URL are not supported.
+// within the key's own. A code used twice, or a refresh token used more than 10 s after its
+// rotation, revokes every token of its grant (sooner, it is only refused: two refreshes racing).
+// Client metadata documents fetched by URL are not supported.
 //
 // Scopes (OAuth's `scope`): memory:read, memory:write, memory:feedback, and `scope:<name>` for
 // each memory scope the token is limited to (none: every scope the key may use).

@@ -11,7 +11,8 @@
 // Refused, each by hand: no token (401 naming the resource metadata), an expired, a revoked and
 // a foreign-resource token, a token on a memory scope it does not grant, a replayed code (which
 // also revokes the grant's tokens), a PKCE verifier that does not match, an unregistered
-// redirect URI, a refresh token used after its rotation, a changed consent form. Node's fetch
+// redirect URI, a refresh token used again (refused; past 10 s its grant is revoked), a changed
+// consent form. Node's fetch
 // trusts the test CA only through NODE_EXTRA_CA_CERTS: the script runs itself again with it.
 import { spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -252,14 +253,21 @@ await r.test('an expired access token is refused, and the SDK refreshes it (the 
   const fresh = v1.provider.kept.tokens;
   assert.notEqual(fresh.access_token, old.access_token);
   assert.notEqual(fresh.refresh_token, old.refresh_token, 'the refresh token was rotated');
-  // The old refresh token, used again: refused, and the grant's tokens with it.
-  const reuse = await rawPost(memd.url, '/token', { form: { grant_type: 'refresh_token', refresh_token: old.refresh_token,
-    client_id: v1.provider.kept.client.client_id } });
-  assert.equal(reuse.status, 400);
-  assert.equal(reuse.json.error, 'invalid_grant');
-  const after = await rawPost(memd.url, '/mcp', { token: fresh.access_token, body: INIT });
+  // The old refresh token, used again at once (as two refreshes racing): refused, the grant kept.
+  const reuseOld = () => rawPost(memd.url, '/token', { form: { grant_type: 'refresh_token',
+    refresh_token: old.refresh_token, client_id: v1.provider.kept.client.client_id } });
+  const soon = await reuseOld();
+  assert.equal(soon.status, 400);
+  assert.equal(soon.json.error, 'invalid_grant');
+  const still = await rawPost(memd.url, '/mcp', { token: v1.provider.kept.tokens.access_token, body: INIT });
+  assert.equal(still.status, 200, 'a reuse within the grace keeps the grant');
+  // Later (past the 10 s grace): refused, and the grant's tokens with it.
+  await sleep(10_500);
+  const later = await reuseOld();
+  assert.equal(later.status, 400);
+  const after = await rawPost(memd.url, '/mcp', { token: v1.provider.kept.tokens.access_token, body: INIT });
   assert.equal(after.status, 401, 'a reused refresh token revokes its grant');
-});
+}, { timeoutMs: 60_000 });
 
 await r.test('refused: a replayed code (revoking its tokens), a wrong PKCE verifier, an unregistered redirect', async () => {
   const g = await handGrant(memd.url, KEY);
