@@ -880,6 +880,12 @@ bool MakeMcpFront(const ServeConfig& c, tmcra::memd::KeyStore& keys,
       [tools](const tmcra::memd::ApiKey& key) { return tools->For(key); }, keys);
   tmcra::memd::OAuthOptions oauth;
   oauth.issuer = PublicOrigin(c, origin);
+  if (!c.public_url && McpHosts(c, port).empty()) {
+    spdlog::warn(
+        "no --public-url: /mcp answers any Host, and OAuth tokens name the resource {}/mcp, "
+        "which hosts given another URL refuse (docs/remote-mcp.md)",
+        oauth.issuer);
+  }
   oauth.access_lifetime = std::chrono::seconds(c.oauth_access_seconds);
   front.oauth = std::make_unique<tmcra::memd::OAuthServer>(oauth, keys, std::move(*form_secret));
   return true;
