@@ -13,12 +13,12 @@
 
 namespace tmcra::memd {
 
-// One key's tools and what they hold.
+// One key's (or grant's) tools and what they hold.
 struct CallerTools::Entry {
   std::string signature;  // the key's permissions and scopes when it was built
   std::unique_ptr<CallerMemoryApi> memory;
   std::unique_ptr<tools::MemoryApiSender> sender;
-  std::unique_ptr<queue::DeliveryService> delivery;  // the key's turn outbox
+  std::unique_ptr<queue::DeliveryService> delivery;  // its turn outbox
   tools::FilterTally tally;
   uint64_t last_used = 0;  // guarded by CallerTools::mu_
   mcp::ToolSet tools;
@@ -26,7 +26,8 @@ struct CallerTools::Entry {
 
 namespace {
 
-// What a key may do, as text: an entry is rebuilt if it changes.
+// What a key (or an OAuth grant of it) may do, as text: part of its entry's name, so a key whose
+// permissions or scopes change gets a new entry.
 std::string Signature(const ApiKey& key) {
   return nlohmann::json{key.permissions, key.scope_names, key.scope_prefixes}.dump();
 }
