@@ -106,6 +106,32 @@ std::string SanitizeUtf8(std::string_view text) {
   return out;
 }
 
+std::string HtmlEscape(std::string_view text) {
+  std::string out;
+  for (char c : SanitizeUtf8(text)) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
 std::string TruncateCodePoints(std::string_view text, size_t max) {
   std::string clean = SanitizeUtf8(text);
   if (max == 0) return {};

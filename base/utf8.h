@@ -26,6 +26,10 @@ std::string Trim(std::string_view text);
 // `text` with every invalid sequence replaced by U+FFFD.
 std::string SanitizeUtf8(std::string_view text);
 
+// `text` for an HTML page, as element text or a double- or single-quoted attribute value:
+// sanitised (SanitizeUtf8), with & < > " ' as character references.
+std::string HtmlEscape(std::string_view text);
+
 // `text` sanitised (SanitizeUtf8) and cut to at most `max` code points, "…" taking the last
 // place when it is cut.
 std::string TruncateCodePoints(std::string_view text, size_t max);

@@ -187,6 +187,49 @@ export function assistantText(i, unique = false) {
     + 'owner signed it off, so nothing else needs to be done before the next release.';
 }
 
+// ---- tmcra-memd's benchmark corpus ----------------------------------------------------------
+// The turns the memd drivers (memd_postgres.mjs, memd_mcp.mjs) ingest through ingest/batch and
+// the queries they recall with: topics and words in a fixed rotation, one turn per number.
+
+export const MEMD_TOPICS = ['billing API deployment failed', 'the doctor prescribed rest',
+  'invoice service latency', 'database migration rolled back', 'weekly planning notes',
+  'kubernetes readiness probe', 'flaky retry loop in the outbox', 'quarterly roadmap review',
+  'TLS certificate renewal', 'the cache stampede on monday'];
+export const MEMD_WORDS = ['kestrel', 'harbour', 'lantern', 'granite', 'meadow', 'copper',
+  'orchard', 'falcon', 'saffron', 'tundra', 'beacon', 'willow', 'cobalt', 'ember', 'quartz',
+  'juniper'];
+
+/** ingest/batch items for turns first .. first+count-1 (a user and an assistant message each). */
+export function memdTurnItems(first, count) {
+  const items = [];
+  for (let n = first; n < first + count; n += 1) {
+    const w = (k) => MEMD_WORDS[(n * 7 + k * 3) % MEMD_WORDS.length];
+    items.push({
+      session_id: `s${n % 500}`,
+      idempotency_key: `bench-turn-${n}`,
+      messages: [
+        { message_id: `u${n}`, role: 'user', timestamp: '2026-12-01T10:00:00Z',
+          content: `About ${MEMD_TOPICS[n % MEMD_TOPICS.length]}: what did we decide on the ${w(1)} ${w(2)} item ${n}?` },
+        { message_id: `a${n}`, role: 'assistant', timestamp: '2026-12-01T10:00:05Z',
+          content: `We agreed to move the ${w(3)} work after the ${w(4)} review; ticket ${n} tracks it.` },
+      ],
+    });
+  }
+  return items;
+}
+
+/** The ten recall queries of the memd drivers. */
+export const MEMD_QUERIES = MEMD_TOPICS.map((t, i) =>
+  `${t} ${MEMD_WORDS[i]} ${MEMD_WORDS[(i * 5) % MEMD_WORDS.length]}`);
+
+/** `--name value` pairs of argv as {name: value}. */
+export function parseFlags(argv = process.argv.slice(2)) {
+  return Object.fromEntries(argv.reduce((out, a, i, all) => {
+    if (a.startsWith('--')) out.push([a.slice(2), all[i + 1]]);
+    return out;
+  }, []));
+}
+
 // ---- the machine -----------------------------------------------------------------------------
 
 /** What the results were measured on: CPU, memory, kernel, compiler and build type of the build

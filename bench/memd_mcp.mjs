@@ -20,13 +20,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { summarize, f, verdict, describeMachine, sleep } from './bench_lib.mjs';
+import {
+  summarize, f, verdict, describeMachine, sleep, parseFlags, memdTurnItems, MEMD_QUERIES,
+} from './bench_lib.mjs';
 import { makeCertificate, startMemd, stopMemd, request } from '../tests/integration/memd_lib.mjs';
 
-const args = Object.fromEntries(process.argv.slice(2).reduce((out, a, i, all) => {
-  if (a.startsWith('--')) out.push([a.slice(2), all[i + 1]]);
-  return out;
-}, []));
+const args = parseFlags();
 const here = path.dirname(fileURLToPath(import.meta.url));
 const MEMD = path.resolve(args.memd || 'build/bench/memd/tmcra-memd');
 const MESSAGES = Number(args.messages || 20000);
@@ -41,31 +40,6 @@ const env = { ...process.env, TMCRA_LOG_LEVEL: 'warn' };
 const tls = await makeCertificate(tmp);
 const dataDir = path.join(tmp, 'data');
 
-const topics = ['billing API deployment failed', 'the doctor prescribed rest', 'invoice service latency',
-  'database migration rolled back', 'weekly planning notes', 'kubernetes readiness probe',
-  'flaky retry loop in the outbox', 'quarterly roadmap review', 'TLS certificate renewal',
-  'the cache stampede on monday'];
-const words = ['kestrel', 'harbour', 'lantern', 'granite', 'meadow', 'copper', 'orchard', 'falcon',
-  'saffron', 'tundra', 'beacon', 'willow', 'cobalt', 'ember', 'quartz', 'juniper'];
-const QUERIES = topics.map((t, i) => `${t} ${words[i]} ${words[(i * 5) % words.length]}`);
-
-function turnItems(first, count) {
-  const items = [];
-  for (let n = first; n < first + count; n += 1) {
-    const w = (k) => words[(n * 7 + k * 3) % words.length];
-    items.push({
-      session_id: `s${n % 500}`,
-      idempotency_key: `bench-turn-${n}`,
-      messages: [
-        { message_id: `u${n}`, role: 'user', timestamp: '2026-12-01T10:00:00Z',
-          content: `About ${topics[n % topics.length]}: what did we decide on the ${w(1)} ${w(2)} item ${n}?` },
-        { message_id: `a${n}`, role: 'assistant', timestamp: '2026-12-01T10:00:05Z',
-          content: `We agreed to move the ${w(3)} work after the ${w(4)} review; ticket ${n} tracks it.` },
-      ],
-    });
-  }
-  return items;
-}
 
 /** One request on a kept-alive agent: {status, headers, text, json, ms}, `ms` taken when the
  *  answer's last byte came, before the client parses it. */
@@ -95,7 +69,7 @@ function timed(port, method, urlPath, { key, body, headers = {}, agent }) {
 async function fill(port, key, agent) {
   for (let first = 0; first < MESSAGES / 2; first += 20) {
     const res = await request(port, tls.ca, 'POST', '/v1/scopes/bench/ingest/batch', {
-      key, body: { items: turnItems(first, 20) }, agent, timeoutMs: 60_000 });
+      key, body: { items: memdTurnItems(first, 20) }, agent, timeoutMs: 60_000 });
     if (res.status !== 202) throw new Error(`ingest: ${res.status} ${res.text}`);
   }
   for (;;) {
@@ -131,7 +105,7 @@ async function main() {
   const samples = { rest: [], mcp: [] };
   let bytes = { rest: 0, mcp: 0 };
   for (let i = 0; i < WARMUP + RECALLS; i += 1) {
-    const query = QUERIES[i % QUERIES.length];
+    const query = MEMD_QUERIES[i % MEMD_QUERIES.length];
     const rest = await timed(srv.port, 'POST', '/v1/scopes/bench/recall', {
       key, agent: restAgent, body: { query, evidence_mode: 'auto', max_windows: 8, response_projection: 'prompt_only' } });
     const mcp = await timed(srv.port, 'POST', '/mcp', { key, agent: mcpAgent,

@@ -28,13 +28,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { summarize, f, verdict, describeMachine, sleep } from './bench_lib.mjs';
+import {
+  summarize, f, verdict, describeMachine, sleep, parseFlags, memdTurnItems, MEMD_QUERIES, MEMD_TOPICS,
+  MEMD_WORDS,
+} from './bench_lib.mjs';
 import { makeCertificate, startMemd, stopMemd, request } from '../tests/integration/memd_lib.mjs';
 
-const args = Object.fromEntries(process.argv.slice(2).reduce((out, a, i, all) => {
-  if (a.startsWith('--')) out.push([a.slice(2), all[i + 1]]);
-  return out;
-}, []));
+const args = parseFlags();
 const here = path.dirname(fileURLToPath(import.meta.url));
 const MEMD = path.resolve(args.memd || 'build/bench/memd/tmcra-memd');
 const MESSAGES = Number(args.messages || 100000);
@@ -73,31 +73,6 @@ function keysCreate(storeArgs) {
   return res.stdout.trim();
 }
 
-const topics = ['billing API deployment failed', 'the doctor prescribed rest', 'invoice service latency',
-  'database migration rolled back', 'weekly planning notes', 'kubernetes readiness probe',
-  'flaky retry loop in the outbox', 'quarterly roadmap review', 'TLS certificate renewal',
-  'the cache stampede on monday'];
-const words = ['kestrel', 'harbour', 'lantern', 'granite', 'meadow', 'copper', 'orchard', 'falcon',
-  'saffron', 'tundra', 'beacon', 'willow', 'cobalt', 'ember', 'quartz', 'juniper'];
-
-function turnItems(first) {
-  const items = [];
-  for (let t = 0; t < TURNS_PER_REQUEST; t += 1) {
-    const n = first + t;
-    const w = (k) => words[(n * 7 + k * 3) % words.length];
-    items.push({
-      session_id: `s${n % 500}`,
-      idempotency_key: `bench-turn-${n}`,
-      messages: [
-        { message_id: `u${n}`, role: 'user', timestamp: '2026-12-01T10:00:00Z',
-          content: `About ${topics[n % topics.length]}: what did we decide on the ${w(1)} ${w(2)} item ${n}?` },
-        { message_id: `a${n}`, role: 'assistant', timestamp: '2026-12-01T10:00:05Z',
-          content: `We agreed to move the ${w(3)} work after the ${w(4)} review; ticket ${n} tracks it.` },
-      ],
-    });
-  }
-  return items;
-}
 
 async function ingest(servers, key) {
   const turns = MESSAGES / 2;
@@ -112,7 +87,7 @@ async function ingest(servers, key) {
       const srv = servers[c % servers.length];
       for (;;) {
         const res = await request(srv.port, tls.ca, 'POST', '/v1/scopes/bench/ingest/batch', {
-          key, body: { items: turnItems(first) }, agent: srv.agent, timeoutMs: 60_000 });
+          key, body: { items: memdTurnItems(first, TURNS_PER_REQUEST) }, agent: srv.agent, timeoutMs: 60_000 });
         if (res.status === 202) break;
         errors += 1;
         if (errors > 100) throw new Error(`ingest: ${res.status} ${res.text}`);
@@ -135,7 +110,7 @@ async function ingest(servers, key) {
 }
 
 async function recall(servers, key) {
-  const queries = topics.map((t, i) => `${t} ${words[i]} ${words[(i * 5) % words.length]}`);
+  const queries = MEMD_QUERIES;
   const samples = [];
   const client = async (c) => {
     const srv = servers[c % servers.length];
@@ -206,7 +181,7 @@ async function migrateAndCompare() {
   const moved = await startMemd(MEMD, [...storeArgs, '--index-dir', path.join(tmp, 'index-migrated'),
     '--tls-cert', tls.cert, '--tls-key', tls.key], { env });
   let same = 0;
-  const queries = topics.map((t, i) => `${t} ${words[(i * 3) % words.length]}`);
+  const queries = MEMD_TOPICS.map((t, i) => `${t} ${MEMD_WORDS[(i * 3) % MEMD_WORDS.length]}`);
   for (const query of queries) {
     const one = await request(lite.port, tls.ca, 'POST', '/v1/scopes/bench/recall', { key: liteKey, body: { query } });
     const two = await request(moved.port, tls.ca, 'POST', '/v1/scopes/bench/recall', { key: pgKey, body: { query }, timeoutMs: 300_000 });

@@ -44,6 +44,8 @@ constexpr const char* kMigrations[] = {
     "CREATE INDEX server_records_family ON server_records(family)",
 };
 
+}  // namespace
+
 std::string RandomHex(size_t bytes) {
   std::string raw(bytes, '\0');
   size_t done = 0;
@@ -65,6 +67,8 @@ std::string RandomHex(size_t bytes) {
   }
   return out;
 }
+
+namespace {
 
 bool IsLowerHex(std::string_view s) {
   return std::all_of(s.begin(), s.end(),

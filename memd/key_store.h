@@ -76,6 +76,9 @@ struct ParsedToken {
 };
 std::optional<ParsedToken> ParseToken(std::string_view token);
 
+// `bytes` random bytes from getrandom(2), as lower-case hex (aborts without an entropy source).
+std::string RandomHex(size_t bytes);
+
 // Equality of two strings in time that depends only on their lengths.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 

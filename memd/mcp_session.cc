@@ -67,12 +67,16 @@ std::optional<McpSession> SessionFromJson(const std::string& text) {
 
 }  // namespace
 
-std::string SessionSigner::Mac(std::string_view payload) const {
+std::string HmacSha256Hex(std::string_view secret, std::string_view text) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
-       reinterpret_cast<const unsigned char*>(payload.data()), payload.size(), out, &length);
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(text.data()), text.size(), out, &length);
   return Hex(std::string_view(reinterpret_cast<const char*>(out), length));
+}
+
+std::string SessionSigner::Mac(std::string_view payload) const {
+  return HmacSha256Hex(secret_, payload);
 }
 
 std::string SessionSigner::Issue(const McpSession& session) const {

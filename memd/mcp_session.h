@@ -27,6 +27,10 @@ struct McpSession {
   std::string nonce;         // random, so two sessions begun together differ
 };
 
+// HMAC-SHA256 of `text` under `secret`, as lower-case hex (the session ids' signature, and the
+// OAuth consent form's).
+std::string HmacSha256Hex(std::string_view secret, std::string_view text);
+
 class SessionSigner {
  public:
   // `secret`: the server secret (hex), never empty.

@@ -1,12 +1,9 @@
 #include "memd/oauth.h"
 
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
-#include <sys/random.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -18,7 +15,9 @@
 #include "base/clock.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
+#include "memd/mcp_session.h"
 #include "memd/server_rules.h"
+#include "src/config/url.h"
 
 namespace tmcra::memd {
 
@@ -41,24 +40,6 @@ const std::set<std::string>& Permissions() {
   return p;
 }
 
-std::string RandomHex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = getrandom(raw.data() + done, bytes - done, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) std::abort();  // no entropy: nothing safe to hand out
-    done += static_cast<size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (char c : raw) {
-    out.push_back(kHex[static_cast<unsigned char>(c) >> 4]);
-    out.push_back(kHex[static_cast<unsigned char>(c) & 0x0f]);
-  }
-  return out;
-}
-
 // base64url without padding of the SHA-256 of `text`: PKCE's S256 challenge.
 std::string S256(std::string_view text) {
   unsigned char digest[32];
@@ -77,14 +58,6 @@ std::string S256(std::string_view text) {
   return out;
 }
 
-std::string Hmac(const std::string& secret, std::string_view text) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(text.data()), text.size(), out, &length);
-  return Sha256Hex(std::string_view(reinterpret_cast<const char*>(out), length));
-}
-
 // The fields of an application/x-www-form-urlencoded body (or a query string).
 class Form {
  public:
@@ -95,48 +68,6 @@ class Form {
  private:
   HttpRequest req_;
 };
-
-std::string Escape(std::string_view text) {  // for HTML text and attribute values
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
-
-std::string UrlEncode(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char c : text) {
-    const auto b = static_cast<unsigned char>(c);
-    if (isalnum(b) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(c);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[b >> 4]);
-      out.push_back(kHex[b & 15]);
-    }
-  }
-  return out;
-}
 
 HttpResponse JsonReply(int status, const json& body) {
   HttpResponse res;
@@ -314,8 +245,8 @@ struct OAuthServer::Impl {
   };
   std::optional<std::string> CheckAuthorize(const Form& form, AuthRequest& out, bool& fatal);
   std::string Signature(const AuthRequest& r) const {
-    return Hmac(secret, r.client_id + "\n" + r.redirect_uri + "\n" + r.state + "\n" + r.challenge +
-                            "\n" + r.scope);
+    return HmacSha256Hex(secret, r.client_id + "\n" + r.redirect_uri + "\n" + r.state + "\n" +
+                                     r.challenge + "\n" + r.scope);
   }
   HttpResponse ConsentPage(const AuthRequest& r, const std::string& problem, int status) const;
   std::string Back(const AuthRequest& r, const std::string& params) const;
@@ -325,6 +256,13 @@ struct OAuthServer::Impl {
   HttpResponse IssueTokens(const std::string& client_id, const std::string& key_id,
                            const Grant& grant, const std::string& family);
   void TouchClient(const std::string& client_id);
+  // The mark a used code or refresh token leaves (`used_kind`), naming its grant and when it was
+  // used; kept `seconds`. It is not of the grant's family, so revoking the grant keeps it.
+  void MarkUsed(const char* used_kind, const std::string& id, const std::string& family,
+                double seconds);
+  // A code or refresh token that is gone was used before: if its mark is older than
+  // `grace_seconds`, the grant it named is revoked.
+  void RevokeIfReused(const char* used_kind, const std::string& id, double grace_seconds);
 };
 
 OAuthServer::OAuthServer(OAuthOptions options, KeyStore& keys, std::string secret)
@@ -512,8 +450,8 @@ HttpResponse OAuthServer::Impl::AuthorizePage(const HttpRequest& req) {
 std::string OAuthServer::Impl::Back(const AuthRequest& r, const std::string& params) const {
   std::string out =
       r.redirect_uri + (r.redirect_uri.find('?') == std::string::npos ? "?" : "&") + params;
-  if (!r.state.empty()) out += "&state=" + UrlEncode(r.state);
-  return out + "&iss=" + UrlEncode(options.issuer);
+  if (!r.state.empty()) out += "&state=" + config::QuoteSegment(r.state);
+  return out + "&iss=" + config::QuoteSegment(options.issuer);
 }
 
 HttpResponse OAuthServer::Impl::ConsentPage(const AuthRequest& r, const std::string& problem,
@@ -530,16 +468,17 @@ HttpResponse OAuthServer::Impl::ConsentPage(const AuthRequest& r, const std::str
       res.status = status;
       res.Set("Content-Type", "text/html; charset=utf-8");
       res.Set("Cache-Control", "no-store");
-      res.body = html + "<p class=\"problem\">This request cannot be answered: " + Escape(problem) +
+      res.body = html +
+                 "<p class=\"problem\">This request cannot be answered: " + HtmlEscape(problem) +
                  ".</p></body></html>";
       return res;
     }();
   }
-  html += "<p><b>" + Escape(r.client_name.empty() ? r.client_id : r.client_name) +
+  html += "<p><b>" + HtmlEscape(r.client_name.empty() ? r.client_id : r.client_name) +
           "</b> asks to use this memory server as you, with: <code>" +
-          Escape(ScopeSummary(r.scope)) + "</code>. It will be sent back to <code>" +
-          Escape(r.redirect_uri) + "</code>.</p>";
-  if (!problem.empty()) html += "<p class=\"problem\">" + Escape(problem) + "</p>";
+          HtmlEscape(ScopeSummary(r.scope)) + "</code>. It will be sent back to <code>" +
+          HtmlEscape(r.redirect_uri) + "</code>.</p>";
+  if (!problem.empty()) html += "<p class=\"problem\">" + HtmlEscape(problem) + "</p>";
   html += "<form method=\"post\" action=\"/authorize\">";
   for (const auto& [name, value] : {std::pair{"client_id", r.client_id},
                                     {"redirect_uri", r.redirect_uri},
@@ -547,8 +486,8 @@ HttpResponse OAuthServer::Impl::ConsentPage(const AuthRequest& r, const std::str
                                     {"code_challenge", r.challenge},
                                     {"scope", r.scope},
                                     {"request_mac", Signature(r)}}) {
-    html += "<input type=\"hidden\" name=\"" + std::string(name) + "\" value=\"" + Escape(value) +
-            "\">";
+    html += "<input type=\"hidden\" name=\"" + std::string(name) + "\" value=\"" +
+            HtmlEscape(value) + "\">";
   }
   html +=
       "<label>Your tmcra-memd key (<code>tmcra_…</code>; it is checked, never stored)<input "
@@ -627,16 +566,11 @@ HttpResponse OAuthServer::Impl::CodeGrant(const Form& form) {
   if (!taken) return OAuthError(503, "temporarily_unavailable", "the store cannot be read");
   if (!*taken) {
     // A code used before: every token of its grant is revoked (RFC 6749 section 4.1.2).
-    auto used = keys.GetRecord("used_code", id);
-    if (used && *used) {
-      (void)keys.DropRecordFamily(json::parse((*used)->data, nullptr, false).value("family", ""));
-    }
+    RevokeIfReused("used_code", id, 0);
     return OAuthError(400, "invalid_grant", "the code is unknown, expired or already used");
   }
   const ServerRecord& code = **taken;
-  // The mark is not of the grant's family, so revoking the grant keeps it.
-  (void)keys.PutRecord({"used_code", id, json{{"family", code.family}}.dump(),
-                        code.family + "_used", NowSeconds() + 600});
+  MarkUsed("used_code", id, code.family, 600);
   const json data = json::parse(code.data, nullptr, false);
   if (form.Get("client_id") != data.value("client_id", "") ||
       form.Get("redirect_uri") != data.value("redirect_uri", "")) {
@@ -661,20 +595,12 @@ HttpResponse OAuthServer::Impl::RefreshGrant(const Form& form) {
     // A refresh token used after its rotation: the grant is revoked (OAuth 2.1 section 4.3.1),
     // unless its rotation was moments ago (two refreshes racing, or a retry after an answer
     // that was lost): that one is refused and the grant kept.
-    auto used = keys.GetRecord("used_refresh", id);
-    if (used && *used) {
-      const json mark = json::parse((*used)->data, nullptr, false);
-      if (NowSeconds() - mark.value("at", 0.0) > kRefreshReuseGrace) {
-        (void)keys.DropRecordFamily(mark.value("family", ""));
-      }
-    }
+    RevokeIfReused("used_refresh", id, kRefreshReuseGrace);
     return OAuthError(400, "invalid_grant", "the refresh token is unknown, expired or used");
   }
   const ServerRecord& refresh = **taken;
-  (void)keys.PutRecord({"used_refresh", id,
-                        json{{"family", refresh.family}, {"at", NowSeconds()}}.dump(),
-                        refresh.family + "_used",
-                        NowSeconds() + static_cast<double>(options.refresh_lifetime.count())});
+  MarkUsed("used_refresh", id, refresh.family,
+           static_cast<double>(options.refresh_lifetime.count()));
   const json data = json::parse(refresh.data, nullptr, false);
   if (form.Get("client_id") != data.value("client_id", "")) {
     return OAuthError(400, "invalid_grant", "client_id does not match the refresh token");
@@ -711,6 +637,22 @@ HttpResponse OAuthServer::Impl::IssueTokens(const std::string& client_id, const 
                              {"expires_in", options.access_lifetime.count()},
                              {"refresh_token", refresh},
                              {"scope", grant.ScopeText()}});
+}
+
+void OAuthServer::Impl::MarkUsed(const char* used_kind, const std::string& id,
+                                 const std::string& family, double seconds) {
+  const double now = NowSeconds();
+  (void)keys.PutRecord({used_kind, id, json{{"family", family}, {"at", now}}.dump(),
+                        family + "_used", now + seconds});
+}
+
+void OAuthServer::Impl::RevokeIfReused(const char* used_kind, const std::string& id,
+                                       double grace_seconds) {
+  auto used = keys.GetRecord(used_kind, id);
+  if (!used || !*used) return;
+  const json mark = json::parse((*used)->data, nullptr, false);
+  if (!mark.is_object() || NowSeconds() - mark.value("at", 0.0) <= grace_seconds) return;
+  (void)keys.DropRecordFamily(mark.value("family", ""));
 }
 
 // A client that got a token is kept 90 days from then.

@@ -57,32 +57,6 @@ bool ConstantTimeEqual(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-std::string Escape(std::string_view text) {
-  std::string out;
-  for (char c : SanitizeUtf8(text)) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
-
 constexpr const char* kStyle =
     "body{font:14px system-ui,sans-serif;margin:0;color:#222}nav{background:#24292f;padding:8px "
     "16px}nav a{color:#fff;margin-right:16px;text-decoration:none}main{padding:16px}"
@@ -103,12 +77,12 @@ struct Console {
 };
 
 std::string Page(const Console& c, const std::string& title, const std::string& body) {
-  return "<!doctype html><html><head><meta charset=utf-8><title>tmcra · " + Escape(title) +
+  return "<!doctype html><html><head><meta charset=utf-8><title>tmcra · " + HtmlEscape(title) +
          "</title><style>" + kStyle +
          "</style></head><body><nav><a href=/>Scopes</a><a href=/search>Search</a>"
          "<a href=/recall>Last recalls</a><a href=/outbox>Outbox</a><a href=/forget>Forget</a>"
          "</nav><main><h1>" +
-         Escape(title) + "</h1>" + body + "</main><script>const csrf='" + c.csrf +
+         HtmlEscape(title) + "</h1>" + body + "</main><script>const csrf='" + c.csrf +
          "';document.querySelectorAll('form[method=post]').forEach(f=>{const i=document."
          "createElement('input');i.type='hidden';i.name='csrf';i.value=csrf;f.appendChild(i);"
          "if(f.dataset.confirm)f.addEventListener('submit',e=>{if(!confirm(f.dataset.confirm))"
@@ -187,7 +161,7 @@ httplib::Server::Handler WithCsrf(Console& c, Handler handler) {
   };
 }
 
-std::string ErrorBox(const Error& e) { return "<p class=err>" + Escape(e.message) + "</p>"; }
+std::string ErrorBox(const Error& e) { return "<p class=err>" + HtmlEscape(e.message) + "</p>"; }
 
 // Messages stored per day, all scopes, as a bar chart.
 std::string GrowthChart(Console& c, const json& scopes) {
@@ -213,11 +187,11 @@ std::string GrowthChart(Console& c, const json& scopes) {
   for (const auto& [day, n] : per_day) {
     const int64_t h = 120 * n / top;
     svg += "<rect x=" + std::to_string(x * 24 + 4) + " y=" + std::to_string(130 - h) +
-           " width=18 height=" + std::to_string(h) + " fill='#4c8bf5'><title>" + Escape(day) +
+           " width=18 height=" + std::to_string(h) + " fill='#4c8bf5'><title>" + HtmlEscape(day) +
            ": " + std::to_string(n) + "</title></rect>";
     if (bars <= 12 || x % (bars / 12 + 1) == 0) {
       svg += "<text x=" + std::to_string(x * 24 + 2) + " y=150 font-size=9>" +
-             Escape(day.substr(5)) + "</text>";
+             HtmlEscape(day.substr(5)) + "</text>";
     }
     ++x;
   }
@@ -226,12 +200,12 @@ std::string GrowthChart(Console& c, const json& scopes) {
 
 // The embedding thread's figures (memory/engine.h, EngineStats::EmbeddingFigures).
 std::string VectorsNote(const json& e) {
-  std::string note = "<p class=note>Vectors (" + Escape(e.value("model", "")) +
+  std::string note = "<p class=note>Vectors (" + HtmlEscape(e.value("model", "")) +
                      "): " + std::to_string(e.value("vectors", int64_t{0})) +
                      " records embedded, " + std::to_string(e.value("backlog", int64_t{0})) +
-                     " waiting; " + Escape(e.value("state", ""));
+                     " waiting; " + HtmlEscape(e.value("state", ""));
   if (e.value("state", "") == "failing") {
-    note += " — " + Escape(e.value("last_error", "")) +
+    note += " — " + HtmlEscape(e.value("last_error", "")) +
             " (retried; recall goes on with words meanwhile)";
   }
   return note + "</p>";
@@ -261,11 +235,12 @@ void Overview(Console& c, httplib::Response& res) {
       "redactions<th>export</tr>";
   for (const json& s : (*stats)["scopes"]) {
     const std::string name = s["scope_name"].get<std::string>();
-    body += "<tr><td><a href='/scope?name=" + Escape(name) + "'>" + Escape(name) + "</a><td>" +
-            s["sessions"].dump() + "<td>" + s["messages"].dump() + "<td>" + s["bytes"].dump() +
-            "<td>" + Escape(s["oldest"].is_string() ? s["oldest"].get<std::string>() : "-") +
-            "<td>" + Escape(s["newest"].is_string() ? s["newest"].get<std::string>() : "-") +
-            "<td>" + s["redactions"].dump() + "<td><a href='/export?scope=" + Escape(name) +
+    body += "<tr><td><a href='/scope?name=" + HtmlEscape(name) + "'>" + HtmlEscape(name) +
+            "</a><td>" + s["sessions"].dump() + "<td>" + s["messages"].dump() + "<td>" +
+            s["bytes"].dump() + "<td>" +
+            HtmlEscape(s["oldest"].is_string() ? s["oldest"].get<std::string>() : "-") + "<td>" +
+            HtmlEscape(s["newest"].is_string() ? s["newest"].get<std::string>() : "-") + "<td>" +
+            s["redactions"].dump() + "<td><a href='/export?scope=" + HtmlEscape(name) +
             "'>jsonl</a></tr>";
   }
   body += "</table>";
@@ -277,8 +252,8 @@ void Overview(Console& c, httplib::Response& res) {
 }
 
 std::string FeedbackForms(const std::string& scope, const std::string& id) {
-  const std::string hidden = "<input type=hidden name=scope value='" + Escape(scope) +
-                             "'><input type=hidden name=memory_id value='" + Escape(id) + "'>";
+  const std::string hidden = "<input type=hidden name=scope value='" + HtmlEscape(scope) +
+                             "'><input type=hidden name=memory_id value='" + HtmlEscape(id) + "'>";
   return "<form class=inline method=post action=/feedback>" + hidden +
          "<input type=hidden name=action value=ignore><button>Ignore</button></form> "
          "<form class=inline method=post action=/feedback>" +
@@ -293,17 +268,18 @@ std::string FeedbackForms(const std::string& scope, const std::string& id) {
 // A session's memory controls (tmcra_memory_control's): its state, its mode, the scope's recall
 // budget and a task.
 std::string ControlForms(Console& c, const std::string& scope, const std::string& session) {
-  const std::string hidden = "<input type=hidden name=scope value='" + Escape(scope) +
-                             "'><input type=hidden name=session value='" + Escape(session) + "'>";
+  const std::string hidden = "<input type=hidden name=scope value='" + HtmlEscape(scope) +
+                             "'><input type=hidden name=session value='" + HtmlEscape(session) +
+                             "'>";
   std::string out;
   if (c.app.tool_deps.controls != nullptr && c.app.tool_deps.control_key) {
     auto state = c.app.tool_deps.controls->Control(c.app.tool_deps.control_key(scope), session,
                                                    "dashboard", json::object());
-    if (state) out += "<p class=note>controls: " + Escape(state->dump()) + "</p>";
+    if (state) out += "<p class=note>controls: " + HtmlEscape(state->dump()) + "</p>";
   }
   out += "<form class=inline method=post action=/control>" + hidden +
          "<input type=hidden name=action value=mode><select name=mode aria-label='mode of " +
-         Escape(session) + "'>";
+         HtmlEscape(session) + "'>";
   for (const char* mode : {"normal", "recall_only", "off"}) {
     out += std::string("<option>") + mode + "</option>";
   }
@@ -335,13 +311,13 @@ void ScopePage(Console& c, const httplib::Request& req, httplib::Response& res) 
   if (!exported) return Html(res, c, scope, ErrorBox(exported.error()));
   std::string body;
   for (const auto& [session, records] : sessions) {
-    body += "<h2>Session " + Escape(session) + "</h2>" + ControlForms(c, scope, session) +
+    body += "<h2>Session " + HtmlEscape(session) + "</h2>" + ControlForms(c, scope, session) +
             "<table><tr><th>time<th>role<th>message<th>memory id<th>feedback</tr>";
     for (const json& r : records) {
-      body += "<tr><td>" + Escape(r.value("timestamp", "")) + "<td>" + Escape(r.value("role", "")) +
-              "<td class=msg>" + Escape(r.value("content", "")) + "<td>" +
-              Escape(r.value("memory_id", "")) + "<td>" +
-              FeedbackForms(scope, r.value("memory_id", "")) + "</tr>";
+      body += "<tr><td>" + HtmlEscape(r.value("timestamp", "")) + "<td>" +
+              HtmlEscape(r.value("role", "")) + "<td class=msg>" +
+              HtmlEscape(r.value("content", "")) + "<td>" + HtmlEscape(r.value("memory_id", "")) +
+              "<td>" + FeedbackForms(scope, r.value("memory_id", "")) + "</tr>";
     }
     body += "</table>";
   }
@@ -353,9 +329,9 @@ void SearchPage(Console& c, const httplib::Request& req, httplib::Response& res)
   const std::string q = req.get_param_value("q");
   std::string scope = req.get_param_value("scope");
   if (scope.empty()) scope = c.app.default_scope;
-  std::string body = "<form method=get action=/search><input type=text name=q value='" + Escape(q) +
-                     "' aria-label=query> in scope <input name=scope value='" + Escape(scope) +
-                     "' aria-label=scope> <button>Search</button></form>";
+  std::string body = "<form method=get action=/search><input type=text name=q value='" +
+                     HtmlEscape(q) + "' aria-label=query> in scope <input name=scope value='" +
+                     HtmlEscape(scope) + "' aria-label=scope> <button>Search</button></form>";
   if (!q.empty()) {
     auto found = SearchMemory(c.app, scope, q);
     if (!found) return Html(res, c, "Search", body + ErrorBox(found.error()));
@@ -365,21 +341,22 @@ void SearchPage(Console& c, const httplib::Request& req, httplib::Response& res)
                   e.value("signal", "") + " of " + e.value("of", "") + ")";
     }
     body +=
-        "<p class=note>route: " + Escape(found->value("route", json::object()).dump()) +
+        "<p class=note>route: " + HtmlEscape(found->value("route", json::object()).dump()) +
         "</p><p class=note>also searched, with a lower weight: " +
-        Escape(searched.empty() ? "nothing" : searched) + "</p><p class=note>vectors: " +
-        Escape(found->value("vectors", json::object()).value("searched", false)
-                   ? std::string("searched")
-                   : "not searched (" +
-                         found->value("vectors", json::object()).value("note", std::string("off")) +
-                         ")") +
+        HtmlEscape(searched.empty() ? "nothing" : searched) + "</p><p class=note>vectors: " +
+        HtmlEscape(
+            found->value("vectors", json::object()).value("searched", false)
+                ? std::string("searched")
+                : "not searched (" +
+                      found->value("vectors", json::object()).value("note", std::string("off")) +
+                      ")") +
         "</p><table><tr><th>window<th>rank<th>why<th>message<th>feedback</tr>";
     for (const json& r : (*found)["results"]) {
       const bool hit = r.value("hit", false);
       body += std::string("<tr class=") + (hit ? "hit" : "near") + "><td>" + r["window"].dump() +
               "<td>" + (hit ? "hit " + r["score"].dump() : "neighbour") + "<td>" +
-              Escape(r["why"].dump()) + "<td class=msg>" + Escape(r.value("text", "")) + "<td>" +
-              FeedbackForms(scope, r.value("memory_id", "")) + "</tr>";
+              HtmlEscape(r["why"].dump()) + "<td class=msg>" + HtmlEscape(r.value("text", "")) +
+              "<td>" + FeedbackForms(scope, r.value("memory_id", "")) + "</tr>";
     }
     body += "</table>";
     if ((*found)["results"].empty()) body += "<p class=note>Nothing recalled.</p>";
@@ -403,12 +380,12 @@ void RecallPage(Console& c, httplib::Response& res) {
   };
   for (const json& note : history) {
     if (!note.is_object()) continue;
-    body += "<tr><td>" + Escape(note.value("at", "")) + "<td>" + Escape(note.value("by", "")) +
-            "<td class=msg>" + Escape(note.value("query", "")) + "<td>" +
-            number(note, "recalled_blocks") + "<td>" + number(note, "given_blocks") + "<td>" +
-            number(note, "already_given") + "<td>" + number(note, "left_out") + "<td>" +
-            number(note, "bytes") + "<td class=msg>" +
-            Escape(note.value("given", json::array()).dump()) + "</tr>";
+    body += "<tr><td>" + HtmlEscape(note.value("at", "")) + "<td>" +
+            HtmlEscape(note.value("by", "")) + "<td class=msg>" +
+            HtmlEscape(note.value("query", "")) + "<td>" + number(note, "recalled_blocks") +
+            "<td>" + number(note, "given_blocks") + "<td>" + number(note, "already_given") +
+            "<td>" + number(note, "left_out") + "<td>" + number(note, "bytes") + "<td class=msg>" +
+            HtmlEscape(note.value("given", json::array()).dump()) + "</tr>";
   }
   Html(res, c, "Last recalls", body + "</table>");
 }
@@ -421,14 +398,14 @@ void OutboxPage(Console& c, httplib::Response& res) {
   for (const std::string& id : *ids) {
     auto item = c.outbox->Get(id);
     if (!item) continue;
-    body += "<tr><td>" + Escape(id) + "<td>" + Escape(item->state) + "<td>" +
-            Escape(item->scope_name) + "<td>" + std::to_string(item->attempts) + "<td>" +
-            Escape(item->last_error.value_or("")) + "<td>";
+    body += "<tr><td>" + HtmlEscape(id) + "<td>" + HtmlEscape(item->state) + "<td>" +
+            HtmlEscape(item->scope_name) + "<td>" + std::to_string(item->attempts) + "<td>" +
+            HtmlEscape(item->last_error.value_or("")) + "<td>";
     if (item->state == queue::kDeadLetter) {
       body +=
           "<form class=inline method=post action=/replay><input type=hidden name=item "
           "value='" +
-          Escape(id) + "'><button>Replay</button></form>";
+          HtmlEscape(id) + "'><button>Replay</button></form>";
     }
     body += "</tr>";
   }
@@ -457,9 +434,9 @@ void ForgetPost(Console& c, const httplib::Request& req, httplib::Response& res)
   std::string body =
       std::string("<p id=forget-report>") + (args.dry_run ? "Would forget " : "Forgot ") +
       (*report)["records"].dump() + " records and " + (*report)["outbox_items"].dump() +
-      " outbox items; erase: " + Escape((*report)["erase"].get<std::string>()) + ".</p><ul>";
+      " outbox items; erase: " + HtmlEscape((*report)["erase"].get<std::string>()) + ".</p><ul>";
   for (const json& p : (*report)["preview"]) {
-    body += "<li>" + Escape(p.value("excerpt", "")) + "</li>";
+    body += "<li>" + HtmlEscape(p.value("excerpt", "")) + "</li>";
   }
   Html(res, c, "Forget", body + "</ul>" + kForgetForm);
 }
@@ -474,8 +451,8 @@ void FeedbackPost(Console& c, const httplib::Request& req, httplib::Response& re
   if (action == "correct") body["replacement"] = req.get_param_value("replacement");
   auto done = c.app.memory->Feedback(scope, body, {"console-" + UuidV4()});
   Html(res, c, "Feedback",
-       done ? "<p id=feedback-report>" + Escape(action) + " recorded for " +
-                  Escape(req.get_param_value("memory_id")) + ".</p>"
+       done ? "<p id=feedback-report>" + HtmlEscape(action) + " recorded for " +
+                  HtmlEscape(req.get_param_value("memory_id")) + ".</p>"
             : ErrorBox(done.error()));
 }
 
@@ -500,8 +477,8 @@ void ControlPost(Console& c, const httplib::Request& req, httplib::Response& res
   auto done =
       c.app.tool_deps.controls->Control(c.app.tool_deps.control_key(scope), session, action, args);
   Html(res, c, "Controls",
-       done ? "<p id=control-report>Session " + Escape(session) + ": " + Escape(action) +
-                  " is now " + Escape(done->dump()) + ".</p>"
+       done ? "<p id=control-report>Session " + HtmlEscape(session) + ": " + HtmlEscape(action) +
+                  " is now " + HtmlEscape(done->dump()) + ".</p>"
             : ErrorBox(done.error()));
 }
 
@@ -511,7 +488,8 @@ void ReplayPost(Console& c, const httplib::Request& req, httplib::Response& res)
   auto done = c.outbox->Replay(item);
   if (done) c.app.delivery->Kick();
   Html(res, c, "Replay",
-       done ? "<p id=replay-report>" + Escape(item) + " is pending again; delivery retries it.</p>"
+       done ? "<p id=replay-report>" + HtmlEscape(item) +
+                  " is pending again; delivery retries it.</p>"
             : ErrorBox(done.error()));
 }
 

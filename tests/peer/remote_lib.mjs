@@ -40,6 +40,24 @@ export function makeCerts(dir = path.join(tmpDir(), 'pki')) {
   return { dir, ca: path.join(dir, 'ca.pem'), cert: path.join(dir, 'leaf.pem'), key: path.join(dir, 'leaf.key') };
 }
 
+/**
+ * The test CA, for a script that talks to memd with node's fetch, which trusts a CA only through
+ * NODE_EXTRA_CA_CERTS, read when node starts: the first call makes the CA and runs the script
+ * again with it set (and exits with that run's status); in that run it returns the certificates.
+ */
+export function withTestCa() {
+  if (!process.env.TMCRA_TEST_PKI) {
+    const certs = makeCerts();
+    const child = spawnSync(process.execPath, process.argv.slice(1), {
+      stdio: 'inherit',
+      env: { ...process.env, NODE_EXTRA_CA_CERTS: certs.ca, TMCRA_TEST_PKI: certs.dir },
+    });
+    process.exit(child.status ?? 1);
+  }
+  const dir = process.env.TMCRA_TEST_PKI;
+  return { dir, ca: path.join(dir, 'ca.pem'), cert: path.join(dir, 'leaf.pem'), key: path.join(dir, 'leaf.key') };
+}
+
 /** `tmcra-memd keys create`: the new key (printed once on stdout). */
 export function createKey(dataDir, permissions = 'memory:read,memory:write,memory:feedback') {
   const out = spawnSync(memdBin(), ['keys', 'create', '--data-dir', dataDir, '--permissions', permissions],
@@ -54,8 +72,8 @@ export function createKey(dataDir, permissions = 'memory:read,memory:write,memor
  * Starts `tmcra-memd serve` and waits for its readiness line ({"listening": url}).
  * Returns {url, proc, stderr(), stop(signal)}; stop resolves with the exit {code, signal}.
  */
-export async function startMemd({ dataDir, certs, args = [], env = {}, local = false }) {
-  const argv = ['serve', '--data-dir', dataDir, '--listen', '127.0.0.1:0', ...args];
+export async function startMemd({ dataDir, certs, args = [], env = {}, local = false, port = 0 }) {
+  const argv = ['serve', '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`, ...args];
   if (local) argv.push('--local');
   else argv.push('--tls-cert', certs.cert, '--tls-key', certs.key);
   const proc = spawn(memdBin(), argv, { env: { ...serverEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -74,7 +92,7 @@ export async function startMemd({ dataDir, certs, args = [], env = {}, local = f
     exited.then((x) => { clearTimeout(timer); reject(new Error(`tmcra-memd exited ${JSON.stringify(x)}:\n${err}`)); });
   });
   return {
-    url, proc, exited,
+    url, port: Number(new URL(url).port), proc, exited,
     stderr: () => err,
     async stop(signal = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);

@@ -13,32 +13,22 @@
 //
 // Node's fetch trusts the test CA only through NODE_EXTRA_CA_CERTS, which node reads at start:
 // the script makes the CA, then runs itself again with it set.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
-import readline from 'node:readline';
 
 import {
-  Runner, assert, parseBins, requireNodeModules, tmpDir, serverEnv, connectV1, sleep, run,
+  Runner, assert, parseBins, requireNodeModules, tmpDir, connectV1, sleep, run,
   hostCliEnv, claudeCommand,
 } from './lib.mjs';
-import { makeCerts, memdBin, createKey, remoteEnv } from './remote_lib.mjs';
+import { withTestCa, memdBin, createKey, remoteEnv, startMemd as startMemdOn } from './remote_lib.mjs';
 
 const NAME = 'remote_mcp.mjs';
 requireNodeModules(NAME, ['@modelcontextprotocol/sdk', '@modelcontextprotocol/client', '@anthropic-ai/claude-code']);
 const bins = parseBins(NAME);
 
-if (!process.env.TMCRA_TEST_PKI) {
-  const certs = makeCerts();
-  const child = spawnSync(process.execPath, process.argv.slice(1), {
-    stdio: 'inherit',
-    env: { ...process.env, NODE_EXTRA_CA_CERTS: certs.ca, TMCRA_TEST_PKI: certs.dir },
-  });
-  process.exit(child.status ?? 1);
-}
-const PKI = process.env.TMCRA_TEST_PKI;
-const certs = { dir: PKI, ca: path.join(PKI, 'ca.pem'), cert: path.join(PKI, 'leaf.pem'), key: path.join(PKI, 'leaf.key') };
+const certs = withTestCa();
 
 const r = new Runner(NAME, { budgetMs: 240_000 });
 const TMP = tmpDir('tmcra-remote-mcp-');
@@ -52,26 +42,9 @@ r.onCleanup(async () => {
   for (const s of servers) if (s.proc.exitCode === null && s.proc.signalCode === null) s.proc.kill('SIGKILL');
 });
 
-/** `tmcra-memd serve` on DATA with TLS; resolves with {url, port, proc, stop()} once ready. */
+/** `tmcra-memd serve` on DATA with TLS (remote_lib's startMemd), killed at the end if still up. */
 async function startMemd({ port = 0, args = [] } = {}) {
-  const argv = ['serve', '--data-dir', DATA, '--listen', `127.0.0.1:${port}`,
-    '--tls-cert', certs.cert, '--tls-key', certs.key, ...args];
-  const proc = spawn(memdBin(), argv, { env: serverEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-  let err = '';
-  proc.stderr.on('data', (d) => { err += d; if (process.env.PEER_VERBOSE === '1') process.stderr.write(d); });
-  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
-  const url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`tmcra-memd not ready in 20 s:\n${err}`)), 20_000);
-    readline.createInterface({ input: proc.stdout }).on('line', (line) => {
-      try {
-        const m = JSON.parse(line);
-        if (m.listening) { clearTimeout(timer); resolve(m.listening); }
-      } catch { /* not the readiness line */ }
-    });
-    exited.then((x) => { clearTimeout(timer); reject(new Error(`tmcra-memd exited ${JSON.stringify(x)}:\n${err}`)); });
-  });
-  const srv = { url, port: Number(new URL(url).port), proc, stderr: () => err,
-    async stop() { proc.kill('SIGTERM'); return exited; } };
+  const srv = await startMemdOn({ dataDir: DATA, certs, port, args });
   servers.push(srv);
   return srv;
 }
