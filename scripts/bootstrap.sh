@@ -6,7 +6,8 @@
 #                                     stdio with its embedded default
 #   bash scripts/bootstrap.sh test    install what is missing, build, run the whole test suite
 #                                     (fuzz smoke; unit, integration and peers under ASan+UBSan,
-#                                     then again under ThreadSanitizer)
+#                                     with the Debian package built and installed into a
+#                                     debootstrap root; then again under ThreadSanitizer)
 #
 # In `serve` mode everything but the server's own JSON-RPC goes to stderr, so the command can be
 # used as an MCP host's server command.
@@ -33,7 +34,7 @@ build_packages=(build-essential cmake ninja-build pkg-config libsqlite3-dev libc
                 libstemmer-dev wordnet-base   # stems and WordNet's synonyms (docs/recall.md)
                 libhnswlib-dev                # the vectors' approximate index (docs/recall.md)
                 libpq-dev)                    # tmcra-memd on PostgreSQL (docs/memd.md)
-test_packages=(clang-14 libclang-rt-14-dev clang-format-14 universal-ctags openssl util-linux chromium postgresql-15)  # postgresql-15: the private cluster the memd tests start (tests/support/pg_cluster.sh); clang-format-14: the format test; universal-ctags: the function_sizes test; openssl: test certificates (memd); util-linux: unshare and nsenter (memd's full-disk test); chromium: the console's browser test (playwright-core drives it)
+test_packages=(clang-14 libclang-rt-14-dev clang-format-14 universal-ctags openssl util-linux chromium postgresql-15 debootstrap lintian)  # postgresql-15: the private cluster the memd tests start (tests/support/pg_cluster.sh); clang-format-14: the format test; universal-ctags: the function_sizes test; openssl: test certificates (memd); util-linux: unshare and nsenter (memd's full-disk test); chromium: the console's browser test (playwright-core drives it); debootstrap, lintian: the Debian package's test (tests/packaging/debian_package.mjs)
 
 apt_updated=0
 install_missing() {
@@ -110,8 +111,9 @@ configure() {
 
 # Three builds (docs/architecture.md, "Test builds"): ci is clang-14 with ASan+UBSan and holds
 # the fuzz targets too; tsan is gcc 12, so both compilers build everything with -Werror; the
-# release binary drives the two stress tests. All three are built before any test runs, so a
-# compile error of either compiler shows first.
+# package tree (gcc release, hardened) is what the Debian package's test packs and installs,
+# and its tmcra-mcp drives the two stress tests. All three are built before any test runs, so
+# a compile error of either compiler shows first.
 log "building the ci preset (clang-14 Debug, ASan+UBSan, -Werror, with the libFuzzer targets)"
 configure ci clang++-14
 cmake --build --preset ci -j "$jobs"
@@ -120,10 +122,10 @@ log "building the tsan preset (gcc Debug, ThreadSanitizer, -Werror)"
 configure tsan g++
 cmake --build --preset tsan -j "$jobs"
 
-log "building the release binary for the stress tests (random kills, shared outbox)"
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$jobs" --target tmcra-mcp
-export TMCRA_STRESS_BIN="$root/build/release/src/app/tmcra-mcp"
+log "building the package preset (gcc release, hardened: the Debian package's test, and the stress tests' tmcra-mcp)"
+configure package g++
+cmake --build --preset package -j "$jobs"
+export TMCRA_STRESS_BIN="$root/build/package/src/app/tmcra-mcp"
 
 log "fuzz smoke (three targets, 60 s each, two at a time)"
 ctest --preset fuzz

@@ -1,12 +1,12 @@
 // Editing a host's MCP config text: add, update, find or remove one server entry, touching
 // nothing else. Pure functions from text to text; reading and writing files is config_file.h.
 //
-// JSON hosts (Claude Desktop, Claude Code, Cursor, VS Code) keep their servers in an object
-// under "mcpServers" (VS Code: "servers"). The document is parsed strictly and written back in
-// its own key order, with the indent its first indented line uses and its line endings, so only
-// the entry changes in value (spelling such as 1e3 or \u00e9 may change). A file that could not
-// come back with the same values (a repeated key, an integer beyond 64 bits) or that has
-// comments (VS Code accepts JSONC) is refused rather than rewritten.
+// JSON hosts (Claude Desktop, Claude Code, Cursor, Gemini CLI, VS Code) keep their servers in an
+// object under "mcpServers" (VS Code: "servers"). The document is parsed strictly and written
+// back in its own key order, with the indent its first indented line uses and its line endings,
+// so only the entry changes in value (spelling such as 1e3 or \u00e9 may change). A file that
+// could not come back with the same values (a repeated key, an integer beyond 64 bits) or that
+// has comments (VS Code and Gemini CLI accept them) is refused rather than rewritten.
 //
 // Codex keeps them in TOML tables `[mcp_servers.<name>]` and refuses unknown keys. The TOML is
 // edited as text, so comments and layout stay: values are replaced where the parser says they

@@ -27,11 +27,26 @@ std::string CodexHome(const HostEnvironment& env) {
   return env.codex_home && !env.codex_home->empty() ? *env.codex_home : env.home + "/.codex";
 }
 
+// The directory Gemini CLI keeps its .gemini in: $GEMINI_CLI_HOME, else the home.
+std::string GeminiCliHome(const HostEnvironment& env) {
+  return env.gemini_cli_home && !env.gemini_cli_home->empty() ? *env.gemini_cli_home : env.home;
+}
+
+// A host that keeps its file `name` in one directory: `project_dir`/`project_sub` for a project,
+// else `user_dir`. It is present when that directory exists (always, for a project).
+void InDirectory(HostTarget& t, const std::optional<std::string>& project_dir,
+                 const std::string& project_sub, const std::string& user_dir, const char* name) {
+  const std::string dir = project_dir ? *project_dir + "/" + project_sub : user_dir;
+  t.path = dir + "/" + name;
+  t.present = project_dir.has_value() || Exists(dir);
+}
+
 // The program of each host that has one on PATH.
 const char* HostProgram(std::string_view host) {
   if (host == "claude-code") return "claude";
   if (host == "codex") return "codex";
   if (host == "cursor") return "cursor";
+  if (host == "gemini-cli") return "gemini";
   if (host == "vscode") return "code";
   return nullptr;
 }
@@ -76,8 +91,9 @@ Result<HooksTarget> ResolveHooks(std::string_view host, const HostEnvironment& e
 }
 
 const std::vector<std::string>& HostNames() {
-  static const std::vector<std::string> names = {"claude-code", "claude-desktop", "codex", "cursor",
-                                                 "vscode"};
+  static const std::vector<std::string> names = {
+      "claude-code", "claude-desktop", "codex", "cursor", "gemini-cli", "vscode",
+  };
   return names;
 }
 
@@ -106,19 +122,13 @@ Result<HostTarget> ResolveHost(std::string_view host, const HostEnvironment& env
   } else if (host == "codex") {
     t.label = "Codex" + scope;
     t.format = ConfigFormat::kCodexToml;
-    if (project) {
-      t.path = *project_dir + "/.codex/config.toml";
-      t.present = true;
-    } else {
-      const std::string dir = CodexHome(env);
-      t.path = dir + "/config.toml";
-      t.present = Exists(dir);
-    }
+    InDirectory(t, project_dir, ".codex", CodexHome(env), "config.toml");
   } else if (host == "cursor") {
     t.label = "Cursor" + scope;
-    const std::string dir = project ? *project_dir + "/.cursor" : env.home + "/.cursor";
-    t.path = dir + "/mcp.json";
-    t.present = project || Exists(dir);
+    InDirectory(t, project_dir, ".cursor", env.home + "/.cursor", "mcp.json");
+  } else if (host == "gemini-cli") {
+    t.label = "Gemini CLI" + scope;
+    InDirectory(t, project_dir, ".gemini", GeminiCliHome(env) + "/.gemini", "settings.json");
   } else if (host == "vscode") {
     t.label = "VS Code" + scope;
     t.format = ConfigFormat::kJsonServers;
@@ -132,8 +142,9 @@ Result<HostTarget> ResolveHost(std::string_view host, const HostEnvironment& env
       t.present = Exists(dir);
     }
   } else {
-    return Error::Invalid("unknown host '" + std::string(host) +
-                          "' (known: claude-code, claude-desktop, codex, cursor, vscode)");
+    return Error::Invalid(
+        "unknown host '" + std::string(host) +
+        "' (known: claude-code, claude-desktop, codex, cursor, gemini-cli, vscode)");
   }
   if (const char* program = HostProgram(host); program != nullptr && !project) {
     t.present = t.present || FindOnPath(program, env.path).has_value();

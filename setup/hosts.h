@@ -7,12 +7,15 @@
 //   claude-code     ~/.claude.json (top-level mcpServers)           DIR/.mcp.json
 //   codex           $CODEX_HOME/config.toml, else ~/.codex/...      DIR/.codex/config.toml
 //   cursor          ~/.cursor/mcp.json                              DIR/.cursor/mcp.json
+//   gemini-cli      ~/.gemini/settings.json (key mcpServers)        DIR/.gemini/settings.json
+//                   $GEMINI_CLI_HOME replaces ~ when set
 //   vscode          ~/.config/Code/User/mcp.json                    DIR/.vscode/mcp.json
 //                   macOS: ~/Library/Application Support/Code/User/mcp.json
 //
 // A host counts as present on the machine when its own directory exists (~/.config/Claude,
-// ~/.claude.json or ~/.claude, the Codex home, ~/.cursor, ~/.config/Code/User), or when its
-// program is on PATH (`claude`, `codex`, `cursor`, `code`: installed but never run).
+// ~/.claude.json or ~/.claude, the Codex home, ~/.cursor, ~/.gemini, ~/.config/Code/User), or
+// when its program is on PATH (`claude`, `codex`, `cursor`, `gemini`, `code`: installed but
+// never run).
 //
 // Hooks (claude-code and codex only):
 //   claude-code     ~/.claude/settings.json, key "hooks"            DIR/.claude/settings.json
@@ -34,7 +37,8 @@ struct HostEnvironment {
   std::string home;
   std::optional<std::string> xdg_config_home;
   std::optional<std::string> codex_home;
-  std::string path;  // $PATH
+  std::optional<std::string> gemini_cli_home;  // $GEMINI_CLI_HOME: Gemini CLI's ~, for .gemini
+  std::string path;                            // $PATH
   bool macos = false;
 };
 

@@ -28,7 +28,7 @@ std::vector<std::string> VariablesToPass(const std::vector<std::string>& set_nam
 // TMCRA_HOOKS=<host> in its env when `with_hooks` (setup installs the host's hooks), and for
 // Codex `env_vars` (the given names; none when empty) and a tool timeout of 180 s
 // (tmcra_wait_job waits 120 s by default, and tmcra_feedback up to 120 s for the user's answer;
-// Codex's default is 60 s).
+// Codex's default is 60 s). Gemini CLI's entry has no timeout: its default is 10 minutes.
 ServerEntry EntryFor(const HostTarget& target, std::string name, std::string command,
                      std::vector<std::string> env_vars, bool with_hooks);
 

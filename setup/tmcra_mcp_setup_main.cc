@@ -21,46 +21,11 @@
 #include "setup/config_file.h"
 #include "setup/hosts.h"
 #include "setup/setup.h"
+#include "setup/tmcra_mcp_setup_help.h"
 
 namespace {
 
 namespace setup = tmcra::setup;
-
-constexpr const char* kHelp =
-    "Usage: tmcra-mcp-setup install [--host HOST]... [--project DIR] [--name NAME]\n"
-    "                               [--command PATH] [--no-hooks] [--observe-tools]\n"
-    "                               [--trust-codex-hooks] [--statusline] [--dry-run]\n"
-    "       tmcra-mcp-setup remove  [--host HOST]... [--project DIR] [--name NAME] [--dry-run]\n"
-    "       tmcra-mcp-setup status  [--host HOST]... [--project DIR] [--name NAME] [--json]\n"
-    "       tmcra-mcp-setup --version | --help\n"
-    "\n"
-    "Registers tmcra-mcp with MCP hosts by editing their config files, and for Claude Code and\n"
-    "Codex installs its hooks beside the entry (memory recalled and kept every turn without\n"
-    "the model asking). Every file it changes is first copied to <file>.tmcra-backup-<time>; a\n"
-    "file it cannot edit safely (comments in JSON, an inline TOML table) is left alone and the\n"
-    "entry to add by hand is printed.\n"
-    "\n"
-    "Hosts: claude-code, claude-desktop, codex, cursor, vscode. Without --host, install and\n"
-    "remove act on the hosts found on this machine (their directory, or their program on\n"
-    "PATH), status lists them all.\n"
-    "\n"
-    "Options:\n"
-    "  --host HOST          a host to act on (repeatable)\n"
-    "  --project DIR        the project's config (.mcp.json, .claude/, .codex/, .cursor/,\n"
-    "                       .vscode/) instead of the user's; needs --host\n"
-    "  --name NAME          the server's name in the host (default tmcra)\n"
-    "  --command PATH       the tmcra-mcp to register (default: the one beside this program)\n"
-    "  --no-hooks           register the server only, no hooks\n"
-    "  --observe-tools      also the PostToolUse hook (tool results kept as observations)\n"
-    "  --trust-codex-hooks  ask Codex (codex app-server) for our hooks' hashes and record\n"
-    "                       them as trusted in its config.toml; without it Codex skips them\n"
-    "                       until you trust them with /hooks in Codex\n"
-    "  --statusline         Claude Code's status line shows tmcra-mcp (unless you have one)\n"
-    "  --dry-run            say what would change, change nothing\n"
-    "  --json               status as JSON\n"
-    "\n"
-    "Restart or reload a host after installing. Credentials are not set here: see\n"
-    "docs/configuration.md (TMCRA_API_KEY or the device config file).\n";
 
 constexpr auto kStatusCodexTimeout = std::chrono::seconds(5);
 constexpr auto kTrustCodexTimeout = std::chrono::seconds(20);
@@ -392,7 +357,7 @@ std::optional<int> VersionOrHelp(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h") {
-      std::fputs(kHelp, stdout);
+      std::fputs(tmcra::help::kText, stdout);
       return 0;
     }
   }
@@ -489,6 +454,7 @@ setup::HostEnvironment ProcessHostEnvironment() {
   env.home = Env("HOME").value_or("");
   env.xdg_config_home = Env("XDG_CONFIG_HOME");
   env.codex_home = Env("CODEX_HOME");
+  env.gemini_cli_home = Env("GEMINI_CLI_HOME");
   env.path = Env("PATH").value_or("");
 #ifdef __APPLE__
   env.macos = true;
@@ -542,7 +508,7 @@ int Run(int argc, char** argv) {
   if (targets.empty()) {
     std::fprintf(stderr,
                  "tmcra-mcp-setup: no MCP host found in %s or on PATH; name one with --host "
-                 "(claude-code, claude-desktop, codex, cursor, vscode)\n",
+                 "(claude-code, claude-desktop, codex, cursor, gemini-cli, vscode)\n",
                  env.home.c_str());
     return 1;
   }

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // make_manifest.mjs — writes the MCPB manifest for a built tmcra-mcp: its version and its tools
 // are asked of the binary itself (initialize, tools/list), so the bundle cannot list a tool the
-// server lacks or carry another version than the one inside it.
+// server lacks or carry another version than the one inside it; the platforms it declares, and
+// the CPU, glibc and libraries its description names, are read from the binary's ELF headers
+// (elf_info.mjs), not from the machine that packs it.
 //
 //   node make_manifest.mjs <tmcra-mcp> <manifest.json>
 import { spawn } from 'node:child_process';
@@ -9,6 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
+import { debianPackage, inspectBinary } from './elf_info.mjs';
 
 const [bin, out] = process.argv.slice(2);
 if (!bin || !out) {
@@ -79,18 +82,43 @@ async function ask(binary) {
   }
 }
 
+// What the binary needs, in words for the description. Every library it names must be one that
+// Debian 12 ships under that soname (debianPackage fails otherwise), which is what makes "built
+// on Debian 12" a checked claim: a build elsewhere names other sonames (libfmt.so.10, ...).
+const elf = inspectBinary(path.resolve(bin));
+const cpu = `${elf.cpu} (${elf.debianArch})`;
+const glibc = elf.glibc ? `glibc ${elf.glibc} or newer` : 'glibc';
+const byPackage = new Map();
+for (const soname of elf.needed) {
+  const pkg = debianPackage(soname);
+  byPackage.set(pkg, [...(byPackage.get(pkg) ?? []), soname]);
+}
+// libstdc++6 also has a floor of its own: the newest GLIBCXX_ symbol version referenced.
+if (elf.glibcxx && byPackage.has('libstdc++6')) byPackage.get('libstdc++6').push(`GLIBCXX_${elf.glibcxx}`);
+const libraries = [...byPackage].map(([pkg, names]) => `${pkg} (${names.join(', ')})`);
+const listed = libraries.length > 1 ? `${libraries.slice(0, -1).join(', ')} and ${libraries.at(-1)}` : libraries[0];
+const requirements = [
+  `The server inside is a Linux ${cpu} executable built on Debian 12 (bookworm).`,
+  `It needs ${glibc} and these libraries as Debian 12 packages them: ${listed}.`,
+  ...(elf.loadsLibcurl
+    ? [`A remote memory also needs ${debianPackage(elf.libcurlSoname)} (${elf.libcurlSoname}), loaded only then.`]
+    : []),
+].join(' ');
+
 const { info, tools } = await ask(path.resolve(bin));
 const manifest = {
   manifest_version: '0.3',
   name: 'tmcra-mcp',
   display_name: 'TMCRA memory',
   version: info.version,
-  description: 'Durable memory for AI agents: recall before answering, commit each turn; every write goes through a local outbox.',
+  description: 'Durable memory for AI agents: recall before answering, commit each turn; every write ' +
+    `goes through a local outbox. For ${cpu} Linux only: built on Debian 12, needs ${glibc}.`,
   long_description: [
     'tmcra-mcp is a native memory server. With no account it keeps memory in a local SQLite file',
     '(the memory folder below); with a Memory API key it talks HTTPS to TMCRA\'s hosted Memory API',
     'or a team\'s tmcra-memd. Every write is kept in a local outbox until the memory has it, so',
     'nothing the app was told is saved is lost or written twice.',
+    requirements,
   ].join(' '),
   author: { name: 'The tmcra-mcp authors' },
   license: 'Apache-2.0',
@@ -113,7 +141,7 @@ const manifest = {
   },
   tools: tools.map((t) => ({ name: t.name, description: t.description })),
   tools_generated: false,
-  compatibility: { platforms: ['linux'] },
+  compatibility: { platforms: [elf.platform] },
   user_config: {
     // No "${HOME}/..." default: hosts expand ${HOME} before they put the defaults in, so it
     // would stay literal (modelcontextprotocol/mcpb#251). Empty is tmcra-mcp's own default.
@@ -149,4 +177,5 @@ const manifest = {
   },
 };
 fs.writeFileSync(out, `${JSON.stringify(manifest, null, 2)}\n`);
-console.error(`make_manifest: ${out}: tmcra-mcp ${info.version}, ${tools.length} tools`);
+console.error(`make_manifest: ${out}: tmcra-mcp ${info.version}, ${tools.length} tools, ` +
+  `${elf.platform} ${elf.cpu}, ${glibc}, ${elf.needed.length} libraries`);

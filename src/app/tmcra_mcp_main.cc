@@ -23,40 +23,9 @@
 #include "src/app/hook_command.h"
 #include "src/app/memory_command.h"
 #include "src/app/retention.h"
+#include "src/app/tmcra_mcp_help.h"
 
 namespace {
-
-constexpr const char* kHelp =
-    "Usage: tmcra-mcp [--version | --help]\n"
-    "       tmcra-mcp hook EVENT [--host claude-code|codex]   (run by a host; docs/hooks.md)\n"
-    "       tmcra-mcp statusline                              (Claude Code's status line)\n"
-    "       tmcra-mcp memory COMMAND ...   stats, search, last-recall, export, import, forget,\n"
-    "                                      retention (docs/memory-commands.md)\n"
-    "       tmcra-mcp console [--port N] [--no-open]   local web page (docs/console.md)\n"
-    "\n"
-    "A durable memory server for AI coding agents, speaking the Model Context Protocol over\n"
-    "stdio. Register it with an MCP host (Claude Desktop, Claude Code, Codex, Cursor, VS Code);\n"
-    "the host starts it and talks to it on stdin/stdout.\n"
-    "\n"
-    "With no account configured it keeps memory in a local SQLite file under\n"
-    "$TMCRA_DATA_DIR (default $HOME/.local/share/tmcra). Set TMCRA_API_KEY (and optionally\n"
-    "TMCRA_BASE_URL) or sign in with a TMCRA app to use a remote Memory API.\n"
-    "\n"
-    "Environment:\n"
-    "  TMCRA_LOG_LEVEL   trace, debug, info (default), warn, error, critical, off\n"
-    "  TMCRA_DATA_DIR    data directory of the embedded memory\n"
-    "  TMCRA_API_KEY     credential for a remote Memory API (never logged)\n"
-    "  TMCRA_BASE_URL    origin of the remote Memory API (HTTPS)\n"
-    "  TMCRA_CONFIG_FILE explicit config file (disables local-memory discovery)\n"
-    "  TMCRA_DEFAULT_SCOPE  scope when a call names none (embedded default: personal)\n"
-    "  TMCRA_AGENT_ID, TMCRA_INTEGRATION_ID, TMCRA_REQUEST_TIMEOUT_SECONDS,\n"
-    "  TMCRA_MAX_ATTEMPTS, TMCRA_CA_FILE, TMCRA_MCP_QUEUE_FILE: see docs/configuration.md\n"
-    "  TMCRA_MEMORY_STATE_DIR  memory-controls directory shared with TMCRA's plugins\n"
-    "  TMCRA_CONFIRMATION_TIMEOUT_MS  how long tmcra_feedback waits for the user (max 120000)\n"
-    "\n"
-    "Options:\n"
-    "  --version         print the version and exit\n"
-    "  --help            print this help and exit\n";
 
 // How often the retention policy is applied: TMCRA_RETENTION_INTERVAL_SECONDS (1..86400), else
 // every ten minutes.
@@ -82,16 +51,23 @@ void TuneAllocator() {
   mallopt(M_ARENA_MAX, 1);
 }
 
-// `tmcra-mcp console ARGS`: runs tmcra-mcp-console from tmcra-mcp's own directory with ARGS
-// (src/app/console.h); returns only when it cannot.
-int RunConsoleProgram(int argc, char** argv) {
+// Where tmcra-mcp-console is: beside tmcra-mcp (a build tree), else in the libexec directory
+// the install puts it in (TMCRA_CONSOLE_DIR, relative to tmcra-mcp's directory).
+std::string ConsoleProgram() {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string program = "tmcra-mcp-console";
-  if (n > 0) {
-    const std::string path(self, static_cast<size_t>(n));
-    program = path.substr(0, path.rfind('/') + 1) + program;
-  }
+  if (n <= 0) return "tmcra-mcp-console";
+  const std::string path(self, static_cast<size_t>(n));
+  const std::string dir = path.substr(0, path.rfind('/') + 1);
+  const std::string beside = dir + "tmcra-mcp-console";
+  if (access(beside.c_str(), X_OK) == 0) return beside;
+  return dir + TMCRA_CONSOLE_DIR + "/tmcra-mcp-console";
+}
+
+// `tmcra-mcp console ARGS`: runs tmcra-mcp-console with ARGS (src/app/console.h); returns only
+// when it cannot.
+int RunConsoleProgram(int argc, char** argv) {
+  std::string program = ConsoleProgram();
   std::vector<char*> args{program.data()};
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
@@ -137,7 +113,7 @@ std::optional<int> RunOptions(int argc, char** argv) {
       return 0;
     }
     if (arg == "--help" || arg == "-h") {
-      std::fputs(kHelp, stdout);  // stdout-ok
+      std::fputs(tmcra::help::kText, stdout);  // stdout-ok
       return 0;
     }
     std::fprintf(stderr, "tmcra-mcp: unknown option '%.*s' (try --help)\n",

@@ -182,14 +182,14 @@ export function serverEnv(extra = {}) {
 }
 
 /**
- * The environment for a host's CLI (Claude Code, Codex) run in a throw-away `home`: nothing of
- * the caller's host, TMCRA or XDG settings leaks in, the XDG dirs are under `home`, and
- * updaters, telemetry and colour are off. The embedded store lives in `home` too.
+ * The environment for a host's CLI (Claude Code, Codex, Gemini CLI) run in a throw-away `home`:
+ * nothing of the caller's host, TMCRA or XDG settings leaks in, the XDG dirs are under `home`,
+ * and updaters, telemetry and colour are off. The embedded store lives in `home` too.
  */
 export function hostCliEnv(home) {
   const env = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (/^(CLAUDE|ANTHROPIC|MCP_|CODEX|OPENAI|XDG_)/i.test(k)) continue;
+    if (/^(CLAUDE|ANTHROPIC|MCP_|CODEX|OPENAI|GEMINI|GOOGLE_|XDG_)/i.test(k)) continue;
     if (k.startsWith('TMCRA_') && k !== 'TMCRA_LOG_LEVEL') continue; // local store only
     env[k] = v;
   }

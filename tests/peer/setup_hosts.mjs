@@ -3,8 +3,8 @@
 // config readers where we have them: Claude Code 2.1.328 (`claude mcp list` starts the
 // registered server and runs the handshake), Codex 0.171.0 (`codex mcp list --json` parses
 // config.toml, which refuses unknown keys; `codex app-server`'s hooks/list reports our hooks
-// and their trust), and for Claude Desktop, Cursor and VS Code the SDK client starting the
-// command the file names. Backups, the other servers and TOML comments are checked byte for
+// and their trust), and for Claude Desktop, Cursor, Gemini CLI and VS Code the SDK client
+// starting the command the file names (gemini_cli.mjs runs the real Gemini CLI). Backups, the other servers and TOML comments are checked byte for
 // byte; files that cannot be edited safely stay untouched.
 //
 //   node setup_hosts.mjs <tmcra-mcp> <tmcra-mcp-testserver>
@@ -17,7 +17,7 @@ import {
 } from './lib.mjs';
 
 const NAME = 'setup_hosts.mjs';
-requireNodeModules(NAME, ['@anthropic-ai/claude-code', '@openai/codex', '@modelcontextprotocol/sdk']);
+requireNodeModules(NAME, ['@anthropic-ai/claude-code', '@openai/codex', '@google/gemini-cli', '@modelcontextprotocol/sdk']);
 const bins = parseBins(NAME);
 const SETUP = process.env.TMCRA_SETUP || path.join(path.dirname(bins.server), 'tmcra-mcp-setup');
 const r = new Runner(NAME);
@@ -35,6 +35,7 @@ const files = {
   'claude-desktop': path.join(home, '.config', 'Claude', 'claude_desktop_config.json'),
   codex: path.join(home, '.codex', 'config.toml'),
   cursor: path.join(home, '.cursor', 'mcp.json'),
+  'gemini-cli': path.join(home, '.gemini', 'settings.json'),
   vscode: path.join(home, '.config', 'Code', 'User', 'mcp.json'),
 };
 const CODEX_TOML = `# Codex settings (a comment that must survive)
@@ -52,6 +53,7 @@ const originals = {
   'claude-desktop': `${JSON.stringify({ globalShortcut: 'Ctrl+Space', mcpServers: { other: { command: '/bin/true' } } }, null, 2)}\n`,
   codex: CODEX_TOML,
   cursor: `${JSON.stringify({ mcpServers: { other: { command: '/bin/true', env: { A: 'b' } } } }, null, 4)}\n`,
+  'gemini-cli': `${JSON.stringify({ general: { vimMode: true }, mcpServers: { other: { command: '/bin/true', trust: false } } }, null, 2)}\n`,
   vscode: `${JSON.stringify({ inputs: [], servers: { other: { type: 'stdio', command: '/bin/true' } } }, null, '\t')}\n`,
 };
 for (const [host, file] of Object.entries(files)) {
@@ -136,21 +138,22 @@ await r.test('status before: every host found, none registered', async () => {
   const rows = JSON.parse(res.stdout);
   assert.deepEqual(rows.map((x) => [x.host, x.host_present, x.state]), [
     ['claude-code', true, 'not registered'], ['claude-desktop', true, 'not registered'],
-    ['codex', true, 'not registered'], ['cursor', true, 'not registered'], ['vscode', true, 'not registered'],
+    ['codex', true, 'not registered'], ['cursor', true, 'not registered'],
+    ['gemini-cli', true, 'not registered'], ['vscode', true, 'not registered'],
   ]);
 });
 
 await r.test('install --dry-run says what it would do and changes no byte', async () => {
   const res = await setup(['install', '--dry-run']);
   assert.equal(res.code, 0, show(res));
-  assert.equal((res.stdout.match(/tmcra would be registered in /g) ?? []).length, 5, show(res));
+  assert.equal((res.stdout.match(/tmcra would be registered in /g) ?? []).length, 6, show(res));
   for (const [host, file] of Object.entries(files)) {
     assert.equal(fs.readFileSync(file, 'utf8'), originals[host], `${host} changed by a dry run`);
     assert.deepEqual(backupsOf(file), [], `${host}: a dry run made a backup`);
   }
 });
 
-await r.test('install registers with all five; each file backed up first, everything else kept', async () => {
+await r.test('install registers with all six; each file backed up first, everything else kept', async () => {
   const res = await setup(['install']);
   assert.equal(res.code, 0, show(res));
   for (const [host, file] of Object.entries(files)) {
@@ -180,7 +183,7 @@ await r.test('install again: nothing changed, no second backup', async () => {
   const before = Object.fromEntries(Object.entries(files).map(([h, f]) => [h, fs.readFileSync(f, 'utf8')]));
   const res = await setup(['install']);
   assert.equal(res.code, 0, show(res));
-  assert.equal((res.stdout.match(/is already registered/g) ?? []).length, 5, show(res));
+  assert.equal((res.stdout.match(/is already registered/g) ?? []).length, 6, show(res));
   for (const [host, file] of Object.entries(files)) {
     assert.equal(fs.readFileSync(file, 'utf8'), before[host], host);
     assert.equal(backupsOf(file).length, 1, host);
@@ -212,7 +215,7 @@ await r.test('Codex: codex mcp list --json reads the table (its parser refuses u
   assert.ok(servers.some((s) => s.name === 'other'), 'the other server is still there');
 });
 
-for (const host of ['claude-desktop', 'cursor', 'vscode']) {
+for (const host of ['claude-desktop', 'cursor', 'gemini-cli', 'vscode']) {
   await r.test(`${host}: the SDK client starts the command the file names and calls tmcra_status`, async () => {
     const entry = JSON.parse(fs.readFileSync(files[host], 'utf8'))[containerKey(host)].tmcra;
     const s = await connectV1({ bin: entry.command, args: entry.args, label: `setup-${host}`, env });
@@ -250,7 +253,7 @@ await r.test('hooks: the contract\'s events and timeouts beside the entries, the
   assert.deepEqual(Object.keys(codexHooksFile.hooks), CODEX_EVENTS);
   assert.deepEqual(JSON.parse(fs.readFileSync(files['claude-code'], 'utf8')).mcpServers.tmcra.env, { TMCRA_HOOKS: 'claude-code' });
   assert.ok(fs.readFileSync(files.codex, 'utf8').includes('env = { TMCRA_HOOKS = "codex" }'));
-  for (const host of ['claude-desktop', 'cursor', 'vscode']) {
+  for (const host of ['claude-desktop', 'cursor', 'gemini-cli', 'vscode']) {
     assert.equal(JSON.parse(fs.readFileSync(files[host], 'utf8'))[containerKey(host)].tmcra.env, undefined, host);
   }
   const claudeStatus = await hookStatus('claude-code');
@@ -332,11 +335,11 @@ await r.test('a file with comments or an inline TOML table is refused untouched,
   assert.deepEqual(fs.readdirSync(path.join(other, '.codex')), ['config.toml'], 'no backup, no temp file');
 });
 
-await r.test('remove: tmcra gone from all five, the rest as it was; the hosts agree', async () => {
+await r.test('remove: tmcra gone from all six, the rest as it was; the hosts agree', async () => {
   const backupsBefore = Object.fromEntries(Object.entries(files).map(([h, f]) => [h, backupsOf(f).length]));
   const res = await setup(['remove']);
   assert.equal(res.code, 0, show(res));
-  assert.equal((res.stdout.match(/tmcra removed from /g) ?? []).length, 5, show(res));
+  assert.equal((res.stdout.match(/tmcra removed from /g) ?? []).length, 6, show(res));
   assert.equal((res.stdout.match(/tmcra-mcp hooks removed from .*\(the file is removed: nothing else was in it\)/g) ?? []).length, 2, show(res));
   for (const file of Object.values(hookFiles)) assert.ok(!fs.existsSync(file), `${file} is still there`);
   for (const [host, file] of Object.entries(files)) {
@@ -359,7 +362,7 @@ await r.test('remove: tmcra gone from all five, the rest as it was; the hosts ag
   assert.ok(!list.stdout.split('\n').some((l) => l.startsWith('tmcra: ')), show(list));
   const again = await setup(['remove']);
   assert.equal(again.code, 0, show(again));
-  assert.equal((again.stdout.match(/is not registered/g) ?? []).length, 5, show(again));
+  assert.equal((again.stdout.match(/is not registered/g) ?? []).length, 6, show(again));
 });
 
 await r.test('project scope: .mcp.json, .codex/, .cursor/, .vscode/ created 0600 in 0700 directories', async () => {
@@ -425,6 +428,7 @@ await r.test('a host installed but never run is found through its program on PAT
   assert.equal(res.code, 0, show(res));
   assert.match(res.stdout, /Claude Code \(user\): tmcra would be registered/, show(res));
   assert.match(res.stdout, /Codex \(user\): tmcra would be registered/, show(res));
+  assert.match(res.stdout, /Gemini CLI \(user\): tmcra would be registered/, show(res));
   assert.ok(res.stdout.includes(`variables Codex passes on: ${PASSED.join(', ')}\n`), show(res));
   // The binary under test is in a build tree: the warning says so.
   assert.match(res.stderr, /warning: .*tmcra-mcp is in a build tree; the hosts will keep starting it from there/, show(res));

@@ -9,9 +9,11 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "setup/hosts.h"
 #include "setup/setup.h"
@@ -193,17 +195,22 @@ TEST_CASE("hosts: where each keeps its servers, per scope and platform", "[setup
   CHECK(path("claude-desktop") == dir.File(".config/Claude/claude_desktop_config.json"));
   CHECK(path("codex") == dir.File(".codex/config.toml"));
   CHECK(path("cursor") == dir.File(".cursor/mcp.json"));
+  CHECK(path("gemini-cli") == dir.File(".gemini/settings.json"));
   CHECK(path("vscode") == dir.File(".config/Code/User/mcp.json"));
   CHECK(path("claude-code", "/p") == "/p/.mcp.json");
   CHECK(path("codex", "/p") == "/p/.codex/config.toml");
   CHECK(path("cursor", "/p") == "/p/.cursor/mcp.json");
+  CHECK(path("gemini-cli", "/p") == "/p/.gemini/settings.json");
   CHECK(path("vscode", "/p") == "/p/.vscode/mcp.json");
   CHECK_FALSE(ResolveHost("claude-desktop", env, std::string("/p")));
   CHECK_FALSE(ResolveHost("zed", env, std::nullopt));
 
   env.codex_home = "/srv/codex";
   env.xdg_config_home = "/xdg";
+  env.gemini_cli_home = "/srv/gemini";  // it replaces the home, which holds .gemini
   CHECK(path("codex") == "/srv/codex/config.toml");
+  CHECK(path("gemini-cli") == "/srv/gemini/.gemini/settings.json");
+  CHECK(path("gemini-cli", "/p") == "/p/.gemini/settings.json");
   CHECK(path("vscode") == "/xdg/Code/User/mcp.json");
   env.macos = true;
   CHECK(path("claude-desktop") ==
@@ -222,6 +229,25 @@ TEST_CASE("hosts: where each keeps its servers, per scope and platform", "[setup
   REQUIRE(cursor);
   CHECK(cursor->present);
   CHECK_FALSE(cursor->typed);
+  auto gemini = ResolveHost("gemini-cli", env, std::nullopt);
+  REQUIRE(gemini);
+  CHECK(gemini->label == "Gemini CLI (user)");
+  CHECK(gemini->format == ConfigFormat::kJsonMcpServers);
+  CHECK_FALSE(gemini->typed);
+  CHECK_FALSE(gemini->present);
+  REQUIRE(mkdir(dir.File(".gemini").c_str(), 0700) == 0);
+  CHECK(ResolveHost("gemini-cli", env, std::nullopt)->present);
+  env.gemini_cli_home = "";  // empty: as if unset
+  CHECK(path("gemini-cli") == dir.File(".gemini/settings.json"));
+  env.gemini_cli_home = dir.File("elsewhere");
+  CHECK_FALSE(ResolveHost("gemini-cli", env, std::nullopt)->present);
+  auto project = ResolveHost("gemini-cli", env, std::string("/p"));
+  REQUIRE(project);
+  CHECK(project->label == "Gemini CLI (project /p)");
+  CHECK(project->present);
+  CHECK(tmcra::setup::HostNames() == std::vector<std::string>{"claude-code", "claude-desktop",
+                                                              "codex", "cursor", "gemini-cli",
+                                                              "vscode"});
 }
 
 TEST_CASE("install, inspect and remove one host on real files", "[setup][hosts]") {
@@ -263,4 +289,64 @@ TEST_CASE("install, inspect and remove one host on real files", "[setup][hosts]"
   CHECK_FALSE(refused.ok);
   CHECK(refused.snippet.rfind("[mcp_servers.tmcra]\ncommand = ", 0) == 0);
   CHECK(Read(target->path) == "mcp_servers = { tmcra = { command = \"/x\" } }\n");
+}
+
+TEST_CASE("Gemini CLI: its settings.json keeps every other setting, remove gives it back",
+          "[setup][hosts]") {
+  TempDir dir;
+  tmcra::setup::HostEnvironment env;
+  env.home = dir.path();
+  auto target = tmcra::setup::ResolveHost("gemini-cli", env, std::nullopt);
+  REQUIRE(target);
+  const std::string command = TMCRA_MCP_BIN;
+  const auto entry = tmcra::setup::EntryFor(*target, "tmcra", command, {"TMCRA_API_KEY"}, true);
+  CHECK(entry.tool_timeout_sec == 0);  // Gemini CLI's own default is 10 minutes
+  CHECK(entry.env_vars.empty());
+  CHECK(entry.env.empty());  // no hooks, so no TMCRA_HOOKS marker
+  CHECK_FALSE(entry.typed);
+  CHECK_FALSE(tmcra::setup::ResolveHooks("gemini-cli", env, std::nullopt));
+
+  const std::string original = R"({
+  "general": {
+    "vimMode": true
+  },
+  "mcpServers": {
+    "other": {
+      "command": "/bin/true",
+      "timeout": 30000,
+      "trust": false
+    }
+  },
+  "security": {
+    "folderTrust": {
+      "enabled": true
+    }
+  }
+}
+)";
+  REQUIRE(mkdir(dir.File(".gemini").c_str(), 0700) == 0);
+  Write(target->path, original);
+  auto installed = tmcra::setup::Install(*target, entry, false, kNoon);
+  CHECK(installed.ok);
+  CHECK(installed.backup_path == target->path + ".tmcra-backup-20261202T120000Z");
+  CHECK(Read(installed.backup_path) == original);
+  const auto doc = nlohmann::ordered_json::parse(Read(target->path));
+  CHECK(doc["mcpServers"]["tmcra"] ==
+        nlohmann::ordered_json::parse(R"({"command": ")" + command + R"(", "args": []})"));
+  CHECK(doc["mcpServers"].size() == 2);
+  CHECK(tmcra::setup::Inspect(*target, "tmcra", command).state == "registered");
+
+  auto removed = tmcra::setup::Remove(*target, "tmcra", false, kNoon + std::chrono::seconds(1));
+  CHECK(removed.ok);
+  CHECK(Read(target->path) == original);
+
+  // Gemini CLI reads comments in settings.json; rewriting would drop them, so it is refused.
+  const std::string commented = "{\n  // mine\n  \"general\": {\"vimMode\": true}\n}\n";
+  Write(target->path, commented);
+  auto refused = tmcra::setup::Install(*target, entry, false, kNoon);
+  CHECK_FALSE(refused.ok);
+  CHECK(refused.message.find("comments") != std::string::npos);
+  const std::string snippet_start = "{\n  \"mcpServers\": {\n    \"tmcra\": {\n      \"command\": ";
+  CHECK(refused.snippet.rfind(snippet_start, 0) == 0);
+  CHECK(Read(target->path) == commented);
 }

@@ -303,14 +303,16 @@ TEST_CASE("hosts: a program on PATH counts as the host being present", "[setup][
   auto env = Home(dir);
   REQUIRE(mkdir(dir.File("bin").c_str(), 0700) == 0);
   env.path = "relative:" + dir.File("empty") + "::" + dir.File("bin");
-  for (const char* host : {"claude-code", "codex", "cursor", "vscode"}) {
+  for (const char* host : {"claude-code", "codex", "cursor", "gemini-cli", "vscode"}) {
     CHECK_FALSE(tmcra::setup::ResolveHost(host, env, std::nullopt)->present);
   }
   Write(dir.File("bin/claude"), "#!/bin/sh\n", 0755);
   Write(dir.File("bin/code"), "#!/bin/sh\n", 0755);
+  Write(dir.File("bin/gemini"), "#!/bin/sh\n", 0755);
   Write(dir.File("bin/cursor"), "not executable\n", 0644);
   CHECK(tmcra::setup::ResolveHost("claude-code", env, std::nullopt)->present);
   CHECK(tmcra::setup::ResolveHost("vscode", env, std::nullopt)->present);
+  CHECK(tmcra::setup::ResolveHost("gemini-cli", env, std::nullopt)->present);
   CHECK_FALSE(tmcra::setup::ResolveHost("cursor", env, std::nullopt)->present);
   CHECK_FALSE(tmcra::setup::ResolveHost("codex", env, std::nullopt)->present);
   CHECK(tmcra::setup::FindOnPath("claude", env.path) == dir.File("bin/claude"));
