@@ -32,10 +32,10 @@ function(tmcra_instance_unit in out)
   foreach(pair "Description=tmcra memory server (tmcra-memd)|Description=tmcra memory server (tmcra-memd instance %i)"
                "/etc/tmcra/memd.env|/etc/tmcra/memd-%i.env"
                "/etc/tmcra/tls/|/etc/tmcra/tls/%i/"
-               "%S/tmcra-memd |%S/tmcra-memd/%i "
-               "XDG_CACHE_HOME=%C\n|XDG_CACHE_HOME=%C/tmcra-memd/%i\n"
-               "StateDirectory=tmcra-memd\n|StateDirectory=tmcra-memd/%i\n"
-               "CacheDirectory=tmcra-memd\n|CacheDirectory=tmcra-memd/%i\n")
+               "%S/tmcra-memd |%S/tmcra-memd-%i "
+               "XDG_CACHE_HOME=%C\n|XDG_CACHE_HOME=%C/tmcra-memd-%i\n"
+               "StateDirectory=tmcra-memd\n|StateDirectory=tmcra-memd-%i\n"
+               "CacheDirectory=tmcra-memd\n|CacheDirectory=tmcra-memd-%i\n")
     string(REPLACE "|" ";" pair "${pair}")
     list(GET pair 0 from)
     list(GET pair 1 to)
@@ -45,7 +45,13 @@ function(tmcra_instance_unit in out)
     endif()
     string(REPLACE "${from}" "${to}" unit "${unit}")
   endforeach()
-  file(CONFIGURE OUTPUT ${out} CONTENT "${unit}")
+  # @ONLY: the unit's own ${TMCRA_MEMD_LISTEN} is systemd's, not CMake's.
+  file(CONFIGURE OUTPUT ${out} CONTENT "${unit}" @ONLY)
+  file(READ ${out} written)
+  string(FIND "${written}" "--listen \${TMCRA_MEMD_LISTEN} $TMCRA_MEMD_OPTIONS" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${out} lost the unit's settings on its command line")
+  endif()
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${in})
 endfunction()
 
@@ -62,6 +68,9 @@ if(TMCRA_PACKAGE)
           DESTINATION /lib/systemd/system)
   install(FILES ${units}/memd.env DESTINATION /etc/tmcra)
   install(FILES ${PROJECT_SOURCE_DIR}/packaging/debian/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
+  # packaging/README.md: the package, the service and its settings.
+  install(FILES ${PROJECT_SOURCE_DIR}/packaging/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR}
+          RENAME README.Debian)
   string(TIMESTAMP TMCRA_PACKAGE_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC)
   configure_file(${PROJECT_SOURCE_DIR}/packaging/debian/changelog.in
                  ${PROJECT_BINARY_DIR}/packaging/changelog.Debian @ONLY)
@@ -93,7 +102,6 @@ set(CPACK_GENERATOR DEB TGZ)
 set(CPACK_SET_DESTDIR ON)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
-set(CPACK_SOURCE_IGNORE_FILES /build/ /\\.git/ node_modules)
 set(CPACK_PACKAGE_FILE_NAME "tmcra-mcp-${PROJECT_VERSION}-linux-amd64")
 set(CPACK_THREADS 1)
 

@@ -8,11 +8,14 @@
 # The help text follows these rules (each program's *.help file does):
 # - It opens with "Usage:" lines, up to the first blank line: the SYNOPSIS.
 # - Paragraphs before the first heading are the DESCRIPTION.
-# - A heading is an unindented line that ends in ':' (such as "Options:"): a section.
+# - A heading is an unindented line of a capital and at most 30 letters and spaces, ending in
+#   ':' (such as "Serve options:"): a section.
 # - In a section, a line indented by two spaces starts an entry: its term, then two or more
 #   spaces and the start of its description. Lines indented deeper continue the entry; a term
 #   too long for the description column may stand alone on its line, with its description on
 #   the lines below, or be followed by a single space where it reaches that column.
+# - In the SYNOPSIS, lines indented deeper than the first command continue it, and keep that
+#   indentation.
 # - Unindented lines are paragraphs.
 use strict;
 use warnings;
@@ -56,14 +59,17 @@ print ".nh\n.ad l\n";
 print ".SH NAME\n", esc($opt{name}), " \\- ", esc($opt{summary}), "\n";
 
 my $i = 0;
-# SYNOPSIS: the usage lines, as written.
+# SYNOPSIS: the usage lines, as written, less the indentation of the first command.
 print ".SH SYNOPSIS\n.nf\n";
+my $base = -1;
 while ($i < @lines && $lines[$i] ne '') {
   my $l = $lines[$i++];
-  $l =~ s/^Usage:\s*//;
-  next if $l eq '';
-  $l =~ s/^\s+//;
-  print esc($l), "\n";
+  $l =~ s/^Usage:/      /;
+  next if $l =~ /^\s*$/;
+  $l =~ /^( *)/;
+  $base = length($1) if $base < 0;
+  my $cut = length($1) < $base ? length($1) : $base;
+  print esc(substr($l, $cut)), "\n";
 }
 print ".fi\n";
 
@@ -103,7 +109,7 @@ for (; $i < @lines; ++$i) {
     $para_open = 0;
     next;
   }
-  if ($l =~ /^(\S[^:]*):$/) {
+  if ($l =~ /^([A-Z][A-Za-z ]{0,30}):$/) {
     print ".SH ", esc(uc $1), "\n";
     $desc_col = section_column($i + 1);
     $in_entry = 0;
@@ -117,9 +123,6 @@ for (; $i < @lines; ++$i) {
     } elsif ($desc_col > 0 && length($l) > $desc_col && substr($l, $desc_col - 1, 1) eq ' '
              && substr($l, 0, $desc_col - 1) =~ /^ {2}\S/) {
       entry(substr($l, 2, $desc_col - 3), substr($l, $desc_col));
-    } elsif ($in_entry && $lines[$i - 1] =~ /^ {2}\S/ && $lines[$i - 1] !~ /\S\s{2,}\S/) {
-      # a term that goes on over a second line before its description
-      print ".br\n", bold_term($rest), "\n.br\n";
     } else {
       entry($rest, '');
     }

@@ -71,7 +71,7 @@ int RunConsoleProgram(int argc, char** argv) {
   std::vector<char*> args{program.data()};
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
-  execv(program.c_str(), args.data());
+  execvp(program.c_str(), args.data());
   std::fprintf(stderr, "tmcra-mcp console: cannot run %s: %s\n", program.c_str(),
                std::strerror(errno));
   return 1;

@@ -9,9 +9,12 @@
 //   dlopen, is there), `tmcra-mcp console` finds its helper in /usr/libexec;
 // - `man tmcra-mcp` (and the two others) renders without warnings;
 // - tmcra-memd runs as the tmcra-memd user postinst made, with the command line and
-//   credentials of tmcra-memd.service, and answers /healthz;
+//   credentials of tmcra-memd.service, and answers /healthz; the template's command line is
+//   the same with the instance's own paths;
 // - `systemd-analyze verify` passes on both units, and `systemd-analyze security` rates them
 //   (the score is printed; goal 2.0 or less);
+// - an upgrade restarts the memd services that run, and `dpkg -r` stops them (systemd's tools
+//   logged, as PID 1 is not systemd);
 // - `dpkg -r` removes the programs and leaves the users' memory, memd's data and the config;
 // - lintian's tags are each explained in packaging/README.md;
 // - the programs are hardened (PIE, full RELRO, BIND_NOW, fortified, stack protector);
@@ -20,7 +23,7 @@
 //   node tests/packaging/debian_package.mjs <package build tree>
 //
 // Needs root (debootstrap, chroot) and Debian's mirror (TMCRA_DEBIAN_MIRROR, default
-// http://deb.debian.org/debian). About 2 minutes, most of it debootstrap and apt.
+// http://deb.debian.org/debian). About a minute, most of it debootstrap and apt.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -102,6 +105,10 @@ await r.test('apt installs the .deb with what its Depends names', async () => {
     { timeoutMs: 300_000, env: ['DEBIAN_FRONTEND=noninteractive'] });
   const status = await mustInRoot(['dpkg-query', '-W', '-f=${Status} ${Version}', 'tmcra-mcp']);
   assert.equal(status.stdout, `install ok installed ${VERSION}`);
+  // The settings (which may hold a key) and the certificates' directory are root's alone.
+  const mode = (f) => (fs.statSync(path.join(ROOT, f)).mode & 0o777).toString(8);
+  assert.equal(mode('etc/tmcra/memd.env'), '600');
+  assert.equal(mode('etc/tmcra/tls'), '700');
 }, { timeoutMs: 300_000 });
 
 await r.test('the installed programs answer --version', async () => {
@@ -173,7 +180,15 @@ await r.test('man renders the three pages without warnings', async () => {
     assert.match(res.stdout, new RegExp(`${page} ${VERSION.replaceAll('.', '\\.')}`));
   }
   // One source: every option and variable --help lists is on the page.
+  const sections = {
+    'tmcra-mcp': ['NAME', 'SYNOPSIS', 'DESCRIPTION', 'COMMANDS', 'ENVIRONMENT', 'OPTIONS', 'DOCUMENTS', 'SEE ALSO'],
+    'tmcra-mcp-setup': ['NAME', 'SYNOPSIS', 'DESCRIPTION', 'OPTIONS', 'SEE ALSO'],
+    'tmcra-memd': ['NAME', 'SYNOPSIS', 'DESCRIPTION', 'SERVE OPTIONS', 'KEYS', 'MIGRATING', 'ENVIRONMENT', 'SEE ALSO'],
+  };
   for (const page of ['tmcra-mcp', 'tmcra-mcp-setup', 'tmcra-memd']) {
+    const source = (await mustInRoot(['sh', '-c', `zcat /usr/share/man/man1/${page}.1.gz`])).stdout;
+    assert.deepEqual([...source.matchAll(/^\.SH (.*)$/gm)].map((m) => m[1].replaceAll('\\-', '-')),
+      sections[page], `${page}'s sections`);
     const help = (await mustInRoot([`/usr/bin/${page}`, '--help'])).stdout;
     const shown = (await mustInRoot(['man', '-P', 'cat', page], { env: ['MANWIDTH=200'] })).stdout;
     const terms = [...help.matchAll(/^ {2}(--[a-z-]+|[A-Z][A-Z_]+)\b/gm)].map((m) => m[1]);
@@ -182,17 +197,21 @@ await r.test('man renders the three pages without warnings', async () => {
   }
 }, { timeoutMs: 300_000 });
 
-/** tmcra-memd.service's ExecStart, with the specifiers as systemd would fill them. */
-function unitCommand(listen) {
-  const unit = fs.readFileSync(path.join(ROOT, 'lib', 'systemd', 'system', 'tmcra-memd.service'), 'utf8');
+/**
+ * A unit's ExecStart, with the specifiers and variables as systemd would fill them for the
+ * instance `instance` (a template) and the settings in `envFile`, less TMCRA_MEMD_LISTEN.
+ */
+function unitCommand(unitFile, { instance = '', envFile = 'memd.env', listen } = {}) {
+  const unit = fs.readFileSync(path.join(ROOT, 'lib', 'systemd', 'system', unitFile), 'utf8');
   const exec = /^ExecStart=(.*)$/m.exec(unit)[1];
-  const env = Object.fromEntries(fs.readFileSync(path.join(ROOT, 'etc', 'tmcra', 'memd.env'), 'utf8')
+  const env = Object.fromEntries(fs.readFileSync(path.join(ROOT, 'etc', 'tmcra', envFile), 'utf8')
     .split('\n').filter((l) => /^[A-Z_]+=/.test(l)).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
   env.TMCRA_MEMD_LISTEN = listen;
-  return exec.replaceAll('%S', '/var/lib').replaceAll('%C', '/var/cache')
-    .replaceAll('%d', '/run/credentials/tmcra-memd.service')
+  const name = instance ? `tmcra-memd@${instance}.service` : 'tmcra-memd.service';
+  return exec.replaceAll('%S', '/var/lib').replaceAll('%C', '/var/cache').replaceAll('%i', instance)
+    .replaceAll('%d', `/run/credentials/${name}`)
     .replace('${TMCRA_MEMD_LISTEN}', env.TMCRA_MEMD_LISTEN)
-    .replace('$TMCRA_MEMD_OPTIONS', env.TMCRA_MEMD_OPTIONS)
+    .replace('$TMCRA_MEMD_OPTIONS', env.TMCRA_MEMD_OPTIONS ?? '')
     .split(/\s+/).filter(Boolean);
 }
 
@@ -210,8 +229,14 @@ await r.test('tmcra-memd runs as its user with the unit\'s command line and answ
   await mustInRoot(['chown', '-R', 'tmcra-memd:tmcra-memd', '/run/credentials/tmcra-memd.service']);
   await mustInRoot(['chmod', '0400', '/run/credentials/tmcra-memd.service/tls-cert',
     '/run/credentials/tmcra-memd.service/tls-key']);
-  const argv = unitCommand('127.0.0.1:0');
+  const argv = unitCommand('tmcra-memd.service', { listen: '127.0.0.1:0' });
   assert.equal(argv[0], '/usr/bin/tmcra-memd');
+  fs.writeFileSync(path.join(ROOT, 'etc', 'tmcra', 'memd-team.env'),
+    'TMCRA_MEMD_LISTEN=127.0.0.1:7412\nTMCRA_MEMD_OPTIONS=--max-concurrency 4\n');
+  const instance = unitCommand('tmcra-memd@.service', { instance: 'team', envFile: 'memd-team.env', listen: '127.0.0.1:0' });
+  const expected = argv.map((a) => a.replace('/var/lib/tmcra-memd', '/var/lib/tmcra-memd-team')
+    .replace('tmcra-memd.service', 'tmcra-memd@team.service'));
+  assert.deepEqual(instance, [...expected, '--max-concurrency', '4']);
   const created = await inRoot(['/usr/bin/tmcra-memd', 'keys', 'create', '--data-dir', '/var/lib/tmcra-memd'],
     { user: 'tmcra-memd' });
   assert.equal(created.code, 0, created.stderr);
@@ -241,11 +266,44 @@ await r.test('systemd-analyze verifies both units and rates their exposure', asy
     r.log(`     ${unit}: exposure ${score[1]} ${score[2]}`);
     assert.ok(Number(score[1]) <= 2.0, `${unit}: exposure ${score[1]} (goal 2.0 or less)`);
   }
-  fs.rmSync(path.join(ROOT, 'etc', 'tmcra', 'memd-team.env'));
 }, { timeoutMs: 300_000 });
 
-await r.test('dpkg -r removes the programs and leaves memory, data and config alone', async () => {
-  await mustInRoot(['dpkg', '-r', 'tmcra-mcp']);
+// systemd is not PID 1 in the root, so deb-systemd-invoke and systemctl are replaced there by
+// scripts that write down how the maintainer scripts call them (as if /run/systemd/system
+// said systemd runs).
+async function withLoggedSystemd(fn) {
+  const log = path.join(ROOT, 'tmp', 'systemd-calls');
+  const saved = [];
+  fs.mkdirSync(path.join(ROOT, 'run', 'systemd', 'system'), { recursive: true });
+  for (const tool of ['usr/bin/deb-systemd-invoke', 'usr/bin/systemctl']) {
+    const file = path.join(ROOT, tool);
+    if (fs.existsSync(file)) { fs.renameSync(file, `${file}.real`); saved.push(file); }
+    fs.writeFileSync(file, `#!/bin/sh\necho "${path.basename(tool)} $*" >> /tmp/systemd-calls\n`, { mode: 0o755 });
+  }
+  try {
+    fs.writeFileSync(log, '');
+    await fn();
+    return fs.readFileSync(log, 'utf8');
+  } finally {
+    for (const file of saved) fs.renameSync(`${file}.real`, file);
+    fs.rmSync(path.join(ROOT, 'run', 'systemd'), { recursive: true, force: true });
+  }
+}
+
+await r.test('an upgrade restarts the memd services that run, each instance too', async () => {
+  fs.writeFileSync(path.join(ROOT, 'etc', 'tmcra', 'memd-team.env'), 'TMCRA_MEMD_LISTEN=127.0.0.1:7412\n');
+  const calls = await withLoggedSystemd(() => mustInRoot(['dpkg', '-i', `/tmp/${DEB_NAME}`]));
+  assert.match(calls, /^systemctl --system daemon-reload$/m, calls);
+  assert.match(calls, /^deb-systemd-invoke try-restart tmcra-memd\.service$/m, calls);
+  assert.match(calls, /^deb-systemd-invoke try-restart tmcra-memd@team\.service$/m, calls);
+  assert.doesNotMatch(calls, / (start|enable|restart) /, calls);
+}, { timeoutMs: 120_000 });
+
+await r.test('dpkg -r stops them, removes the programs and leaves memory, data and config alone', async () => {
+  const calls = await withLoggedSystemd(() => mustInRoot(['dpkg', '-r', 'tmcra-mcp']));
+  assert.match(calls, /^deb-systemd-invoke stop tmcra-memd\.service$/m, calls);
+  assert.match(calls, /^deb-systemd-invoke stop tmcra-memd@team\.service$/m, calls);
+  fs.rmSync(path.join(ROOT, 'etc', 'tmcra', 'memd-team.env'));
   for (const gone of ['usr/bin/tmcra-mcp', 'usr/bin/tmcra-memd', 'usr/bin/tmcra-mcp-setup',
     'usr/libexec/tmcra-mcp/tmcra-mcp-console', 'lib/systemd/system/tmcra-memd.service',
     'usr/share/man/man1/tmcra-mcp.1.gz']) {
