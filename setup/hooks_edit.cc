@@ -12,7 +12,7 @@ using ordered_json = nlohmann::ordered_json;
 
 struct EventTimeout {
   const char* event;
-  int timeout_sec;
+  int timeout;  // in the host's unit
 };
 
 // hooks-contract: the events and timeouts per host (SessionEnd and Interrupt short, since the
@@ -31,16 +31,35 @@ const std::vector<EventTimeout>& CodexEvents() {
   return events;
 }
 
-constexpr const char* kObserveEvent = "PostToolUse";
-constexpr int kObserveTimeout = 10;
+// Gemini CLI, in milliseconds. PreCompress is not installed: it runs before every model call.
+const std::vector<EventTimeout>& GeminiCliEvents() {
+  static const std::vector<EventTimeout> events = {
+      {"SessionStart", 10000}, {"BeforeAgent", 10000}, {"AfterAgent", 10000}, {"SessionEnd", 2000}};
+  return events;
+}
+
+const std::vector<EventTimeout>& EventsOf(std::string_view host) {
+  if (host == "codex") return CodexEvents();
+  if (host == "gemini-cli") return GeminiCliEvents();
+  return ClaudeCodeEvents();
+}
+
+// The tool event installed with --observe-tools.
+EventTimeout ObserveEvent(std::string_view host) {
+  return host == "gemini-cli" ? EventTimeout{"AfterTool", 10000} : EventTimeout{"PostToolUse", 10};
+}
 
 // Events whose handlers of ours AddHooks brings to the wanted set (it never touches ours
 // elsewhere).
 bool ManagedEvent(std::string_view event) {
   auto named = [&](const EventTimeout& e) { return event == e.event; };
-  return event == kObserveEvent ||
-         std::any_of(ClaudeCodeEvents().begin(), ClaudeCodeEvents().end(), named) ||
-         std::any_of(CodexEvents().begin(), CodexEvents().end(), named);
+  for (const char* host : {"claude-code", "codex", "gemini-cli"}) {
+    const auto& events = EventsOf(host);
+    if (event == ObserveEvent(host).event || std::any_of(events.begin(), events.end(), named)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // The first `count` words of a shell command line ('...', "..." and \ understood).
@@ -81,7 +100,20 @@ bool IsOurHandler(const ordered_json& handler) {
 }
 
 ordered_json HandlerJson(const HookHandler& hook) {
-  return {{"type", "command"}, {"command", hook.command}, {"timeout", hook.timeout_sec}};
+  ordered_json handler = ordered_json::object();
+  if (!hook.name.empty()) handler["name"] = hook.name;
+  handler["type"] = "command";
+  handler["command"] = hook.command;
+  handler["timeout"] = hook.timeout;
+  return handler;
+}
+
+// A new group holding `hook`, with its matcher when it has one.
+ordered_json GroupJson(const HookHandler& hook) {
+  ordered_json group = ordered_json::object();
+  if (hook.matcher) group["matcher"] = *hook.matcher;
+  group["hooks"] = ordered_json::array({HandlerJson(hook)});
+  return group;
 }
 
 // The "hooks" object of a document: nullptr when absent; an error when it is not an object.
@@ -161,15 +193,16 @@ Status PlaceHook(ordered_json& doc, const HookHandler& hook) {
     if (handlers == nullptr) continue;
     for (ordered_json& handler : *handlers) {
       if (!placed && IsOurHandler(handler)) {
+        if (!hook.name.empty()) handler["name"] = hook.name;
         handler["type"] = "command";
         handler["command"] = hook.command;
-        handler["timeout"] = hook.timeout_sec;
+        handler["timeout"] = hook.timeout;
         placed = true;
       }
     }
   }
   if (!placed) {
-    groups.push_back({{"hooks", ordered_json::array({HandlerJson(hook)})}});
+    groups.push_back(GroupJson(hook));
     return Ok();
   }
   // EraseOurs visits from the end: all but the last visited (the first in the file) go.
@@ -200,18 +233,29 @@ StatusLine StatusLineOf(const ordered_json& doc) {
 
 }  // namespace
 
-bool HostHasHooks(std::string_view host) { return host == "claude-code" || host == "codex"; }
+bool HostHasHooks(std::string_view host) {
+  return host == "claude-code" || host == "codex" || host == "gemini-cli";
+}
 
 std::vector<HookHandler> OurHooks(std::string_view host, std::string_view binary,
                                   bool observe_tools) {
   std::vector<HookHandler> hooks;
   if (!HostHasHooks(host)) return hooks;
-  const auto& events = host == "codex" ? CodexEvents() : ClaudeCodeEvents();
-  auto command = [&](std::string_view event) {
-    return ShellQuote(binary) + " hook " + std::string(event) + " --host " + std::string(host);
+  const bool gemini = host == "gemini-cli";
+  auto handler = [&](const EventTimeout& e) {
+    HookHandler hook;
+    hook.event = e.event;
+    hook.command = ShellQuote(binary) + " hook " + e.event + " --host " + std::string(host);
+    hook.timeout = e.timeout;
+    if (gemini) {
+      hook.command += " 2>/dev/null || true";
+      hook.name = std::string("tmcra-") + e.event;
+      hook.matcher = "*";
+    }
+    return hook;
   };
-  for (const EventTimeout& e : events) hooks.push_back({e.event, command(e.event), e.timeout_sec});
-  if (observe_tools) hooks.push_back({kObserveEvent, command(kObserveEvent), kObserveTimeout});
+  for (const EventTimeout& e : EventsOf(host)) hooks.push_back(handler(e));
+  if (observe_tools) hooks.push_back(handler(ObserveEvent(host)));
   return hooks;
 }
 
@@ -304,11 +348,13 @@ Result<std::vector<FoundHook>> FindOurHooks(std::string_view text) {
       for (size_t h = 0; h < handlers->size(); ++h) {
         const ordered_json& handler = (*handlers)[h];
         if (!IsOurHandler(handler)) continue;
-        FoundHook hook{event, handler["command"].get<std::string>(), 0, g, h};
+        FoundHook hook{event, handler["command"].get<std::string>(), 0, "", g, h};
         auto timeout = handler.find("timeout");
         if (timeout != handler.end() && timeout->is_number_integer()) {
-          hook.timeout_sec = timeout->get<int>();
+          hook.timeout = timeout->get<int>();
         }
+        auto name = handler.find("name");
+        if (name != handler.end() && name->is_string()) hook.name = name->get<std::string>();
         found.push_back(std::move(hook));
       }
     }
@@ -322,11 +368,32 @@ Result<StatusLine> FindStatusLine(std::string_view text) {
   return StatusLineOf(*doc);
 }
 
-Result<bool> AllHooksDisabled(std::string_view text) {
+Result<bool> AllHooksDisabled(std::string_view host, std::string_view text) {
   auto doc = ParseJsonConfig(text);
   if (!doc) return doc.error();
-  auto flag = doc->find("disableAllHooks");
-  return flag != doc->end() && flag->is_boolean() && flag->get<bool>();
+  if (host == "claude-code") {
+    auto flag = doc->find("disableAllHooks");
+    return flag != doc->end() && flag->is_boolean() && flag->get<bool>();
+  }
+  if (host != "gemini-cli") return false;
+  auto config = doc->find("hooksConfig");
+  if (config == doc->end() || !config->is_object()) return false;
+  auto enabled = config->find("enabled");
+  return enabled != config->end() && enabled->is_boolean() && !enabled->get<bool>();
+}
+
+Result<std::vector<std::string>> DisabledHookNames(std::string_view text) {
+  auto doc = ParseJsonConfig(text);
+  if (!doc) return doc.error();
+  std::vector<std::string> names;
+  auto config = doc->find("hooksConfig");
+  if (config == doc->end() || !config->is_object()) return names;
+  auto disabled = config->find("disabled");
+  if (disabled == config->end() || !disabled->is_array()) return names;
+  for (const auto& name : *disabled) {
+    if (name.is_string()) names.push_back(name.get<std::string>());
+  }
+  return names;
 }
 
 std::string SnakeCaseEvent(std::string_view event) {

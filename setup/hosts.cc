@@ -84,6 +84,9 @@ Result<HooksTarget> ResolveHooks(std::string_view host, const HostEnvironment& e
   } else if (host == "codex") {
     t.label = "Codex" + scope + " hooks";
     t.path = (project_dir ? *project_dir + "/.codex" : CodexHome(env)) + "/hooks.json";
+  } else if (host == "gemini-cli") {
+    t.label = "Gemini CLI" + scope + " hooks";
+    t.path = (project_dir ? *project_dir : GeminiCliHome(env)) + "/.gemini/settings.json";
   } else {
     return Error::Invalid(std::string(host) + " has no hooks");
   }

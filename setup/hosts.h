@@ -17,9 +17,11 @@
 // when its program is on PATH (`claude`, `codex`, `cursor`, `gemini`, `code`: installed but
 // never run).
 //
-// Hooks (claude-code and codex only):
+// Hooks (claude-code, codex and gemini-cli):
 //   claude-code     ~/.claude/settings.json, key "hooks"            DIR/.claude/settings.json
 //   codex           $CODEX_HOME/hooks.json, else ~/.codex/...        DIR/.codex/hooks.json
+//   gemini-cli      ~/.gemini/settings.json, key "hooks"            DIR/.gemini/settings.json
+//                   (the file of its servers; $GEMINI_CLI_HOME replaces ~ when set)
 #pragma once
 
 #include <optional>
@@ -66,8 +68,8 @@ const std::vector<std::string>& HostNames();
 Result<HostTarget> ResolveHost(std::string_view host, const HostEnvironment& env,
                                const std::optional<std::string>& project_dir);
 
-// Where `host` keeps its hooks. Errors: a host without hooks (only claude-code and codex have
-// them).
+// Where `host` keeps its hooks. Errors: a host without hooks (only claude-code, codex and
+// gemini-cli have them).
 Result<HooksTarget> ResolveHooks(std::string_view host, const HostEnvironment& env,
                                  const std::optional<std::string>& project_dir);
 

@@ -270,19 +270,22 @@ std::vector<FoundHook> ReadHooksFile(const HooksTarget& target, HooksStatus& sta
     return {};
   }
   auto hooks = FindOurHooks(file->text);
-  auto disabled = AllHooksDisabled(file->text);
+  auto disabled = AllHooksDisabled(target.host, file->text);
   auto statusline = FindStatusLine(file->text);
-  if (!hooks || !disabled || !statusline) {
+  auto disabled_names = DisabledHookNames(file->text);
+  if (!hooks || !disabled || !statusline || !disabled_names) {
     status.state = "unreadable";
     status.detail = target.path + " " +
-                    (!hooks      ? hooks.error().message
-                     : !disabled ? disabled.error().message
-                                 : statusline.error().message);
+                    (!hooks        ? hooks.error().message
+                     : !disabled   ? disabled.error().message
+                     : !statusline ? statusline.error().message
+                                   : disabled_names.error().message);
     return {};
   }
   status.state = "ok";
-  status.disabled = target.host == "claude-code" && *disabled;
+  status.disabled = *disabled;
   status.statusline = *statusline;
+  if (target.host == "gemini-cli") status.disabled_names = std::move(*disabled_names);
   return std::move(*hooks);
 }
 
@@ -300,11 +303,36 @@ std::vector<std::string> HookEvents(const std::vector<HookHandler>& wanted,
   return events;
 }
 
+// Whether the host runs our installed hook `ours`, and what to do when it does not: Claude
+// Code and Gemini CLI run every hook of the file unless it turns them all off, or Gemini CLI's
+// hooksConfig.disabled names this one (by its name, else its command). Codex is asked
+// separately (AddCodexTrust).
+void SetRuns(HookState& state, const FoundHook& ours, const HooksTarget& target,
+             const HooksStatus& status) {
+  if (target.host == "codex") {
+    state.runs = "unknown";
+    return;
+  }
+  const bool gemini = target.host == "gemini-cli";
+  const std::string& id = ours.name.empty() ? ours.command : ours.name;
+  const auto& off = status.disabled_names;
+  if (status.disabled) {
+    state.runs = "no";
+    state.todo = gemini ? "set \"hooksConfig\": {\"enabled\": true} in " + target.path
+                        : "remove \"disableAllHooks\": true from " + target.path;
+  } else if (std::find(off.begin(), off.end(), id) != off.end()) {
+    state.runs = "no";
+    state.todo = "take \"" + id + "\" out of \"hooksConfig\".\"disabled\" in " + target.path;
+  } else {
+    state.runs = "yes";
+  }
+}
+
 // Whether our hook for `event` is installed and current, whether the host runs it, and what to
-// do about it. `disabled`: the host runs no hooks at all.
+// do about it.
 HookState EventState(const std::string& event, const HooksTarget& target,
                      const std::vector<HookHandler>& wanted, const std::vector<FoundHook>& found,
-                     bool disabled) {
+                     const HooksStatus& status) {
   HookState state;
   state.event = event;
   auto ours = std::find_if(found.begin(), found.end(),
@@ -314,18 +342,14 @@ HookState EventState(const std::string& event, const HooksTarget& target,
   state.installed = ours != found.end();
   if (state.installed) {
     state.command = ours->command;
-    state.current = want != wanted.end() && ours->command == want->command &&
-                    ours->timeout_sec == want->timeout_sec;
+    state.current =
+        want != wanted.end() && ours->command == want->command && ours->timeout == want->timeout;
   }
-  const bool claude = target.host == "claude-code";
   if (!state.installed) {
     state.runs = "no";
     state.todo = "run tmcra-mcp-setup install --host " + target.host;
-  } else if (claude) {
-    state.runs = disabled ? "no" : "yes";
-    if (disabled) state.todo = "remove \"disableAllHooks\": true from " + target.path;
   } else {
-    state.runs = "unknown";
+    SetRuns(state, *ours, target, status);
   }
   if (state.installed && !state.current && state.todo.empty() && want != wanted.end()) {
     state.todo = "run tmcra-mcp-setup install --host " + target.host +
@@ -340,7 +364,7 @@ HooksStatus InspectHooks(const HooksTarget& target, const std::vector<HookHandle
   HooksStatus status;
   const std::vector<FoundHook> found = ReadHooksFile(target, status);
   for (const std::string& event : HookEvents(wanted, found)) {
-    status.events.push_back(EventState(event, target, wanted, found, status.disabled));
+    status.events.push_back(EventState(event, target, wanted, found, status));
   }
   return status;
 }

@@ -1,7 +1,9 @@
-// tmcra-mcp-setup's operations on one host: install (register tmcra-mcp, and for Claude Code
-// and Codex its hooks), remove, and inspect (for `status`); Codex's trust of our hooks. Each
-// returns a report the main prints; none throws. Every file is changed through config_file.h
-// (backup first, atomic replacement), and with `dry_run` nothing is written.
+// tmcra-mcp-setup's operations on one host: install (register tmcra-mcp, and for Claude Code,
+// Codex and Gemini CLI its hooks), remove, and inspect (for `status`); Codex's trust of our
+// hooks. Each returns a report the main prints; none throws. Every file is changed through
+// config_file.h (backup first, atomic replacement), and with `dry_run` nothing is written.
+// Gemini CLI keeps its servers and its hooks in one settings.json: the entry and the hooks are
+// two edits of that file, each backed up.
 #pragma once
 
 #include <chrono>
@@ -99,13 +101,16 @@ struct HooksStatus {
   std::string state;              // "ok", "no file", "unreadable"
   std::string detail;             // why unreadable
   std::vector<HookState> events;  // those of `wanted`, then any other event of ours found
-  bool disabled = false;          // the host turns hooks off (disableAllHooks, [features])
-  StatusLine statusline;          // Claude Code's
+  // The host turns hooks off (disableAllHooks, Gemini CLI's hooksConfig.enabled, [features]).
+  bool disabled = false;
+  std::vector<std::string> disabled_names;  // Gemini CLI's hooksConfig.disabled
+  StatusLine statusline;                    // Claude Code's
 };
 
 // Our hooks in the target's file, per event, for the handlers `wanted` (what install writes).
-// For Claude Code "runs" is "yes" for an installed hook unless disableAllHooks is set; for
-// Codex it is "unknown" until AddCodexTrust.
+// For Claude Code and Gemini CLI "runs" is "yes" for an installed hook unless the file turns
+// hooks off (Gemini CLI: all of them, or that one by name); for Codex it is "unknown" until
+// AddCodexTrust.
 HooksStatus InspectHooks(const HooksTarget& target, const std::vector<HookHandler>& wanted);
 
 // Codex's view, from `codex app-server` (`listed`, or why it could not be asked): each

@@ -171,6 +171,11 @@ void InstallOne(const Options& opt, const setup::HostTarget& t, const std::strin
   if (!h.ok) return;
   if (t.host == "claude-code") {
     std::printf("    Claude Code runs them from its next session: memory is automatic there.\n");
+  } else if (t.host == "gemini-cli") {
+    std::printf(
+        "    Gemini CLI runs them from its next session, in folders it trusts (its trust dialog;\n"
+        "    headless: --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true): memory is automatic "
+        "there.\n");
   } else if (opt.trust_codex_hooks) {
     TrustCodex(opt, t, *target, env, tally);
   } else {

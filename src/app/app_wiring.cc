@@ -53,8 +53,10 @@ std::string WorkingDir() {
 std::string HooksHost(const config::EnvLookup& env) {
   auto value = env("TMCRA_HOOKS");
   if (!value) return "";
-  if (*value == "claude-code" || *value == "codex") return *value;
-  if (!value->empty()) spdlog::warn("TMCRA_HOOKS must be claude-code or codex; ignored");
+  if (*value == "claude-code" || *value == "codex" || *value == "gemini-cli") return *value;
+  if (!value->empty()) {
+    spdlog::warn("TMCRA_HOOKS must be claude-code, codex or gemini-cli; ignored");
+  }
   return "";
 }
 

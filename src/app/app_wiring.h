@@ -59,7 +59,8 @@ struct AppOptions {
 // (src/config/settings.h); the message names the setting or file and never holds a credential.
 Result<App> BuildApp(const AppOptions& app_options = {});
 
-// TMCRA_HOOKS: "claude-code" or "codex", else "" (another value is logged and ignored).
+// TMCRA_HOOKS: "claude-code", "codex" or "gemini-cli", else "" (another value is logged and
+// ignored).
 std::string HooksHost(const config::EnvLookup& env);
 
 // The scope turns go to when a call names none: the configured one (TMCRA_DEFAULT_SCOPE or the

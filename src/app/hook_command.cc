@@ -63,7 +63,22 @@ bool EnvFlag(const char* name) {
   return text != nullptr && (std::string_view(text) == "1" || std::string_view(text) == "true");
 }
 
-extern "C" void ExitAtDeadline(int) { _exit(0); }
+// Set while the host (Gemini CLI) is owed one JSON object on stdout and none was written: a
+// hook that ends without output has its stderr shown to the user there.
+volatile sig_atomic_t g_owes_json = 0;
+
+// Writes `{}` when the host is owed a JSON object (async-signal-safe).
+void PayJsonDebt() {
+  if (g_owes_json == 0) return;
+  g_owes_json = 0;
+  ssize_t ignored = write(1, "{}", 2);
+  (void)ignored;
+}
+
+extern "C" void ExitAtDeadline(int) {
+  PayJsonDebt();
+  _exit(0);
+}
 
 void SetTimer(milliseconds after);
 
@@ -90,6 +105,7 @@ void SetTimer(milliseconds after) {
 void WriteAnswer(const std::string& text, Clock::time_point hard_deadline) {
   if (text.empty()) return;
   SetTimer(milliseconds(0));
+  g_owes_json = 0;
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = write(1, text.data() + done, text.size() - done);
@@ -160,21 +176,26 @@ struct Invocation {
   hooks::Host host = hooks::Host::kClaudeCode;
 };
 
+// The host the arguments name (`--host NAME`); Claude Code when they name none or no known one.
+hooks::Host NamedHost(const std::vector<std::string_view>& args) {
+  for (size_t i = 1; i + 1 < args.size(); ++i) {
+    if (args[i] == "--host")
+      return hooks::ParseHost(args[i + 1]).value_or(hooks::Host::kClaudeCode);
+  }
+  return hooks::Host::kClaudeCode;
+}
+
 std::optional<Invocation> ParseArgs(const std::vector<std::string_view>& args) {
   if (args.empty()) return std::nullopt;
-  auto event = hooks::ParseEventName(args[0]);
-  if (!event) return std::nullopt;
-  Invocation out{*event};
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--host" && i + 1 < args.size()) {
-      auto host = hooks::ParseHost(args[++i]);
-      if (!host) return std::nullopt;
-      out.host = *host;
-    } else {
+  for (size_t i = 1; i < args.size(); i += 2) {
+    if (args[i] != "--host" || i + 1 >= args.size() || !hooks::ParseHost(args[i + 1])) {
       return std::nullopt;
     }
   }
-  return out;
+  const hooks::Host host = NamedHost(args);
+  auto event = hooks::ParseEventName(args[0], host);
+  if (!event) return std::nullopt;
+  return Invocation{*event, host};
 }
 
 // The event's work, with every failure a logged line. The answer is written as soon as it is
@@ -182,7 +203,7 @@ std::optional<Invocation> ParseArgs(const std::vector<std::string_view>& args) {
 void RunEvent(const Invocation& call, Clock::time_point start, milliseconds budget) {
   const Clock::time_point hard_deadline = start + budget;
   const Clock::time_point deadline = hard_deadline - kMargin;
-  const char* event = hooks::EventName(call.event);
+  const char* event = hooks::EventName(call.event, call.host);
   auto text = ReadStdin();
   if (!text) {
     spdlog::warn("hook {}: stdin could not be read or is over {} bytes; nothing done", event,
@@ -222,12 +243,17 @@ void RunEvent(const Invocation& call, Clock::time_point start, milliseconds budg
 
 int RunHookCommand(const std::vector<std::string_view>& args) {
   const Clock::time_point start = Clock::now();
+  // Gemini CLI takes a hook's stdout as JSON, and shows its stderr when the stdout is empty.
+  g_owes_json = NamedHost(args) == hooks::Host::kGeminiCli ? 1 : 0;
   auto call = ParseArgs(args);
   if (!call) {
     std::fprintf(stderr,
-                 "usage: tmcra-mcp hook EVENT [--host claude-code|codex]\n"
+                 "usage: tmcra-mcp hook EVENT [--host claude-code|codex|gemini-cli]\n"
                  "EVENT: SessionStart, UserPromptSubmit, Stop, StopFailure, SubagentStart, "
-                 "SubagentStop, PreCompact, PostCompact, SessionEnd, Interrupt, PostToolUse\n");
+                 "SubagentStop, PreCompact, PostCompact, SessionEnd, Interrupt, PostToolUse\n"
+                 "EVENT for gemini-cli: SessionStart, BeforeAgent, AfterAgent, SessionEnd, "
+                 "AfterTool\n");
+    PayJsonDebt();
     return 0;  // a host must never see a hook fail
   }
   milliseconds budget = DefaultDeadline(call->event);
@@ -236,8 +262,9 @@ int RunHookCommand(const std::vector<std::string_view>& args) {
   try {
     RunEvent(*call, start, budget);
   } catch (const std::exception& e) {
-    spdlog::error("hook {}: {}", hooks::EventName(call->event), e.what());
+    spdlog::error("hook {}: {}", hooks::EventName(call->event, call->host), e.what());
   }
+  if (g_owes_json != 0) WriteAnswer("{}", start + budget);
   return 0;
 }
 

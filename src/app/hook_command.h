@@ -1,6 +1,8 @@
-// `tmcra-mcp hook EVENT [--host claude-code|codex]` and `tmcra-mcp statusline`: the commands a
-// host runs (docs/hooks.md). Both fail open: whatever goes wrong, they print nothing the host
-// would misread, log one line to stderr, and exit 0.
+// `tmcra-mcp hook EVENT [--host claude-code|codex|gemini-cli]` and `tmcra-mcp statusline`: the
+// commands a host runs (docs/hooks.md). Both fail open: whatever goes wrong, they print nothing
+// the host would misread, log one line to stderr, and exit 0. For Gemini CLI, which shows a
+// hook's stderr to the user when its stdout is empty, the hook always prints exactly one JSON
+// object: its context, else `{}` (also at the deadline and after a usage error).
 #pragma once
 
 #include <string_view>

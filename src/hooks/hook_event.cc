@@ -1,6 +1,7 @@
 #include "src/hooks/hook_event.h"
 
 #include <array>
+#include <span>
 #include <utility>
 
 #include "base/json_reader.h"
@@ -24,6 +25,18 @@ constexpr std::array<std::pair<Event, const char*>, 11> kEvents{{
     {Event::kInterrupt, "Interrupt"},
     {Event::kPostToolUse, "PostToolUse"},
 }};
+
+// Gemini CLI's names of the events it has.
+constexpr std::array<std::pair<Event, const char*>, 5> kGeminiEvents{{
+    {Event::kSessionStart, "SessionStart"},
+    {Event::kUserPromptSubmit, "BeforeAgent"},
+    {Event::kStop, "AfterAgent"},
+    {Event::kSessionEnd, "SessionEnd"},
+    {Event::kPostToolUse, "AfterTool"},
+}};
+
+// What Gemini CLI's AfterAgent says when the turn had no model text.
+constexpr std::string_view kGeminiNoResponse = "[no response text]";
 
 // A string field: absent or null gives "", another type is an error naming the field.
 Status ReadString(const json& object, const char* key, std::string& out) {
@@ -69,16 +82,22 @@ Status ReadFields(const json& object, HookInput& in) {
       {"reason", &in.reason},
       {"tool_name", &in.tool_name},
       {"tool_use_id", &in.tool_use_id},
-      {in.host == Host::kCodex ? "turn_id" : "prompt_id", &in.host_turn_id},
   };
   for (const auto& [key, out] : strings) {
     if (auto s = ReadString(object, key, *out); !s) return s;
   }
+  // Gemini CLI names no turn.
+  if (in.host != Host::kGeminiCli) {
+    const char* turn_key = in.host == Host::kCodex ? "turn_id" : "prompt_id";
+    if (auto s = ReadString(object, turn_key, in.host_turn_id); !s) return s;
+  }
   if (auto s = ReadBool(object, "stop_hook_active", in.stop_hook_active); !s) return s;
-  auto last = object.find("last_assistant_message");
+  const char* answer_key =
+      in.host == Host::kGeminiCli ? "prompt_response" : "last_assistant_message";
+  auto last = object.find(answer_key);
   if (last != object.end() && !last->is_null()) {
     if (!last->is_string()) {
-      return Error::Invalid("hook input.last_assistant_message: must be a string");
+      return Error::Invalid(std::string("hook input.") + answer_key + ": must be a string");
     }
     in.last_assistant_message = last->get<std::string>();
   }
@@ -86,6 +105,26 @@ Status ReadFields(const json& object, HookInput& in) {
   if (auto it = object.find("tool_response"); it != object.end()) in.tool_response = *it;
   in.error = ErrorText(object);
   return Ok();
+}
+
+// Gemini CLI's input in the shape of the others': the prompt as typed, no placeholder answer,
+// and of a tool's result the text the model got (the whole result when it failed).
+void NormalizeGemini(HookInput& in) {
+  in.prompt = GeminiTypedPrompt(in.prompt);
+  if (in.last_assistant_message == kGeminiNoResponse) in.last_assistant_message.reset();
+  if (in.tool_response.is_object() && in.tool_response.contains("llmContent")) {
+    auto error = in.tool_response.find("error");
+    if (error == in.tool_response.end() || error->is_null()) {
+      nlohmann::json content = in.tool_response["llmContent"];
+      in.tool_response = std::move(content);
+    }
+  }
+}
+
+using EventNames = std::span<const std::pair<Event, const char*>>;
+
+EventNames EventsOf(Host host) {
+  return host == Host::kGeminiCli ? EventNames(kGeminiEvents) : EventNames(kEvents);
 }
 
 std::string ReadProblem(const JsonReadResult& read) {
@@ -99,23 +138,49 @@ std::string ReadProblem(const JsonReadResult& read) {
 std::optional<Host> ParseHost(std::string_view name) {
   if (name == "claude-code") return Host::kClaudeCode;
   if (name == "codex") return Host::kCodex;
+  if (name == "gemini-cli") return Host::kGeminiCli;
   return std::nullopt;
 }
 
-const char* HostName(Host host) { return host == Host::kCodex ? "codex" : "claude-code"; }
+const char* HostName(Host host) {
+  switch (host) {
+    case Host::kCodex:
+      return "codex";
+    case Host::kGeminiCli:
+      return "gemini-cli";
+    case Host::kClaudeCode:
+      break;
+  }
+  return "claude-code";
+}
 
-std::optional<Event> ParseEventName(std::string_view name) {
-  for (const auto& [event, text] : kEvents) {
+std::optional<Event> ParseEventName(std::string_view name, Host host) {
+  for (const auto& [event, text] : EventsOf(host)) {
     if (name == text) return event;
   }
   return std::nullopt;
 }
 
-const char* EventName(Event event) {
-  for (const auto& [e, text] : kEvents) {
+const char* EventName(Event event, Host host) {
+  for (const auto& [e, text] : EventsOf(host)) {
     if (e == event) return text;
   }
-  return "?";
+  return host == Host::kGeminiCli ? EventName(event) : "?";
+}
+
+std::string GeminiTypedPrompt(std::string_view prompt) {
+  constexpr std::string_view kOpen = "<hook_context>";
+  constexpr std::string_view kClose = "</hook_context>";
+  constexpr std::string_view kReferenced = "\n--- Content from referenced files ---";
+  // Gemini CLI writes < and > of a hook's context as &lt; and &gt;: its first closing tag is the
+  // context's end.
+  while (prompt.rfind(kOpen, 0) == 0) {
+    const size_t close = prompt.find(kClose);
+    if (close == std::string_view::npos) break;
+    prompt.remove_prefix(close + kClose.size());
+    while (!prompt.empty() && prompt.front() == '\n') prompt.remove_prefix(1);
+  }
+  return std::string(prompt.substr(0, prompt.find(kReferenced)));
 }
 
 Result<HookInput> ParseHookInput(Host host, Event event, std::string_view text) {
@@ -128,10 +193,12 @@ Result<HookInput> ParseHookInput(Host host, Event event, std::string_view text) 
   in.host = host;
   in.event = event;
   if (auto s = ReadFields(object, in); !s) return s.error();
+  if (host == Host::kGeminiCli) NormalizeGemini(in);
   std::string named;
   if (auto s = ReadString(object, "hook_event_name", named); !s) return s.error();
-  if (!named.empty() && named != EventName(event)) {
-    return Error::Invalid("hook input.hook_event_name: is " + named + ", not " + EventName(event));
+  const std::string expected = EventName(event, host);
+  if (!named.empty() && named != expected) {
+    return Error::Invalid("hook input.hook_event_name: is " + named + ", not " + expected);
   }
   if (in.session_id.empty()) return Error::Invalid("hook input.session_id: missing");
   return in;

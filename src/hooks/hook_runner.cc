@@ -102,10 +102,10 @@ bool IsTrivialPrompt(const std::string& prompt, size_t min_chars) {
 }
 
 // The host's output that adds `context` to the model's context for `event`.
-std::string ContextOutput(Event event, const std::string& context) {
+std::string ContextOutput(Host host, Event event, const std::string& context) {
   if (context.empty()) return "";
-  return json{
-      {"hookSpecificOutput", {{"hookEventName", EventName(event)}, {"additionalContext", context}}}}
+  return json{{"hookSpecificOutput",
+               {{"hookEventName", EventName(event, host)}, {"additionalContext", context}}}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -191,12 +191,13 @@ HookAnswer GiveBlocks(const HookInput& in, const std::vector<MemoryBlock>& block
     held.emplace(kTranscriptRead);
     given->insert(held.begin(), held.end());
   }
-  Envelope envelope = BuildEnvelope(blocks, *given, session, deps.options.context_bytes);
+  Envelope envelope = BuildEnvelope(blocks, *given, session, deps.options.context_bytes,
+                                    /*angles_escaped=*/in.host == Host::kGeminiCli);
   if (event == Event::kUserPromptSubmit) {
     // For the status line and `tmcra-mcp memory last-recall`: what the newest prompt was given.
     tools::RecordRecall(**outbox, LastRecallNote(in, blocks, *given, envelope, deps));
   }
-  answer.output = ContextOutput(event, envelope.text);
+  answer.output = ContextOutput(in.host, event, envelope.text);
   answer.session = session;
   answer.given = std::move(envelope.keys);
   answer.given.insert(answer.given.end(), held.begin(), held.end());
@@ -284,7 +285,10 @@ Result<HookAnswer> OnSessionStart(const HookInput& in, HookDeps& deps) {
     if (auto s = (*outbox)->ForgetInjectedBlocks(session); !s) return s.error();
   }
   HookAnswer answer;
-  if (deps.options.session_brief && MayRead(deps, deps.options.store_scope, session)) {
+  // Gemini CLI puts a SessionStart context before the user's prompt under -p, and a resumed
+  // session then drops that whole message: it is given none.
+  if (deps.options.session_brief && in.host != Host::kGeminiCli &&
+      MayRead(deps, deps.options.store_scope, session)) {
     answer = GiveBlocks(in, BriefBlocks(**outbox, deps), session, deps);
   }
   DeliverPending(deps);
@@ -326,8 +330,10 @@ Result<HookAnswer> OnPrompt(const HookInput& in, HookDeps& deps) {
   return GiveBlocks(in, RecallAllScopes(deps, session, query), session, deps);
 }
 
-// The transcript's last prompt, filtered; nullopt when there is no transcript to ask.
-std::optional<std::string> LastTranscriptPrompt(const HookInput& in, const HookDeps& deps) {
+// The prompt of the turn a Stop ends, filtered: the payload's (Gemini CLI sends it), else the
+// transcript's last; nullopt when neither says.
+std::optional<std::string> StopPrompt(const HookInput& in, const HookDeps& deps) {
+  if (!Trim(in.prompt).empty()) return Filtered(deps, Trim(in.prompt));
   if (in.transcript_path.empty()) return std::nullopt;
   auto turns = ReadTranscript(in.host, in.transcript_path);
   if (!turns || turns->empty()) return std::nullopt;
@@ -337,7 +343,7 @@ std::optional<std::string> LastTranscriptPrompt(const HookInput& in, const HookD
 // The prepared turn a Stop (or a failure) ends, or none:
 // - the host named the turn: that turn, if the hooks bound it in this session (another turn's
 //   answer must never be taken for it);
-// - else the session's newest turn, if the transcript's last prompt is its prompt (when a
+// - else the session's newest turn, if the Stop's prompt is its prompt (when the payload or a
 //   transcript says).
 // Nothing when that turn is committed already.
 Result<std::optional<queue::PreparedTurn>> OpenTurn(const HookInput& in, HookDeps& deps) {
@@ -358,7 +364,7 @@ Result<std::optional<queue::PreparedTurn>> OpenTurn(const HookInput& in, HookDep
     return Found();
   }
   if (!named) {
-    auto last = LastTranscriptPrompt(in, deps);
+    auto last = StopPrompt(in, deps);
     if (last && *last != (*turn)->user_content) return Found();
   }
   return turn;
@@ -451,15 +457,24 @@ Status StoreUnstoredTurns(const HookInput& in, const std::vector<TranscriptTurn>
 }
 
 // A Stop with no open turn: its prompt's hook may have died before binding it. The transcript
-// says; its last turn is this Stop's, with this Stop's answer.
+// says; its last turn is this Stop's, with this Stop's answer. A Stop that names its prompt
+// (Gemini CLI's) is that turn when the transcript does not end with it (not written yet, or
+// not readable).
 Status StoreMissedTurn(const HookInput& in, HookDeps& deps) {
-  if (in.transcript_path.empty()) return Ok();
-  auto turns = ReadTranscript(in.host, in.transcript_path);
-  if (!turns || turns->empty()) return Ok();
-  if (in.last_assistant_message && !Trim(*in.last_assistant_message).empty()) {
-    turns->back().assistant = *in.last_assistant_message;
+  std::vector<TranscriptTurn> turns;
+  if (!in.transcript_path.empty()) {
+    if (auto read = ReadTranscript(in.host, in.transcript_path)) turns = std::move(*read);
   }
-  return StoreUnstoredTurns(in, *turns, /*include_last=*/true, deps);
+  const std::string prompt = Trim(in.prompt);
+  if (!prompt.empty() &&
+      (turns.empty() || Filtered(deps, Trim(turns.back().user)) != Filtered(deps, prompt))) {
+    turns.push_back({prompt, ""});
+  }
+  if (turns.empty()) return Ok();
+  if (in.last_assistant_message && !Trim(*in.last_assistant_message).empty()) {
+    turns.back().assistant = *in.last_assistant_message;
+  }
+  return StoreUnstoredTurns(in, turns, /*include_last=*/true, deps);
 }
 
 Result<HookAnswer> OnStop(const HookInput& in, HookDeps& deps) {

@@ -9,7 +9,8 @@
 // - What reaches the model is the recalled memory inside an untrusted envelope, within a byte
 //   cap, without the memory this host session was already given or its own turns.
 // - The output is what the host takes on stdout for the event, or empty; an error is returned,
-//   never thrown, and the caller prints nothing for it (fail-open).
+//   never thrown, and the caller prints nothing for it (fail-open; for Gemini CLI, which shows
+//   a hook's stderr when its stdout is empty, the caller prints `{}` instead of nothing).
 #pragma once
 
 #include <chrono>

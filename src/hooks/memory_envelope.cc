@@ -60,9 +60,20 @@ MemoryBlock ReadBlock(std::string_view text) {
   return block;
 }
 
-size_t SizeWith(const std::vector<const MemoryBlock*>& headers, const MemoryBlock& block) {
-  size_t size = block.text.size() + 2;
-  for (const MemoryBlock* header : headers) size += header->text.size() + 2;
+// The bytes `text` takes once the host has it: with `angles_escaped`, 4 for each < and >.
+size_t HostSize(std::string_view text, bool angles_escaped) {
+  size_t size = text.size();
+  if (!angles_escaped) return size;
+  for (const char c : text) {
+    if (c == '<' || c == '>') size += 3;
+  }
+  return size;
+}
+
+size_t SizeWith(const std::vector<const MemoryBlock*>& headers, const MemoryBlock& block,
+                bool angles_escaped) {
+  size_t size = HostSize(block.text, angles_escaped) + 2;
+  for (const MemoryBlock* header : headers) size += HostSize(header->text, angles_escaped) + 2;
   return size;
 }
 
@@ -87,12 +98,14 @@ std::vector<MemoryBlock> MemoryBlocks(const json& receipt) {
 }
 
 Envelope BuildEnvelope(const std::vector<MemoryBlock>& blocks, const std::set<std::string>& given,
-                       const std::string& session, size_t cap) {
+                       const std::string& session, size_t cap, bool angles_escaped) {
   Envelope out;
   std::string body;
+  size_t body_size = 0;  // as the host counts it
   size_t left_out = 0;
   std::set<std::string> taken;
-  const size_t frame = kEnvelopeHead.size() + kEnvelopeTail.size() + 80 +
+  const size_t frame = HostSize(kEnvelopeHead, angles_escaped) +
+                       HostSize(kEnvelopeTail, angles_escaped) + 80 +
                        filter::kRecalledBegin.size() + filter::kRecalledEnd.size() + 4;
   std::vector<const MemoryBlock*> headers;  // waiting for the first block of their section
   for (const MemoryBlock& block : blocks) {
@@ -104,13 +117,15 @@ Envelope BuildEnvelope(const std::vector<MemoryBlock>& blocks, const std::set<st
         !taken.insert(block.key).second) {
       continue;
     }
-    if (frame + body.size() + SizeWith(headers, block) > cap) {
+    const size_t size = SizeWith(headers, block, angles_escaped);
+    if (frame + body_size + size > cap) {
       ++left_out;
       continue;
     }
     for (const MemoryBlock* header : headers) body += "\n" + header->text + "\n";
     headers.clear();
     body += "\n" + block.text + "\n";
+    body_size += size;
     out.keys.push_back(block.key);
   }
   if (out.keys.empty()) return out;

@@ -31,8 +31,9 @@ struct Envelope {
 
 // The blocks whose key is not in `given` and whose session is not `session` (the model has
 // its own session's turns), in order and each once, within `cap` bytes; what is left out for
-// the cap is said in the envelope's last line.
+// the cap is said in the envelope's last line. `angles_escaped`: the host writes each < and >
+// as &lt; and &gt; (Gemini CLI), so each counts 4 bytes against the cap.
 Envelope BuildEnvelope(const std::vector<MemoryBlock>& blocks, const std::set<std::string>& given,
-                       const std::string& session, size_t cap);
+                       const std::string& session, size_t cap, bool angles_escaped = false);
 
 }  // namespace tmcra::hooks

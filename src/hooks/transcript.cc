@@ -105,6 +105,72 @@ Message CodexMessage(const json& line) {
   return {};
 }
 
+// The text parts of a Gemini CLI message, as one string (the parts of one prompt are joined as
+// Gemini CLI joins them for its hooks), without the parts the host adds. A function response
+// is a tool's result, not something a person wrote.
+std::string GeminiText(const json& content, bool* tool_result) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string text;
+  if (!content.is_array()) return text;
+  for (const auto& part : content) {
+    if (!part.is_object()) continue;
+    if (part.contains("functionResponse")) *tool_result = true;
+    const std::string piece = StringField(part, "text");
+    if (piece.rfind("<session_context>", 0) == 0 || piece.rfind("<hook_context>", 0) == 0) {
+      continue;
+    }
+    text += piece;
+  }
+  return text;
+}
+
+// Gemini CLI: {"type": "user"|"gemini"|"info"|"error"|"warning", "content", "displayContent"?}.
+// A user message's content is what went to the model, its displayContent (when it differs) what
+// the user typed.
+Message GeminiMessage(const json& line) {
+  const std::string type = StringField(line, "type");
+  if (type != "user" && type != "gemini") return {};
+  auto content = line.find(type == "user" ? "displayContent" : "content");
+  if (content == line.end()) content = line.find("content");
+  if (content == line.end()) return {};
+  bool tool_result = false;
+  std::string text = GeminiText(*content, &tool_result);
+  if (type == "gemini") return text.empty() ? Message{} : Message{Role::kAssistant, text};
+  text = GeminiTypedPrompt(text);
+  if (tool_result || text.empty()) return {};
+  if (text.front() == '/') return {Role::kCommand, ""};
+  return {Role::kUser, std::move(text)};
+}
+
+// Adds one message to the turns: a prompt or command starts a turn; an answer is the turn's
+// last (`join_answers`: added on a line of its own, as Gemini CLI's AfterAgent joins them).
+void AddMessage(std::vector<TranscriptTurn>& turns, Message m, bool join_answers) {
+  if (m.role == Role::kUser || m.role == Role::kCommand) {
+    turns.push_back({std::move(m.text), ""});
+  } else if (m.role == Role::kAssistant) {
+    if (turns.empty()) turns.push_back({"", ""});
+    std::string& answer = turns.back().assistant;
+    answer = join_answers && !answer.empty() ? answer + "\n" + m.text : std::move(m.text);
+  }
+}
+
+// One line of a Gemini CLI transcript: a message, or {"$set": {"messages": [...]}}, which
+// replaces every message before it (a resumed session's history).
+void AddGeminiLine(std::vector<TranscriptTurn>& turns, const json& line) {
+  auto set = line.find("$set");
+  if (set == line.end()) {
+    AddMessage(turns, GeminiMessage(line), /*join_answers=*/true);
+    return;
+  }
+  if (!set->is_object()) return;
+  auto messages = set->find("messages");
+  if (messages == set->end() || !messages->is_array()) return;
+  turns.clear();
+  for (const json& message : *messages) {
+    if (message.is_object()) AddMessage(turns, GeminiMessage(message), /*join_answers=*/true);
+  }
+}
+
 }  // namespace
 
 Result<std::vector<TranscriptTurn>> ReadTranscript(Host host, const std::string& path,
@@ -123,13 +189,12 @@ Result<std::vector<TranscriptTurn>> ReadTranscript(Host host, const std::string&
   while (std::getline(in, line)) {
     json value;
     if (!ReadJsonStrict(line, value, /*max_depth=*/64).ok || !value.is_object()) continue;
-    const Message m = host == Host::kCodex ? CodexMessage(value) : ClaudeMessage(value, subagent);
-    if (m.role == Role::kUser || m.role == Role::kCommand) {
-      turns.push_back({m.text, ""});
-    } else if (m.role == Role::kAssistant) {
-      if (turns.empty()) turns.push_back({"", ""});
-      turns.back().assistant = m.text;  // the last answer text of the turn wins
+    if (host == Host::kGeminiCli) {
+      AddGeminiLine(turns, value);
+      continue;
     }
+    AddMessage(turns, host == Host::kCodex ? CodexMessage(value) : ClaudeMessage(value, subagent),
+               /*join_answers=*/false);
   }
   return turns;
 }
@@ -145,10 +210,11 @@ std::set<std::string> GivenMemoryIds(const std::string& path, size_t max_bytes) 
   std::string text(static_cast<size_t>(size - start), '\0');
   in.seekg(start);
   if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) return ids;
-  // What came before the last compaction is no longer in the model's context.
+  // What came before the last compaction is no longer in the model's context, nor what Gemini
+  // CLI's list of messages held before it was last set anew.
   size_t from = 0;
-  for (const char* marker :
-       {"\"isCompactSummary\":true", "\"compact_boundary\"", "\"type\":\"compacted\""}) {
+  for (const char* marker : {"\"isCompactSummary\":true", "\"compact_boundary\"",
+                             "\"type\":\"compacted\"", "{\"$set\":{\"messages\""}) {
     if (const size_t at = text.rfind(marker); at != std::string::npos) from = std::max(from, at);
   }
   constexpr std::string_view kField = "memory_id=";

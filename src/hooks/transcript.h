@@ -1,8 +1,10 @@
 // The turns of a host's session transcript (a JSON-lines file the host writes): Claude Code's
-// `~/.claude/projects/<dir>/<session>.jsonl` and Codex's rollout file. Used where a hook's
-// payload does not carry the text itself: the final answer of a turn when Stop gives none, and
-// the turns about to be compacted away (PreCompact). Lines that are not JSON, or not a message,
-// are skipped; what the host injected (hook context, instructions, tool results) is not a turn.
+// `~/.claude/projects/<dir>/<session>.jsonl`, Codex's rollout file and Gemini CLI's
+// `~/.gemini/tmp/<project>/chats/session-*.jsonl`. Used where a hook's payload does not carry
+// the text itself: the final answer of a turn when Stop gives none, the turns about to be
+// compacted away (PreCompact), and a turn whose prompt hook never bound it. Lines that are not
+// JSON, or not a message, are skipped; what the host injected (hook context, instructions, tool
+// results) is not a turn.
 #pragma once
 
 #include <set>
@@ -15,8 +17,10 @@
 namespace tmcra::hooks {
 
 struct TranscriptTurn {
-  std::string user;       // the prompt as the user typed it
-  std::string assistant;  // the turn's last answer text; empty when it has none (yet)
+  std::string user;  // the prompt as the user typed it
+  // The turn's last answer text (Gemini CLI: all its answer texts, one per line, as its
+  // AfterAgent gives them); empty when it has none (yet).
+  std::string assistant;
 };
 
 // The transcript's turns in order. A slash command starts a turn of its own with an empty
@@ -28,8 +32,9 @@ struct TranscriptTurn {
                                                                  size_t max_bytes = 64u << 20);
 
 // The memory ids ("memory:<id>", as MemoryBlock keys them) the transcript shows the model was
-// given since its last compaction: what the host keeps of hook context in the conversation.
-// Reads at most the last `max_bytes` of the file; empty when it cannot be read.
+// given since its last compaction (Gemini CLI: since it last rewrote the message list): what
+// the host keeps of hook context in the conversation. The ids are found in Gemini CLI's escaped
+// context too. Reads at most the last `max_bytes` of the file; empty when it cannot be read.
 std::set<std::string> GivenMemoryIds(const std::string& path, size_t max_bytes = 32u << 20);
 
 }  // namespace tmcra::hooks

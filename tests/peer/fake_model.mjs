@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// fake_model.mjs — a loopback fake model API for running the real hosts (Claude Code, Codex)
-// non-interactively, and, run as a script, the check that the pinned hosts complete a turn
-// against it and send their hooks what docs/hooks.md says.
+// fake_model.mjs — a loopback fake model API for running the real hosts (Claude Code, Codex,
+// Gemini CLI) non-interactively, and, run as a script, the check that the pinned Claude Code and
+// Codex complete a turn against it and send their hooks what docs/hooks.md says.
 //
 //   import { startFakeModel } from './fake_model.mjs';
 //   const fake = await startFakeModel();            // 127.0.0.1:<ephemeral port>
@@ -10,7 +10,7 @@
 //   fake.script = (req) => 'an answer';               // how it answers (default: "Noted.")
 //   await fake.close();
 //
-// Two APIs, both streamed as server-sent events:
+// Three APIs, all streamed as server-sent events:
 //   - Anthropic Messages, for Claude Code: POST /v1/messages (Claude Code adds ?beta=true):
 //     message_start, then content_block_start / content_block_delta / content_block_stop for
 //     each block, then message_delta (stop_reason) and message_stop. A request without
@@ -18,14 +18,20 @@
 //   - OpenAI Responses, for Codex: POST /v1/responses: response.created, then
 //     response.output_item.added and response.output_item.done for each item, then
 //     response.completed with usage.
+//   - Gemini (generativelanguage v1beta), for Gemini CLI (GOOGLE_GEMINI_BASE_URL):
+//     POST /v1beta/models/<model>:streamGenerateContent?alt=sse: one `data:` event holding the
+//     whole candidate (text and functionCall parts), then the stream ends; :generateContent
+//     gets the same candidate as one JSON object (a request asking for JSON is answered with
+//     the fields Gemini CLI's model router and next-speaker check read).
 // Anything else is recorded too and answered 404 (Anthropic's error shape).
 //
-// A recorded request is {api: 'anthropic'|'openai'|'other', method, url, headers, body (parsed
-// JSON, or null), raw (the body's text), at (ms)}. The script gets it and answers with
-//   - a string: one text block / one assistant message holding it;
+// A recorded request is {api: 'anthropic'|'openai'|'gemini'|'other', method, url, headers, body
+// (parsed JSON, or null), raw (the body's text), at (ms)}. The script gets it and answers with
+//   - a string: one text block / one assistant message / one text part holding it;
 //   - {blocks: [...]}: {type:'text', text} or {type:'tool_use', name, input, id?}
 //     (Anthropic; stop_reason tool_use when there is one) / {type:'text', text} or
-//     {type:'function_call', name, arguments (object or string), namespace?, call_id?} (OpenAI);
+//     {type:'function_call', name, arguments (object or string), namespace?, call_id?} (OpenAI,
+//     and Gemini: a functionCall part with `arguments` as its args);
 //   - {status, error}: an HTTP error with that status (for retries and failures).
 //
 //   node fake_model.mjs <tmcra-mcp> <tmcra-mcp-testserver>
@@ -122,6 +128,34 @@ function answerOpenAI(req, res, answer) {
   res.end();
 }
 
+function answerGemini(req, res, answer, stream) {
+  const model = /models\/([^:]+):/.exec(req.url)?.[1] ?? 'gemini-fake';
+  const parts = answer.blocks.map((b) => (b.type === 'function_call'
+    ? { functionCall: { name: b.name, args: typeof b.arguments === 'string' ? JSON.parse(b.arguments) : (b.arguments ?? {}) } }
+    : { text: String(b.text ?? '') }));
+  const config = req.body?.generationConfig ?? {};
+  if (!stream && (config.responseJsonSchema || config.responseSchema || config.responseMimeType === 'application/json')) {
+    parts.splice(0, parts.length, { text: JSON.stringify({ complexity_reasoning: 'fake', complexity_score: 10, reasoning: 'fake', next_speaker: 'user' }) });
+  }
+  const body = { candidates: [{ content: { role: 'model', parts }, finishReason: 'STOP', index: 0 }],
+    usageMetadata: { promptTokenCount: 100, candidatesTokenCount: 10, totalTokenCount: 110 }, modelVersion: model, responseId: nextId('resp') };
+  if (!stream) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body));
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  res.write(`data: ${JSON.stringify(body)}\r\n\r\n`);
+  res.end();
+}
+
+/** The error body of each API for an HTTP error `status` with `message`. */
+function errorBody(api, status, message) {
+  if (api === 'anthropic') return { type: 'error', error: { type: 'api_error', message } };
+  if (api === 'gemini') return { error: { code: status, message, status: status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT' } };
+  return { error: { type: 'server_error', message } };
+}
+
 /**
  * Starts the fake on 127.0.0.1:0. Options: script (req) => answer, as described above.
  * Returns {url, port, requests, script (settable), modelRequests(api?), close()}.
@@ -142,8 +176,10 @@ export async function startFakeModel({ script } = {}) {
       try { body = raw ? JSON.parse(raw) : null; } catch { /* recorded as raw */ }
       const url = new URL(req.url, 'http://127.0.0.1');
       let api = 'other';
+      const gemini = /^\/v1beta\/models\/[^:/]+:(streamGenerateContent|generateContent)$/.exec(url.pathname);
       if (req.method === 'POST' && url.pathname === '/v1/messages') api = 'anthropic';
       else if (req.method === 'POST' && url.pathname === '/v1/responses') api = 'openai';
+      else if (req.method === 'POST' && gemini) api = 'gemini';
       const rec = { api, method: req.method, url: req.url, headers: req.headers, body, raw, at: Date.now() };
       fake.requests.push(rec);
       if (api === 'other') {
@@ -159,12 +195,12 @@ export async function startFakeModel({ script } = {}) {
       }
       if (answer.status) {
         res.writeHead(answer.status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(api === 'anthropic'
-          ? { type: 'error', error: { type: 'api_error', message: answer.error ?? 'fake error' } }
-          : { error: { type: 'server_error', message: answer.error ?? 'fake error' } }));
+        res.end(JSON.stringify(errorBody(api, answer.status, answer.error ?? 'fake error')));
         return;
       }
-      if (api === 'anthropic') answerAnthropic(rec, res, answer); else answerOpenAI(rec, res, answer);
+      if (api === 'anthropic') answerAnthropic(rec, res, answer);
+      else if (api === 'gemini') answerGemini(rec, res, answer, gemini[1] === 'streamGenerateContent');
+      else answerOpenAI(rec, res, answer);
     });
   });
   await new Promise((resolve, reject) => {
@@ -197,6 +233,13 @@ export function lastUserText(rec) {
     if (!last) return '';
     return typeof last.content === 'string' ? last.content : stringsOf(last.content.filter((c) => c.type === 'text')).join('\n');
   }
+  if (rec.api === 'gemini') {
+    // Gemini CLI merges consecutive user contents; a hook's context is a part of its own.
+    const users = (b.contents ?? []).filter((c) => c.role === 'user');
+    const last = users[users.length - 1];
+    return (last?.parts ?? []).map((p) => p.text).filter((t) => typeof t === 'string' && !t.startsWith('<hook_context>')
+      && !t.startsWith('<session_context>')).join('\n');
+  }
   const input = Array.isArray(b.input) ? b.input : [];
   const users = input.filter((m) => m.role === 'user');
   const last = users[users.length - 1];
@@ -224,6 +267,25 @@ export function codexSetup(baseEnv, fake, { codexHome = path.join(baseEnv.HOME, 
     .replace(/\n\[model_providers\.fake\]\n[^[]*/, '\n');
   fs.writeFileSync(file, ours + kept + provider + extraToml);
   return { ...baseEnv, FAKE_API_KEY: 'dummy', CODEX_HOME: codexHome };
+}
+
+/**
+ * Writes $HOME/.gemini/settings.json for Gemini CLI against the fake (an API key, no usage
+ * statistics), keeping what is there (tmcra-mcp-setup's entry and hooks); returns the env:
+ * GOOGLE_GEMINI_BASE_URL at the fake, the workspace trusted (else a headless run exits 55 and
+ * runs no hook), TMPDIR in the scratch HOME (API errors are written there).
+ */
+export function geminiSetup(baseEnv, fake) {
+  const dir = path.join(baseEnv.HOME, '.gemini');
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const file = path.join(dir, 'settings.json');
+  const prev = fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, 'utf8')) : {};
+  const settings = { ...prev, security: { ...prev.security, auth: { selectedType: 'gemini-api-key' } },
+    privacy: { ...prev.privacy, usageStatisticsEnabled: false }, general: { enableAutoUpdate: false, ...prev.general } };
+  fs.writeFileSync(file, `${JSON.stringify(settings, null, 2)}\n`);
+  const tmp = path.join(baseEnv.HOME, 'tmp');
+  fs.mkdirSync(tmp, { recursive: true });
+  return { ...baseEnv, GEMINI_API_KEY: 'dummy', GOOGLE_GEMINI_BASE_URL: fake.url, GEMINI_CLI_TRUST_WORKSPACE: 'true', TMPDIR: tmp };
 }
 
 /** Spawn a host CLI; resolves {code, signal, stdout, stderr, ms}. stdin is closed at once. */

@@ -2,7 +2,8 @@
 // gemini_cli.mjs — tmcra-mcp-setup with the real Gemini CLI 0.61.0 (@google/gemini-cli, pinned
 // in package.json), on a throw-away home whose settings.json holds other settings and another
 // server: after `install --host gemini-cli`, `gemini mcp list` starts the registered tmcra-mcp
-// and reports it connected (offline, no Google account: listing needs neither); `remove` gives
+// and reports it connected (offline, no Google account: listing needs neither), with tmcra-mcp's
+// hooks beside it in settings.json (gemini_hooks_e2e.mjs runs them); `remove` gives
 // settings.json back byte for byte. The same for a project's .gemini/settings.json and for a
 // $GEMINI_CLI_HOME; a dry run and a file with comments change nothing. Last, what Gemini CLI
 // passes to a server's environment (docs/setup.md): TMCRA_API_KEY only through the entry's env.
@@ -82,7 +83,8 @@ await r.test('status: Gemini CLI found through ~/.gemini or `gemini` on PATH, no
     ['gemini-cli', 'Gemini CLI (user)', settings, true, 'not registered'],
     JSON.stringify(row),
   );
-  assert.equal(row.hooks, undefined, 'no hooks for Gemini CLI');
+  assert.equal(row.hooks.path, settings, JSON.stringify(row.hooks));
+  assert.ok(row.hooks.events.every((e) => !e.installed), JSON.stringify(row.hooks));
   const fresh = path.join(root, 'fresh-home');
   fs.mkdirSync(fresh);
   const bare = { ...hostCliEnv(fresh), PATH: '/usr/bin:/bin' };
@@ -104,20 +106,24 @@ await r.test('install --dry-run says what it would do and changes no byte', asyn
   assert.deepEqual(backupsOf(settings), [], 'a dry run made a backup');
 });
 
-await r.test('install: settings.json backed up first, the entry added, every other setting kept', async () => {
+await r.test('install: settings.json backed up first, the entry and the hooks added, every other setting kept', async () => {
   const res = await setup(['install', '--host', 'gemini-cli']);
   assert.equal(res.code, 0, show(res));
+  // Two edits of the one file (the entry, then the hooks), each backed up.
   const backups = backupsOf(settings);
-  assert.equal(backups.length, 1, `backups ${backups}`);
+  assert.equal(backups.length, 2, `backups ${backups}`);
   assert.equal(fs.readFileSync(backups[0], 'utf8'), ORIGINAL, 'the backup is the original');
   assert.equal(fs.statSync(backups[0]).mode & 0o777, 0o600, 'backup mode');
   assert.equal(fs.statSync(settings).mode & 0o777, 0o644, "the file's own mode kept");
   assert.ok(res.stdout.includes(`Gemini CLI (user): tmcra registered in ${settings}\n    backup: ${backups[0]}\n`), show(res));
-  assert.doesNotMatch(res.stdout, /hooks|variables/, show(res));
+  assert.ok(res.stdout.includes(`Gemini CLI (user) hooks: 4 tmcra-mcp hooks added to ${settings}\n    backup: ${backups[1]}\n`), show(res));
+  assert.doesNotMatch(res.stdout, /variables/, show(res));
   const text = fs.readFileSync(settings, 'utf8');
   const doc = JSON.parse(text);
-  assert.deepEqual(doc.mcpServers.tmcra, { command: bins.server, args: [] });
+  assert.deepEqual(doc.mcpServers.tmcra, { command: bins.server, args: [], env: { TMCRA_HOOKS: 'gemini-cli' } });
+  assert.deepEqual(Object.keys(doc.hooks), ['SessionStart', 'BeforeAgent', 'AfterAgent', 'SessionEnd']);
   delete doc.mcpServers.tmcra;
+  delete doc.hooks;
   assert.deepEqual(doc, JSON.parse(ORIGINAL), 'other content changed');
   assert.ok(text.startsWith('{\n  "general": {\n    "vimMode": true,'), `indent or order changed:\n${text}`);
   assert.ok(text.endsWith('}\n'), 'final newline kept');
@@ -138,8 +144,9 @@ await r.test('install again: nothing changed, no second backup', async () => {
   const res = await setup(['install', '--host', 'gemini-cli']);
   assert.equal(res.code, 0, show(res));
   assert.match(res.stdout, /tmcra is already registered in .*; nothing changed/, show(res));
+  assert.match(res.stdout, /4 tmcra-mcp hooks already in .*; nothing changed/, show(res));
   assert.equal(fs.readFileSync(settings, 'utf8'), before);
-  assert.equal(backupsOf(settings).length, 1);
+  assert.equal(backupsOf(settings).length, 2);
 });
 
 await r.test('status: registered with this tmcra-mcp', async () => {
@@ -148,6 +155,10 @@ await r.test('status: registered with this tmcra-mcp', async () => {
   assert.equal(row.command, bins.server);
   assert.equal(row.command_is_this_install, true);
   assert.equal(row.command_runs, true);
+  assert.deepEqual(row.hooks.events.map((e) => [e.event, e.installed, e.current, e.host_runs_it]), [
+    ['SessionStart', true, true, 'yes'], ['BeforeAgent', true, true, 'yes'],
+    ['AfterAgent', true, true, 'yes'], ['SessionEnd', true, true, 'yes'],
+  ]);
   const text = await setup(['status', '--host', 'gemini-cli']);
   assert.ok(text.stdout.includes(`Gemini CLI (user): registered as tmcra → ${bins.server}\n    ${settings}\n`), show(text));
 });
@@ -157,8 +168,9 @@ await r.test('remove --dry-run changes nothing', async () => {
   const res = await setup(['remove', '--host', 'gemini-cli', '--dry-run']);
   assert.equal(res.code, 0, show(res));
   assert.ok(res.stdout.includes(`Gemini CLI (user): tmcra would be removed from ${settings}\n`), show(res));
+  assert.ok(res.stdout.includes(`Gemini CLI (user) hooks: tmcra-mcp hooks would be removed from ${settings}\n`), show(res));
   assert.equal(fs.readFileSync(settings, 'utf8'), before);
-  assert.equal(backupsOf(settings).length, 1);
+  assert.equal(backupsOf(settings).length, 2);
 });
 
 await r.test('remove: settings.json is the original again, byte for byte; Gemini CLI agrees', async () => {
@@ -166,19 +178,21 @@ await r.test('remove: settings.json is the original again, byte for byte; Gemini
   const res = await setup(['remove', '--host', 'gemini-cli']);
   assert.equal(res.code, 0, show(res));
   assert.match(res.stdout, /Gemini CLI \(user\): tmcra removed from /, show(res));
+  assert.match(res.stdout, /Gemini CLI \(user\) hooks: tmcra-mcp hooks removed from /, show(res));
   const after = fs.readFileSync(settings);
   assert.ok(after.equals(Buffer.from(ORIGINAL)), `not the original bytes:\n${after}`);
   const backups = backupsOf(settings);
-  assert.equal(backups.length, 2, `backups ${backups}`);
+  assert.equal(backups.length, 4, `backups ${backups}`);
   assert.ok(after.equals(fs.readFileSync(backups[0])), 'not the bytes of the backup taken by install');
-  assert.equal(fs.readFileSync(backups[1], 'utf8'), installed, 'the backup taken by remove');
+  assert.equal(fs.readFileSync(backups[2], 'utf8'), installed, 'the backup taken by remove');
   const { text, servers } = await geminiList();
   assert.equal(servers.tmcra, undefined, text);
   assert.equal(servers.other?.status, 'Connected', text);
   const again = await setup(['remove', '--host', 'gemini-cli']);
   assert.equal(again.code, 0, show(again));
   assert.match(again.stdout, /tmcra is not registered in .*; nothing changed/, show(again));
-  assert.equal(backupsOf(settings).length, 2);
+  assert.match(again.stdout, /no tmcra-mcp hooks in .*; nothing changed/, show(again));
+  assert.equal(backupsOf(settings).length, 4);
 });
 
 await r.test('project scope: DIR/.gemini/settings.json, connected in the trusted project, removed byte for byte', async () => {
@@ -189,7 +203,8 @@ await r.test('project scope: DIR/.gemini/settings.json, connected in the trusted
   const res = await setup(['install', '--project', project, '--host', 'gemini-cli']);
   assert.equal(res.code, 0, show(res));
   assert.ok(res.stdout.includes(`Gemini CLI (project ${project}): tmcra registered in ${file}\n`), show(res));
-  assert.deepEqual(JSON.parse(fs.readFileSync(file, 'utf8')).mcpServers, { lint: { command: '/bin/true' }, tmcra: { command: bins.server, args: [] } });
+  assert.deepEqual(JSON.parse(fs.readFileSync(file, 'utf8')).mcpServers, { lint: { command: '/bin/true' }, tmcra: { command: bins.server, args: [], env: { TMCRA_HOOKS: 'gemini-cli' } } });
+  assert.ok(res.stdout.includes(`Gemini CLI (project ${project}) hooks: 4 tmcra-mcp hooks added to ${file}\n`), show(res));
   assert.match(fs.readFileSync(file, 'utf8'), /\n\t\t"tmcra": \{\n\t\t\t"command"/, 'tab indent kept');
   assert.equal(fs.readFileSync(settings, 'utf8'), ORIGINAL, 'the user file untouched');
   const { text, servers } = await geminiList();
@@ -222,7 +237,7 @@ await r.test('a settings.json with comments is left untouched, the entry printed
   const res = await run(SETUP, ['install', '--host', 'gemini-cli'], { env: hostCliEnv(other), timeoutMs: 20_000 });
   assert.equal(res.code, 1, show(res));
   assert.match(res.stdout, /has comments/, show(res));
-  assert.ok(res.stdout.includes(`add this by hand:\n{\n  "mcpServers": {\n    "tmcra": {\n      "command": "${bins.server}",\n      "args": []\n    }\n  }\n}\n`), show(res));
+  assert.ok(res.stdout.includes(`add this by hand:\n{\n  "mcpServers": {\n    "tmcra": {\n      "command": "${bins.server}",\n      "args": [],\n      "env": {\n        "TMCRA_HOOKS": "gemini-cli"\n      }\n    }\n  }\n}\n`), show(res));
   assert.equal(fs.readFileSync(file, 'utf8'), jsonc);
   assert.deepEqual(fs.readdirSync(path.dirname(file)), ['settings.json'], 'no backup, no temp file');
 });

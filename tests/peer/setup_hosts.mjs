@@ -70,6 +70,8 @@ const withoutEntry = (doc, key) => {
   delete copy[key].tmcra;
   return copy;
 };
+// Gemini CLI keeps its hooks in the file of its servers: two edits, two backups.
+const installBackups = (host) => (host === 'gemini-cli' ? 2 : 1);
 const containerKey = (host) => (host === 'vscode' ? 'servers' : 'mcpServers');
 
 const hookFiles = {
@@ -157,8 +159,8 @@ await r.test('install registers with all six; each file backed up first, everyth
   const res = await setup(['install']);
   assert.equal(res.code, 0, show(res));
   for (const [host, file] of Object.entries(files)) {
-    const backups = backupsOf(file);
-    assert.equal(backups.length, 1, `${host}: backups ${backups}`);
+    const backups = backupsOf(file).sort();
+    assert.equal(backups.length, installBackups(host), `${host}: backups ${backups}`);
     assert.equal(fs.readFileSync(backups[0], 'utf8'), originals[host], `${host}: backup differs`);
     assert.equal(fs.statSync(backups[0]).mode & 0o777, 0o600, `${host}: backup mode`);
     assert.equal(fs.statSync(file).mode & 0o777, 0o644, `${host}: the file's own mode kept`);
@@ -169,6 +171,7 @@ await r.test('install registers with all six; each file backed up first, everyth
     assert.equal(entry.command, bins.server, `${host}: ${JSON.stringify(entry)}`);
     assert.deepEqual(entry.args, []);
     assert.equal(entry.type, ['claude-code', 'vscode'].includes(host) ? 'stdio' : undefined, host);
+    if (host === 'gemini-cli') delete doc.hooks;
     assert.deepEqual(withoutEntry(doc, containerKey(host)), JSON.parse(originals[host]), `${host}: other content changed`);
   }
   // The JSON keeps its indent (4 spaces, a tab); the TOML keeps every original line.
@@ -186,7 +189,7 @@ await r.test('install again: nothing changed, no second backup', async () => {
   assert.equal((res.stdout.match(/is already registered/g) ?? []).length, 6, show(res));
   for (const [host, file] of Object.entries(files)) {
     assert.equal(fs.readFileSync(file, 'utf8'), before[host], host);
-    assert.equal(backupsOf(file).length, 1, host);
+    assert.equal(backupsOf(file).length, installBackups(host), host);
   }
 });
 
@@ -253,9 +256,17 @@ await r.test('hooks: the contract\'s events and timeouts beside the entries, the
   assert.deepEqual(Object.keys(codexHooksFile.hooks), CODEX_EVENTS);
   assert.deepEqual(JSON.parse(fs.readFileSync(files['claude-code'], 'utf8')).mcpServers.tmcra.env, { TMCRA_HOOKS: 'claude-code' });
   assert.ok(fs.readFileSync(files.codex, 'utf8').includes('env = { TMCRA_HOOKS = "codex" }'));
-  for (const host of ['claude-desktop', 'cursor', 'gemini-cli', 'vscode']) {
+  for (const host of ['claude-desktop', 'cursor', 'vscode']) {
     assert.equal(JSON.parse(fs.readFileSync(files[host], 'utf8'))[containerKey(host)].tmcra.env, undefined, host);
   }
+  // Gemini CLI: its hooks in settings.json beside the servers (gemini_hooks_e2e.mjs runs them).
+  const gemini = JSON.parse(fs.readFileSync(files['gemini-cli'], 'utf8'));
+  assert.deepEqual(gemini.mcpServers.tmcra.env, { TMCRA_HOOKS: 'gemini-cli' });
+  assert.deepEqual(Object.keys(gemini.hooks), ['SessionStart', 'BeforeAgent', 'AfterAgent', 'SessionEnd']);
+  assert.deepEqual(gemini.hooks.AfterAgent, [{ matcher: '*', hooks: [{ name: 'tmcra-AfterAgent', type: 'command',
+    command: `'${bins.server}' hook AfterAgent --host gemini-cli 2>/dev/null || true`, timeout: 10000 }] }]);
+  const geminiStatus = await hookStatus('gemini-cli');
+  assert.equal(geminiStatus.SessionEnd.host_runs_it, 'yes');
   const claudeStatus = await hookStatus('claude-code');
   for (const event of CLAUDE_EVENTS) {
     assert.equal(claudeStatus[event].installed, true, event);
@@ -343,7 +354,7 @@ await r.test('remove: tmcra gone from all six, the rest as it was; the hosts agr
   assert.equal((res.stdout.match(/tmcra-mcp hooks removed from .*\(the file is removed: nothing else was in it\)/g) ?? []).length, 2, show(res));
   for (const file of Object.values(hookFiles)) assert.ok(!fs.existsSync(file), `${file} is still there`);
   for (const [host, file] of Object.entries(files)) {
-    assert.equal(backupsOf(file).length, backupsBefore[host] + 1, `${host}: a backup before the removal`);
+    assert.equal(backupsOf(file).length, backupsBefore[host] + installBackups(host), `${host}: a backup before each removal`);
     if (host === 'codex') {
       assert.equal(fs.readFileSync(file, 'utf8'), CODEX_TOML, 'config.toml (trust entries too) is back to the original');
       continue;

@@ -8,11 +8,13 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "filter/content_filter.h"
 #include "src/api/embedded_memory_api.h"
+#include "src/hooks/transcript.h"
 #include "src/tools/outbox_sender.h"
 #include "tests/support/temp_dir.h"
 
@@ -398,4 +400,203 @@ TEST_CASE("a resumed conversation under a new session id does not store its earl
   compact.transcript_path = path;
   f.Run(compact);
   CHECK(f.Records() == 4);  // the access-log turn only
+}
+
+namespace {
+
+HookInput GeminiPrompt(const std::string& session, const std::string& prompt) {
+  HookInput in = Prompt(session, tmcra::hooks::GeminiTypedPrompt(prompt), Host::kGeminiCli);
+  return in;
+}
+
+HookInput GeminiAfterAgent(const std::string& session, const std::string& prompt,
+                           const std::string& response) {
+  HookInput in = Stop(session, response);
+  in.host = Host::kGeminiCli;
+  in.prompt = tmcra::hooks::GeminiTypedPrompt(prompt);
+  return in;
+}
+
+// What Gemini CLI makes of a hook's additionalContext.
+std::string Escaped(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '<') {
+      out += "&lt;";
+    } else if (c == '>') {
+      out += "&gt;";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Gemini CLI: its event names, the prompt as typed, prompt_response as the answer",
+          "[hooks]") {
+  using tmcra::hooks::EventName;
+  using tmcra::hooks::GeminiTypedPrompt;
+  using tmcra::hooks::ParseEventName;
+  using tmcra::hooks::ParseHookInput;
+  CHECK(tmcra::hooks::ParseHost("gemini-cli") == Host::kGeminiCli);
+  CHECK(std::string(tmcra::hooks::HostName(Host::kGeminiCli)) == "gemini-cli");
+  CHECK(ParseEventName("BeforeAgent", Host::kGeminiCli) == Event::kUserPromptSubmit);
+  CHECK(ParseEventName("AfterAgent", Host::kGeminiCli) == Event::kStop);
+  CHECK(ParseEventName("AfterTool", Host::kGeminiCli) == Event::kPostToolUse);
+  CHECK(ParseEventName("SessionEnd", Host::kGeminiCli) == Event::kSessionEnd);
+  CHECK_FALSE(ParseEventName("UserPromptSubmit", Host::kGeminiCli));
+  CHECK_FALSE(ParseEventName("PreCompress", Host::kGeminiCli));
+  CHECK_FALSE(ParseEventName("BeforeAgent"));
+  CHECK(std::string(EventName(Event::kStop, Host::kGeminiCli)) == "AfterAgent");
+  CHECK(std::string(EventName(Event::kStop)) == "Stop");
+
+  CHECK(GeminiTypedPrompt("<hook_context>brief &lt;x&gt;</hook_context>\n\nWhat changed?") ==
+        "What changed?");
+  CHECK(GeminiTypedPrompt("Summarize @a.txt\n--- Content from referenced files ---\nContent from "
+                          "@a.txt:\nhello\n--- End of content ---") == "Summarize @a.txt");
+  CHECK(GeminiTypedPrompt("<hook_context>unclosed") == "<hook_context>unclosed");
+  CHECK(GeminiTypedPrompt("a <hook_context>x</hook_context>") ==
+        "a <hook_context>x</hook_context>");
+
+  auto before = ParseHookInput(
+      Host::kGeminiCli, Event::kUserPromptSubmit,
+      R"({"session_id":"s","hook_event_name":"BeforeAgent","timestamp":"2026-12-06T08:02:06Z",)"
+      R"("prompt":"<hook_context>ctx</hook_context>\n\nWhere is the cache?"})");
+  REQUIRE(before);
+  CHECK(before->prompt == "Where is the cache?");
+  CHECK(before->host_turn_id.empty());
+  auto after = ParseHookInput(Host::kGeminiCli, Event::kStop,
+                              R"({"session_id":"s","hook_event_name":"AfterAgent","prompt":"q",)"
+                              R"("prompt_response":"one\ntwo","stop_hook_active":false})");
+  REQUIRE(after);
+  CHECK(after->last_assistant_message == "one\ntwo");
+  auto none = ParseHookInput(Host::kGeminiCli, Event::kStop,
+                             R"({"session_id":"s","prompt_response":"[no response text]"})");
+  REQUIRE(none);
+  CHECK_FALSE(none->last_assistant_message);
+  CHECK(ParseHookInput(Host::kGeminiCli, Event::kStop,
+                       R"({"session_id":"s","hook_event_name":"Stop"})")
+            .error()
+            .message == "hook input.hook_event_name: is Stop, not AfterAgent");
+  CHECK(ParseHookInput(Host::kGeminiCli, Event::kStop, R"({"session_id":"s","prompt_response":1})")
+            .error()
+            .message == "hook input.prompt_response: must be a string");
+  auto tool = ParseHookInput(
+      Host::kGeminiCli, Event::kPostToolUse,
+      R"({"session_id":"s","tool_name":"read_file","tool_input":{"file_path":"a.txt"},)"
+      R"("tool_response":{"llmContent":"hello file\n","returnDisplay":""}})");
+  REQUIRE(tool);
+  CHECK(tool->tool_response == "hello file\n");
+}
+
+TEST_CASE("Gemini CLI: BeforeAgent binds and recalls, AfterAgent stores the turn once", "[hooks]") {
+  Fixture f;
+  const std::string fact = "My build cache server is at cache-7.internal:9040";
+  // Under -p a SessionStart hook's context comes before the prompt: it is not the user's.
+  CHECK(f.Run(GeminiPrompt("g1", "<hook_context>other hook</hook_context>\n\n" + fact)) == "");
+  CHECK(f.Run(GeminiAfterAgent("g1", fact, "Noted: cache-7.internal:9040.")).empty());
+  CHECK(f.Records() == 2);
+  f.Run(GeminiAfterAgent("g1", fact, "Noted: cache-7.internal:9040."));  // run again
+  HookInput again = GeminiAfterAgent("g1", fact, "A continuation");
+  again.stop_hook_active = true;
+  f.Run(again);
+  CHECK(f.Records() == 2);
+
+  const std::string output = f.Run(GeminiPrompt("g2", "Where is the build cache server?"));
+  CHECK(json::parse(output)["hookSpecificOutput"]["hookEventName"] == "BeforeAgent");
+  const std::string context = Context(output);
+  CHECK(context.find("cache-7.internal:9040") != std::string::npos);
+  // The model's answer quotes the context as Gemini CLI gave it (escaped): not stored again.
+  f.Run(GeminiAfterAgent("g2", "Where is the build cache server?",
+                         "You gave me " + Escaped(context) + " so: cache-7."));
+  CHECK(f.Records() == 4);
+  auto recall = f.memory->Recall("proj-0123456789", {{"query", "so: cache-7"}}, {});
+  REQUIRE(recall);
+  const std::string text = (*recall)["prompt_evidence"]["content"];
+  CHECK(text.find("so: cache-7.") != std::string::npos);
+  CHECK(text.find("tmcra-memory") == std::string::npos);
+  CHECK(text.find("untrusted data") == std::string::npos);
+}
+
+TEST_CASE("Gemini CLI: AfterAgent stores a turn its BeforeAgent never bound, once", "[hooks]") {
+  Fixture f;
+  f.Run(GeminiPrompt("g1", "Which region hosts the primary database?"));
+  f.Run(GeminiAfterAgent("g1", "Which region hosts the primary database?", "eu-west-3."));
+  // The next prompt's hook did not run (the binary was missing); AfterAgent did.
+  HookInput missed = GeminiAfterAgent("g1", "And the replica?", "eu-central-1.");
+  missed.transcript_path = f.dir.File("missing.jsonl");
+  f.Run(missed);
+  CHECK(f.Records() == 4);
+  f.Run(missed);
+  CHECK(f.Records() == 4);
+}
+
+TEST_CASE("Gemini CLI: SessionStart gives nothing, the envelope's cap counts escaped brackets",
+          "[hooks]") {
+  Fixture f;
+  for (int i = 0; i < 6; ++i) {
+    const std::string prompt = "Fact " + std::to_string(i) + ": the widget template is " +
+                               std::string(150, '<') + std::string(150, '>');
+    f.Run(GeminiPrompt("g1", prompt));
+    f.Run(GeminiAfterAgent("g1", prompt, "Noted widget fact " + std::to_string(i) + "."));
+  }
+  f.deps.options.session_brief = true;
+  HookInput start;
+  start.host = Host::kGeminiCli;
+  start.event = Event::kSessionStart;
+  start.session_id = "g2";
+  start.source = "startup";
+  CHECK(f.Run(start).empty());
+
+  f.deps.options.context_bytes = 2000;
+  const std::string context =
+      Context(f.Run(GeminiPrompt("g2", "What is the widget template made of?")));
+  REQUIRE_FALSE(context.empty());
+  CHECK(Escaped(context).size() <= 2000);
+  CHECK(context.find("left out to stay within 2000 bytes") != std::string::npos);
+}
+
+TEST_CASE("Gemini CLI's transcript: turns as typed, answers joined, memory ids escaped",
+          "[hooks]") {
+  const tmcra::testing::TempDir dir;
+  const std::string path = dir.File("session.jsonl");
+  {
+    std::ofstream out(path);
+    const auto user = [](const std::string& text) {
+      return json{{"type", "user"}, {"content", json::array({{{"text", text}}})}};
+    };
+    out << json{{"sessionId", "g1"}, {"kind", "main"}}.dump() << "\n";
+    out << json{{"$set",
+                 {{"messages", json::array({user("<session_context>x</session_context>"),
+                                            user("A turn before the resume"),
+                                            {{"type", "gemini"}, {"content", "Old."}}})}}}}
+               .dump()
+        << "\n";
+    json with_context = user("Where is the cache?");
+    with_context["content"].push_back(
+        {{"text",
+          "<hook_context>[[tmcra:recalled-memory]]\n&lt;tmcra-memory trust=\"untrusted\"&gt;\n"
+          "[Immutable source window 1 | actor=user | memory_id=rec_abc123]\nfact\n"
+          "&lt;/tmcra-memory&gt;\n[[/tmcra:recalled-memory]]</hook_context>"}});
+    with_context["displayContent"] = json::array({{{"text", "Where is the cache?"}}});
+    out << with_context.dump() << "\n";
+    out << json{{"$set", {{"lastUpdated", "x"}}}}.dump() << "\n";
+    out << json{{"type", "gemini"}, {"content", "Let me look."}}.dump() << "\n";
+    out << json{{"type", "user"},
+                {"content", json::array({{{"functionResponse", {{"name", "read_file"}}}}})}}
+               .dump()
+        << "\n";
+    out << json{{"type", "gemini"}, {"content", "At cache-7."}}.dump() << "\n";
+    out << json{{"type", "info"}, {"content", "note"}}.dump() << "\n";
+  }
+  auto turns = tmcra::hooks::ReadTranscript(Host::kGeminiCli, path);
+  REQUIRE(turns);
+  REQUIRE(turns->size() == 2);
+  CHECK((*turns)[0].user == "A turn before the resume");
+  CHECK((*turns)[0].assistant == "Old.");
+  CHECK((*turns)[1].user == "Where is the cache?");
+  CHECK((*turns)[1].assistant == "Let me look.\nAt cache-7.");
+  CHECK(tmcra::hooks::GivenMemoryIds(path) == std::set<std::string>{"memory:rec_abc123"});
 }

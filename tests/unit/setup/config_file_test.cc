@@ -302,9 +302,11 @@ TEST_CASE("Gemini CLI: its settings.json keeps every other setting, remove gives
   const auto entry = tmcra::setup::EntryFor(*target, "tmcra", command, {"TMCRA_API_KEY"}, true);
   CHECK(entry.tool_timeout_sec == 0);  // Gemini CLI's own default is 10 minutes
   CHECK(entry.env_vars.empty());
-  CHECK(entry.env.empty());  // no hooks, so no TMCRA_HOOKS marker
+  // Its hooks are installed beside it: the entry says so.
+  CHECK(entry.env ==
+        std::vector<std::pair<std::string, std::string>>{{"TMCRA_HOOKS", "gemini-cli"}});
   CHECK_FALSE(entry.typed);
-  CHECK_FALSE(tmcra::setup::ResolveHooks("gemini-cli", env, std::nullopt));
+  CHECK(tmcra::setup::ResolveHooks("gemini-cli", env, std::nullopt)->path == target->path);
 
   const std::string original = R"({
   "general": {
@@ -332,7 +334,8 @@ TEST_CASE("Gemini CLI: its settings.json keeps every other setting, remove gives
   CHECK(Read(installed.backup_path) == original);
   const auto doc = nlohmann::ordered_json::parse(Read(target->path));
   CHECK(doc["mcpServers"]["tmcra"] ==
-        nlohmann::ordered_json::parse(R"({"command": ")" + command + R"(", "args": []})"));
+        nlohmann::ordered_json::parse(R"({"command": ")" + command +
+                                      R"(", "args": [], "env": {"TMCRA_HOOKS": "gemini-cli"}})"));
   CHECK(doc["mcpServers"].size() == 2);
   CHECK(tmcra::setup::Inspect(*target, "tmcra", command).state == "registered");
 

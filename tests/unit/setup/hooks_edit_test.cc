@@ -40,7 +40,7 @@ std::string Removed(const std::string& text) {
 TEST_CASE("hooks: the events, timeouts and commands of each host", "[setup][hooks]") {
   auto events = [](const std::vector<HookHandler>& hooks) {
     std::vector<std::string> out;
-    for (const auto& h : hooks) out.push_back(h.event + "=" + std::to_string(h.timeout_sec));
+    for (const auto& h : hooks) out.push_back(h.event + "=" + std::to_string(h.timeout));
     return out;
   };
   CHECK(events(OurHooks("claude-code", kBin, false)) ==
@@ -147,7 +147,7 @@ TEST_CASE("hooks: ours are updated in place, doubles and unwanted PostToolUse ta
   CHECK((*found)[0].event == "Stop");
   CHECK((*found)[0].group == 0);
   CHECK((*found)[0].handler == 1);
-  CHECK((*found)[0].timeout_sec == 10);
+  CHECK((*found)[0].timeout == 10);
 }
 
 TEST_CASE("hooks: a statusLine is set when there is none or it is ours, never replacing the user's",
@@ -183,8 +183,106 @@ TEST_CASE("hooks: wrong shapes are refused, disableAllHooks is seen", "[setup][h
   CHECK_FALSE(AddHooks(R"({"hooks": []})", hooks, std::nullopt));
   CHECK_FALSE(AddHooks(R"({"hooks": {"Stop": {}}})", hooks, std::nullopt));
   CHECK_FALSE(AddHooks("{\n // c\n}", hooks, std::nullopt));
-  CHECK(*tmcra::setup::AllHooksDisabled(R"({"disableAllHooks": true})"));
-  CHECK_FALSE(*tmcra::setup::AllHooksDisabled(R"({"disableAllHooks": false})"));
+  CHECK(*tmcra::setup::AllHooksDisabled("claude-code", R"({"disableAllHooks": true})"));
+  CHECK_FALSE(*tmcra::setup::AllHooksDisabled("claude-code", R"({"disableAllHooks": false})"));
+}
+
+TEST_CASE("hooks: Gemini CLI's events, in milliseconds, named, wrapped to never block a turn",
+          "[setup][hooks]") {
+  auto events = [](const std::vector<HookHandler>& hooks) {
+    std::vector<std::string> out;
+    for (const auto& h : hooks) out.push_back(h.event + "=" + std::to_string(h.timeout));
+    return out;
+  };
+  CHECK(events(OurHooks("gemini-cli", kBin, false)) ==
+        std::vector<std::string>{"SessionStart=10000", "BeforeAgent=10000", "AfterAgent=10000",
+                                 "SessionEnd=2000"});
+  CHECK(events(OurHooks("gemini-cli", kBin, true)).back() == "AfterTool=10000");
+  const HookHandler before = OurHooks("gemini-cli", kBin, false)[1];
+  CHECK(before.command ==
+        "'/opt/tmcra/bin/tmcra-mcp' hook BeforeAgent --host gemini-cli 2>/dev/null || true");
+  CHECK(before.name == "tmcra-BeforeAgent");
+  CHECK(before.matcher == "*");
+  CHECK(IsOurHookCommand(before.command));
+  CHECK(OurHooks("codex", kBin, false)[0].name.empty());
+  CHECK_FALSE(OurHooks("codex", kBin, false)[0].matcher);
+}
+
+TEST_CASE("hooks: Gemini CLI's settings.json keeps the rest, add then remove gives it back",
+          "[setup][hooks]") {
+  const std::string original = R"({
+  "general": {
+    "vimMode": true
+  },
+  "mcpServers": {
+    "tmcra": {
+      "command": "/opt/tmcra/bin/tmcra-mcp",
+      "args": []
+    }
+  },
+  "hooksConfig": {
+    "notifications": true
+  },
+  "hooks": {
+    "BeforeAgent": [
+      {
+        "matcher": "",
+        "hooks": [
+          {
+            "name": "mine",
+            "type": "command",
+            "command": "my-hook",
+            "timeout": 500
+          }
+        ]
+      }
+    ]
+  }
+}
+)";
+  const auto hooks = OurHooks("gemini-cli", kBin, true);
+  const std::string added = Added(original, hooks);
+  const auto doc = Json(added);
+  CHECK(doc["hooks"]["AfterAgent"] ==
+        Json(R"([{"matcher":"*","hooks":[{"name":"tmcra-AfterAgent","type":"command",)"
+             R"("command":"'/opt/tmcra/bin/tmcra-mcp' hook AfterAgent --host gemini-cli )"
+             R"(2>/dev/null || true","timeout":10000}]}])"));
+  REQUIRE(doc["hooks"]["BeforeAgent"].size() == 2);
+  CHECK(doc["hooks"]["BeforeAgent"][0] == Json(original)["hooks"]["BeforeAgent"][0]);
+  CHECK(doc["hooks"]["AfterTool"][0]["hooks"][0]["name"] == "tmcra-AfterTool");
+  CHECK(doc["mcpServers"] == Json(original)["mcpServers"]);
+  CHECK(doc["hooksConfig"] == Json(original)["hooksConfig"]);
+  auto again = AddHooks(added, hooks, std::nullopt);
+  REQUIRE(again);
+  CHECK(again->outcome == EditOutcome::kUnchanged);
+  // Without --observe-tools, ours in AfterTool goes.
+  auto fewer = AddHooks(added, OurHooks("gemini-cli", kBin, false), std::nullopt);
+  REQUIRE(fewer);
+  CHECK_FALSE(Json(fewer->text)["hooks"].contains("AfterTool"));
+  auto found = tmcra::setup::FindOurHooks(added);
+  REQUIRE(found);
+  REQUIRE(found->size() == 5);
+  CHECK((*found)[0].event == "BeforeAgent");
+  CHECK((*found)[0].group == 1);
+  CHECK((*found)[0].name == "tmcra-BeforeAgent");
+  CHECK((*found)[0].timeout == 10000);
+  CHECK(Removed(added) == original);
+  CHECK(Removed(fewer->text) == original);
+}
+
+TEST_CASE("hooks: Gemini CLI's hooksConfig turns all hooks, or some by name, off",
+          "[setup][hooks]") {
+  using tmcra::setup::AllHooksDisabled;
+  using tmcra::setup::DisabledHookNames;
+  CHECK(*AllHooksDisabled("gemini-cli", R"({"hooksConfig": {"enabled": false}})"));
+  CHECK_FALSE(*AllHooksDisabled("gemini-cli", R"({"hooksConfig": {"enabled": true}})"));
+  CHECK_FALSE(*AllHooksDisabled("gemini-cli", R"({"disableAllHooks": true})"));
+  CHECK_FALSE(*AllHooksDisabled("codex", R"({"disableAllHooks": true})"));
+  CHECK_FALSE(AllHooksDisabled("gemini-cli", "{\n // c\n}"));
+  CHECK(*DisabledHookNames(R"({"hooksConfig": {"disabled": ["tmcra-AfterAgent", 3, "x"]}})") ==
+        std::vector<std::string>{"tmcra-AfterAgent", "x"});
+  CHECK(DisabledHookNames(R"({"hooksConfig": {"disabled": "x"}})")->empty());
+  CHECK(DisabledHookNames("{}")->empty());
 }
 
 TEST_CASE("JSON: the file's final newline state is kept", "[setup][json]") {

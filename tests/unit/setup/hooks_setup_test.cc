@@ -196,6 +196,70 @@ TEST_CASE("hooks status: installed or not, whether Claude Code runs them, what t
   CHECK(Event(off, "Stop").todo.find("disableAllHooks") != std::string::npos);
 }
 
+TEST_CASE("Gemini CLI: hooks beside the server in settings.json, status, removed byte for byte",
+          "[setup][hooks]") {
+  TempDir dir;
+  auto env = Home(dir);
+  auto server = tmcra::setup::ResolveHost("gemini-cli", env, std::nullopt);
+  auto target = tmcra::setup::ResolveHooks("gemini-cli", env, std::nullopt);
+  REQUIRE(server);
+  REQUIRE(target);
+  CHECK(target->path == server->path);
+  CHECK(target->path == dir.File(".gemini/settings.json"));
+  CHECK(target->label == "Gemini CLI (user) hooks");
+  CHECK(tmcra::setup::ResolveHooks("gemini-cli", env, std::string("/p"))->path ==
+        "/p/.gemini/settings.json");
+  env.gemini_cli_home = "/g";
+  CHECK(tmcra::setup::ResolveHooks("gemini-cli", env, std::nullopt)->path ==
+        "/g/.gemini/settings.json");
+
+  REQUIRE(mkdir(dir.File(".gemini").c_str(), 0700) == 0);
+  const std::string original =
+      "{\n\t\"general\": {\n\t\t\"vimMode\": true\n\t},\n\t\"mcpServers\": {\n\t\t\"other\": "
+      "{\n\t\t\t\"command\": \"/bin/true\"\n\t\t}\n\t}\n}\n";
+  Write(target->path, original);
+  const auto hooks = tmcra::setup::OurHooks("gemini-cli", kBin, false);
+  auto entry = tmcra::setup::EntryFor(*server, "tmcra", kBin, {}, true);
+  auto dry = tmcra::setup::InstallHooks(*target, hooks, std::nullopt, true, kNoon);
+  CHECK(dry.message == "4 tmcra-mcp hooks would be added to " + target->path);
+  CHECK(Read(target->path) == original);
+  REQUIRE(tmcra::setup::Install(*server, entry, false, kNoon).ok);
+  auto installed = tmcra::setup::InstallHooks(*target, hooks, std::nullopt, false, kNoon);
+  CHECK(installed.ok);
+  CHECK(installed.backup_path == target->path + ".tmcra-backup-20261202T120000Z-2");
+
+  auto status = tmcra::setup::InspectHooks(*target, hooks);
+  CHECK(status.state == "ok");
+  CHECK(status.events.size() == 4);
+  CHECK(Event(status, "AfterAgent").current);
+  CHECK(Event(status, "AfterAgent").runs == "yes");
+  CHECK(Event(status, "AfterAgent").todo.empty());
+
+  // Turned off by name in hooksConfig.disabled, or all of them.
+  std::string text = Read(target->path);
+  const std::string with_hooks = text;
+  const std::string by_name = "\"disabled\": [\"tmcra-AfterAgent\"]";
+  text.insert(1, "\n\t\"hooksConfig\": {" + by_name + "},");
+  Write(target->path, text);
+  auto named = tmcra::setup::InspectHooks(*target, hooks);
+  CHECK(Event(named, "AfterAgent").runs == "no");
+  CHECK(Event(named, "AfterAgent").todo ==
+        "take \"tmcra-AfterAgent\" out of \"hooksConfig\".\"disabled\" in " + target->path);
+  CHECK(Event(named, "BeforeAgent").runs == "yes");
+  Write(target->path, text.replace(text.find(by_name), by_name.size(), "\"enabled\": false"));
+  auto off = tmcra::setup::InspectHooks(*target, hooks);
+  CHECK(off.disabled);
+  CHECK(Event(off, "BeforeAgent").runs == "no");
+  CHECK(Event(off, "BeforeAgent").todo.find("\"enabled\": true") != std::string::npos);
+  Write(target->path, with_hooks);
+
+  REQUIRE(tmcra::setup::Remove(*server, "tmcra", false, kNoon).ok);
+  auto removed = tmcra::setup::RemoveHooks(*target, false, kNoon);
+  CHECK(removed.ok);
+  CHECK(Read(target->path) == original);
+  CHECK(Exists(target->path));
+}
+
 TEST_CASE("Codex: app-server's hooks/list read, trust recorded and removed with the entry",
           "[setup][hooks]") {
   TempDir dir;
