@@ -10,8 +10,8 @@
 
 namespace tmcra::app {
 
-// `args`: what follows "hook" on the command line. Returns the exit status (always 0 once the
-// arguments name an event; 2 for a usage error a person made at a terminal).
+// `args`: what follows "hook" on the command line. Returns the exit status: always 0, after a
+// usage error too (the usage goes to stderr).
 int RunHookCommand(const std::vector<std::string_view>& args);
 
 // One line of memory state for Claude Code's status line: whether the memory answers, the
