@@ -176,9 +176,10 @@ struct Invocation {
   hooks::Host host = hooks::Host::kClaudeCode;
 };
 
-// The host the arguments name (`--host NAME`); Claude Code when they name none or no known one.
+// The host the arguments name (`--host NAME`, also where the event is missing); Claude Code when
+// they name none or no known one.
 hooks::Host NamedHost(const std::vector<std::string_view>& args) {
-  for (size_t i = 1; i + 1 < args.size(); ++i) {
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] == "--host")
       return hooks::ParseHost(args[i + 1]).value_or(hooks::Host::kClaudeCode);
   }

@@ -86,8 +86,10 @@ Status ReadFields(const json& object, HookInput& in) {
   for (const auto& [key, out] : strings) {
     if (auto s = ReadString(object, key, *out); !s) return s;
   }
-  // Gemini CLI names no turn.
-  if (in.host != Host::kGeminiCli) {
+  // Gemini CLI names no turn; it says when it fired the event.
+  if (in.host == Host::kGeminiCli) {
+    if (auto s = ReadString(object, "timestamp", in.timestamp); !s) return s;
+  } else {
     const char* turn_key = in.host == Host::kCodex ? "turn_id" : "prompt_id";
     if (auto s = ReadString(object, turn_key, in.host_turn_id); !s) return s;
   }
@@ -172,15 +174,23 @@ std::string GeminiTypedPrompt(std::string_view prompt) {
   constexpr std::string_view kOpen = "<hook_context>";
   constexpr std::string_view kClose = "</hook_context>";
   constexpr std::string_view kReferenced = "\n--- Content from referenced files ---";
+  constexpr std::string_view kEndOfContent = "\n--- End of content ---";
+  // SessionStart's context under -p is one block, then a blank line and the prompt (or nothing).
   // Gemini CLI writes < and > of a hook's context as &lt; and &gt;: its first closing tag is the
-  // context's end.
-  while (prompt.rfind(kOpen, 0) == 0) {
+  // block's end.
+  if (prompt.starts_with(kOpen)) {
     const size_t close = prompt.find(kClose);
-    if (close == std::string_view::npos) break;
-    prompt.remove_prefix(close + kClose.size());
-    while (!prompt.empty() && prompt.front() == '\n') prompt.remove_prefix(1);
+    const std::string_view rest =
+        close == std::string_view::npos ? prompt : prompt.substr(close + kClose.size());
+    if (rest.empty()) return "";
+    if (rest.starts_with("\n\n")) prompt = rest.substr(2);
   }
-  return std::string(prompt.substr(0, prompt.find(kReferenced)));
+  // An @path's files follow the prompt as one block that ends it (as Gemini CLI's own
+  // stripReferenceContent takes them out for display).
+  if (prompt.ends_with(kEndOfContent)) {
+    prompt = prompt.substr(0, prompt.find(kReferenced));
+  }
+  return std::string(prompt);
 }
 
 Result<HookInput> ParseHookInput(Host host, Event event, std::string_view text) {

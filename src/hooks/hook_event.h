@@ -45,8 +45,10 @@ std::optional<Event> ParseEventName(std::string_view name, Host host = Host::kCl
 const char* EventName(Event event, Host host = Host::kClaudeCode);
 
 // What the user typed, out of the prompt Gemini CLI hands BeforeAgent and AfterAgent: without
-// the "<hook_context>...</hook_context>" SessionStart hooks put before it under -p, and without
-// the files an @path pulled in ("--- Content from referenced files ---" on).
+// the "<hook_context>...</hook_context>" block SessionStart hooks put before it under -p (only a
+// whole block followed by a blank line and the prompt, or by nothing), and without the files an
+// @path pulled in (only a block at its end, from "\n--- Content from referenced files ---" to
+// "\n--- End of content ---").
 std::string GeminiTypedPrompt(std::string_view prompt);
 
 struct HookInput {
@@ -72,6 +74,7 @@ struct HookInput {
   std::string tool_use_id;            // PostToolUse
   nlohmann::json tool_input;          // PostToolUse
   nlohmann::json tool_response;       // PostToolUse (Gemini CLI: its llmContent, unless an error)
+  std::string timestamp;              // Gemini CLI: when it fired the event
   std::string error;                  // StopFailure: what the host says went wrong
 };
 

@@ -330,7 +330,7 @@ Result<HookAnswer> OnPrompt(const HookInput& in, HookDeps& deps) {
   return GiveBlocks(in, RecallAllScopes(deps, session, query), session, deps);
 }
 
-// The prompt of the turn a Stop ends, filtered: the payload's (Gemini CLI sends it), else the
+// The prompt of the turn a Stop ends, filtered: the payload's, when it carries one, else the
 // transcript's last; nullopt when neither says.
 std::optional<std::string> StopPrompt(const HookInput& in, const HookDeps& deps) {
   if (!Trim(in.prompt).empty()) return Filtered(deps, Trim(in.prompt));
@@ -370,16 +370,44 @@ Result<std::optional<queue::PreparedTurn>> OpenTurn(const HookInput& in, HookDep
   return turn;
 }
 
-// The turn's final answer: the payload's, else the transcript's last answer of its last turn.
-std::optional<std::string> FinalAnswer(const HookInput& in, const std::string& transcript,
-                                       bool subagent = false) {
+// The answer of `turn`, which a Stop ends: the payload's, else the transcript's last answer when
+// the transcript's last turn is that turn (its prompt is the turn's): an answer written for
+// another turn is never taken for it.
+std::optional<std::string> StopAnswer(const HookInput& in, const queue::PreparedTurn& turn,
+                                      const HookDeps& deps) {
   if (in.last_assistant_message && !Trim(*in.last_assistant_message).empty()) {
     return in.last_assistant_message;
   }
-  if (transcript.empty()) return std::nullopt;
-  auto turns = ReadTranscript(in.host, transcript, subagent);
+  if (in.transcript_path.empty()) return std::nullopt;
+  auto turns = ReadTranscript(in.host, in.transcript_path);
+  if (!turns || turns->empty() || turns->back().assistant.empty()) return std::nullopt;
+  if (Filtered(deps, Trim(turns->back().user)) != turn.user_content) return std::nullopt;
+  return turns->back().assistant;
+}
+
+// A subagent's final message: the payload's, else the last answer of its own transcript.
+std::optional<std::string> SubagentAnswer(const HookInput& in) {
+  if (in.last_assistant_message && !Trim(*in.last_assistant_message).empty()) {
+    return in.last_assistant_message;
+  }
+  if (in.agent_transcript_path.empty()) return std::nullopt;
+  auto turns = ReadTranscript(in.host, in.agent_transcript_path, /*subagent=*/true);
   if (!turns || turns->empty() || turns->back().assistant.empty()) return std::nullopt;
   return turns->back().assistant;
+}
+
+// Binds `turn_id`, the session's user turn with `prompt`, without a recall. False when memory is
+// off for it: nothing of it is to be stored.
+Result<bool> BindTurn(const std::string& turn_id, const std::string& prompt,
+                      const std::string& session, HookDeps& deps) {
+  const json args{{"turn_id", turn_id},
+                  {"session_id", session},
+                  {"user_message_id", turn_id + ":user"},
+                  {"user_content", prompt},
+                  {"scope", deps.options.store_scope}};
+  auto bound = Structured(tools::PrepareTurn(args, deps.tools, /*recall=*/false));
+  if (!bound) return bound.error();
+  return bound->value("status", "") != "disabled";
 }
 
 // Binds a transcript turn the hooks never saw in this session, under an id from its prompt and
@@ -402,15 +430,9 @@ Result<std::string> BindTranscriptTurn(const std::string& prompt, const std::str
   auto stored = (*outbox)->HasCommittedPrompt(deps.options.store_scope, filtered);
   if (!stored) return stored.error();
   if (*stored) return std::string();
-  const json args{{"turn_id", turn_id},
-                  {"session_id", session},
-                  {"user_message_id", turn_id + ":user"},
-                  {"user_content", prompt},
-                  {"scope", deps.options.store_scope}};
-  auto bound = Structured(tools::PrepareTurn(args, deps.tools, /*recall=*/false));
+  auto bound = BindTurn(turn_id, prompt, session, deps);
   if (!bound) return bound.error();
-  if (bound->value("status", "") == "disabled") return std::string();
-  return turn_id;
+  return *bound ? turn_id : std::string();
 }
 
 // The transcript's answered turns not stored yet are stored. The k-th turn of a prompt text is
@@ -457,37 +479,76 @@ Status StoreUnstoredTurns(const HookInput& in, const std::vector<TranscriptTurn>
 }
 
 // A Stop with no open turn: its prompt's hook may have died before binding it. The transcript
-// says; its last turn is this Stop's, with this Stop's answer. A Stop that names its prompt
-// (Gemini CLI's) is that turn when the transcript does not end with it (not written yet, or
-// not readable).
+// says; its last turn is this Stop's, with this Stop's answer.
 Status StoreMissedTurn(const HookInput& in, HookDeps& deps) {
-  std::vector<TranscriptTurn> turns;
-  if (!in.transcript_path.empty()) {
-    if (auto read = ReadTranscript(in.host, in.transcript_path)) turns = std::move(*read);
-  }
-  const std::string prompt = Trim(in.prompt);
-  if (!prompt.empty() &&
-      (turns.empty() || Filtered(deps, Trim(turns.back().user)) != Filtered(deps, prompt))) {
-    turns.push_back({prompt, ""});
-  }
-  if (turns.empty()) return Ok();
+  if (in.transcript_path.empty()) return Ok();
+  auto turns = ReadTranscript(in.host, in.transcript_path);
+  if (!turns || turns->empty()) return Ok();
   if (in.last_assistant_message && !Trim(*in.last_assistant_message).empty()) {
-    turns.back().assistant = *in.last_assistant_message;
+    turns->back().assistant = *in.last_assistant_message;
   }
-  return StoreUnstoredTurns(in, turns, /*include_last=*/true, deps);
+  return StoreUnstoredTurns(in, *turns, /*include_last=*/true, deps);
+}
+
+// Claude Code's and Codex's Stop: the open turn is committed, else the transcript says which
+// turn this was.
+Status StoreStoppedTurn(const HookInput& in, HookDeps& deps) {
+  auto turn = OpenTurn(in, deps);
+  if (!turn) return turn.error();
+  if (*turn) return CommitPrepared((*turn)->turn_id, StopAnswer(in, **turn, deps), deps);
+  return StoreMissedTurn(in, deps);
+}
+
+// Whether a commit was refused because the turn is committed with another answer.
+bool IsOtherAnswer(const Error& error) {
+  return error.message.find("already has a committed answer") != std::string::npos;
+}
+
+// Gemini CLI's AfterAgent names no turn, only its prompt, and its prompt_response is the turn's
+// whole answer (none for "[no response text]": the prompt is then stored alone); the transcript
+// is not read. The turn is sought among the session's turns of that prompt, newest first:
+// - one not committed yet (BeforeAgent bound it) is committed with the answer;
+// - one committed with this same answer is this turn, stored already (the event delivered
+//   twice, or run by two installed hooks): nothing more is written;
+// - with neither, BeforeAgent never bound it: it is bound now under the id BeforeAgent would
+//   have given it (DerivedTurnId of the session, the prompt and the session's turns + 1), and
+//   committed. Copies of the event running at once derive the same id (the outbox keeps one
+//   turn per id), and a later copy finds the turn committed with its answer.
+// So a turn answered word for word as an earlier turn of its prompt in the session is taken for
+// that turn, whose text is stored already. Unlike a transcript's turns, another session's
+// stored turn of the same prompt does not count: a resumed Gemini CLI session keeps its id.
+Status StoreGeminiTurn(const HookInput& in, HookDeps& deps) {
+  const std::string prompt = Trim(in.prompt);
+  if (prompt.empty() || prompt.front() == '/') return Ok();
+  if (CodePointLength(prompt) > kMaxMessageChars) {
+    return Error::Invalid("hook input.prompt: over 200000 characters; not stored");
+  }
+  const std::string session = MemorySession(in);
+  auto outbox = deps.tools.delivery->outbox();
+  if (!outbox) return outbox.error();
+  auto turns = (*outbox)->ListSessionTurns(session);
+  if (!turns) return turns.error();
+  const std::string filtered = Filtered(deps, prompt);
+  for (auto t = turns->rbegin(); t != turns->rend(); ++t) {
+    if (t->user_content != filtered) continue;
+    Status committed = CommitPrepared(t->turn_id, in.last_assistant_message, deps);
+    if (committed || !IsOtherAnswer(committed.error())) return committed;
+  }
+  auto marks = (*outbox)->InjectedBlocks(session);
+  if (!marks) return marks.error();
+  if (marks->count(SkipMark(filtered)) != 0) return Ok();  // memory was off for this prompt
+  const std::string turn_id =
+      DerivedTurnId(session, prompt, static_cast<int64_t>(turns->size()) + 1);
+  auto bound = BindTurn(turn_id, prompt, session, deps);
+  if (!bound) return bound.error();
+  return *bound ? CommitPrepared(turn_id, in.last_assistant_message, deps) : Ok();
 }
 
 Result<HookAnswer> OnStop(const HookInput& in, HookDeps& deps) {
   if (in.stop_hook_active) return HookAnswer{};  // a Stop hook's own continuation
-  auto turn = OpenTurn(in, deps);
-  if (!turn) return turn.error();
-  if (*turn) {
-    if (auto s = CommitPrepared((*turn)->turn_id, FinalAnswer(in, in.transcript_path), deps); !s) {
-      return s.error();
-    }
-  } else if (auto s = StoreMissedTurn(in, deps); !s) {
-    return s.error();
-  }
+  Status stored =
+      in.host == Host::kGeminiCli ? StoreGeminiTurn(in, deps) : StoreStoppedTurn(in, deps);
+  if (!stored) return stored.error();
   DeliverPending(deps);
   return HookAnswer{};
 }
@@ -506,7 +567,7 @@ Result<HookAnswer> OnTurnEndedWithoutAnswer(const HookInput& in, HookDeps& deps)
 // A subagent's final message, as the agent's: its prompt was the parent model's, not the user's.
 Result<HookAnswer> OnSubagentStop(const HookInput& in, HookDeps& deps) {
   if (in.stop_hook_active || in.agent_id.empty()) return HookAnswer{};
-  const auto answer = FinalAnswer(in, in.agent_transcript_path, /*subagent=*/true);
+  const auto answer = SubagentAnswer(in);
   if (!answer || CodePointLength(*answer) > kMaxMessageChars) return HookAnswer{};
   const std::string session = MemorySession(in);
   const std::string agent = in.agent_type.empty() ? in.agent_id : in.agent_type;
@@ -557,7 +618,10 @@ Result<HookAnswer> OnPostToolUse(const HookInput& in, HookDeps& deps) {
                               "\ninput: " + Clip(Filtered(deps, text(in.tool_input)), 400) +
                               "\nresult: " + Clip(Filtered(deps, text(in.tool_response)), 800);
   const std::string session = MemorySession(in);
-  const std::string call = in.tool_use_id.empty() ? content : in.tool_use_id;
+  // One call: the host's id for it, else its text and when the host fired the event (Gemini
+  // CLI's timestamp), so two identical calls of a session are two observations.
+  std::string call = in.tool_use_id;
+  if (call.empty()) call = in.timestamp.empty() ? content : content + '\0' + in.timestamp;
   const std::string key = "hook-tool-" + Sha256Hex(session + '\0' + call).substr(0, 40);
   json message{
       {"message_id", "tool:" + key.substr(10, 24)}, {"role", "tool"}, {"content", content}};

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/json_reader.h"
@@ -106,8 +107,10 @@ Message CodexMessage(const json& line) {
 }
 
 // The text parts of a Gemini CLI message, as one string (the parts of one prompt are joined as
-// Gemini CLI joins them for its hooks), without the parts the host adds. A function response
-// is a tool's result, not something a person wrote.
+// Gemini CLI joins them for its hooks), without what the host adds: a part of session context,
+// and a part's hook context (a part that was nothing else is left out; one with the prompt after
+// SessionStart's context under -p keeps the prompt). A function response is a tool's result,
+// not something a person wrote.
 std::string GeminiText(const json& content, bool* tool_result) {
   if (content.is_string()) return content.get<std::string>();
   std::string text;
@@ -116,17 +119,15 @@ std::string GeminiText(const json& content, bool* tool_result) {
     if (!part.is_object()) continue;
     if (part.contains("functionResponse")) *tool_result = true;
     const std::string piece = StringField(part, "text");
-    if (piece.rfind("<session_context>", 0) == 0 || piece.rfind("<hook_context>", 0) == 0) {
-      continue;
-    }
-    text += piece;
+    if (piece.starts_with("<session_context>")) continue;
+    text += GeminiTypedPrompt(piece);
   }
   return text;
 }
 
-// Gemini CLI: {"type": "user"|"gemini"|"info"|"error"|"warning", "content", "displayContent"?}.
-// A user message's content is what went to the model, its displayContent (when it differs) what
-// the user typed.
+// Gemini CLI: {"id", "type": "user"|"gemini"|"info"|"error"|"warning", "content",
+// "displayContent"?}. A user message's content is what went to the model, its displayContent
+// (when it differs) what the user typed.
 Message GeminiMessage(const json& line) {
   const std::string type = StringField(line, "type");
   if (type != "user" && type != "gemini") return {};
@@ -154,20 +155,61 @@ void AddMessage(std::vector<TranscriptTurn>& turns, Message m, bool join_answers
   }
 }
 
-// One line of a Gemini CLI transcript: a message, or {"$set": {"messages": [...]}}, which
-// replaces every message before it (a resumed session's history).
-void AddGeminiLine(std::vector<TranscriptTurn>& turns, const json& line) {
+// A Gemini CLI session's messages as its own loader keeps them: in order by id, a message
+// written again under its id (with its token counts, its tool calls' status) replacing the
+// earlier copy where that stood.
+class GeminiMessages {
+ public:
+  void Put(const json& message) {
+    const std::string id = StringField(message, "id");
+    if (id.empty()) return;  // not a message
+    auto [at, added] = index_.emplace(id, messages_.size());
+    if (added) {
+      messages_.push_back({id, GeminiMessage(message)});
+    } else {
+      messages_[at->second].second = GeminiMessage(message);
+    }
+  }
+  // {"$rewindTo": id}: that message and every later one are gone (all of them for an unknown id).
+  void RewindTo(const std::string& id) {
+    auto at = index_.find(id);
+    const size_t keep = at == index_.end() ? 0 : at->second;
+    for (size_t i = keep; i < messages_.size(); ++i) index_.erase(messages_[i].first);
+    messages_.resize(keep);
+  }
+  void Clear() {
+    messages_.clear();
+    index_.clear();
+  }
+  std::vector<TranscriptTurn> Turns() const {
+    std::vector<TranscriptTurn> turns;
+    for (const auto& [id, m] : messages_) AddMessage(turns, m, /*join_answers=*/true);
+    return turns;
+  }
+
+ private:
+  std::vector<std::pair<std::string, Message>> messages_;
+  std::map<std::string, size_t> index_;
+};
+
+// One line of a Gemini CLI transcript: a message, {"$rewindTo": id}, or {"$set": {"messages":
+// [...]}}, which replaces every message before it (a resumed session's history).
+void AddGeminiLine(GeminiMessages& messages, const json& line) {
+  if (auto rewind = line.find("$rewindTo"); rewind != line.end() && rewind->is_string()) {
+    messages.RewindTo(rewind->get<std::string>());
+    return;
+  }
   auto set = line.find("$set");
   if (set == line.end()) {
-    AddMessage(turns, GeminiMessage(line), /*join_answers=*/true);
+    messages.Put(line);
     return;
   }
   if (!set->is_object()) return;
-  auto messages = set->find("messages");
-  if (messages == set->end() || !messages->is_array()) return;
-  turns.clear();
-  for (const json& message : *messages) {
-    if (message.is_object()) AddMessage(turns, GeminiMessage(message), /*join_answers=*/true);
+  auto list = set->find("messages");
+  if (list == set->end() || !list->is_array()) return;
+  messages.Clear();
+  for (const json& message : *list) {
+    if (message.is_object()) messages.Put(message);
   }
 }
 
@@ -185,18 +227,19 @@ Result<std::vector<TranscriptTurn>> ReadTranscript(Host host, const std::string&
   std::ifstream in(path);
   if (!in) return Error::Unavailable("transcript: cannot be opened");
   std::vector<TranscriptTurn> turns;
+  GeminiMessages gemini;
   std::string line;
   while (std::getline(in, line)) {
     json value;
     if (!ReadJsonStrict(line, value, /*max_depth=*/64).ok || !value.is_object()) continue;
     if (host == Host::kGeminiCli) {
-      AddGeminiLine(turns, value);
+      AddGeminiLine(gemini, value);
       continue;
     }
     AddMessage(turns, host == Host::kCodex ? CodexMessage(value) : ClaudeMessage(value, subagent),
                /*join_answers=*/false);
   }
-  return turns;
+  return host == Host::kGeminiCli ? gemini.Turns() : turns;
 }
 
 std::set<std::string> GivenMemoryIds(const std::string& path, size_t max_bytes) {

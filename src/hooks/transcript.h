@@ -24,7 +24,9 @@ struct TranscriptTurn {
 };
 
 // The transcript's turns in order. A slash command starts a turn of its own with an empty
-// prompt (so its answer is never taken for the turn before it). `subagent`: the file is a
+// prompt (so its answer is never taken for the turn before it). Gemini CLI's messages are read
+// as its own loader reads them: by id, a message written again replacing its earlier copy in
+// place; `$set.messages` replaces the list and `$rewindTo` cuts it. `subagent`: the file is a
 // subagent's own transcript (Claude Code marks all of it as a side chain). Errors: the file
 // cannot be opened or is over `max_bytes`.
 [[nodiscard]] Result<std::vector<TranscriptTurn>> ReadTranscript(Host host, const std::string& path,

@@ -7,16 +7,18 @@
 //   - session 1 states a fact with a planted secret, behind another hook's SessionStart context
 //     (which Gemini CLI puts before the prompt under -p): stored once, as typed, secret redacted;
 //   - session 2 (a new session; an @file in its prompt) gets the fact in the envelope, as Gemini
-//     CLI escapes it; its prompt is stored without the file's content; nothing stored twice, no
-//     envelope;
+//     CLI escapes it; its prompt is stored without the file's content; the model's answer quotes
+//     the escaped envelope, which is not stored; nothing stored twice;
 //   - the session resumed: its first prompt is still in the request (tmcra's SessionStart gives
 //     nothing, which Gemini CLI would drop on resume with that prompt) and no memory is given twice;
+//   - a turn whose BeforeAgent hook is not installed, its prompt asked before in the session: stored
+//     from AfterAgent with its answer, once, also when the same AfterAgent comes again;
 //   - fail-open: the tmcra-mcp binary missing, its data directory unusable, a hook stalled past
 //     its deadline: the turn completes (exit 0, the answer, no warning), Gemini CLI shows no
 //     "Hook system message", and there is one model request (an AfterAgent that failed with exit
 //     2 or more would re-prompt the model in a loop);
 //   - `tmcra-mcp hook EVENT --host gemini-cli` itself prints exactly one JSON object, exit 0,
-//     on bad input too.
+//     on bad input, with no event, and when stalled past its deadline too.
 // Each `gemini -p` run has a cwd in a git repository with an origin, and one model request.
 //
 //   node gemini_hooks_e2e.mjs <tmcra-mcp> <tmcra-mcp-testserver>   (TMCRA_SETUP, TMCRA_STORE_CHECK)
@@ -40,11 +42,14 @@ const r = new Runner(NAME, { budgetMs: 150_000 });
 const ROOT = fs.realpathSync(tmpDir('tmcra-gemini-hooks-'));
 const fake = await startFakeModel();
 r.onCleanup(() => fake.close());
+// The next answer: a text, or a function of the request (an answer that quotes it).
 let nextAnswer = 'Noted.';
-fake.script = () => nextAnswer;
+let lastAnswer = '';
+fake.script = (req) => (lastAnswer = typeof nextAnswer === 'function' ? nextAnswer(req) : nextAnswer);
 const notes = [];
 
 const MARKER = '[[tmcra:recalled-memory]]';
+const SESSION2_PROMPT = 'Which host and port does my build cache server use? See @notes.txt too.';
 const FACT = 'cache-7.internal:9040';
 const EVENTS = { SessionStart: 10000, BeforeAgent: 10000, AfterAgent: 10000, SessionEnd: 2000 };
 const secret = () => `AKIA${crypto.randomBytes(8).toString('hex').toUpperCase().replace(/[^A-Z2-7]/g, 'Q').slice(0, 16)}`;
@@ -66,15 +71,25 @@ function sameUserTurn(content, t) {
   return content.startsWith(pre) && content.endsWith(post) && !content.includes(t.secret);
 }
 
-/** Each of the world's turns is stored once (prompt as typed, answer); no envelope, no secret. */
+// The stored answer is the answer, word for word, except that a quoted envelope is dropped.
+function sameAnswer(content, t) {
+  if (!t.quoted) return content === t.assistant;
+  return content.startsWith(t.quoted.pre) && content.endsWith(t.quoted.post);
+}
+
+/**
+ * Each of the world's turns is stored once (prompt as typed, answer; a prompt asked twice is
+ * stored twice); no envelope, no secret.
+ */
 function assertStoredOnce(w, what) {
   const recs = storeRecords(w.dataDir);
   const dump = () => recs.map((x) => `${x.scope_name} ${x.session_id} ${x.role}: ${JSON.stringify(x.content).slice(0, 200)}`).join('\n');
   for (const t of w.turns) {
+    const asked = w.turns.filter((u) => u.user === t.user).length;
     const users = recs.filter((x) => x.role === 'user' && sameUserTurn(x.content, t));
-    assert.equal(users.length, 1, `${what}: the prompt ${JSON.stringify(t.user.slice(0, 80))} stored ${users.length} times:\n${dump()}`);
-    const answers = recs.filter((x) => x.role === 'assistant' && x.content === t.assistant);
-    assert.equal(answers.length, 1, `${what}: the answer ${JSON.stringify(t.assistant)} stored ${answers.length} times:\n${dump()}`);
+    assert.equal(users.length, asked, `${what}: the prompt ${JSON.stringify(t.user.slice(0, 80))} stored ${users.length} times, not ${asked}:\n${dump()}`);
+    const answers = recs.filter((x) => x.role === 'assistant' && sameAnswer(x.content, t));
+    assert.equal(answers.length, 1, `${what}: the answer ${JSON.stringify(t.assistant.slice(0, 200))} stored ${answers.length} times:\n${dump()}`);
   }
   assert.equal(recs.length, 2 * w.turns.length, `${what}: records beyond the turns:\n${dump()}`);
   for (const x of recs) {
@@ -118,22 +133,26 @@ const settingsOf = (w) => JSON.parse(fs.readFileSync(w.settings, 'utf8'));
 const writeSettings = (w, doc) => fs.writeFileSync(w.settings, `${JSON.stringify(doc, null, 2)}\n`);
 
 /**
- * One `gemini -p` run in the world's repository. resume: the world's last session. record: the
- * turn is one the store must hold. Returns {res, out (stdout's JSON), requests, others, answer}.
+ * One `gemini -p` run in the world's repository. answer: a text, or a function of the request.
+ * resume: the world's last session. record: the turn is one the store must hold; quoted: what
+ * the store holds of the answer is only its text before and after a quote ({pre, post}).
+ * Returns {res, out (stdout's JSON), requests, others, answer (the text)}.
  */
-async function turn(w, prompt, { answer = `Noted (${crypto.randomBytes(3).toString('hex')}).`, resume = false, env = {}, record = true, secret: planted } = {}) {
+async function turn(w, prompt, { answer = `Noted (${crypto.randomBytes(3).toString('hex')}).`, resume = false, env = {}, record = true, secret: planted, quoted } = {}) {
   const args = ['-p', prompt, '--output-format', 'json', '-m', MODEL];
   if (resume) args.push('--resume', w.lastSession);
   nextAnswer = answer;
+  lastAnswer = '';
   const before = fake.requests.length;
   const res = await runHost(GEMINI, args, { env: { ...w.env, ...env }, cwd: w.repo, timeoutMs: 60_000 });
   const all = fake.requests.slice(before);
+  const text = typeof answer === 'function' ? lastAnswer : answer;
   let out = null;
   try { out = JSON.parse(res.stdout); } catch { /* asserted by the caller */ }
   if (out?.session_id) w.lastSession = out.session_id;
-  if (record) w.turns.push({ user: prompt, assistant: answer, secret: planted });
+  if (record) w.turns.push({ user: prompt, assistant: text, secret: planted, quoted });
   if (planted) w.secrets.push(planted);
-  return { res, out, requests: all.filter((q) => q.api === 'gemini'), others: all.filter((q) => q.api !== 'gemini'), answer };
+  return { res, out, requests: all.filter((q) => q.api === 'gemini'), others: all.filter((q) => q.api !== 'gemini'), answer: text };
 }
 
 /** Exit 0 with the answer, no warning, nothing from a hook on stderr, one model request. */
@@ -194,8 +213,17 @@ if (w) {
     assertStoredOnce(w, 'after session 1');
   }, { timeoutMs: 70_000 });
 
-  await r.test('session 2 (a new session, an @file) gets the fact in the escaped envelope; its prompt stored as typed', async () => {
-    const t = await turn(w, 'Which host and port does my build cache server use? See @notes.txt too.', { answer: `It is ${FACT}.` });
+  await r.test('session 2 (a new session, an @file) gets the fact in the escaped envelope; its prompt stored as typed; '
+    + 'the answer quotes the envelope, which is not stored', async () => {
+    // The model quotes what it was given, as Gemini CLI gave it (escaped, with the markers).
+    const quoted = { pre: 'You gave me:', post: `So it is ${FACT}.` };
+    const quote = (req) => {
+      const part = lastUserParts({ requests: [req] }).find((p) => p.startsWith(`<hook_context>${MARKER}`)) ?? '';
+      return `${quoted.pre}\n${part.slice('<hook_context>'.length, part.lastIndexOf('</hook_context>'))}\n${quoted.post}`;
+    };
+    const t = await turn(w, SESSION2_PROMPT, { answer: quote, quoted });
+    assert.ok(t.answer.includes('&lt;tmcra-memory trust="untrusted"&gt;') && t.answer.includes('[[/tmcra:recalled-memory]]'),
+      `the answer does not quote the escaped envelope: ${t.answer.slice(0, 400)}`);
     assertTurnCompleted(t, 'session 2');
     const parts = lastUserParts(t);
     assert.ok(parts.join('\n').includes('Release notes: nothing about caches here.'), `the @file was not read: ${JSON.stringify(parts).slice(0, 800)}`);
@@ -223,6 +251,28 @@ if (w) {
     assert.ok(ids.length >= 1, 'the earlier envelope is kept in the resumed conversation');
     assert.deepEqual(ids.filter((id, i) => ids.indexOf(id) !== i), [], 'a memory given twice in one session');
     assertStoredOnce(w, 'after the resumed turn');
+  }, { timeoutMs: 70_000 });
+
+  await r.test('a turn whose BeforeAgent did not run (the prompt asked before in the session) is stored once, with its answer', async () => {
+    const doc = settingsOf(w);
+    const { BeforeAgent: removed, ...others } = doc.hooks;
+    writeSettings(w, { ...doc, hooks: others });
+    let t;
+    try {
+      t = await turn(w, SESSION2_PROMPT, { answer: `Still ${FACT}, as before.`, resume: true });
+    } finally {
+      writeSettings(w, { ...doc, hooks: { ...others, BeforeAgent: removed } });
+    }
+    assertTurnCompleted(t, 'BeforeAgent missed');
+    assert.ok(!lastUserParts(t).some((p) => p.startsWith(`<hook_context>${MARKER}`)), 'memory given without BeforeAgent');
+    assertStoredOnce(w, 'after the turn BeforeAgent missed');
+    // The same AfterAgent again (a second installed hook, say): nothing more is stored.
+    const payload = { session_id: w.session2, transcript_path: '', cwd: w.repo, hook_event_name: 'AfterAgent',
+      timestamp: new Date().toISOString(), prompt: SESSION2_PROMPT, prompt_response: t.answer, stop_hook_active: false };
+    const res = await run(bins.server, ['hook', 'AfterAgent', '--host', 'gemini-cli'], { env: w.env, cwd: w.repo, input: JSON.stringify(payload), timeoutMs: 20_000 });
+    assert.equal(res.code, 0, showRun(res));
+    assert.equal(res.stdout, '{}', showRun(res));
+    assertStoredOnce(w, 'after the same AfterAgent again');
   }, { timeoutMs: 70_000 });
 }
 
@@ -265,7 +315,7 @@ if (w) {
 // ---------------------------------------------------------------------------------------------
 // 3. The hook itself: one JSON object on stdout, exit 0, whatever the input
 // ---------------------------------------------------------------------------------------------
-await r.test('tmcra-mcp hook EVENT --host gemini-cli prints exactly one JSON object, exit 0, on bad input too', async () => {
+await r.test('tmcra-mcp hook EVENT --host gemini-cli prints exactly one JSON object, exit 0: on bad input, with no event, stalled past its deadline', async () => {
   const home = path.join(ROOT, 'direct');
   const cwd = path.join(home, 'proj');
   fs.mkdirSync(cwd, { recursive: true });
@@ -278,9 +328,13 @@ await r.test('tmcra-mcp hook EVENT --host gemini-cli prints exactly one JSON obj
     ['the data directory unusable', 'AfterAgent', payload('AfterAgent', { prompt: 'q?', prompt_response: 'a.', stop_hook_active: false }),
       { TMCRA_DATA_DIR: '/dev/null/data' }],
     ['a SessionEnd', 'SessionEnd', payload('SessionEnd', { reason: 'exit' }), {}],
+    ['stalled past its deadline', 'BeforeAgent', payload('BeforeAgent', { prompt: 'Where is the build cache server?' }),
+      { TMCRA_FAILPOINTS: 'hook.stall', TMCRA_HOOK_DEADLINE_MS: '300' }],
+    ['no event named', null, payload('BeforeAgent', { prompt: 'hello there, what is new?' }), {}],
   ];
   for (const [label, event, input, extra] of cases) {
-    const res = await run(bins.server, ['hook', event, '--host', 'gemini-cli'], { env: { ...env, ...extra }, cwd, input, timeoutMs: 20_000 });
+    const args = event ? ['hook', event, '--host', 'gemini-cli'] : ['hook', '--host', 'gemini-cli'];
+    const res = await run(bins.server, args, { env: { ...env, ...extra }, cwd, input, timeoutMs: 20_000 });
     assert.equal(res.code, 0, `${label}: ${showRun(res)}`);
     assert.equal(res.stdout, '{}', `${label}: stdout ${JSON.stringify(res.stdout.slice(0, 300))}`);
   }

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -409,12 +410,62 @@ HookInput GeminiPrompt(const std::string& session, const std::string& prompt) {
   return in;
 }
 
+// Gemini CLI's AfterAgent; no response is its "[no response text]".
 HookInput GeminiAfterAgent(const std::string& session, const std::string& prompt,
-                           const std::string& response) {
-  HookInput in = Stop(session, response);
+                           const std::optional<std::string>& response) {
+  HookInput in = Stop(session, response.value_or(""));
   in.host = Host::kGeminiCli;
   in.prompt = tmcra::hooks::GeminiTypedPrompt(prompt);
+  in.last_assistant_message = response;
+  in.timestamp = "2026-12-06T08:02:07.209Z";
   return in;
+}
+
+// A Gemini CLI transcript as Gemini CLI writes it: a header, message lines with ids (a message
+// written again under its id when its token counts or tool calls are added), `$set` patches.
+class GeminiTranscript {
+ public:
+  explicit GeminiTranscript(std::string path) : path_(std::move(path)), out_(path_) {
+    out_ << json{{"sessionId", "g1"}, {"projectHash", "ab12"}, {"kind", "main"}}.dump() << "\n";
+  }
+  // A user message: `sent`, the parts that went to the model; `typed`, its displayContent.
+  std::string User(const json& sent, const json& typed = nullptr) {
+    json line{{"id", NextId()}, {"type", "user"}, {"content", sent}};
+    if (!typed.is_null()) line["displayContent"] = typed;
+    return Write(line);
+  }
+  std::string Gemini(const std::string& text, const json& tool_calls = nullptr) {
+    return Gemini(NextId(), text, tool_calls);
+  }
+  // The message `id` (written again when it exists already).
+  std::string Gemini(const std::string& id, const std::string& text, const json& tool_calls) {
+    json line{{"id", id},
+              {"type", "gemini"},
+              {"content", text},
+              {"thoughts", json::array()},
+              {"tokens", {{"input", 100}, {"output", 10}}},
+              {"model", "gemini-2.5-flash"}};
+    if (!tool_calls.is_null()) line["toolCalls"] = tool_calls;
+    return Write(line);
+  }
+  void Line(const json& line) { out_ << line.dump() << "\n" << std::flush; }
+
+ private:
+  std::string NextId() { return "msg-" + std::to_string(++count_); }
+  std::string Write(const json& line) {
+    Line(line);
+    Line({{"$set", {{"lastUpdated", "2026-12-06T08:02:07.209Z"}}}});
+    return line["id"];
+  }
+  std::string path_;
+  std::ofstream out_;
+  int count_ = 0;
+};
+
+json Parts(std::initializer_list<std::string> texts) {
+  json parts = json::array();
+  for (const auto& text : texts) parts.push_back({{"text", text}});
+  return parts;
 }
 
 // What Gemini CLI makes of a hook's additionalContext.
@@ -459,6 +510,18 @@ TEST_CASE("Gemini CLI: its event names, the prompt as typed, prompt_response as 
   CHECK(GeminiTypedPrompt("<hook_context>unclosed") == "<hook_context>unclosed");
   CHECK(GeminiTypedPrompt("a <hook_context>x</hook_context>") ==
         "a <hook_context>x</hook_context>");
+  CHECK(GeminiTypedPrompt("<hook_context>only context</hook_context>").empty());
+  // What the user typed is kept: a tag not followed by a blank line and the prompt, and the
+  // marker of referenced files with no block of them ending the prompt.
+  CHECK(GeminiTypedPrompt("<hook_context>is a tag</hook_context> I typed") ==
+        "<hook_context>is a tag</hook_context> I typed");
+  const std::string marker =
+      "Why is this line\n--- Content from referenced files ---\nin my prompt? It ends here.";
+  CHECK(GeminiTypedPrompt(marker) == marker);
+  // A file that quotes the end marker is cut whole, with the context before the prompt.
+  CHECK(GeminiTypedPrompt("<hook_context>b</hook_context>\n\nSummarize @a.txt\n--- Content from "
+                          "referenced files ---\nContent from @a.txt:\nx\n--- End of content "
+                          "---\ny\n--- End of content ---") == "Summarize @a.txt");
 
   auto before = ParseHookInput(
       Host::kGeminiCli, Event::kUserPromptSubmit,
@@ -469,9 +532,11 @@ TEST_CASE("Gemini CLI: its event names, the prompt as typed, prompt_response as 
   CHECK(before->host_turn_id.empty());
   auto after = ParseHookInput(Host::kGeminiCli, Event::kStop,
                               R"({"session_id":"s","hook_event_name":"AfterAgent","prompt":"q",)"
-                              R"("prompt_response":"one\ntwo","stop_hook_active":false})");
+                              R"("prompt_response":"one\ntwo","stop_hook_active":false,)"
+                              R"("timestamp":"2026-12-06T08:02:07.209Z"})");
   REQUIRE(after);
   CHECK(after->last_assistant_message == "one\ntwo");
+  CHECK(after->timestamp == "2026-12-06T08:02:07.209Z");
   auto none = ParseHookInput(Host::kGeminiCli, Event::kStop,
                              R"({"session_id":"s","prompt_response":"[no response text]"})");
   REQUIRE(none);
@@ -558,45 +623,162 @@ TEST_CASE("Gemini CLI: SessionStart gives nothing, the envelope's cap counts esc
   CHECK(context.find("left out to stay within 2000 bytes") != std::string::npos);
 }
 
-TEST_CASE("Gemini CLI's transcript: turns as typed, answers joined, memory ids escaped",
+TEST_CASE("Gemini CLI's transcript: turns as typed, each message once by id, memory ids escaped",
           "[hooks]") {
   const tmcra::testing::TempDir dir;
   const std::string path = dir.File("session.jsonl");
   {
-    std::ofstream out(path);
-    const auto user = [](const std::string& text) {
-      return json{{"type", "user"}, {"content", json::array({{{"text", text}}})}};
-    };
-    out << json{{"sessionId", "g1"}, {"kind", "main"}}.dump() << "\n";
-    out << json{{"$set",
-                 {{"messages", json::array({user("<session_context>x</session_context>"),
-                                            user("A turn before the resume"),
-                                            {{"type", "gemini"}, {"content", "Old."}}})}}}}
-               .dump()
-        << "\n";
-    json with_context = user("Where is the cache?");
-    with_context["content"].push_back(
-        {{"text",
-          "<hook_context>[[tmcra:recalled-memory]]\n&lt;tmcra-memory trust=\"untrusted\"&gt;\n"
-          "[Immutable source window 1 | actor=user | memory_id=rec_abc123]\nfact\n"
-          "&lt;/tmcra-memory&gt;\n[[/tmcra:recalled-memory]]</hook_context>"}});
-    with_context["displayContent"] = json::array({{{"text", "Where is the cache?"}}});
-    out << with_context.dump() << "\n";
-    out << json{{"$set", {{"lastUpdated", "x"}}}}.dump() << "\n";
-    out << json{{"type", "gemini"}, {"content", "Let me look."}}.dump() << "\n";
-    out << json{{"type", "user"},
-                {"content", json::array({{{"functionResponse", {{"name", "read_file"}}}}})}}
-               .dump()
-        << "\n";
-    out << json{{"type", "gemini"}, {"content", "At cache-7."}}.dump() << "\n";
-    out << json{{"type", "info"}, {"content", "note"}}.dump() << "\n";
+    GeminiTranscript t(path);
+    t.Line(
+        {{"$set",
+          {{"messages",
+            json::array(
+                {{{"id", "m0"},
+                  {"type", "user"},
+                  {"content", Parts({"<session_context>x</session_context>"})}},
+                 {{"id", "m1"}, {"type", "user"}, {"content", Parts({"A turn before the resume"})}},
+                 {{"id", "m2"}, {"type", "gemini"}, {"content", "Old."}}})}}}});
+    // Under -p another hook's SessionStart context comes first in the prompt's own part.
+    const std::string typed =
+        "<hook_context>THEIR-BRIEF &lt;b&gt;</hook_context>\n\nWhere is the cache?";
+    t.User(Parts({typed,
+                  "<hook_context>[[tmcra:recalled-memory]]\n&lt;tmcra-memory "
+                  "trust=\"untrusted\"&gt;\n[Immutable source window 1 | actor=user | "
+                  "memory_id=rec_abc123]\nfact\n&lt;/tmcra-memory&gt;\n[[/tmcra:recalled-memory]]"
+                  "</hook_context>"}),
+           Parts({typed}));
+    // Written again under its id with its tool call's status; then the tool's result.
+    const std::string look = t.Gemini("Let me look.");
+    const json call{{"id", "read_file_1"}, {"name", "read_file"}, {"status", "success"}};
+    t.Gemini(look, "Let me look.", json::array({call}));
+    t.User(json::array({{{"functionResponse", {{"id", "read_file_1"}, {"name", "read_file"}}}}}));
+    const std::string found = t.Gemini("At cache-7.");
+    t.Gemini(found, "At cache-7.", nullptr);
+    t.Line({{"id", "note-1"}, {"type", "info"}, {"content", "note"}});
+    // An @file's content, with no displayContent: the parts as sent.
+    t.User(Parts({"Summarize @a.txt for me", "\n--- Content from referenced files ---",
+                  "\nContent from @a.txt:\n", "hello file", "\n--- End of content ---",
+                  "<hook_context>ctx</hook_context>"}));
+    t.Gemini("It says hello.");
+    // A turn rewound away (/rewind).
+    const std::string rewound = t.User(Parts({"A prompt taken back"}));
+    t.Gemini("Gone.");
+    t.Line({{"$rewindTo", rewound}});
   }
   auto turns = tmcra::hooks::ReadTranscript(Host::kGeminiCli, path);
   REQUIRE(turns);
-  REQUIRE(turns->size() == 2);
+  REQUIRE(turns->size() == 3);
   CHECK((*turns)[0].user == "A turn before the resume");
   CHECK((*turns)[0].assistant == "Old.");
   CHECK((*turns)[1].user == "Where is the cache?");
   CHECK((*turns)[1].assistant == "Let me look.\nAt cache-7.");
+  CHECK((*turns)[2].user == "Summarize @a.txt for me");
+  CHECK((*turns)[2].assistant == "It says hello.");
   CHECK(tmcra::hooks::GivenMemoryIds(path) == std::set<std::string>{"memory:rec_abc123"});
+}
+
+TEST_CASE("Gemini CLI: a turn without response text is stored alone, not with another's answer",
+          "[hooks]") {
+  Fixture f;
+  const std::string path = f.dir.File("session.jsonl");
+  GeminiTranscript t(path);
+  const std::string first = "Which region hosts the primary database?";
+  f.Run(GeminiPrompt("g1", first));
+  t.User(Parts({first}));
+  t.Gemini("eu-west-3.");
+  f.Run(GeminiAfterAgent("g1", first, "eu-west-3."));
+  CHECK(f.Records() == 2);
+  // Under -p, behind another hook's SessionStart context; the model only called a tool.
+  const std::string sent = "<hook_context>THEIR-BRIEF</hook_context>\n\nList the replicas please";
+  f.Run(GeminiPrompt("g1", sent));
+  t.User(Parts({sent}), Parts({sent}));
+  t.Gemini("", json::array({{{"id", "c1"}, {"name", "list"}, {"status", "success"}}}));
+  HookInput none = GeminiAfterAgent("g1", sent, std::nullopt);
+  none.transcript_path = path;
+  f.Run(none);
+  CHECK(f.Records() == 3);
+}
+
+TEST_CASE("a Stop without an answer takes the transcript's only when its last turn is the turn's",
+          "[hooks]") {
+  Fixture f;
+  HookInput first = Prompt("s1", "Which region hosts the primary database?", Host::kCodex);
+  first.host_turn_id = "t1";
+  f.Run(first);
+  HookInput stop = Stop("s1", "eu-west-3.");
+  stop.host = Host::kCodex;
+  stop.host_turn_id = "t1";
+  f.Run(stop);
+  HookInput second = Prompt("s1", "And where do the replicas run?", Host::kCodex);
+  second.host_turn_id = "t2";
+  f.Run(second);
+  // The rollout file does not hold the second turn yet: its last answer is the first turn's.
+  const std::string path = f.dir.File("rollout.jsonl");
+  {
+    std::ofstream out(path);
+    const auto event = [&out](const char* type, const std::string& text) {
+      out << json{{"type", "event_msg"}, {"payload", {{"type", type}, {"message", text}}}}.dump()
+          << "\n";
+    };
+    event("user_message", "Which region hosts the primary database?");
+    event("agent_message", "eu-west-3.");
+  }
+  stop.host_turn_id = "t2";
+  stop.last_assistant_message.reset();
+  stop.transcript_path = path;
+  f.Run(stop);
+  CHECK((*f.Outbox().GetTurn("t2"))->state == "committed");
+  CHECK(f.Records() == 3);
+}
+
+TEST_CASE("Gemini CLI: a turn only AfterAgent saw is stored once, its prompt stored before or not",
+          "[hooks]") {
+  Fixture f;
+  const std::string question = "Which region hosts the primary database?";
+  f.Run(GeminiPrompt("g0", question));
+  f.Run(GeminiAfterAgent("g0", question, "eu-west-3."));
+  CHECK(f.Records() == 2);
+  // Another session, the same prompt, its BeforeAgent missed (no transcript to read).
+  f.Run(GeminiAfterAgent("g1", question, "Still eu-west-3."));
+  CHECK(f.Records() == 4);
+  f.Run(GeminiAfterAgent("g1", question, "Still eu-west-3."));  // delivered again
+  CHECK(f.Records() == 4);
+  // In one session: asked, something else, asked again with its BeforeAgent missed.
+  f.Run(GeminiPrompt("g1", "What else runs in eu-west-3?"));
+  f.Run(GeminiAfterAgent("g1", "What else runs in eu-west-3?", "The cache."));
+  CHECK(f.Records() == 6);
+  f.Run(GeminiAfterAgent("g1", question, "Moved to eu-central-1."));
+  CHECK(f.Records() == 8);
+  f.Run(GeminiAfterAgent("g1", question, "Moved to eu-central-1."));
+  f.Run(GeminiAfterAgent("g1", "What else runs in eu-west-3?", "The cache."));
+  CHECK(f.Records() == 8);
+  // Answered word for word as before: taken for that turn, whose text is stored already.
+  f.Run(GeminiAfterAgent("g1", question, "Still eu-west-3."));
+  CHECK(f.Records() == 8);
+  // A bound turn its AfterAgent never ended (the model call failed) takes a later answer.
+  f.Run(GeminiPrompt("g2", "How are the replicas monitored?"));
+  const auto count = f.Outbox().GetSessionTurns("g2")->count;
+  f.Run(GeminiAfterAgent("g2", "What pages the on-call?", "The pager."));
+  f.Run(GeminiAfterAgent("g2", "How are the replicas monitored?", "By probes."));
+  CHECK(f.Records() == 12);
+  CHECK(f.Outbox().GetSessionTurns("g2")->count == count + 1);
+}
+
+TEST_CASE("Gemini CLI: two identical tool calls of a session are two observations", "[hooks]") {
+  Fixture f;
+  f.deps.options.observe_tools = true;
+  HookInput tool;
+  tool.host = Host::kGeminiCli;
+  tool.event = Event::kPostToolUse;
+  tool.session_id = "g1";
+  tool.tool_name = "read_file";
+  tool.tool_input = {{"file_path", "a.txt"}};
+  tool.tool_response = "hello file\n";
+  tool.timestamp = "2026-12-06T08:02:39.005Z";
+  f.Run(tool);
+  f.Run(tool);  // the same event again
+  CHECK(f.Records() == 1);
+  tool.timestamp = "2026-12-06T08:03:12.120Z";
+  f.Run(tool);
+  CHECK(f.Records() == 2);
 }
