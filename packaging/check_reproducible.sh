@@ -2,7 +2,7 @@
 # Builds the packages twice from one commit, in the same build path, and checks that the two
 # .deb files (and the two tarballs) are byte-identical (packaging/README.md, "Reproducible").
 #
-#   bash packaging/check_reproducible.sh [COMMIT]     (default HEAD; about 15 minutes)
+#   bash packaging/check_reproducible.sh [COMMIT]     (default HEAD; about 10 minutes)
 #
 # Each build is a fresh clone of COMMIT at /tmp/tmcra-reproducible/src, configured with the
 # package preset and packed by CPack, with SOURCE_DATE_EPOCH set to the commit's time (the
