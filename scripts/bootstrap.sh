@@ -126,6 +126,7 @@ log "building the package preset (gcc release, hardened: the Debian package's te
 configure package g++
 cmake --build --preset package -j "$jobs"
 export TMCRA_STRESS_BIN="$root/build/package/src/app/tmcra-mcp"
+export TMCRA_RELEASE_BIN="$TMCRA_STRESS_BIN"   # the MCPB bundle's test packs what ships
 export TMCRA_REQUIRE_PACKAGE_TEST=1   # the Debian package's test fails, never skips, here
 
 log "fuzz smoke (three targets, 60 s each, two at a time)"

@@ -37,6 +37,10 @@ export const DEBIAN12_PACKAGES = new Map([
   ['libspdlog.so.1.10', 'libspdlog1.10'],
   ['libfmt.so.9', 'libfmt9'],
   ['libcurl.so.4', 'libcurl4'],
+  // The sanitizer runtimes of gcc 12, for a bundle packed from a test build.
+  ['libasan.so.8', 'libasan8'],
+  ['libtsan.so.2', 'libtsan2'],
+  ['libubsan.so.1', 'libubsan1'],
 ]);
 
 // What src/config/libcurl.cc passes to dlopen (kLibcurlSoname) for a remote memory.

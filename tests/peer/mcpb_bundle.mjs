@@ -18,6 +18,9 @@ import {
 
 const NAME = 'mcpb_bundle.mjs';
 const bins = parseBins(NAME);
+// The bundle packs what ships: the package tree's release tmcra-mcp when the test command names
+// it (TMCRA_RELEASE_BIN), else the tmcra-mcp under test.
+const SERVER = process.env.TMCRA_RELEASE_BIN || bins.server;
 const r = new Runner(NAME);
 const PACKAGING = path.join(HERE, '..', '..', 'packaging', 'mcpb');
 const MCPB = path.join(PACKAGING, 'node_modules', '.bin', 'mcpb');
@@ -42,7 +45,7 @@ let serverJson;
 
 await r.test('pack.sh builds a bundle that mcpb validates, and mcpb info reads it', async () => {
   const env = { ...process.env, TMCRA_RELEASE_URL: RELEASE_URL, TMCRA_REGISTRY_NAME: 'io.github.not/this-one' };
-  const res = await run('bash', [path.join(PACKAGING, 'pack.sh'), '--bin', bins.server, '--out', out,
+  const res = await run('bash', [path.join(PACKAGING, 'pack.sh'), '--bin', SERVER, '--out', out,
     '--registry-name', REGISTRY_NAME], { env, timeoutMs: 120_000 });
   assert.equal(res.code, 0, show(res));
   assert.match(res.stderr, /Manifest schema validation passes!/, show(res));
@@ -50,7 +53,7 @@ await r.test('pack.sh builds a bundle that mcpb validates, and mcpb info reads i
   bundle = res.stdout.trim().split('\n').pop();
   assert.match(path.basename(bundle), /^tmcra-mcp-\d+\.\d+\.\d+-linux-[a-z0-9]+\.mcpb$/, bundle);
   // The CPU in the name is the binary's (ELF e_machine), whatever machine packs it.
-  const machine = fs.readFileSync(bins.server).readUInt16LE(18);
+  const machine = fs.readFileSync(SERVER).readUInt16LE(18);
   assert.equal(path.basename(bundle).split('-').pop(), `${{ 62: 'x64', 183: 'arm64' }[machine]}.mcpb`, bundle);
   assert.ok(fs.statSync(bundle).size > 100_000, 'a bundle of some size');
   const info = await run(MCPB, ['info', bundle], { timeoutMs: 60_000 });
@@ -74,9 +77,9 @@ await r.test('the bundle holds the manifest, an executable server/tmcra-mcp, LIC
 });
 
 await r.test('the manifest carries the binary\'s own version and exactly its tools', async () => {
-  const version = await run(bins.server, ['--version']);
+  const version = await run(SERVER, ['--version']);
   assert.equal(`tmcra-mcp ${manifest.version}`, version.stdout.trim());
-  const s = await connectV1({ bin: bins.server, label: 'mcpb-tools' });
+  const s = await connectV1({ bin: SERVER, label: 'mcpb-tools' });
   try {
     const { tools } = await s.client.listTools();
     assert.deepEqual(manifest.tools, tools.map((t) => ({ name: t.name, description: t.description })));
@@ -135,7 +138,7 @@ await r.test('server.json beside the bundle: the registry\'s rules, the bundle\'
   assert.deepEqual(checkServerJson(serverJson, { bundle }), []);
   assert.equal(serverJson.$schema, 'https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json');
   assert.equal(serverJson.name, REGISTRY_NAME, 'the option wins over the environment');
-  const version = (await run(bins.server, ['--version'])).stdout.trim();
+  const version = (await run(SERVER, ['--version'])).stdout.trim();
   assert.equal(`tmcra-mcp ${serverJson.version}`, version);
   assert.ok(serverJson.description.length <= 100, serverJson.description);
   assert.deepEqual(serverJson.repository, { url: 'https://github.com/tmcra-test/tmcra-mcp', source: 'github' });
