@@ -10,6 +10,7 @@
 #   The page's date is the build's (SOURCE_DATE_EPOCH when set, so a reproducible build gives
 #   the same page).
 
+include(GNUInstallDirs)
 find_program(TMCRA_PERL perl REQUIRED)
 find_program(TMCRA_GZIP gzip REQUIRED)
 string(TIMESTAMP TMCRA_MAN_DATE "%Y-%m-%d" UTC)
@@ -42,6 +43,5 @@ function(tmcra_help_text target help_file summary)
     COMMENT "Man page of ${target}"
     VERBATIM)
   add_custom_target(${target}-man ALL DEPENDS ${page}.gz)
-  include(GNUInstallDirs)
   install(FILES ${page}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 endfunction()

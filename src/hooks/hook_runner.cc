@@ -295,15 +295,37 @@ Result<HookAnswer> OnSessionStart(const HookInput& in, HookDeps& deps) {
   return answer;
 }
 
+// Binds `turn_id`, the session's user turn with `prompt`, without a recall. False when memory is
+// off for it: nothing of it is to be stored.
+Result<bool> BindTurn(const std::string& turn_id, const std::string& prompt,
+                      const std::string& session, HookDeps& deps) {
+  const json args{{"turn_id", turn_id},
+                  {"session_id", session},
+                  {"user_message_id", turn_id + ":user"},
+                  {"user_content", prompt},
+                  {"scope", deps.options.store_scope}};
+  auto bound = Structured(tools::PrepareTurn(args, deps.tools, /*recall=*/false));
+  if (!bound) return bound.error();
+  return bound->value("status", "") != "disabled";
+}
+
+// Whether the hooks store `prompt` (trimmed): not an empty one nor a slash command (the host's,
+// not a message to the model). An error for one over the size limit.
+Result<bool> StorablePrompt(const std::string& prompt) {
+  if (prompt.empty() || prompt.front() == '/') return false;
+  if (CodePointLength(prompt) > kMaxMessageChars) {
+    return Error::Invalid("hook input.prompt: over 200000 characters; not stored");
+  }
+  return true;
+}
+
 // The turn is bound first (so its answer is stored whatever happens to the recall), then memory
 // is recalled with the filtered prompt from every recall scope.
 Result<HookAnswer> OnPrompt(const HookInput& in, HookDeps& deps) {
   const std::string prompt = Trim(in.prompt);
-  // A slash command is the host's, not a message to the model.
-  if (prompt.empty() || prompt.front() == '/') return HookAnswer{};
-  if (CodePointLength(prompt) > kMaxMessageChars) {
-    return Error::Invalid("hook input.prompt: over 200000 characters; not stored");
-  }
+  auto storable = StorablePrompt(prompt);
+  if (!storable) return storable.error();
+  if (!*storable) return HookAnswer{};
   const std::string session = MemorySession(in);
   auto outbox = deps.tools.delivery->outbox();
   if (!outbox) return outbox.error();
@@ -313,15 +335,10 @@ Result<HookAnswer> OnPrompt(const HookInput& in, HookDeps& deps) {
     if (!turns) return turns.error();
     turn_id = DerivedTurnId(session, prompt, turns->count + 1);
   }
-  const json args{{"turn_id", turn_id},
-                  {"session_id", session},
-                  {"user_message_id", turn_id + ":user"},
-                  {"user_content", prompt},
-                  {"scope", deps.options.store_scope}};
-  auto bound = Structured(tools::PrepareTurn(args, deps.tools, /*recall=*/false));
+  auto bound = BindTurn(turn_id, prompt, session, deps);
   if (!bound) return bound.error();
   const std::string query = Filtered(deps, prompt);
-  if (bound->value("status", "") == "disabled") {
+  if (!*bound) {
     (void)(*outbox)->AddInjectedBlocks(session, {SkipMark(query)});
     return HookAnswer{};
   }
@@ -394,20 +411,6 @@ std::optional<std::string> SubagentAnswer(const HookInput& in) {
   auto turns = ReadTranscript(in.host, in.agent_transcript_path, /*subagent=*/true);
   if (!turns || turns->empty() || turns->back().assistant.empty()) return std::nullopt;
   return turns->back().assistant;
-}
-
-// Binds `turn_id`, the session's user turn with `prompt`, without a recall. False when memory is
-// off for it: nothing of it is to be stored.
-Result<bool> BindTurn(const std::string& turn_id, const std::string& prompt,
-                      const std::string& session, HookDeps& deps) {
-  const json args{{"turn_id", turn_id},
-                  {"session_id", session},
-                  {"user_message_id", turn_id + ":user"},
-                  {"user_content", prompt},
-                  {"scope", deps.options.store_scope}};
-  auto bound = Structured(tools::PrepareTurn(args, deps.tools, /*recall=*/false));
-  if (!bound) return bound.error();
-  return bound->value("status", "") != "disabled";
 }
 
 // Binds a transcript turn the hooks never saw in this session, under an id from its prompt and
@@ -519,10 +522,9 @@ bool IsOtherAnswer(const Error& error) {
 // stored turn of the same prompt does not count: a resumed Gemini CLI session keeps its id.
 Status StoreGeminiTurn(const HookInput& in, HookDeps& deps) {
   const std::string prompt = Trim(in.prompt);
-  if (prompt.empty() || prompt.front() == '/') return Ok();
-  if (CodePointLength(prompt) > kMaxMessageChars) {
-    return Error::Invalid("hook input.prompt: over 200000 characters; not stored");
-  }
+  auto storable = StorablePrompt(prompt);
+  if (!storable) return storable.error();
+  if (!*storable) return Ok();
   const std::string session = MemorySession(in);
   auto outbox = deps.tools.delivery->outbox();
   if (!outbox) return outbox.error();
