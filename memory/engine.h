@@ -246,7 +246,9 @@ class Engine {
   [[nodiscard]] Result<json> Import(std::string_view scope, const json& lines);
 
   // Runs claimable jobs on the calling thread until none is left, then the CJK index's
-  // back-fill (RepairCjkIndex) to its end; returns how many jobs ran.
+  // back-fill (RepairCjkIndex) to its end; returns how many jobs ran. A job that the engine's
+  // worker (or another process) has claimed is not claimable and not waited for: it may still
+  // be running when this returns (GetJob tells).
   [[nodiscard]] Result<int> RunPendingJobs();
   // Compacts the full-text indexes on the calling thread as far as the worker would
   // (memory/compaction.h); returns how many steps ran. The worker does this by itself when it

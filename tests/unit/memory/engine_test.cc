@@ -896,9 +896,15 @@ TEST_CASE("recalls on many threads, beside a writer, all answer from consistent 
           "[memory][recall]") {
   TempDir dir;
   auto e = OpenEngine(dir, /*worker=*/true);
-  Ingest(*e, "p", Body({Message("f", "user", "the vault code is quartz-7731")}, "fact"),
-         "key-fact-1");
+  const std::string fact_job = Ingest(
+      *e, "p", Body({Message("f", "user", "the vault code is quartz-7731")}, "fact"), "key-fact-1");
   REQUIRE(e->RunPendingJobs());
+  // RunPendingJobs runs only claimable jobs: when the worker has claimed the fact's job first,
+  // it returns before that job is written, and the recalls would answer from an empty scope.
+  for (int i = 0; i < 500 && (*e->GetJob(fact_job))["status"] != "succeeded"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE((*e->GetJob(fact_job))["status"] == "succeeded");
   std::atomic<int> failures{0};
   std::atomic<int> found{0};
   std::thread writer([&] {
