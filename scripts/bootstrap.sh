@@ -129,7 +129,7 @@ export TMCRA_STRESS_BIN="$root/build/package/src/app/tmcra-mcp"
 export TMCRA_RELEASE_BIN="$TMCRA_STRESS_BIN"   # the MCPB bundle's test packs what ships
 export TMCRA_REQUIRE_PACKAGE_TEST=1   # the Debian package's test fails, never skips, here
 
-log "fuzz smoke (three targets, 60 s each, two at a time)"
+log "fuzz smoke (three targets, 40 s each, two at a time)"
 ctest --preset fuzz
 log "unit, integration and peer tests (ASan + UBSan)"
 ctest --preset ci

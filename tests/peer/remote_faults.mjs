@@ -7,8 +7,10 @@
 // Proved (docs/reliability.md rows H1, H2, H8, D4; docs/contract.md §1.2):
 //   1. Lost acknowledgement: the proxy forwards every write to tmcra-memd (which applies it) and
 //      then resets the connection before the answer reaches tmcra-mcp, the first time each write
-//      is seen. 500 turns through tmcra_turn_prepare/tmcra_turn_commit: after the drain, memd
-//      holds exactly 1,000 messages, each once, and answered no idempotency_conflict.
+//      is seen. 500 turns (TMCRA_LOST_ACK_TURNS; the tsan test preset sets 150, as the ci run
+//      has covered the 500) through tmcra_turn_prepare/tmcra_turn_commit: after the drain, memd
+//      holds exactly twice as many messages as turns, each once, and answered no
+//      idempotency_conflict.
 //   2. Status matrix: for each status of H1 the proxy answers tmcra_recall's request with it.
 //      Retryable statuses (408 425 429 500 502 503 504) are tried TMCRA_MAX_ATTEMPTS times, all
 //      others exactly once (401 and 403 never retried); the tool answers isError; no redirect is
