@@ -141,6 +141,17 @@ void TrustCodex(const Options& opt, const setup::HostTarget& t, const setup::Hoo
   }
 }
 
+// Says which variables Gemini CLI's entry passes as "$NAME" references (setup::EntryFor).
+void PrintGeminiReferences(const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  std::printf(
+      "    Gemini CLI withholds variables named like secrets from its servers; the entry passes\n"
+      "    %s as $NAME references (the values stay in your environment)\n",
+      list.c_str());
+}
+
 // Registers tmcra-mcp with one host, and installs its hooks there when it has them.
 void InstallOne(const Options& opt, const setup::HostTarget& t, const std::string& command,
                 const std::vector<std::string>& env_vars, const setup::HostEnvironment& env,
@@ -157,6 +168,7 @@ void InstallOne(const Options& opt, const setup::HostTarget& t, const std::strin
     std::printf("    variables Codex passes on: %s\n",
                 names.empty() ? "none (no TMCRA_* set when installing)" : names.c_str());
   }
+  if (t.host == "gemini-cli") PrintGeminiReferences(setup::WithheldByGemini(env_vars));
   if (!hooks || !r.ok) return;
   auto target = setup::ResolveHooks(t.host, env, opt.project);
   if (!target) return;

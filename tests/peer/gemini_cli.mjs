@@ -6,7 +6,8 @@
 // hooks beside it in settings.json (gemini_hooks_e2e.mjs runs them); `remove` gives
 // settings.json back byte for byte. The same for a project's .gemini/settings.json and for a
 // $GEMINI_CLI_HOME; a dry run and a file with comments change nothing. Last, what Gemini CLI
-// passes to a server's environment (docs/setup.md): TMCRA_API_KEY only through the entry's env.
+// passes to a server's environment (docs/setup.md): TMCRA_API_KEY only through the entry's env,
+// which `install` writes as a "$TMCRA_API_KEY" reference when the key is set, never the value.
 //
 // Gemini CLI starts stdio servers only in a folder the user trusted (its trust dialog writes
 // ~/.gemini/trustedFolders.json); the test writes that file as the dialog does.
@@ -14,7 +15,7 @@
 //   node gemini_cli.mjs <tmcra-mcp> <tmcra-mcp-testserver>
 import fs from 'node:fs';
 import path from 'node:path';
-import { Runner, assert, parseBins, requireNodeModules, run, tmpDir, BIN_DIR, hostCliEnv } from './lib.mjs';
+import { Runner, assert, parseBins, requireNodeModules, run, tmpDir, BIN_DIR, hostCliEnv, geminiEntryEnv } from './lib.mjs';
 
 const NAME = 'gemini_cli.mjs';
 requireNodeModules(NAME, ['@google/gemini-cli']);
@@ -117,10 +118,10 @@ await r.test('install: settings.json backed up first, the entry and the hooks ad
   assert.equal(fs.statSync(settings).mode & 0o777, 0o644, "the file's own mode kept");
   assert.ok(res.stdout.includes(`Gemini CLI (user): tmcra registered in ${settings}\n    backup: ${backups[0]}\n`), show(res));
   assert.ok(res.stdout.includes(`Gemini CLI (user) hooks: 4 tmcra-mcp hooks added to ${settings}\n    backup: ${backups[1]}\n`), show(res));
-  assert.doesNotMatch(res.stdout, /variables/, show(res));
+  assert.doesNotMatch(res.stdout, /variables Codex/, show(res));
   const text = fs.readFileSync(settings, 'utf8');
   const doc = JSON.parse(text);
-  assert.deepEqual(doc.mcpServers.tmcra, { command: bins.server, args: [], env: { TMCRA_HOOKS: 'gemini-cli' } });
+  assert.deepEqual(doc.mcpServers.tmcra, { command: bins.server, args: [], env: geminiEntryEnv(env) });
   assert.deepEqual(Object.keys(doc.hooks), ['SessionStart', 'BeforeAgent', 'AfterAgent', 'SessionEnd']);
   delete doc.mcpServers.tmcra;
   delete doc.hooks;
@@ -203,7 +204,7 @@ await r.test('project scope: DIR/.gemini/settings.json, connected in the trusted
   const res = await setup(['install', '--project', project, '--host', 'gemini-cli']);
   assert.equal(res.code, 0, show(res));
   assert.ok(res.stdout.includes(`Gemini CLI (project ${project}): tmcra registered in ${file}\n`), show(res));
-  assert.deepEqual(JSON.parse(fs.readFileSync(file, 'utf8')).mcpServers, { lint: { command: '/bin/true' }, tmcra: { command: bins.server, args: [], env: { TMCRA_HOOKS: 'gemini-cli' } } });
+  assert.deepEqual(JSON.parse(fs.readFileSync(file, 'utf8')).mcpServers, { lint: { command: '/bin/true' }, tmcra: { command: bins.server, args: [], env: geminiEntryEnv(env) } });
   assert.ok(res.stdout.includes(`Gemini CLI (project ${project}) hooks: 4 tmcra-mcp hooks added to ${file}\n`), show(res));
   assert.match(fs.readFileSync(file, 'utf8'), /\n\t\t"tmcra": \{\n\t\t\t"command"/, 'tab indent kept');
   assert.equal(fs.readFileSync(settings, 'utf8'), ORIGINAL, 'the user file untouched');
@@ -234,10 +235,12 @@ await r.test('a settings.json with comments is left untouched, the entry printed
   const jsonc = '{\n  // my settings\n  "general": { "vimMode": true }\n}\n';
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, jsonc);
-  const res = await run(SETUP, ['install', '--host', 'gemini-cli'], { env: hostCliEnv(other), timeoutMs: 20_000 });
+  const otherEnv = hostCliEnv(other);
+  const res = await run(SETUP, ['install', '--host', 'gemini-cli'], { env: otherEnv, timeoutMs: 20_000 });
   assert.equal(res.code, 1, show(res));
   assert.match(res.stdout, /has comments/, show(res));
-  assert.ok(res.stdout.includes(`add this by hand:\n{\n  "mcpServers": {\n    "tmcra": {\n      "command": "${bins.server}",\n      "args": [],\n      "env": {\n        "TMCRA_HOOKS": "gemini-cli"\n      }\n    }\n  }\n}\n`), show(res));
+  const entry = { mcpServers: { tmcra: { command: bins.server, args: [], env: geminiEntryEnv(otherEnv) } } };
+  assert.ok(res.stdout.includes(`add this by hand:\n${JSON.stringify(entry, null, 2)}\n`), show(res));
   assert.equal(fs.readFileSync(file, 'utf8'), jsonc);
   assert.deepEqual(fs.readdirSync(path.dirname(file)), ['settings.json'], 'no backup, no temp file');
 });
@@ -282,6 +285,34 @@ await r.test('environment: Gemini CLI withholds TMCRA_API_KEY, an entry\'s "$TMC
   assert.match(plain, /^TMCRA_BASE_URL=https:\/\/memory\.invalid$/m, plain);
   assert.match(plain, /^TMCRA_DATA_DIR=/m, plain);
   assert.match(fs.readFileSync(out('passed'), 'utf8'), /^TMCRA_API_KEY=test-key$/m);
+});
+
+await r.test('install with TMCRA_API_KEY and SSL_CERT_FILE set: the entry passes them as references, the values reach the server and are not written', async () => {
+  // The registered command is a stand-in that writes its environment to <itself>.env.
+  const keyHome = path.join(root, 'key-home');
+  const probe = path.join(root, 'probe-setup.sh');
+  fs.writeFileSync(probe, '#!/bin/sh\nenv | grep -E "^(TMCRA_|SSL_CERT_)" | sort > "$0.env"\n', { mode: 0o755 });
+  fs.mkdirSync(keyHome);
+  trust(keyHome, project);
+  const canary = `canary-key-${process.pid}`;
+  const e = { ...hostCliEnv(keyHome), TMCRA_API_KEY: canary, TMCRA_BASE_URL: 'https://memory.invalid', SSL_CERT_FILE: '/nonexistent.pem' };
+  const res = await setup(['install', '--host', 'gemini-cli', '--no-hooks', '--command', probe], { env: e });
+  assert.equal(res.code, 0, show(res));
+  assert.match(res.stdout, /the entry passes\n    (SSL_CERT_DIR, )?SSL_CERT_FILE, TMCRA_API_KEY as \$NAME references/, show(res));
+  assert.ok(!res.stdout.includes(canary) && !res.stderr.includes(canary), show(res));
+  const file = path.join(keyHome, '.gemini', 'settings.json');
+  const text = fs.readFileSync(file, 'utf8');
+  assert.ok(!text.includes(canary), text);
+  assert.deepEqual(JSON.parse(text).mcpServers.tmcra, {
+    command: probe, args: [], env: geminiEntryEnv(e, false),
+  });
+  assert.equal(JSON.parse(text).mcpServers.tmcra.env.TMCRA_API_KEY, '$TMCRA_API_KEY');
+  assert.equal(JSON.parse(text).mcpServers.tmcra.env.SSL_CERT_FILE, '$SSL_CERT_FILE');
+  await geminiList({ env: e });
+  const seen = fs.readFileSync(`${probe}.env`, 'utf8');
+  assert.match(seen, new RegExp(`^TMCRA_API_KEY=${canary}$`, 'm'), seen);
+  assert.match(seen, /^SSL_CERT_FILE=\/nonexistent\.pem$/m, seen);
+  assert.match(seen, /^TMCRA_BASE_URL=https:\/\/memory\.invalid$/m, seen);
 });
 
 await r.finish();

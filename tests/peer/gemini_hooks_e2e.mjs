@@ -27,7 +27,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { Runner, assert, parseBins, requireNodeModules, run, tmpDir, hostCliEnv, BIN_DIR } from './lib.mjs';
+import { Runner, assert, parseBins, requireNodeModules, run, tmpDir, hostCliEnv, geminiEntryEnv, BIN_DIR } from './lib.mjs';
 import { startFakeModel, geminiSetup, runHost, showRun, stringsOf } from './fake_model.mjs';
 
 const NAME = 'gemini_hooks_e2e.mjs';
@@ -182,7 +182,7 @@ let w;
 await r.test('install: Gemini CLI\'s events, names, millisecond timeouts and the fail-open wrapper in settings.json', async () => {
   w = await makeWorld('main');
   const doc = settingsOf(w);
-  assert.deepEqual(doc.mcpServers.tmcra, { command: bins.server, args: [], env: { TMCRA_HOOKS: 'gemini-cli' } });
+  assert.deepEqual(doc.mcpServers.tmcra, { command: bins.server, args: [], env: geminiEntryEnv(w.env) });
   assert.deepEqual(Object.keys(doc.hooks), Object.keys(EVENTS));
   for (const [event, timeout] of Object.entries(EVENTS)) {
     assert.deepEqual(doc.hooks[event], [{ matcher: '*', hooks: [{ name: `tmcra-${event}`, type: 'command',

@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   Runner, assert, parseBins, requireNodeModules, run, tmpDir, BIN_DIR, connectV1, callOk,
-  hostCliEnv, claudeCommand,
+  hostCliEnv, geminiEntryEnv, claudeCommand,
 } from './lib.mjs';
 
 const NAME = 'setup_hosts.mjs';
@@ -261,7 +261,7 @@ await r.test('hooks: the contract\'s events and timeouts beside the entries, the
   }
   // Gemini CLI: its hooks in settings.json beside the servers (gemini_hooks_e2e.mjs runs them).
   const gemini = JSON.parse(fs.readFileSync(files['gemini-cli'], 'utf8'));
-  assert.deepEqual(gemini.mcpServers.tmcra.env, { TMCRA_HOOKS: 'gemini-cli' });
+  assert.deepEqual(gemini.mcpServers.tmcra.env, geminiEntryEnv(env));
   assert.deepEqual(Object.keys(gemini.hooks), ['SessionStart', 'BeforeAgent', 'AfterAgent', 'SessionEnd']);
   assert.deepEqual(gemini.hooks.AfterAgent, [{ matcher: '*', hooks: [{ name: 'tmcra-AfterAgent', type: 'command',
     command: `'${bins.server}' hook AfterAgent --host gemini-cli 2>/dev/null || true`, timeout: 10000 }] }]);

@@ -302,9 +302,10 @@ TEST_CASE("Gemini CLI: its settings.json keeps every other setting, remove gives
   const auto entry = tmcra::setup::EntryFor(*target, "tmcra", command, {"TMCRA_API_KEY"}, true);
   CHECK(entry.tool_timeout_sec == 0);  // Gemini CLI's own default is 10 minutes
   CHECK(entry.env_vars.empty());
-  // Its hooks are installed beside it: the entry says so.
-  CHECK(entry.env ==
-        std::vector<std::pair<std::string, std::string>>{{"TMCRA_HOOKS", "gemini-cli"}});
+  // Its hooks are installed beside it: the entry says so. The key, which Gemini withholds from
+  // its servers, is passed as a reference to Gemini's own environment.
+  CHECK(entry.env == std::vector<std::pair<std::string, std::string>>{
+                         {"TMCRA_HOOKS", "gemini-cli"}, {"TMCRA_API_KEY", "$TMCRA_API_KEY"}});
   CHECK_FALSE(entry.typed);
   CHECK(tmcra::setup::ResolveHooks("gemini-cli", env, std::nullopt)->path == target->path);
 
@@ -335,7 +336,8 @@ TEST_CASE("Gemini CLI: its settings.json keeps every other setting, remove gives
   const auto doc = nlohmann::ordered_json::parse(Read(target->path));
   CHECK(doc["mcpServers"]["tmcra"] ==
         nlohmann::ordered_json::parse(R"({"command": ")" + command +
-                                      R"(", "args": [], "env": {"TMCRA_HOOKS": "gemini-cli"}})"));
+                                      R"(", "args": [], "env": {"TMCRA_HOOKS": "gemini-cli", )"
+                                      R"("TMCRA_API_KEY": "$TMCRA_API_KEY"}})"));
   CHECK(doc["mcpServers"].size() == 2);
   CHECK(tmcra::setup::Inspect(*target, "tmcra", command).state == "registered");
 

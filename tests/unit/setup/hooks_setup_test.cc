@@ -398,6 +398,34 @@ TEST_CASE("a binary in a build tree is recognized", "[setup][hosts]") {
   CHECK_FALSE(tmcra::setup::InBuildTree(dir.File("usr/local/bin/tmcra-mcp")));
 }
 
+TEST_CASE("Gemini CLI's entry passes the variables it withholds as $NAME references",
+          "[setup][hosts]") {
+  CHECK(tmcra::setup::WithheldByGemini({"TMCRA_API_KEY", "TMCRA_BASE_URL", "SSL_CERT_FILE",
+                                        "TMCRA_DATA_DIR", "TMCRA_EMBEDDINGS_API_KEY", "https_proxy",
+                                        "tmcra_auth_x"}) ==
+        std::vector<std::string>{"TMCRA_API_KEY", "SSL_CERT_FILE", "TMCRA_EMBEDDINGS_API_KEY",
+                                 "tmcra_auth_x"});
+  TempDir dir;
+  auto gemini = tmcra::setup::ResolveHost("gemini-cli", Home(dir), std::nullopt);
+  REQUIRE(gemini);
+  const auto names = tmcra::setup::VariablesToPass(
+      {"TMCRA_API_KEY", "TMCRA_BASE_URL", "SSL_CERT_FILE", "PATH", "TMCRA_HOOKS"});
+  const auto entry = tmcra::setup::EntryFor(*gemini, "tmcra", kBin, names, true);
+  CHECK(entry.env ==
+        std::vector<std::pair<std::string, std::string>>{{"TMCRA_HOOKS", "gemini-cli"},
+                                                         {"SSL_CERT_FILE", "$SSL_CERT_FILE"},
+                                                         {"TMCRA_API_KEY", "$TMCRA_API_KEY"}});
+  CHECK(entry.env_vars.empty());
+  // Without hooks the references are the whole env; with nothing withheld there is none.
+  CHECK(tmcra::setup::EntryFor(*gemini, "tmcra", kBin, {"TMCRA_API_KEY"}, false).env ==
+        std::vector<std::pair<std::string, std::string>>{{"TMCRA_API_KEY", "$TMCRA_API_KEY"}});
+  CHECK(tmcra::setup::EntryFor(*gemini, "tmcra", kBin, {"TMCRA_BASE_URL"}, false).env.empty());
+  // Another host never gets them.
+  auto claude = tmcra::setup::ResolveHost("claude-code", Home(dir), std::nullopt);
+  REQUIRE(claude);
+  CHECK(tmcra::setup::EntryFor(*claude, "tmcra", kBin, names, false).env.empty());
+}
+
 TEST_CASE("Codex env_vars: only the variables set when installing", "[setup][hosts]") {
   CHECK(tmcra::setup::VariablesToPass({"HOME", "TMCRA_DATA_DIR", "PATH", "TMCRA_HOOKS",
                                        "HTTPS_PROXY", "TMCRA_API_KEY", "http_proxy"}) ==
