@@ -83,6 +83,16 @@ std::string Ingest(Engine& e, const std::string& scope, const json& body, const 
   return (*r)["job_id"].get<std::string>();
 }
 
+// Runs the pending jobs here, then waits until `job` has succeeded: RunPendingJobs runs only
+// claimable jobs, and returns before a job the engine's own worker claimed first is written.
+void RunUntilDone(Engine& e, const std::string& job) {
+  REQUIRE(e.RunPendingJobs());
+  for (int i = 0; i < 500 && (*e.GetJob(job))["status"] != "succeeded"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE((*e.GetJob(job))["status"] == "succeeded");
+}
+
 json Recall(Engine& e, const std::string& scope, const std::string& query, json extra = {}) {
   json body{{"query", query}, {"max_windows", 8}};
   if (extra.is_object()) body.update(extra);
@@ -776,9 +786,10 @@ TEST_CASE("CJK recalls on many threads, beside a writer and the CJK index's back
   auto opened = Engine::Open(options);
   REQUIRE(opened);
   auto& e = *opened;
-  Ingest(*e, "p", Body({Message("f", "user", "金庫の暗証番号は七七三一です")}, "fact"),
-         "key-cjk-t-0");
-  REQUIRE(e->RunPendingJobs());
+  // The engine has its worker: the fact's job is waited for.
+  RunUntilDone(*e,
+               Ingest(*e, "p", Body({Message("f", "user", "金庫の暗証番号は七七三一です")}, "fact"),
+                      "key-cjk-t-0"));
   std::vector<std::string> old;
   for (int i = 0; i < 40; ++i) old.push_back("旧版の記録、番号" + std::to_string(i));
   WriteAsEarlierBuild(dir, "p", old);
@@ -896,15 +907,11 @@ TEST_CASE("recalls on many threads, beside a writer, all answer from consistent 
           "[memory][recall]") {
   TempDir dir;
   auto e = OpenEngine(dir, /*worker=*/true);
-  const std::string fact_job = Ingest(
-      *e, "p", Body({Message("f", "user", "the vault code is quartz-7731")}, "fact"), "key-fact-1");
-  REQUIRE(e->RunPendingJobs());
-  // RunPendingJobs runs only claimable jobs: when the worker has claimed the fact's job first,
-  // it returns before that job is written, and the recalls would answer from an empty scope.
-  for (int i = 0; i < 500 && (*e->GetJob(fact_job))["status"] != "succeeded"; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  REQUIRE((*e->GetJob(fact_job))["status"] == "succeeded");
+  // The engine has its worker: the fact's job is waited for, or the recalls could answer from
+  // a scope that is still empty.
+  RunUntilDone(
+      *e, Ingest(*e, "p", Body({Message("f", "user", "the vault code is quartz-7731")}, "fact"),
+                 "key-fact-1"));
   std::atomic<int> failures{0};
   std::atomic<int> found{0};
   std::thread writer([&] {
