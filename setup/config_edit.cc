@@ -49,7 +49,7 @@ Result<Edited> AddJson(std::string_view text, ConfigFormat format, const ServerE
   if (entry.typed) server["type"] = "stdio";
   server["command"] = entry.command;
   server["args"] = ordered_json::array();
-  if (!entry.env.empty()) {
+  if (!entry.env.empty() || !entry.env_if_absent.empty()) {
     ordered_json& env = server["env"];
     if (env.is_null()) env = ordered_json::object();
     if (!env.is_object()) {
@@ -57,6 +57,9 @@ Result<Edited> AddJson(std::string_view text, ConfigFormat format, const ServerE
                             "\".\"env\" that is not an object");
     }
     for (const auto& [name, value] : entry.env) env[name] = value;
+    for (const auto& [name, value] : entry.env_if_absent) {
+      if (!env.contains(name)) env[name] = value;
+    }
   }
   if (*doc == before) return Edited{std::string(text), EditOutcome::kUnchanged};
   auto out = DumpJsonConfig(*doc, text);
@@ -107,6 +110,7 @@ std::string JsonSnippet(ConfigFormat format, const ServerEntry& entry) {
   server["command"] = entry.command;
   server["args"] = ordered_json::array();
   for (const auto& [name, value] : entry.env) server["env"][name] = value;
+  for (const auto& [name, value] : entry.env_if_absent) server["env"][name] = value;
   ordered_json doc = {{ContainerKey(format), {{entry.name, server}}}};
   return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -47,6 +47,9 @@ struct ServerEntry {
   // Variables set in the entry's "env" (JSON) or `env` table (Codex), other variables there
   // kept: the TMCRA_HOOKS marker when setup installs hooks for the host.
   std::vector<std::pair<std::string, std::string>> env;
+  // JSON: variables set in the entry's "env" only where it has no value of that name, so a
+  // user's own value is kept (Gemini CLI's "$NAME" references).
+  std::vector<std::pair<std::string, std::string>> env_if_absent;
 };
 
 enum class EditOutcome { kAdded, kUpdated, kUnchanged, kRemoved, kAbsent };
@@ -57,7 +60,8 @@ struct Edited {
 };
 
 // Adds the entry, or makes an existing one start our command (JSON: "command", "args": [],
-// "type" and the variables of `env`; other keys and variables are kept. Codex: command, args
+// "type", the variables of `env`, and those of `env_if_absent` it lacks; other keys and
+// variables are kept. Codex: command, args
 // when it has any, and `env`'s variables (an inline `env = {...}` is written again with the
 // same keys and values, an `[mcp_servers.<name>.env]` table gets lines); env_vars and
 // tool_timeout_sec only where the table has none, so a user's own choice stays).

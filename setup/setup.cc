@@ -4,9 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <functional>
-#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -127,22 +125,6 @@ std::vector<std::string> VariablesToPass(const std::vector<std::string>& set_nam
   return names;
 }
 
-std::vector<std::string> WithheldByGemini(const std::vector<std::string>& names) {
-  static constexpr std::string_view kParts[] = {"TOKEN",   "SECRET", "PASSWORD",   "PASSWD",
-                                                "KEY",     "AUTH",   "CREDENTIAL", "CREDS",
-                                                "PRIVATE", "CERT"};
-  std::vector<std::string> withheld;
-  for (const std::string& name : names) {
-    std::string upper = name;
-    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    const bool secret = std::any_of(std::begin(kParts), std::end(kParts), [&](auto part) {
-      return upper.find(part) != std::string::npos;
-    });
-    if (secret) withheld.push_back(name);
-  }
-  return withheld;
-}
-
 ServerEntry EntryFor(const HostTarget& target, std::string name, std::string command,
                      std::vector<std::string> env_vars, bool with_hooks) {
   ServerEntry entry;
@@ -151,7 +133,7 @@ ServerEntry EntryFor(const HostTarget& target, std::string name, std::string com
   entry.typed = target.typed;
   if (with_hooks && HostHasHooks(target.host)) entry.env = {{"TMCRA_HOOKS", target.host}};
   if (target.host == "gemini-cli") {
-    for (const std::string& n : WithheldByGemini(env_vars)) entry.env.emplace_back(n, "$" + n);
+    for (const std::string& n : env_vars) entry.env_if_absent.emplace_back(n, "$" + n);
   }
   if (target.format == ConfigFormat::kCodexToml) {
     entry.env_vars = std::move(env_vars);

@@ -26,18 +26,15 @@ namespace tmcra::setup {
 // as "*****" in `codex mcp list`.
 std::vector<std::string> VariablesToPass(const std::vector<std::string>& set_names);
 
-// Which of `names` Gemini CLI withholds from the servers it starts: those whose name holds
-// TOKEN, SECRET, PASSWORD, PASSWD, KEY, AUTH, CREDENTIAL, CREDS, PRIVATE or CERT, in any case
-// (its environment sanitising, checked against 0.61.0), such as TMCRA_API_KEY and SSL_CERT_FILE.
-std::vector<std::string> WithheldByGemini(const std::vector<std::string>& names);
-
 // The entry for `target`: our name and command, "type": "stdio" where the host writes it,
 // TMCRA_HOOKS=<host> in its env when `with_hooks` (setup installs the host's hooks), and for
 // Codex `env_vars` (the given names; none when empty) and a tool timeout of 180 s
 // (tmcra_wait_job waits 120 s by default, and tmcra_feedback up to 120 s for the user's answer;
-// Codex's default is 60 s). Gemini CLI's entry has no timeout: its default is 10 minutes; its
-// env gets "NAME": "$NAME" for each of `env_vars` that Gemini withholds (WithheldByGemini), a
-// reference Gemini replaces with its own environment's value, so the value is never written.
+// Codex's default is 60 s). Gemini CLI's entry has no timeout: its default is 10 minutes. Its
+// env gets "NAME": "$NAME" for each of `env_vars` where it has no NAME yet (env_if_absent):
+// Gemini withholds from its servers every variable named like a secret (TMCRA_API_KEY,
+// SSL_CERT_FILE), and under GitHub Actions all but a few, but fills a "$NAME" of its settings
+// from its whole environment when it loads them; the value itself is never written.
 ServerEntry EntryFor(const HostTarget& target, std::string name, std::string command,
                      std::vector<std::string> env_vars, bool with_hooks);
 

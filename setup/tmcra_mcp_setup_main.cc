@@ -142,13 +142,13 @@ void TrustCodex(const Options& opt, const setup::HostTarget& t, const setup::Hoo
 }
 
 // Says which variables Gemini CLI's entry passes as "$NAME" references (setup::EntryFor).
-void PrintGeminiReferences(const std::vector<std::string>& names) {
-  if (names.empty()) return;
+void PrintGeminiReferences(const setup::ServerEntry& entry) {
+  if (entry.env_if_absent.empty()) return;
   std::string list;
-  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  for (const auto& [name, value] : entry.env_if_absent) list += (list.empty() ? "" : ", ") + name;
   std::printf(
-      "    Gemini CLI withholds variables named like secrets from its servers; the entry passes\n"
-      "    %s as $NAME references (the values stay in your environment)\n",
+      "    variables Gemini CLI passes on, as $NAME references it fills from its environment\n"
+      "    (it withholds those named like secrets otherwise): %s\n",
       list.c_str());
 }
 
@@ -168,7 +168,7 @@ void InstallOne(const Options& opt, const setup::HostTarget& t, const std::strin
     std::printf("    variables Codex passes on: %s\n",
                 names.empty() ? "none (no TMCRA_* set when installing)" : names.c_str());
   }
-  if (t.host == "gemini-cli") PrintGeminiReferences(setup::WithheldByGemini(env_vars));
+  if (t.host == "gemini-cli" && (r.ok || !r.snippet.empty())) PrintGeminiReferences(entry);
   if (!hooks || !r.ok) return;
   auto target = setup::ResolveHooks(t.host, env, opt.project);
   if (!target) return;

@@ -27,7 +27,14 @@ const root = fs.realpathSync(tmpDir());
 const home = path.join(root, 'home');
 const project = path.join(root, 'project');
 fs.mkdirSync(project, { recursive: true });
-const env = hostCliEnv(home);
+// Under GitHub Actions Gemini CLI passes servers only an allowlist of variables (docs/hooks.md).
+const geminiEnv = (dir) => {
+  const e = hostCliEnv(dir);
+  delete e.GITHUB_SHA;
+  delete e.SURFACE;
+  return e;
+};
+const env = geminiEnv(home);
 const settings = path.join(home, '.gemini', 'settings.json');
 
 // A person's settings: other settings (updates and usage statistics off) and another server,
@@ -235,7 +242,7 @@ await r.test('a settings.json with comments is left untouched, the entry printed
   const jsonc = '{\n  // my settings\n  "general": { "vimMode": true }\n}\n';
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, jsonc);
-  const otherEnv = hostCliEnv(other);
+  const otherEnv = geminiEnv(other);
   const res = await run(SETUP, ['install', '--host', 'gemini-cli'], { env: otherEnv, timeoutMs: 20_000 });
   assert.equal(res.code, 1, show(res));
   assert.match(res.stdout, /has comments/, show(res));
@@ -249,7 +256,7 @@ await r.test('GEMINI_CLI_HOME: setup writes the settings.json Gemini CLI reads t
   const personal = path.join(root, 'personal-home');
   const geminiHome = path.join(root, 'gemini-cli-home');
   fs.mkdirSync(personal);
-  const e = { ...hostCliEnv(personal), GEMINI_CLI_HOME: geminiHome };
+  const e = { ...geminiEnv(personal), GEMINI_CLI_HOME: geminiHome };
   trust(geminiHome, project);
   const res = await setup(['install', '--host', 'gemini-cli'], { env: e });
   assert.equal(res.code, 0, show(res));
@@ -278,7 +285,7 @@ await r.test('environment: Gemini CLI withholds TMCRA_API_KEY, an entry\'s "$TMC
     },
   }));
   trust(probeHome, project);
-  const e = { ...hostCliEnv(probeHome), TMCRA_API_KEY: 'test-key', TMCRA_BASE_URL: 'https://memory.invalid', SSL_CERT_FILE: '/nonexistent.pem' };
+  const e = { ...geminiEnv(probeHome), TMCRA_API_KEY: 'test-key', TMCRA_BASE_URL: 'https://memory.invalid', SSL_CERT_FILE: '/nonexistent.pem' };
   await geminiList({ env: e });
   const plain = fs.readFileSync(out('plain'), 'utf8');
   assert.doesNotMatch(plain, /TMCRA_API_KEY|SSL_CERT_FILE/, plain);
@@ -287,7 +294,7 @@ await r.test('environment: Gemini CLI withholds TMCRA_API_KEY, an entry\'s "$TMC
   assert.match(fs.readFileSync(out('passed'), 'utf8'), /^TMCRA_API_KEY=test-key$/m);
 });
 
-await r.test('install with TMCRA_API_KEY and SSL_CERT_FILE set: the entry passes them as references, the values reach the server and are not written', async () => {
+await r.test('install with TMCRA_API_KEY, TMCRA_BASE_URL and SSL_CERT_FILE set: the entry passes them as $NAME references, the values reach the server (empty when unset) and are never written', async () => {
   // The registered command is a stand-in that writes its environment to <itself>.env.
   const keyHome = path.join(root, 'key-home');
   const probe = path.join(root, 'probe-setup.sh');
@@ -295,10 +302,11 @@ await r.test('install with TMCRA_API_KEY and SSL_CERT_FILE set: the entry passes
   fs.mkdirSync(keyHome);
   trust(keyHome, project);
   const canary = `canary-key-${process.pid}`;
-  const e = { ...hostCliEnv(keyHome), TMCRA_API_KEY: canary, TMCRA_BASE_URL: 'https://memory.invalid', SSL_CERT_FILE: '/nonexistent.pem' };
+  const e = { ...geminiEnv(keyHome), TMCRA_API_KEY: canary, TMCRA_BASE_URL: 'https://memory.invalid', SSL_CERT_FILE: '/nonexistent.pem' };
   const res = await setup(['install', '--host', 'gemini-cli', '--no-hooks', '--command', probe], { env: e });
   assert.equal(res.code, 0, show(res));
-  assert.match(res.stdout, /the entry passes\n    (SSL_CERT_DIR, )?SSL_CERT_FILE, TMCRA_API_KEY as \$NAME references/, show(res));
+  const names = Object.keys(geminiEntryEnv(e, false)).join(', ');
+  assert.ok(res.stdout.includes(`as $NAME references it fills from its environment\n    (it withholds those named like secrets otherwise): ${names}\n`), show(res));
   assert.ok(!res.stdout.includes(canary) && !res.stderr.includes(canary), show(res));
   const file = path.join(keyHome, '.gemini', 'settings.json');
   const text = fs.readFileSync(file, 'utf8');
@@ -313,6 +321,13 @@ await r.test('install with TMCRA_API_KEY and SSL_CERT_FILE set: the entry passes
   assert.match(seen, new RegExp(`^TMCRA_API_KEY=${canary}$`, 'm'), seen);
   assert.match(seen, /^SSL_CERT_FILE=\/nonexistent\.pem$/m, seen);
   assert.match(seen, /^TMCRA_BASE_URL=https:\/\/memory\.invalid$/m, seen);
+  // Unset when Gemini starts: an empty value, which tmcra-mcp reads as unset.
+  const { TMCRA_API_KEY: _key, ...unset } = e;
+  fs.rmSync(`${probe}.env`);
+  await geminiList({ env: unset });
+  const bare = fs.readFileSync(`${probe}.env`, 'utf8');
+  assert.match(bare, /^TMCRA_API_KEY=$/m, bare);
+  assert.match(bare, /^TMCRA_BASE_URL=https:\/\/memory\.invalid$/m, bare);
 });
 
 await r.finish();

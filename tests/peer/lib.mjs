@@ -181,15 +181,14 @@ export function serverEnv(extra = {}) {
   };
 }
 
-// The "env" tmcra-mcp-setup writes into a Gemini CLI entry when installing with `env`:
+// The "env" tmcra-mcp-setup writes into a new Gemini CLI entry when installing with `env`:
 // TMCRA_HOOKS (with `hooks`), then, sorted, a "$NAME" reference for each variable it passes on
-// (TMCRA_*, SSL_CERT_FILE, SSL_CERT_DIR, HTTPS_PROXY, NO_PROXY) that Gemini withholds from its
-// servers, by a name like a secret's (setup::WithheldByGemini; docs/setup.md).
+// (TMCRA_* but TMCRA_HOOKS, SSL_CERT_FILE, SSL_CERT_DIR, HTTPS_PROXY, NO_PROXY; setup::EntryFor,
+// docs/setup.md).
 export function geminiEntryEnv(env, hooks = true) {
   const passed = Object.keys(env).filter((k) => (k.startsWith('TMCRA_') && k !== 'TMCRA_HOOKS')
-    || ['SSL_CERT_FILE', 'SSL_CERT_DIR', 'HTTPS_PROXY', 'NO_PROXY'].includes(k));
-  const withheld = passed.filter((k) => /TOKEN|SECRET|PASSWORD|PASSWD|KEY|AUTH|CREDENTIAL|CREDS|PRIVATE|CERT/i.test(k)).sort();
-  return { ...(hooks ? { TMCRA_HOOKS: 'gemini-cli' } : {}), ...Object.fromEntries(withheld.map((k) => [k, `$${k}`])) };
+    || ['SSL_CERT_FILE', 'SSL_CERT_DIR', 'HTTPS_PROXY', 'NO_PROXY'].includes(k)).sort();
+  return { ...(hooks ? { TMCRA_HOOKS: 'gemini-cli' } : {}), ...Object.fromEntries(passed.map((k) => [k, `$${k}`])) };
 }
 
 /**

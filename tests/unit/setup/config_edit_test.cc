@@ -243,7 +243,8 @@ TEST_CASE("server names are TOML bare keys of at most 64 characters", "[setup]")
   CHECK_FALSE(tmcra::setup::IsValidServerName("a.b"));
   CHECK_FALSE(tmcra::setup::IsValidServerName("a b"));
   CHECK_FALSE(tmcra::setup::IsValidServerName(std::string(65, 'a')));
-  CHECK_FALSE(AddServer("", ConfigFormat::kCodexToml, ServerEntry{"a]b", "/x", false, {}, 0, {}}));
+  CHECK_FALSE(
+      AddServer("", ConfigFormat::kCodexToml, ServerEntry{"a]b", "/x", false, {}, 0, {}, {}}));
 }
 
 TEST_CASE("TOML: removing the only server leaves no mcp_servers behind", "[setup][toml]") {

@@ -304,8 +304,10 @@ TEST_CASE("Gemini CLI: its settings.json keeps every other setting, remove gives
   CHECK(entry.env_vars.empty());
   // Its hooks are installed beside it: the entry says so. The key, which Gemini withholds from
   // its servers, is passed as a reference to Gemini's own environment.
-  CHECK(entry.env == std::vector<std::pair<std::string, std::string>>{
-                         {"TMCRA_HOOKS", "gemini-cli"}, {"TMCRA_API_KEY", "$TMCRA_API_KEY"}});
+  CHECK(entry.env ==
+        std::vector<std::pair<std::string, std::string>>{{"TMCRA_HOOKS", "gemini-cli"}});
+  CHECK(entry.env_if_absent ==
+        std::vector<std::pair<std::string, std::string>>{{"TMCRA_API_KEY", "$TMCRA_API_KEY"}});
   CHECK_FALSE(entry.typed);
   CHECK(tmcra::setup::ResolveHooks("gemini-cli", env, std::nullopt)->path == target->path);
 

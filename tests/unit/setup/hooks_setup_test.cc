@@ -398,32 +398,45 @@ TEST_CASE("a binary in a build tree is recognized", "[setup][hosts]") {
   CHECK_FALSE(tmcra::setup::InBuildTree(dir.File("usr/local/bin/tmcra-mcp")));
 }
 
-TEST_CASE("Gemini CLI's entry passes the variables it withholds as $NAME references",
+TEST_CASE("Gemini CLI's entry passes the variables set when installing as $NAME references",
           "[setup][hosts]") {
-  CHECK(tmcra::setup::WithheldByGemini({"TMCRA_API_KEY", "TMCRA_BASE_URL", "SSL_CERT_FILE",
-                                        "TMCRA_DATA_DIR", "TMCRA_EMBEDDINGS_API_KEY", "https_proxy",
-                                        "tmcra_auth_x"}) ==
-        std::vector<std::string>{"TMCRA_API_KEY", "SSL_CERT_FILE", "TMCRA_EMBEDDINGS_API_KEY",
-                                 "tmcra_auth_x"});
   TempDir dir;
   auto gemini = tmcra::setup::ResolveHost("gemini-cli", Home(dir), std::nullopt);
   REQUIRE(gemini);
   const auto names = tmcra::setup::VariablesToPass(
       {"TMCRA_API_KEY", "TMCRA_BASE_URL", "SSL_CERT_FILE", "PATH", "TMCRA_HOOKS"});
   const auto entry = tmcra::setup::EntryFor(*gemini, "tmcra", kBin, names, true);
-  CHECK(entry.env ==
-        std::vector<std::pair<std::string, std::string>>{{"TMCRA_HOOKS", "gemini-cli"},
-                                                         {"SSL_CERT_FILE", "$SSL_CERT_FILE"},
-                                                         {"TMCRA_API_KEY", "$TMCRA_API_KEY"}});
+  using Pairs = std::vector<std::pair<std::string, std::string>>;
+  CHECK(entry.env == Pairs{{"TMCRA_HOOKS", "gemini-cli"}});
+  CHECK(entry.env_if_absent == Pairs{{"SSL_CERT_FILE", "$SSL_CERT_FILE"},
+                                     {"TMCRA_API_KEY", "$TMCRA_API_KEY"},
+                                     {"TMCRA_BASE_URL", "$TMCRA_BASE_URL"}});
   CHECK(entry.env_vars.empty());
-  // Without hooks the references are the whole env; with nothing withheld there is none.
-  CHECK(tmcra::setup::EntryFor(*gemini, "tmcra", kBin, {"TMCRA_API_KEY"}, false).env ==
-        std::vector<std::pair<std::string, std::string>>{{"TMCRA_API_KEY", "$TMCRA_API_KEY"}});
-  CHECK(tmcra::setup::EntryFor(*gemini, "tmcra", kBin, {"TMCRA_BASE_URL"}, false).env.empty());
+  CHECK(tmcra::setup::EntryFor(*gemini, "tmcra", kBin, {}, false).env_if_absent.empty());
   // Another host never gets them.
   auto claude = tmcra::setup::ResolveHost("claude-code", Home(dir), std::nullopt);
   REQUIRE(claude);
-  CHECK(tmcra::setup::EntryFor(*claude, "tmcra", kBin, names, false).env.empty());
+  CHECK(tmcra::setup::EntryFor(*claude, "tmcra", kBin, names, false).env_if_absent.empty());
+
+  // Written where the entry has no such variable; a user's own value for one is kept, and
+  // installing again changes nothing.
+  REQUIRE(mkdir(dir.File(".gemini").c_str(), 0700) == 0);
+  std::ofstream(gemini->path)
+      << R"({"mcpServers": {"tmcra": {"command": "/old", "env": {"TMCRA_API_KEY": "${WORK_KEY}"}}}})";
+  const auto now = std::chrono::system_clock::now();
+  REQUIRE(tmcra::setup::Install(*gemini, entry, false, now).ok);
+  std::ifstream in(gemini->path);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str().find(R"("TMCRA_API_KEY": "${WORK_KEY}")") != std::string::npos);
+  CHECK(text.str().find(R"("SSL_CERT_FILE": "$SSL_CERT_FILE")") != std::string::npos);
+  CHECK(text.str().find(R"("TMCRA_BASE_URL": "$TMCRA_BASE_URL")") != std::string::npos);
+  const auto again = tmcra::setup::Install(*gemini, entry, false, now + std::chrono::seconds(1));
+  CHECK(again.ok);
+  CHECK_FALSE(again.changed);
+  // The entry to add by hand holds them too.
+  CHECK(tmcra::setup::EntrySnippet(gemini->format, entry)
+            .find(R"("TMCRA_API_KEY": "$TMCRA_API_KEY")") != std::string::npos);
 }
 
 TEST_CASE("Codex env_vars: only the variables set when installing", "[setup][hosts]") {
