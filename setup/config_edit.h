@@ -61,10 +61,10 @@ struct Edited {
 
 // Adds the entry, or makes an existing one start our command (JSON: "command", "args": [],
 // "type", the variables of `env`, and those of `env_if_absent` it lacks; other keys and
-// variables are kept. Codex: command, args
-// when it has any, and `env`'s variables (an inline `env = {...}` is written again with the
-// same keys and values, an `[mcp_servers.<name>.env]` table gets lines); env_vars and
-// tool_timeout_sec only where the table has none, so a user's own choice stays).
+// variables are kept. Codex: command, args when it has any, and `env`'s variables (an inline
+// `env = {...}` is written again with the same keys and values, an `[mcp_servers.<name>.env]`
+// table gets lines); env_vars and tool_timeout_sec only where the table has none, so a user's
+// own choice stays).
 Result<Edited> AddServer(std::string_view text, ConfigFormat format, const ServerEntry& entry);
 
 // Removes the entry (Codex: its table and sub-tables, e.g. per-tool approval settings).
