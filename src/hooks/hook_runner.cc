@@ -387,14 +387,20 @@ Result<std::optional<queue::PreparedTurn>> OpenTurn(const HookInput& in, HookDep
   return turn;
 }
 
+// The answer the payload carries (last_assistant_message), or nullopt when it carries none.
+std::optional<std::string> PayloadAnswer(const HookInput& in) {
+  if (in.last_assistant_message && !Trim(*in.last_assistant_message).empty()) {
+    return in.last_assistant_message;
+  }
+  return std::nullopt;
+}
+
 // The answer of `turn`, which a Stop ends: the payload's, else the transcript's last answer when
 // the transcript's last turn is that turn (its prompt is the turn's): an answer written for
 // another turn is never taken for it.
 std::optional<std::string> StopAnswer(const HookInput& in, const queue::PreparedTurn& turn,
                                       const HookDeps& deps) {
-  if (in.last_assistant_message && !Trim(*in.last_assistant_message).empty()) {
-    return in.last_assistant_message;
-  }
+  if (auto answer = PayloadAnswer(in)) return answer;
   if (in.transcript_path.empty()) return std::nullopt;
   auto turns = ReadTranscript(in.host, in.transcript_path);
   if (!turns || turns->empty() || turns->back().assistant.empty()) return std::nullopt;
@@ -404,9 +410,7 @@ std::optional<std::string> StopAnswer(const HookInput& in, const queue::Prepared
 
 // A subagent's final message: the payload's, else the last answer of its own transcript.
 std::optional<std::string> SubagentAnswer(const HookInput& in) {
-  if (in.last_assistant_message && !Trim(*in.last_assistant_message).empty()) {
-    return in.last_assistant_message;
-  }
+  if (auto answer = PayloadAnswer(in)) return answer;
   if (in.agent_transcript_path.empty()) return std::nullopt;
   auto turns = ReadTranscript(in.host, in.agent_transcript_path, /*subagent=*/true);
   if (!turns || turns->empty() || turns->back().assistant.empty()) return std::nullopt;
@@ -487,9 +491,7 @@ Status StoreMissedTurn(const HookInput& in, HookDeps& deps) {
   if (in.transcript_path.empty()) return Ok();
   auto turns = ReadTranscript(in.host, in.transcript_path);
   if (!turns || turns->empty()) return Ok();
-  if (in.last_assistant_message && !Trim(*in.last_assistant_message).empty()) {
-    turns->back().assistant = *in.last_assistant_message;
-  }
+  if (auto answer = PayloadAnswer(in)) turns->back().assistant = std::move(*answer);
   return StoreUnstoredTurns(in, *turns, /*include_last=*/true, deps);
 }
 

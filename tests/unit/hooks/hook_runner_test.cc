@@ -87,8 +87,10 @@ HookInput Prompt(const std::string& session, const std::string& text,
   return in;
 }
 
-HookInput Stop(const std::string& session, const std::string& answer) {
+HookInput Stop(const std::string& session, const std::string& answer,
+               Host host = Host::kClaudeCode) {
   HookInput in;
+  in.host = host;
   in.event = Event::kStop;
   in.session_id = session;
   in.last_assistant_message = answer;
@@ -150,8 +152,7 @@ TEST_CASE("the host's turn id is used, and Stop finds the turn by it", "[hooks]"
   HookInput prompt = Prompt("s1", "Which port does the staging database use?", Host::kCodex);
   prompt.host_turn_id = "turn-abc";
   f.Run(prompt);
-  HookInput stop = Stop("s1", "Port 6543.");
-  stop.host = Host::kCodex;
+  HookInput stop = Stop("s1", "Port 6543.", Host::kCodex);
   stop.host_turn_id = "turn-abc";
   f.Run(stop);
   auto turn = f.Outbox().GetTurn("turn-abc");
@@ -339,8 +340,7 @@ TEST_CASE("a Stop whose prompt was never bound stores the turn from the transcri
     event("user_message", "What is the on-call rotation length?");  // its hook died before binding
     event("agent_message", "One week.");
   }
-  HookInput stop = Stop("s1", "One week.");
-  stop.host = Host::kCodex;
+  HookInput stop = Stop("s1", "One week.", Host::kCodex);
   stop.host_turn_id = "t2";  // unknown: t1 must not be given t2's answer
   stop.transcript_path = path;
   f.Run(stop);
@@ -705,8 +705,7 @@ TEST_CASE("a Stop without an answer takes the transcript's only when its last tu
   HookInput first = Prompt("s1", "Which region hosts the primary database?", Host::kCodex);
   first.host_turn_id = "t1";
   f.Run(first);
-  HookInput stop = Stop("s1", "eu-west-3.");
-  stop.host = Host::kCodex;
+  HookInput stop = Stop("s1", "eu-west-3.", Host::kCodex);
   stop.host_turn_id = "t1";
   f.Run(stop);
   HookInput second = Prompt("s1", "And where do the replicas run?", Host::kCodex);
